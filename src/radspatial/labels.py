@@ -1,0 +1,147 @@
+"""Label tables (TotalSegmentator v2, BTCV, AMOS, WORD, user JSON), MIRP grouping, display names.
+
+Pure data and pure functions; importable without any heavy dependency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+BUILTIN_TABLES = {
+    "totalsegmentator": "totalsegmentator_v2_total.json",
+    "btcv": "btcv.json",
+    "amos": "amos.json",
+    "word": "word.json",
+}
+
+# MIRP merged TotalSegmentator's vertebrae into one structure and the ribs into one per side,
+# reusing the first id of each block (see the MIRP dataset guide's structure table).
+_MIRP_GROUPS: tuple[tuple[range, int, str], ...] = (
+    (range(26, 51), 26, "vertebrae"),
+    (range(92, 104), 92, "rib_left"),
+    (range(104, 116), 93, "rib_right"),
+)
+
+_SIDES = ("left", "right")
+
+
+@dataclass(frozen=True)
+class LabelTable:
+    """id -> snake_case structure name, plus how ids were remapped (grouping)."""
+
+    name: str
+    names: dict[int, str]
+    remap: dict[int, int] = field(default_factory=dict)  # source id -> id after grouping
+    grouping: str | None = None
+
+    def apply(self, label_id: int) -> int:
+        return self.remap.get(label_id, label_id)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "grouping": self.grouping,
+            "names": {str(k): v for k, v in sorted(self.names.items())},
+        }
+
+
+def _parse_table(raw: dict, source: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for key, value in raw.items():
+        try:
+            label_id = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"{source}: label id {key!r} is not an integer") from None
+        if label_id <= 0:
+            raise ValueError(f"{source}: label id {label_id} must be >= 1 (0 is background)")
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{source}: label {label_id} has no name")
+        out[label_id] = normalize_name(value)
+    return out
+
+
+@cache
+def _builtin(name: str) -> dict[int, str]:
+    text = resources.files("radspatial.data").joinpath(BUILTIN_TABLES[name]).read_text()
+    return _parse_table(json.loads(text), f"built-in table {name}")
+
+
+def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTable:
+    """Load a built-in table by name or a JSON file ``{"1": "spleen", ...}``.
+
+    ``group`` applies MIRP's vertebrae/rib grouping; ``None`` means on for TotalSegmentator
+    and off otherwise (grouping is only defined for TotalSegmentator ids).
+    """
+    spec = "totalsegmentator" if spec is None else str(spec)
+    if spec in BUILTIN_TABLES:
+        names, table_name = dict(_builtin(spec)), spec
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            known = ", ".join(BUILTIN_TABLES)
+            raise ValueError(f"{spec}: not a built-in label table ({known}) nor a JSON file")
+        try:
+            raw = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected a JSON object id -> name")
+        names, table_name = _parse_table(raw, str(path)), str(path)
+    if group is None:
+        group = table_name == "totalsegmentator"
+    if not group:
+        return LabelTable(table_name, names)
+    if table_name != "totalsegmentator":
+        raise ValueError(f"{table_name}: vertebrae/rib grouping is defined only for totalsegmentator")
+    remap: dict[int, int] = {}
+    for ids, target, group_name in _MIRP_GROUPS:
+        for i in ids:
+            remap[i] = target
+            names.pop(i, None)
+        names[target] = group_name
+    return LabelTable(table_name, dict(sorted(names.items())), remap, grouping="mirp")
+
+
+def normalize_name(name: str) -> str:
+    """'Left Kidney', 'kidney-left', 'kidney_left' -> 'kidney_left' (TotalSegmentator style)."""
+    words = [w for w in re.split(r"[\s_\-/]+", name.strip().lower()) if w]
+    if words and words[0] in _SIDES and len(words) > 1:
+        words = words[1:] + words[:1]
+    return "_".join(words)
+
+
+def display_name(name: str) -> str:
+    """'kidney_left' -> 'left kidney'; 'inferior_vena_cava' -> 'inferior vena cava'.
+
+    The side moves to the front, as in MIRP's questions, so MIRP tooling maps it back.
+    """
+    words = name.split("_")
+    if len(words) > 1 and words[-1] in _SIDES:
+        words = words[-1:] + words[:-1]
+    return " ".join(words)
+
+
+def letter_code(label_id: int) -> str:
+    """MIRP's two-letter marker for a label id: 1 -> 'AA', 2 -> 'AB', 27 -> 'BA', 52 -> 'BZ'."""
+    if not 1 <= label_id <= 26 * 26:
+        raise ValueError(f"label id {label_id} has no two-letter code (1..676)")
+    a, b = divmod(label_id - 1, 26)
+    return chr(65 + a) + chr(65 + b)
+
+
+def letter_to_id(code: str) -> int:
+    code = code.strip().upper()
+    if not re.fullmatch(r"[A-Z]{2}", code):
+        raise ValueError(f"{code!r} is not a two-letter marker code")
+    return (ord(code[0]) - 65) * 26 + (ord(code[1]) - 65) + 1
+
+
+def side_of(name: str) -> str | None:
+    """'left' / 'right' for paired structures, else None."""
+    last = name.rsplit("_", 1)[-1]
+    return last if last in _SIDES else None

@@ -1,0 +1,101 @@
+"""The one interface every model backend implements, and the backend registry.
+
+A backend turns prompts (+ PNG image) into reply texts. It owns its own concurrency or batching
+and calls ``on_reply`` as each request finishes, so the runner can append the result to disk
+before anything else is sent (crash-safe resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Decoding settings, identical across backends unless the user overrides them."""
+
+    temperature: float = 0.0
+    max_tokens: int = 64
+    top_p: float = 1.0
+    seed: int | None = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class Request:
+    key: str  # cache key (hash of everything that determines the call); unique per call
+    prompt: str  # the full text prompt (template already applied)
+    image_png: bytes | None  # PNG bytes of the shown image, or None for text-only
+    meta: dict[str, Any] = field(default_factory=dict)  # item fields a baseline may read
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str | None  # None when the call failed
+    error: str | None = None  # set when the call failed after all retries
+    latency_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. retries, tokens, http status
+
+
+OnReply = Callable[[Request, Reply], None]
+
+
+class Backend(Protocol):
+    spec: str
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-safe description for run.json. Never includes secrets (API keys)."""
+
+    def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
+        """Answer every request, calling ``on_reply`` once per request as it finishes."""
+
+
+BackendFactory = Callable[..., Backend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_backend(prefix: str) -> Callable[[BackendFactory], BackendFactory]:
+    """Register a factory for specs ``<prefix>`` or ``<prefix>:<rest>``.
+
+    The factory is called as ``factory(rest, decoding=..., concurrency=..., **options)``.
+    """
+
+    def deco(factory: BackendFactory) -> BackendFactory:
+        if prefix in _REGISTRY:
+            raise ValueError(f"backend prefix {prefix!r} registered twice")
+        _REGISTRY[prefix] = factory
+        return factory
+
+    return deco
+
+
+def _load_builtin_backends() -> None:
+    # Imported here, not at package import, so listing specs needs no torch/httpx.
+    from radspatial.models import builtin  # noqa: F401
+
+
+def list_backends() -> list[str]:
+    _load_builtin_backends()
+    return sorted(_REGISTRY)
+
+
+def create_backend(
+    spec: str, *, decoding: Decoding | None = None, concurrency: int = 8, **options: Any
+) -> Backend:
+    """``create_backend("openai-compat:qwen@http://127.0.0.1:8000/v1")`` -> a Backend."""
+    _load_builtin_backends()
+    prefix, _, rest = spec.partition(":")
+    if prefix not in _REGISTRY:
+        raise ValueError(f"unknown model spec {spec!r}; known prefixes: {', '.join(list_backends())}")
+    return _REGISTRY[prefix](
+        rest, decoding=decoding or Decoding(), concurrency=concurrency, **options
+    )
