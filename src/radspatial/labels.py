@@ -97,7 +97,9 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
     if not group:
         return LabelTable(table_name, names)
     if table_name != "totalsegmentator":
-        raise ValueError(f"{table_name}: vertebrae/rib grouping is defined only for totalsegmentator")
+        raise ValueError(
+            f"{table_name}: vertebrae/rib grouping is defined only for totalsegmentator"
+        )
     remap: dict[int, int] = {}
     for ids, target, group_name in _MIRP_GROUPS:
         for i in ids:

@@ -95,7 +95,9 @@ def create_backend(
     _load_builtin_backends()
     prefix, _, rest = spec.partition(":")
     if prefix not in _REGISTRY:
-        raise ValueError(f"unknown model spec {spec!r}; known prefixes: {', '.join(list_backends())}")
+        raise ValueError(
+            f"unknown model spec {spec!r}; known prefixes: {', '.join(list_backends())}"
+        )
     return _REGISTRY[prefix](
         rest, decoding=decoding or Decoding(), concurrency=concurrency, **options
     )

@@ -1,0 +1,207 @@
+"""Axial slices: radiological display, windowing, resampling, the 8 MIRP variants, structure stats.
+
+Frames (see docs/format.md):
+- canonical voxel order is RAS+ (axis 0 grows toward the patient's right, axis 1 anterior);
+- the *canonical frame* is the standard radiological view: patient's right on image left,
+  anterior at the top, resampled to a square ``size`` x ``size`` image;
+- the *shown frame* is the canonical frame after one of the 8 rotation/flip variants.
+Pixel coordinates are (x, y), x to the right, y downward, pixel centres at integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+# MIRP codes: A = horizontally flipped, B = not; 1..4 = 0, 90, 180, 270 degrees
+# counter-clockwise (as seen on screen), applied after the flip.
+VARIANTS: tuple[str, ...] = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
+
+
+@dataclass(frozen=True)
+class Variant:
+    code: str
+
+    def __post_init__(self) -> None:
+        if self.code not in VARIANTS:
+            raise ValueError(
+                f"unknown rotation/flip variant {self.code!r}; expected one of {VARIANTS}"
+            )
+
+    @property
+    def flip(self) -> bool:
+        return self.code[0] == "A"
+
+    @property
+    def quarter_turns(self) -> int:
+        return int(self.code[1]) - 1
+
+    @property
+    def long_name(self) -> str:
+        flip = "Horizontal flip" if self.flip else "No flip"
+        return f"{flip} and {90 * self.quarter_turns} degree rotation"
+
+    def apply_image(self, img: np.ndarray) -> np.ndarray:
+        """Canonical-frame image (H, W[, C]) -> shown frame."""
+        out = img[:, ::-1] if self.flip else img
+        return np.ascontiguousarray(np.rot90(out, self.quarter_turns))
+
+    def apply_point(self, xy: tuple[float, float], size: int) -> tuple[float, float]:
+        """Canonical-frame (x, y) -> shown frame, for a square image of ``size`` px."""
+        x, y = xy
+        m = size - 1
+        if self.flip:
+            x = m - x
+        for _ in range(self.quarter_turns):  # one CCW quarter turn: (x, y) -> (y, m - x)
+            x, y = y, m - x
+        return (x, y)
+
+    def invert_point(self, xy: tuple[float, float], size: int) -> tuple[float, float]:
+        """Shown frame (x, y) -> canonical frame."""
+        x, y = xy
+        m = size - 1
+        for _ in range(self.quarter_turns):  # one CW quarter turn undoes a CCW one
+            x, y = m - y, x
+        if self.flip:
+            x = m - x
+        return (x, y)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How a canonical axial slice (X, Y voxels) maps onto the square output image."""
+
+    size: int
+    content_w: int  # output px covered by the slice, columns
+    content_h: int
+    pad_x: int
+    pad_y: int
+    n_cols: int  # native display columns (= X)
+    n_rows: int  # native display rows (= Y)
+
+    @classmethod
+    def for_slice(cls, shape_xy: tuple[int, int], spacing_xy: tuple[float, float], size: int):
+        nx, ny = shape_xy
+        width_mm, height_mm = nx * spacing_xy[0], ny * spacing_xy[1]
+        scale = size / max(width_mm, height_mm)
+        cw = max(1, min(size, round(width_mm * scale)))
+        ch = max(1, min(size, round(height_mm * scale)))
+        return cls(size, cw, ch, (size - cw) // 2, (size - ch) // 2, nx, ny)
+
+    @property
+    def px_per_col(self) -> float:
+        return self.content_w / self.n_cols
+
+    @property
+    def px_per_row(self) -> float:
+        return self.content_h / self.n_rows
+
+    def to_output(self, col: float, row: float) -> tuple[float, float]:
+        """Native display (col, row) pixel-centre coordinates -> canonical-frame output (x, y)."""
+        x = self.pad_x + (col + 0.5) * self.px_per_col - 0.5
+        y = self.pad_y + (row + 0.5) * self.px_per_row - 0.5
+        return (x, y)
+
+    def voxel_xy(self, col: float, row: float) -> tuple[float, float]:
+        """Native display (col, row) -> canonical RAS voxel indices (i, j) of the slice."""
+        return (self.n_cols - 1 - col, self.n_rows - 1 - row)
+
+
+def to_display(slice_xy: np.ndarray) -> np.ndarray:
+    """A canonical RAS axial slice indexed [i, j] -> radiological display [row, col].
+
+    Row 0 is the most anterior voxel (j = Y-1), column 0 the patient's rightmost (i = X-1).
+    """
+    return slice_xy[::-1, ::-1].T
+
+
+def window_to_uint8(hu: np.ndarray, width: float, level: float) -> np.ndarray:
+    lo = level - width / 2.0
+    scaled = (hu.astype(np.float32, copy=False) - lo) * (255.0 / width)
+    return np.clip(scaled + 0.5, 0, 255).astype(np.uint8)
+
+
+def render_gray(display_hu: np.ndarray, geom: Geometry, window: tuple[float, float]) -> np.ndarray:
+    """Windowed, resampled (bilinear), padded canonical-frame image, uint8 (size, size)."""
+    gray = window_to_uint8(display_hu, *window)
+    img = Image.fromarray(gray)
+    if (geom.content_w, geom.content_h) != (geom.n_cols, geom.n_rows):
+        img = img.resize((geom.content_w, geom.content_h), Image.Resampling.BILINEAR)
+    out = np.zeros((geom.size, geom.size), np.uint8)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
+    return out
+
+
+def render_labels(display_lab: np.ndarray, geom: Geometry) -> np.ndarray:
+    """Nearest-neighbour resampled, padded canonical-frame label image, uint16 (size, size)."""
+    img = Image.fromarray(display_lab.astype(np.int32))
+    if (geom.content_w, geom.content_h) != (geom.n_cols, geom.n_rows):
+        img = img.resize((geom.content_w, geom.content_h), Image.Resampling.NEAREST)
+    out = np.zeros((geom.size, geom.size), np.uint16)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = (
+        np.asarray(img)
+    )
+    return out
+
+
+@dataclass(frozen=True)
+class StructureStat:
+    """One structure in one slice, coordinates in the canonical output frame."""
+
+    label_id: int
+    n_components: int
+    area_px: float  # in output pixels
+    center_xy: tuple[float, float]  # centre of mass
+    marker_xy: tuple[float, float]  # centre of mass, or the deepest interior point if outside
+    inside: bool  # whether the centre of mass lies inside the structure
+
+
+_EIGHT = np.ones((3, 3), bool)
+
+
+def structure_stats(display_lab: np.ndarray, geom: Geometry) -> dict[int, StructureStat]:
+    """Stats for every label present in a native-resolution display slice.
+
+    One pass of bincount gives areas and centres of all labels; components and interior points
+    are computed only inside each label's bounding box (8-connectivity).
+    """
+    flat = display_lab.ravel()
+    top = int(flat.max()) if flat.size else 0
+    if top == 0:
+        return {}
+    rows, cols = display_lab.shape
+    counts = np.bincount(flat, minlength=top + 1)
+    col_idx = np.tile(np.arange(cols, dtype=np.float64), rows)
+    row_idx = np.repeat(np.arange(rows, dtype=np.float64), cols)
+    sum_c = np.bincount(flat, weights=col_idx, minlength=top + 1)
+    sum_r = np.bincount(flat, weights=row_idx, minlength=top + 1)
+    px_area = geom.px_per_col * geom.px_per_row
+    out: dict[int, StructureStat] = {}
+    for lab_id, box in enumerate(ndimage.find_objects(display_lab), start=1):
+        if box is None:
+            continue
+        n = counts[lab_id]
+        cc, cr = sum_c[lab_id] / n, sum_r[lab_id] / n
+        mask = display_lab[box] == lab_id
+        _, n_comp = ndimage.label(mask, structure=_EIGHT)
+        r0, c0 = box[0].start, box[1].start
+        ir, ic = int(round(cr)) - r0, int(round(cc)) - c0
+        inside = 0 <= ir < mask.shape[0] and 0 <= ic < mask.shape[1] and bool(mask[ir, ic])
+        if inside:
+            mc, mr = cc, cr
+        else:  # concave organ: the interior point farthest from the boundary
+            dist = ndimage.distance_transform_edt(np.pad(mask, 1))[1:-1, 1:-1]
+            pr, pc = np.unravel_index(int(np.argmax(dist)), dist.shape)
+            mc, mr = float(pc + c0), float(pr + r0)
+        out[lab_id] = StructureStat(
+            label_id=lab_id,
+            n_components=int(n_comp),
+            area_px=float(n * px_area),
+            center_xy=geom.to_output(cc, cr),
+            marker_xy=geom.to_output(mc, mr),
+            inside=inside,
+        )
+    return out
