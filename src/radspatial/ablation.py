@@ -1,0 +1,64 @@
+"""The blank-image ablation (AS): white images with two random markers and no anatomy.
+
+As in MIRP, item k uses the same two positions and relation for every marker type; only the
+marker texts differ. Answers are exactly balanced (item k answers yes iff k is even, then the
+order is shuffled).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from radspatial.labels import letter_code
+from radspatial.markers import Mark, draw_marks, marker_extent
+from radspatial.questions import QuestionRules
+from radspatial.questions.relative_position import OPPOSITE, marker_question, relation_holds
+
+
+def _texts(marker: str, rng: np.random.Generator) -> tuple[str, str]:
+    if marker == "numbers":
+        a, b = rng.choice(np.arange(1, 118), size=2, replace=False)
+        return str(a), str(b)
+    if marker == "letters":
+        a, b = rng.choice(np.arange(1, 677), size=2, replace=False)
+        return letter_code(int(a)), letter_code(int(b))
+    return ("red", "blue") if rng.random() < 0.5 else ("blue", "red")
+
+
+def _positions(rng: np.random.Generator, size: int, rules: QuestionRules):
+    edge = 2 * marker_extent(size)
+    while True:
+        p1, p2 = (tuple(float(v) for v in rng.integers(edge, size - edge, size=2)) for _ in "ab")
+        if math.dist(p1, p2) < rules.min_distance_px:
+            continue
+        axes = [ax for ax in (0, 1) if abs(p1[ax] - p2[ax]) >= rules.margin_px]
+        if axes:
+            return p1, p2, axes[int(rng.integers(len(axes)))]
+
+
+def generate_ablation(
+    rng: np.random.Generator, count: int, markers: tuple[str, ...], size: int, rules: QuestionRules
+):
+    """Yield ``(index, marker, png_rgb, row_fields)`` for ``count`` items per marker type."""
+    targets = np.array([1, 0] * (count // 2))
+    rng.shuffle(targets)
+    for k in range(count):
+        p1, p2, axis = _positions(rng, size, rules)
+        smaller = "left_of" if axis == 0 else "above"
+        first_smaller = p1[axis] < p2[axis]
+        relation = smaller if first_smaller == bool(targets[k]) else OPPOSITE[smaller]
+        answer = int(relation_holds(relation, p1, p2))
+        for marker in markers:
+            t1, t2 = _texts(marker, rng)
+            blank = np.full((size, size, 3), 255, np.uint8)
+            img = draw_marks(blank, [Mark(marker, t1, p1), Mark(marker, t2, p2)], boxed=False)
+            fields = {
+                "question": marker_question(marker, t1, relation, t2),
+                "answer": answer,
+                "relation": relation,
+                "object1": {"marker_text": t1, "center_xy": list(p1), "marker_xy": list(p1)},
+                "object2": {"marker_text": t2, "center_xy": list(p2), "marker_xy": list(p2)},
+            }
+            yield k, marker, img, fields

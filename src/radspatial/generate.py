@@ -1,0 +1,305 @@
+"""Benchmark generation: one pure-ish function per case, run in a process pool.
+
+``generate_case`` loads one volume, plans its questions, renders and writes its PNGs into a
+staging folder and returns the rows; it reads no global state, so it runs unchanged in a local
+pool or on a cluster worker. Randomness comes from one generator per case keyed by
+(seed, case id), so adding a case leaves every other case byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from radspatial.labels import display_name, letter_code
+from radspatial.markers import MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
+from radspatial.questions import Candidate, QuestionRules, QuestionSpec, get_question_type
+from radspatial.questions.relative_position import marker_question, named_question
+from radspatial.slices import (
+    VARIANTS,
+    Geometry,
+    StructureStat,
+    Variant,
+    render_gray,
+    render_labels,
+    structure_stats,
+    to_display,
+)
+from radspatial.volumes import Case, Volume, load_case
+
+SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
+SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    seed: int = 0
+    size: int = 512
+    window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
+    setups: tuple[str, ...] = SETUPS
+    markers: tuple[str, ...] = MARKER_TYPES
+    as_count: int = 100
+    rules: QuestionRules = field(default_factory=QuestionRules)
+    question_type: str = "relative_position"
+    group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
+    export_masks: bool = False
+
+    def __post_init__(self) -> None:
+        bad = set(self.setups) - set(SETUPS)
+        if bad or not self.setups:
+            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {self.setups}")
+        bad = set(self.markers) - set(MARKER_TYPES)
+        if bad or not self.markers:
+            raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
+        if self.size < 64:
+            raise ValueError(f"size must be >= 64 px, got {self.size}")
+        if self.window[0] <= 0:
+            raise ValueError(f"window width must be > 0, got {self.window[0]}")
+        if self.as_count < 0 or self.as_count % 2:
+            raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["window"] = list(self.window)
+        d["setups"], d["markers"] = list(self.setups), list(self.markers)
+        return d
+
+    def combos(self) -> list[tuple[str, str]]:
+        """(setup, marker) pairs for the slice setups, in output order."""
+        out: list[tuple[str, str]] = []
+        if "rq1" in self.setups:
+            out.append(("rq1", "none"))
+        for setup in ("rq2", "rq3"):
+            if setup in self.setups:
+                out += [(setup, m) for m in self.markers]
+        return out
+
+
+def keyed_rng(seed: int, key: str) -> np.random.Generator:
+    digest = hashlib.sha256(key.encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    z: int
+    base_name: str
+    variant: Variant
+    spec: QuestionSpec
+    stats: dict[int, StructureStat]
+    red_first: bool  # dots: does object 1 get the red dot?
+
+
+def _eligible(
+    stats: dict[int, StructureStat], names: dict[int, str], min_area: float, min_gap: float
+) -> list[StructureStat]:
+    """Single component, area >= 2x marker area, named in the table, not a near-duplicate.
+
+    Near-duplicate: same display name as a larger eligible structure, or its marker would
+    overlap a larger one's (marker points closer than ``min_gap``). The larger one is kept.
+    """
+    ok = [
+        s
+        for s in stats.values()
+        if s.n_components == 1 and s.area_px >= min_area and s.label_id in names
+    ]
+    ok.sort(key=lambda s: (-s.area_px, s.label_id))
+    kept: list[StructureStat] = []
+    for s in ok:
+        if any(
+            names[k.label_id] == names[s.label_id] or math.dist(k.marker_xy, s.marker_xy) < min_gap
+            for k in kept
+        ):
+            continue
+        kept.append(s)
+    return sorted(kept, key=lambda s: s.label_id)
+
+
+def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
+    """Choose slices, variants, pairs and answers for one volume (no rendering)."""
+    rng = keyed_rng(config.seed, vol.case_id)
+    qtype = get_question_type(config.question_type)
+    geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
+    min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
+    names = vol.table.names
+    cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
+    plans: list[SlicePlan] = []
+    pair_targets: list[int] = []
+    for z in range(vol.seg.shape[2]):
+        lab = to_display(vol.seg[:, :, z])
+        stats = structure_stats(lab, geom)
+        eligible = _eligible(stats, names, min_area, min_gap)
+        if len(eligible) < 2:
+            continue
+        k = len(plans)
+        if k % 2 == 0:  # each pair of accepted slices: one variant, one yes and one no
+            first = int(rng.integers(2))
+            pair_targets = [first, 1 - first]
+        variant = Variant(cycle[(k // 2) % len(cycle)])
+        cands = [
+            Candidate(
+                s.label_id,
+                names[s.label_id],
+                variant.apply_point(s.center_xy, config.size),
+                s.center_xy,
+            )
+            for s in eligible
+        ]
+        spec = qtype.propose(cands, pair_targets[k % 2], rng, config.rules)
+        if spec is None:
+            continue
+        red_first = bool(rng.random() < 0.5)
+        plans.append(SlicePlan(z, f"{vol.case_id}_slice{z:03d}", variant, spec, stats, red_first))
+    if len(plans) % 2:  # an unfinished pair would unbalance yes/no
+        plans.pop()
+    return plans
+
+
+def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, str]:
+    a, b = plan.spec.object1.label_id, plan.spec.object2.label_id
+    if marker == "numbers":
+        return str(a), str(b)
+    if marker == "letters":
+        return letter_code(a), letter_code(b)
+    return ("red", "blue") if plan.red_first else ("blue", "red")
+
+
+def question_text(setup: str, marker: str, plan: SlicePlan) -> str:
+    spec = plan.spec
+    n1, n2 = display_name(spec.object1.name), display_name(spec.object2.name)
+    if setup == "rq1":
+        return named_question(n1, spec.relation, n2)
+    t1, t2 = _marker_texts(plan, marker)
+    if setup == "rq2":
+        return named_question(n1, spec.relation, n2, t1, t2)
+    return marker_question(marker, t1, spec.relation, t2)
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def image_relpath(setup: str, marker: str, filename: str) -> str:
+    folder = "images" if marker == "none" else f"image_{marker}"
+    return f"{SETUP_DIRS[setup]}/{folder}/{filename}"
+
+
+@dataclass(frozen=True)
+class CaseOutput:
+    case_id: str
+    source: dict
+    rows: list[dict]  # manifest rows
+    n_slices: int
+    n_selected: int  # slices with a question
+
+
+def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict:
+    spec = plan.spec
+    cand = spec.object1 if which == 1 else spec.object2
+    stat = plan.stats[cand.label_id]
+    shown_marker = plan.variant.apply_point(stat.marker_xy, size)
+    text = None if marker == "none" else _marker_texts(plan, marker)[which - 1]
+    return {
+        "name": cand.name,
+        "display_name": display_name(cand.name),
+        "label_id": cand.label_id,
+        "marker_text": text,
+        "center_xy": [round(c, 3) for c in cand.center_xy],
+        "center_xy_canonical": [round(c, 3) for c in cand.center_xy_canonical],
+        "marker_xy": [round(c, 3) for c in shown_marker],
+        "marker_inside": stat.inside,
+        "area_px": round(stat.area_px, 2),
+    }
+
+
+def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[str, bytes]:
+    """PNG bytes per marker type ("none" = plain) for one planned slice, shown frame."""
+    geom = Geometry.for_slice(vol.ct.shape[:2], vol.spacing[:2], config.size)
+    gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, config.window)
+    shown = plan.variant.apply_image(np.repeat(gray[:, :, None], 3, axis=2))
+    out: dict[str, bytes] = {}
+    markers_needed = {m for s, m in config.combos()}
+    for marker in sorted(markers_needed):
+        if marker == "none":
+            out[marker] = encode_png(shown)
+            continue
+        t1, t2 = _marker_texts(plan, marker)
+        pts = [
+            plan.variant.apply_point(plan.stats[c.label_id].marker_xy, config.size)
+            for c in (plan.spec.object1, plan.spec.object2)
+        ]
+        marks = [Mark(marker, t1, pts[0]), Mark(marker, t2, pts[1])]
+        out[marker] = encode_png(draw_marks(shown, marks))
+    if config.export_masks:
+        lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
+        out["mask"] = encode_png_16(plan.variant.apply_image(lab))
+    return out
+
+
+def encode_png_16(lab: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(lab.astype(np.uint16)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
+    """Load, plan, render and write one case's images under ``stage``; return its rows."""
+    vol = load_case(case, group=config.group)
+    plans = plan_case(vol, config)
+    rows: list[dict] = []
+    z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
+    for plan in plans:
+        images = render_plan(vol, plan, config)
+        filename = f"{plan.base_name}.png"
+        if "mask" in images:
+            _write(stage / "masks" / filename, images["mask"])
+        for setup, marker in config.combos():
+            rel = image_relpath(setup, marker, filename)
+            _write(stage / rel, images[marker])
+            row = {
+                "id": f"{setup}/{marker}/{plan.base_name}/q0",
+                "setup": setup,
+                "marker": marker,
+                "image": rel,
+                "question": question_text(setup, marker, plan),
+                "answer": plan.spec.answer,
+                "answer_canonical": plan.spec.answer_canonical,
+                "relation": plan.spec.relation,
+                "question_type": plan.spec.question_type,
+                "transform": plan.variant.code,
+                "transform_name": plan.variant.long_name,
+                "variant": vol.variant,
+                "object1": _object_row(plan, 1, marker, config.size),
+                "object2": _object_row(plan, 2, marker, config.size),
+                "slice": {
+                    "base_name": plan.base_name,
+                    "classes_count": len(plan.stats),
+                    "multiple_components_same_label": any(
+                        s.n_components > 1 for s in plan.stats.values()
+                    ),
+                },
+                "source": {
+                    **{k: vol.source.get(k) for k in ("case_id", "ct", "seg")},
+                    "ct_sha256": vol.source.get("ct_sha256"),
+                    "seg_sha256": vol.source.get("seg_sha256"),
+                    "slice_index": plan.z,
+                    "z_mm": round(float(z_mm[plan.z]), 3),
+                },
+            }
+            if config.export_masks:
+                row["mask"] = f"masks/{filename}"
+            rows.append(row)
+    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), len(plans))
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
