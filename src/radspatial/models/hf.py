@@ -1,0 +1,226 @@
+"""``hf:<local path or hub id>``: a vision-language model run in-process with transformers.
+
+Loads ``AutoModelForImageTextToText`` + ``AutoProcessor``, formats each request with the
+processor's chat template (one user message: the image, then the prompt text), and generates in
+batches with left padding. Greedy by default; ``Decoding.temperature > 0`` samples with that
+temperature and ``top_p``. Decoding is set from ``Decoding`` alone (top-k off, repetition penalty
+1.0), not from the model's ``generation_config``, so it matches the other backends.
+
+Options (``create_backend("hf:...", batch_size=4, device="cuda:1", dtype="float16")``):
+
+- ``batch_size`` (default 8): requests per ``generate`` call;
+- ``device`` (default ``"auto"``: cuda, else mps, else cpu);
+- ``dtype`` (default ``"auto"``: bfloat16 on cuda, float32 elsewhere).
+
+A batch that raises (e.g. CUDA out of memory) is retried one request at a time; a request that
+still fails gets ``Reply(text=None, error=...)``. Needs ``pip install radspatial[hf]``.
+
+Example::
+
+    backend = create_backend("hf:Qwen/Qwen2.5-VL-3B-Instruct", decoding=Decoding(max_tokens=8))
+    backend.generate(requests, on_reply=lambda req, rep: print(req.key, rep.text))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+
+_DTYPES = ("bfloat16", "float16", "float32")
+
+
+@register_backend("hf")
+def create_hf_backend(
+    rest: str,
+    *,
+    decoding: Decoding,
+    concurrency: int = 8,  # unused: batching replaces concurrency in-process
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> HFBackend:
+    if not rest:
+        raise ValueError("hf backend needs a model: 'hf:<local path or hub id>'")
+    return HFBackend(rest, decoding=decoding, batch_size=batch_size, device=device, dtype=dtype)
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _resolve_dtype(dtype: str, device: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in _DTYPES:
+        raise ValueError(f"hf backend: dtype {dtype!r} not in {('auto', *_DTYPES)}")
+    return dtype
+
+
+def _batch_seed(seed: int, keys: Sequence[str]) -> int:
+    # Derived from the batch's own keys, so a batch samples the same wherever it falls in a run.
+    digest = hashlib.sha256(("\n".join([str(seed), *keys])).encode()).hexdigest()
+    return int(digest[:12], 16)
+
+
+class HFBackend:
+    """A transformers image-text-to-text model, batched, on one device."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        decoding: Decoding,
+        batch_size: int = 8,
+        device: str = "auto",
+        dtype: str = "auto",
+    ) -> None:
+        import torch
+        import transformers
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        if batch_size < 1:
+            raise ValueError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        self.spec = f"hf:{model}"
+        self.model_path = model
+        self.decoding = decoding
+        self.batch_size = batch_size
+        self.device = _resolve_device(device)
+        self.dtype = _resolve_dtype(dtype, self.device)
+        torch_dtype = getattr(torch, self.dtype)
+
+        # transformers renamed ``torch_dtype`` to ``dtype`` in 4.56.
+        major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
+        dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+        self.model = AutoModelForImageTextToText.from_pretrained(model, **{dtype_kw: torch_dtype})
+        self.model.to(self.device).eval()
+        self.processor = AutoProcessor.from_pretrained(model)
+        self.tokenizer = self.processor.tokenizer
+        self.encoder_decoder = bool(getattr(self.model.config, "is_encoder_decoder", False))
+        if not self.encoder_decoder:
+            self.tokenizer.padding_side = "left"  # new tokens must follow every prompt directly
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": "hf",
+            "spec": self.spec,
+            "model": self.model_path,
+            "model_class": type(self.model).__name__,
+            "device": self.device,
+            "dtype": self.dtype,
+            "batch_size": self.batch_size,
+            "decoding": self.decoding.to_json(),
+            "versions": dict(self._versions),
+        }
+
+    def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
+        for start in range(0, len(requests), self.batch_size):
+            batch = list(requests[start : start + self.batch_size])
+            t0 = time.perf_counter()
+            try:
+                results = self._generate_batch(batch)
+            except Exception:  # noqa: BLE001 - e.g. OOM: retry alone below
+                self._free_memory()
+                results = None
+            if results is not None:
+                elapsed = time.perf_counter() - t0
+                for req, (text, n_new) in zip(batch, results, strict=True):
+                    meta = {"batch_size": len(batch), "new_tokens": n_new}
+                    on_reply(req, Reply(text=text, latency_s=elapsed, meta=meta))
+                continue
+            for req in batch:
+                on_reply(req, self._generate_alone(req))
+
+    def _generate_alone(self, req: Request) -> Reply:
+        t0 = time.perf_counter()
+        try:
+            [(text, n_new)] = self._generate_batch([req])
+        except Exception as exc:  # noqa: BLE001 - recorded in the reply, run goes on
+            self._free_memory()
+            error = f"{type(exc).__name__}: {exc}"
+            return Reply(text=None, error=error, latency_s=time.perf_counter() - t0)
+        meta = {"batch_size": 1, "new_tokens": n_new, "retried_alone": True}
+        return Reply(text=text, latency_s=time.perf_counter() - t0, meta=meta)
+
+    def _free_memory(self) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+    def _encode(self, batch: Sequence[Request]) -> Any:
+        from PIL import Image
+
+        conversations = []
+        images: list[list[Any]] = []
+        for req in batch:
+            content: list[dict[str, Any]] = [{"type": "text", "text": req.prompt}]
+            if req.image_png is not None:
+                content.insert(0, {"type": "image"})
+                images.append([Image.open(io.BytesIO(req.image_png)).convert("RGB")])
+            else:
+                images.append([])
+            conversations.append([{"role": "user", "content": content}])
+        texts = self.processor.apply_chat_template(
+            conversations, add_generation_prompt=True, tokenize=False
+        )
+        # A template that writes the BOS itself must not get a second one from the tokenizer.
+        bos = self.tokenizer.bos_token
+        add_special = not (bos and all(t.startswith(bos) for t in texts))
+        kwargs: dict[str, Any] = {"images": images} if any(images) else {}
+        return self.processor(
+            text=texts,
+            padding=True,
+            add_special_tokens=add_special,
+            return_tensors="pt",
+            **kwargs,
+        )
+
+    def _generate_batch(self, batch: Sequence[Request]) -> list[tuple[str, int]]:
+        import torch
+
+        inputs = self._encode(batch).to(self.device)
+        torch_dtype = getattr(torch, self.dtype)
+        for name, value in inputs.items():
+            if torch.is_tensor(value) and torch.is_floating_point(value):
+                inputs[name] = value.to(torch_dtype)
+
+        d = self.decoding
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": d.max_tokens,
+            "repetition_penalty": 1.0,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
+        if d.temperature > 0:
+            gen_kwargs.update(do_sample=True, temperature=d.temperature, top_p=d.top_p, top_k=0)
+        else:
+            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+
+        # generate() takes no torch.Generator, so sampling seeds a forked global RNG instead.
+        seeded = d.temperature > 0 and d.seed is not None
+        cuda = [torch.device(self.device)] if self.device.startswith("cuda") else []
+        with torch.inference_mode(), torch.random.fork_rng(devices=cuda, enabled=seeded):
+            if seeded:
+                torch.manual_seed(_batch_seed(d.seed, [r.key for r in batch]))
+            output = self.model.generate(**inputs, **gen_kwargs)
+
+        new = output if self.encoder_decoder else output[:, inputs["input_ids"].shape[1] :]
+        texts = self.processor.batch_decode(new, skip_special_tokens=True)
+        pad = self.tokenizer.pad_token_id
+        counts = (new != pad).sum(dim=1).tolist() if pad is not None else [new.shape[1]] * len(new)
+        return [(text.strip(), int(n)) for text, n in zip(texts, counts, strict=True)]
