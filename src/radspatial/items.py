@@ -1,0 +1,177 @@
+"""Evaluation items from a dataset folder: ``radspatial generate`` output or a MIRP download.
+
+MIRP layout (as published): ``RQ1/images + qa.json``; ``RQ2|RQ3|AS/image_{dots,letters,numbers}
++ qa_{dots,letters,numbers}.json``. Setup and marker type come from the layout. Quirks handled:
+letter files say ``object1_label`` where the others say ``object1_gray``; some files lack
+``rotate_flip_*``; file names differ between the sample and the full release (we use the names in
+the JSON). If the dataset root holds MIRP's
+``center_of_anatomical_stuctures_in_standard_radiological_orientation.json``, the answer in
+standard view (``expected_canonical``) is derived from it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from radspatial.io import read_jsonl
+from radspatial.labels import normalize_name
+from radspatial.questions.relative_position import relation_holds
+
+MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
+MIRP_CENTRES = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
+_RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)
+_RELATION_KEY = {
+    "above": "above",
+    "below": "below",
+    "to the left of": "left_of",
+    "to the right of": "right_of",
+}
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    id: str
+    setup: str  # rq1 | rq2 | rq3 | as
+    marker: str  # none | numbers | letters | dots
+    image: Path
+    question: str
+    expected: int
+    expected_canonical: int | None = None
+    relation: str | None = None
+    transform: str | None = None
+    object1: str | None = None  # snake_case structure name, when known
+    object2: str | None = None
+    variant: str = "normal"  # anatomy variant of the case (normal, situs_inversus, blank, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pair(self) -> str | None:
+        if not (self.object1 and self.object2):
+            return None
+        return " / ".join(sorted((self.object1, self.object2)))
+
+
+def relation_of(question: str) -> str | None:
+    m = _RELATION_RE.search(question)
+    return _RELATION_KEY[m.group(1).lower()] if m else None
+
+
+def load_items(
+    root: Path, *, setups: Sequence[str] | None = None, markers: Sequence[str] | None = None
+) -> list[EvalItem]:
+    """All items of a dataset folder, sorted by id, optionally filtered."""
+    root = Path(root)
+    if (root / "manifest.jsonl").is_file():
+        items = _from_manifest(root)
+    elif any((root / d).is_dir() for d in MIRP_SETUPS):
+        items = _from_mirp(root)
+    else:
+        raise ValueError(
+            f"{root}: not a dataset (no manifest.jsonl and no MIRP RQ1/RQ2/RQ3/AS folders)"
+        )
+    if setups:
+        items = [i for i in items if i.setup in setups]
+    if markers:
+        items = [i for i in items if i.marker in markers or i.marker == "none"]
+    missing = [i.image for i in items if not i.image.is_file()]
+    if missing:
+        raise ValueError(f"{missing[0]}: image missing ({len(missing)} of {len(items)} missing)")
+    if not items:
+        raise ValueError(f"{root}: no items match the chosen setups/markers")
+    return sorted(items, key=lambda i: i.id)
+
+
+def _from_manifest(root: Path) -> list[EvalItem]:
+    items = []
+    for row in read_jsonl(root / "manifest.jsonl"):
+        o1, o2 = row.get("object1") or {}, row.get("object2") or {}
+        items.append(
+            EvalItem(
+                id=row["id"],
+                setup=row["setup"],
+                marker=row["marker"],
+                image=root / row["image"],
+                question=row["question"],
+                expected=int(row["answer"]),
+                expected_canonical=row.get("answer_canonical"),
+                relation=row.get("relation"),
+                transform=row.get("transform"),
+                object1=o1.get("name"),
+                object2=o2.get("name"),
+                variant=row.get("variant") or "normal",
+                extra={
+                    "center1_canonical": o1.get("center_xy_canonical"),
+                    "center2_canonical": o2.get("center_xy_canonical"),
+                },
+            )
+        )
+    return items
+
+
+def _mirp_name(qa: dict, k: int) -> str | None:
+    name = qa.get(f"object{k}_name")
+    return normalize_name(name) if isinstance(name, str) and name else None
+
+
+def _from_mirp(root: Path) -> list[EvalItem]:
+    centres = _mirp_centres(root / MIRP_CENTRES)
+    items: list[EvalItem] = []
+    for folder, setup in MIRP_SETUPS.items():
+        for qa_file in sorted((root / folder).glob("qa*.json")):
+            stem = qa_file.stem  # qa | qa_dots | ...
+            marker = "none" if stem == "qa" else stem.split("_", 1)[1]
+            image_dir = root / folder / ("images" if marker == "none" else f"image_{marker}")
+            try:
+                entries = json.loads(qa_file.read_text())
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{qa_file}: not valid JSON ({exc})") from None
+            for entry in entries:
+                filename = entry["filename"]
+                for k, qa in enumerate(entry.get("question_answer", [])):
+                    question = qa["question"]
+                    relation = relation_of(question)
+                    n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
+                    canonical = None
+                    if setup != "as" and relation and n1 and n2 and filename in centres:
+                        c = centres[filename]
+                        if n1 in c and n2 in c:
+                            canonical = int(relation_holds(relation, c[n1], c[n2]))
+                    items.append(
+                        EvalItem(
+                            id=f"{setup}/{marker}/{filename}/q{k}",
+                            setup=setup,
+                            marker=marker,
+                            image=image_dir / filename,
+                            question=question,
+                            expected=int(qa["answer"]),
+                            expected_canonical=canonical,
+                            relation=relation,
+                            transform=entry.get("rotate_flip_short"),
+                            object1=n1,
+                            object2=n2,
+                            variant="blank" if setup == "as" else "normal",
+                        )
+                    )
+    return items
+
+
+def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for entry in json.loads(path.read_text()):
+        out[entry["filename"]] = {
+            normalize_name(li["class_name"]): (float(li["center_x"]), float(li["center_y"]))
+            for li in entry.get("label_info", [])
+        }
+    return out
+
+
+def load_rows(root: Path) -> list[dict]:
+    """Raw manifest rows (for tools that need every field)."""
+    return read_jsonl(Path(root) / "manifest.jsonl")

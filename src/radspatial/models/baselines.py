@@ -1,0 +1,115 @@
+"""Reference backends that need no model: ``baseline:random|yes|no|anatomy-prior``.
+
+``baseline:anatomy-prior`` answers as if every image were shown in standard view, from an atlas
+of typical canonical-frame centres per structure: what "reciting anatomy" scores. It reads only
+what a model could read: structure names that the question itself contains (RQ1/RQ2); for
+marker-only questions and unknown structures it answers at random. The atlas is built in
+(learned from the bundled example CT) or learned from a dataset's manifest:
+``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from radspatial.labels import side_of
+from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+from radspatial.questions.relative_position import relation_holds
+
+KINDS = ("random", "yes", "no", "anatomy-prior")
+Atlas = dict[str, tuple[float, float]]  # name -> (x, y) in [0, 1], canonical frame
+
+
+def atlas_from_rows(rows: Iterable[dict]) -> Atlas:
+    """Mean canonical-frame centre per structure, normalised by image size."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for row in rows:
+        size = float(row.get("image_size") or 512)
+        for key in ("object1", "object2"):
+            obj = row.get(key) or {}
+            name, c = obj.get("name"), obj.get("center_xy_canonical")
+            if name and c:
+                s = sums[name]
+                s[0] += c[0] / size
+                s[1] += c[1] / size
+                s[2] += 1
+    return {n: (s[0] / s[2], s[1] / s[2]) for n, s in sorted(sums.items())}
+
+
+def builtin_atlas() -> Atlas:
+    text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
+    return {k: (v[0], v[1]) for k, v in json.loads(text)["centres"].items()}
+
+
+def load_atlas(source: str) -> Atlas:
+    path = Path(source)
+    if path.is_dir():
+        path = path / "manifest.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{source}: no manifest.jsonl to learn an anatomy atlas from")
+    from radspatial.io import read_jsonl
+
+    meta = path.parent / "dataset.json"
+    size = json.loads(meta.read_text())["config"]["size"] if meta.is_file() else 512
+    atlas = atlas_from_rows({**r, "image_size": size} for r in read_jsonl(path))
+    if not atlas:
+        raise ValueError(f"{path}: no canonical-frame centres to learn an anatomy atlas from")
+    return atlas
+
+
+def _coin(key: str) -> int:
+    return hashlib.sha256(key.encode()).digest()[0] & 1
+
+
+def _side_guess(name: str) -> tuple[float, float] | None:
+    side = side_of(name)  # radiological view: patient's left is on the image right
+    return None if side is None else ((0.7, 0.5) if side == "left" else (0.3, 0.5))
+
+
+class Baseline:
+    def __init__(self, spec: str, kind: str, atlas: Atlas | None, atlas_source: str) -> None:
+        self.spec, self.kind, self.atlas, self.atlas_source = spec, kind, atlas, atlas_source
+
+    def describe(self) -> dict[str, Any]:
+        d = {"spec": self.spec, "backend": "baseline", "kind": self.kind}
+        if self.atlas is not None:
+            d.update(atlas_source=self.atlas_source, atlas_structures=len(self.atlas))
+        return d
+
+    def answer(self, req: Request) -> str:
+        if self.kind == "yes":
+            return "1"
+        if self.kind == "no":
+            return "0"
+        if self.kind == "anatomy-prior":
+            m = req.meta
+            n1, n2, rel = m.get("object1"), m.get("object2"), m.get("relation")
+            if n1 and n2 and rel:
+                c1 = self.atlas.get(n1) or _side_guess(n1)
+                c2 = self.atlas.get(n2) or _side_guess(n2)
+                if c1 and c2 and c1 != c2:
+                    return str(int(relation_holds(rel, c1, c2)))
+        return str(_coin(req.key))
+
+    def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
+        for req in requests:
+            on_reply(req, Reply(text=self.answer(req), latency_s=0.0))
+
+
+@register_backend("baseline")
+def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> Baseline:
+    kind, _, source = rest.partition("@")
+    if kind not in KINDS:
+        raise ValueError(f"baseline:{rest}: unknown baseline; choose one of {', '.join(KINDS)}")
+    if kind != "anatomy-prior":
+        if source:
+            raise ValueError(f"baseline:{rest}: only anatomy-prior takes @atlas-source")
+        return Baseline(f"baseline:{rest}", kind, None, "")
+    atlas = load_atlas(source) if source else builtin_atlas()
+    return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in")

@@ -1,0 +1,232 @@
+"""Evaluation runs: repeats, a write-ahead call log, resume, and the final files.
+
+Every call is keyed by a hash of everything that determines it (model spec, decoding, prompt,
+image bytes, run index) and appended to ``calls.jsonl`` as soon as it returns, before more work is
+handed out. Rerunning the same command skips every successful call in the log (failed calls are
+retried), so Ctrl-C or kill -9 followed by the same command ends with the same ``results.jsonl``
+and ``metrics.json`` as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from radspatial import __version__
+from radspatial.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from radspatial.items import EvalItem, load_items
+from radspatial.models.base import Backend, Decoding, Reply, Request, create_backend
+from radspatial.prompts import MIRP, PromptTemplate
+from radspatial.scoring import parse_answer
+
+CALLS = "calls.jsonl"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    model: str
+    runs: int = 3
+    concurrency: int = 8
+    limit: int | None = None
+    setups: tuple[str, ...] | None = None
+    markers: tuple[str, ...] | None = None
+    decoding: Decoding = field(default_factory=Decoding)
+    template: PromptTemplate = MIRP
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"--runs must be >= 1, got {self.runs}")
+        if self.concurrency < 1:
+            raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
+
+
+def call_key(spec: str, decoding: Decoding, prompt: str, image_sha256: str, run: int) -> str:
+    blob = json.dumps(
+        {
+            "model": spec,
+            "decoding": decoding.to_json(),
+            "prompt": prompt,
+            "image": image_sha256,
+            "run": run,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _load_log(path: Path) -> dict[str, dict]:
+    """Latest row per key from the call log; drops a torn last line left by a crash."""
+    if not path.exists():
+        return {}
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):  # torn append: cut it so the next append starts clean
+        cut = raw.rfind(b"\n") + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+    latest: dict[str, dict] = {}
+    for row in read_jsonl(path):
+        prev = latest.get(row["key"])
+        if prev is None or prev.get("error") is not None:  # a success is never replaced
+            latest[row["key"]] = row
+    return latest
+
+
+def _item_meta(item: EvalItem) -> dict[str, Any]:
+    named = item.setup in ("rq1", "rq2")
+    return {
+        "id": item.id,
+        "setup": item.setup,
+        "marker": item.marker,
+        "question": item.question,
+        "relation": item.relation,
+        # what the question itself names (a model sees names only in rq1/rq2)
+        "object1": item.object1 if named else None,
+        "object2": item.object2 if named else None,
+    }
+
+
+def _chunks(
+    items: Sequence[EvalItem],
+    config: EvalConfig,
+    done: dict[str, dict],
+    size: int,
+    where: dict[str, tuple[str, int]],
+) -> Iterator[list[Request]]:
+    """Pending requests in chunks, reading each image once (bounded memory on big datasets).
+
+    Fills ``where`` with key -> (item id, run) for every call, pending or done.
+    """
+    batch: list[Request] = []
+    for item in items:
+        png = item.image.read_bytes()
+        sha = hashlib.sha256(png).hexdigest()
+        prompt = config.template.render(item)
+        for run in range(config.runs):
+            key = call_key(config.model, config.decoding, prompt, sha, run)
+            where[key] = (item.id, run)
+            row = done.get(key)
+            if row is not None and row.get("error") is None:
+                continue
+            batch.append(Request(key, prompt, png, {**_item_meta(item), "run": run}))
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    yield batch
+
+
+def result_row(item: EvalItem, run: int, call: dict | None) -> dict:
+    reply = call.get("reply") if call else None
+    error = call.get("error") if call else "not run"
+    parsed = parse_answer(reply, item.question) if reply is not None and not error else None
+    row = {
+        "id": item.id,
+        "run": run,
+        "setup": item.setup,
+        "marker": item.marker,
+        "question": item.question,
+        "relation": item.relation,
+        "transform": item.transform,
+        "variant": item.variant,
+        "pair": item.pair,
+        "expected": item.expected,
+        "expected_canonical": item.expected_canonical,
+        "reply": reply,
+        "parsed": parsed,
+        "correct": parsed == item.expected,
+        "correct_canonical": (
+            None if item.expected_canonical is None else parsed == item.expected_canonical
+        ),
+        "latency_s": call.get("latency_s") if call else None,
+        "error": error,
+    }
+    return row
+
+
+def run_eval(
+    data: Path,
+    out: Path,
+    config: EvalConfig,
+    *,
+    backend: Backend | None = None,
+    progress: bool = True,
+) -> list[dict]:
+    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
+    from radspatial.aggregate import compute_metrics
+
+    items = load_items(data, setups=config.setups, markers=config.markers)
+    if config.limit is not None:
+        items = items[: config.limit]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    backend = backend or create_backend(
+        config.model, decoding=config.decoding, concurrency=config.concurrency
+    )
+    run_info = {
+        "data": str(data),
+        "model": config.model,
+        "backend": backend.describe(),
+        "runs": config.runs,
+        "concurrency": config.concurrency,
+        "limit": config.limit,
+        "setups": list(config.setups) if config.setups else None,
+        "markers": list(config.markers) if config.markers else None,
+        "decoding": config.decoding.to_json(),
+        "template": config.template.to_json(),
+        "n_items": len(items),
+        "versions": {"radspatial": __version__, "python": platform.python_version()},
+    }
+    atomic_write_json(out / "run.json", {**run_info, "status": "running"})
+    log_path = out / CALLS
+    done = _load_log(log_path)
+    total = len(items) * config.runs
+    bar = tqdm(total=total, desc=config.model, unit="call", disable=None if progress else True)
+    bar.update(sum(1 for r in done.values() if r.get("error") is None))
+    where: dict[str, tuple[str, int]] = {}
+    with open(log_path, "a", encoding="utf-8") as log:
+
+        def on_reply(req: Request, reply: Reply) -> None:
+            row = {
+                "key": req.key,
+                "id": req.meta["id"],
+                "run": req.meta["run"],
+                "reply": reply.text,
+                "error": reply.error,
+                "latency_s": round(reply.latency_s, 4),
+                "meta": reply.meta,
+            }
+            log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            log.flush()
+            done[req.key] = row
+            if reply.error is None:
+                bar.update()
+
+        try:
+            chunk = max(256, 16 * config.concurrency)
+            for batch in _chunks(items, config, done, chunk, where):
+                if batch:
+                    backend.generate(batch, on_reply)
+        finally:
+            log.flush()
+            os.fsync(log.fileno())
+            bar.close()
+    by_pos = {pos: done.get(key) for key, pos in where.items()}
+    rows = [
+        result_row(item, run, by_pos.get((item.id, run)))
+        for run in range(config.runs)
+        for item in items
+    ]
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    metrics = compute_metrics(rows, model=config.model, runs=config.runs)
+    atomic_write_json(out / "metrics.json", metrics)
+    n_err = sum(1 for r in rows if r["error"])
+    status = "complete" if n_err == 0 else "incomplete"
+    atomic_write_json(out / "run.json", {**run_info, "status": status, "errors": n_err})
+    return rows
