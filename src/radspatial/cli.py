@@ -124,6 +124,125 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a model on a dataset (radspatial or MIRP layout)",
+        description="Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
+        "hf:<path or id>, vllm:<path or id>, baseline:random|yes|no|anatomy-prior[@manifest]. "
+        "Rerunning the same command resumes: finished calls are never repeated.",
+    )
+    p.add_argument("--data", type=Path, required=True, help="dataset folder")
+    p.add_argument("--model", required=True, help="model spec")
+    p.add_argument("--out", type=Path, required=True, help="run folder")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--limit", type=int, help="first N items (sorted by id)")
+    p.add_argument("--setups", type=_csv, help="e.g. rq1,rq2")
+    p.add_argument("--markers", type=_csv, help="e.g. dots,letters")
+    p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from radspatial.models.base import Decoding
+    from radspatial.prompts import load_template
+    from radspatial.runner import EvalConfig, run_eval
+
+    config = EvalConfig(
+        model=args.model,
+        runs=args.runs,
+        concurrency=args.concurrency,
+        limit=args.limit,
+        setups=args.setups,
+        markers=args.markers,
+        decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
+        template=load_template(args.prompt),
+    )
+    rows = run_eval(args.data, args.out, config)
+    _print_eval(args.out, rows)
+    return 0
+
+
+def _print_eval(out: Path, rows: list[dict]) -> None:
+    import json
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    o = metrics["overall"]
+    print(
+        f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
+        f"{100 * o['accuracy_std']:.1f}% over {o['runs']} run(s) of {o['n_items']} items, "
+        f"invalid {100 * o['invalid_rate']:.1f}%, errors {metrics['errors']}"
+    )
+    print(f"results: {out / 'results.jsonl'}")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="tables and figures from one or more eval run folders")
+    p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from radspatial.report import build_report
+
+    summary = build_report(args.runs, args.out)
+    print(f"report: {summary.summary_md}")
+    for fig in summary.figures:
+        print(f"figure: {fig}")
+    return 0
+
+
+DEMO_MODELS = ("baseline:random", "baseline:yes", "baseline:anatomy-prior")
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="the main job on the bundled real CT: generate, evaluate the baselines, report",
+    )
+    p.add_argument("--out", type=Path, default=Path("runs/demo"))
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument(
+        "--model",
+        action="append",
+        help=f"model spec to evaluate (repeatable; default: {', '.join(DEMO_MODELS)})",
+    )
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+    from radspatial.report import build_report
+    from radspatial.runner import EvalConfig, run_eval
+    from radspatial.volumes import Case
+
+    ct, seg = bundled_example()
+    data = args.out / "dataset"
+    summary = build_dataset(
+        [Case("example_ct_sm", ct, seg, "totalsegmentator")],
+        GenerateConfig(),
+        data,
+        overwrite=True,
+    )
+    print(f"dataset: {data} ({summary.n_questions} questions)")
+    run_dirs = []
+    for spec in args.model or DEMO_MODELS:
+        run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
+        rows = run_eval(data, run_dir, EvalConfig(model=spec, runs=args.runs))
+        _print_eval(run_dir, rows)
+        run_dirs.append(run_dir)
+    report = build_report(run_dirs, args.out / "report")
+    print(f"report: {report.summary_md}")
+    for fig in report.figures:
+        print(f"figure: {fig}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from radspatial import __version__
 
@@ -133,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"radspatial {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
+    _add_eval(sub)
+    _add_report(sub)
+    _add_demo(sub)
     return parser
 
 
