@@ -1,0 +1,444 @@
+"""CT + organ mask loading (NIfTI, DICOM series, TotalSegmentator folder) in canonical RAS+.
+
+Every volume leaves this module in nibabel's "closest canonical" voxel order: axis 0 grows toward
+the patient's Right, axis 1 toward Anterior, axis 2 toward Superior (``aff2axcodes == RAS``).
+Bad input raises :class:`InputError` with one line naming the file and the problem.
+
+Example: ``vol = load_case(Case("ex", Path("ct.nii.gz"), Path("seg.nii.gz")))``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import logging
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+from nibabel.filebasedimages import ImageFileError
+from nibabel.spatialimages import HeaderDataError
+from nibabel.wrapstruct import WrapStructError
+
+from radspatial.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
+
+log = logging.getLogger(__name__)
+
+Warn = Callable[[str], None]
+# What a damaged .nii.gz raises, often only once the data (not the header) is read.
+_READ_ERRORS = (
+    *(OSError, EOFError, zlib.error, ValueError),
+    *(ImageFileError, HeaderDataError, WrapStructError),
+)
+
+
+class InputError(ValueError):
+    """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str
+    ct: Path  # NIfTI file or a DICOM series folder
+    seg: Path  # multilabel NIfTI or a TotalSegmentator per-structure folder
+    labels: str | None = None  # built-in table name or JSON path; None -> totalsegmentator
+    variant: str = "normal"  # anatomy variant tag recorded in the manifest
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ct", Path(self.ct))
+        object.__setattr__(self, "seg", Path(self.seg))
+
+
+@dataclass(frozen=True, eq=False)
+class Volume:
+    case_id: str
+    ct: np.ndarray  # (X, Y, Z) float32 HU, canonical RAS+
+    seg: np.ndarray  # (X, Y, Z) uint16 label ids after grouping; 0 = background
+    affine: np.ndarray  # 4x4 canonical affine, RAS+ world mm
+    spacing: tuple[float, float, float]
+    table: LabelTable
+    variant: str
+    source: dict  # JSON-safe provenance (paths, hashes, formats, orientations, skipped ids)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _axcodes(affine: np.ndarray) -> str:
+    return "".join(str(c) for c in nib.aff2axcodes(affine))
+
+
+def _canonical(
+    data: np.ndarray, affine: np.ndarray, dtype: type, lut: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder/flip axes to closest canonical RAS+ (as nibabel.as_closest_canonical).
+
+    Casts (or maps through ``lut``) in the same pass into one new array, so a 512x512x300
+    volume costs one allocation and no float64 copy.
+    """
+    ornt = nib.orientations.io_orientation(affine)
+    view = nib.orientations.apply_orientation(data, ornt)
+    if lut is not None:
+        out = lut[view]  # fancy indexing: ~10x faster than np.take on uint8 indices
+    else:
+        out = np.empty(view.shape, dtype=dtype, order="F")  # nibabel's (Fortran) order
+        out[...] = view
+    return out, affine @ nib.orientations.inv_ornt_aff(ornt, data.shape)
+
+
+def _spacing(affine: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(affine[:3, :3], axis=0)
+
+
+def _grid_difference(a: np.ndarray, b: np.ndarray) -> str | None:
+    """What differs between two voxel grids' affines (None if they agree within tolerance)."""
+    sa, sb = _spacing(a), _spacing(b)
+    if not np.allclose(sa, sb, rtol=1e-3, atol=0):
+        return f"spacing {np.round(sa, 4).tolist()} != {np.round(sb, 4).tolist()} mm"
+    if np.abs(a[:3, :3] / sa - b[:3, :3] / sb).max() > 1e-3:
+        return "axis directions differ"
+    if np.abs(a[:3, 3] - b[:3, 3]).max() > 0.5:
+        return f"origin {np.round(a[:3, 3], 2).tolist()} != {np.round(b[:3, 3], 2).tolist()} mm"
+    return None
+
+
+def _require(path: Path) -> None:
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+
+
+def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, tuple[int, ...]]:
+    """Open an image (data decoded on demand) and return it with its 3D shape."""
+    _require(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, expected a NIfTI {what} file")
+    try:
+        if path.name.endswith(".nii.gz"):
+            # nibabel stops before the gzip trailer, so a corrupted .nii.gz would load silently;
+            # decompressing it whole checks the CRC and length (and is no slower).
+            raw = gzip.decompress(path.read_bytes())
+            nifti2 = raw[:4] in (b"\x1c\x02\x00\x00", b"\x00\x00\x02\x1c")  # sizeof_hdr 540
+            img = (nib.Nifti2Image if nifti2 else nib.Nifti1Image).from_bytes(raw)
+        else:
+            img = nib.load(path)
+    except _READ_ERRORS as exc:
+        raise InputError(f"{path}: cannot read {what} as NIfTI ({_one_line(exc)})") from None
+    shape = tuple(int(s) for s in img.shape)
+    while len(shape) > 3 and shape[-1] == 1:  # (X, Y, Z, 1) is still one volume
+        shape = shape[:-1]
+    if len(shape) != 3:
+        raise InputError(f"{path}: {what} has shape {tuple(img.shape)}, expected a 3D volume")
+    return img, shape
+
+
+def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
+    try:
+        return read()
+    except _READ_ERRORS as exc:
+        raise InputError(f"{path}: corrupt or truncated image data ({_one_line(exc)})") from None
+
+
+def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Load a CT (NIfTI file or DICOM series folder) as canonical float32 HU, affine, info."""
+    path = Path(path)
+    _require(path)
+    if path.is_dir():
+        data, affine, info = _read_dicom_series(path, warn)
+        return (*_canonical(data, affine, np.float32), info)
+    img, shape = _open_nifti(path, "CT")
+    affine = np.asarray(img.affine, dtype=float)
+    info = {"ct_format": "nifti", "ct_orientation": _axcodes(affine)}
+    # Same values as img.get_fdata(dtype=np.float32) (scl_slope/scl_inter applied), but scaled
+    # in place on the one canonical float32 copy: nibabel's scaled read is several times slower.
+    proxy = img.dataobj
+    raw = _read_data(path, proxy.get_unscaled).reshape(shape)
+    data, affine = _canonical(raw, affine, np.float32)
+    slope, inter = float(proxy.slope), float(proxy.inter)
+    if slope != 1.0:
+        data *= np.float32(slope)
+    if inter != 0.0:
+        data += np.float32(inter)
+    return data, affine, info
+
+
+_GEOMETRY = {"ImageOrientationPatient": 6, "PixelSpacing": 2, "ImagePositionPatient": 3}
+
+
+def _dicom_geometry(path: Path, ds) -> tuple[tuple[int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns), IOP (6,), PixelSpacing (2,), IPP (3,) of one slice."""
+    need = f"Rows/Columns/{'/'.join(_GEOMETRY)}"
+    try:
+        iop, spacing, ipp = (np.array([float(v) for v in ds[kw].value]) for kw in _GEOMETRY)
+        size = (int(ds.Rows), int(ds.Columns))
+    except (KeyError, AttributeError, TypeError, ValueError):
+        raise InputError(f"{path}: DICOM slice lacks {need}") from None
+    if (iop.size, spacing.size, ipp.size) != tuple(_GEOMETRY.values()):
+        raise InputError(f"{path}: DICOM slice has malformed {need}")
+    return size, iop, spacing, ipp
+
+
+_RESCALE = (("RescaleSlope", 1.0), ("RescaleIntercept", 0.0))
+
+
+def _read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, dict]:
+    """One CT series folder -> (volume[i, j, k] HU, RAS affine, info), not yet canonical.
+
+    i runs along the IOP row direction (pixel column index), j along the column direction
+    (pixel row index), k along the slice normal, sorted by position, not by InstanceNumber.
+    """
+    import pydicom
+
+    slices = []
+    for p in sorted(q for q in folder.iterdir() if q.is_file()):
+        try:
+            ds = pydicom.dcmread(p)
+        except Exception as exc:  # pydicom raises many types for non-DICOM bytes
+            warn(f"{p}: not a DICOM file, skipped ({_one_line(exc)})")
+            continue
+        if "PixelData" not in ds:
+            warn(f"{p}: DICOM file without an image (e.g. DICOMDIR), skipped")
+            continue
+        slices.append((p, ds))
+    if not slices:
+        raise InputError(f"{folder}: no DICOM image files in this folder")
+    modalities = sorted({str(ds.get("Modality", "")) for _, ds in slices})
+    if modalities != ["CT"]:
+        raise InputError(f"{folder}: DICOM modality {'/'.join(modalities)}, expected CT")
+    uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in slices}
+    if len(uids) > 1:
+        raise InputError(f"{folder}: {len(uids)} series (SeriesInstanceUID) in one folder")
+    if len(slices) < 2:
+        raise InputError(f"{folder}: only one DICOM slice, a CT volume needs at least two")
+
+    (rows, cols), iop, pixel_spacing, _ = _dicom_geometry(*slices[0])
+    positions = []
+    for p, ds in slices:
+        size, o, s, ipp = _dicom_geometry(p, ds)
+        same = np.allclose(o, iop, atol=1e-4) and np.allclose(s, pixel_spacing, rtol=1e-4)
+        if size != (rows, cols) or not same:
+            raise InputError(f"{p}: size/orientation/pixel spacing differ from {slices[0][0].name}")
+        positions.append(ipp)
+    row_dir, col_dir = iop[:3], iop[3:]
+    along = np.array(positions) @ np.cross(row_dir, col_dir)
+    order = np.argsort(along, kind="stable")
+    along, steps = along[order], np.diff(along[order])
+    names = [slices[i][0].name for i in order]
+    if (steps < 1e-3).any():
+        k = int(np.argmax(steps < 1e-3))
+        raise InputError(
+            f"{folder}: two slices at the same position {along[k]:.2f} mm "
+            f"({names[k]}, {names[k + 1]})"
+        )
+    median = float(np.median(steps))
+    uneven = np.abs(steps - median) > 0.1 * median
+    if uneven.any():
+        k = int(np.argmax(uneven))
+        raise InputError(
+            f"{folder}: gap in the series: {steps[k]:.2f} mm between slices at {along[k]:.2f} "
+            f"and {along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
+        )
+
+    volume = np.empty((cols, rows, len(slices)), dtype=np.float32, order="F")
+    for k, idx in enumerate(order):
+        p, ds = slices[idx]
+        try:
+            pixels = ds.pixel_array
+        except Exception as exc:  # missing decoder, truncated pixel data, ...
+            raise InputError(f"{p}: cannot decode DICOM pixel data ({_one_line(exc)})") from None
+        if pixels.shape != (rows, cols):
+            raise InputError(f"{p}: pixel data shape {pixels.shape}, expected ({rows}, {cols})")
+        slope, intercept = (np.float32(ds.get(kw) or d) for kw, d in _RESCALE)
+        volume[:, :, k] = pixels.T.astype(np.float32) * slope + intercept
+
+    first, last = positions[order[0]], positions[order[-1]]
+    lps = np.eye(4)
+    lps[:3, 0] = row_dir * pixel_spacing[1]  # PixelSpacing = (between rows, between columns)
+    lps[:3, 1] = col_dir * pixel_spacing[0]
+    lps[:3, 2] = (last - first) / (len(slices) - 1)
+    lps[:3, 3] = first
+    ras = np.diag([-1.0, -1.0, 1.0, 1.0]) @ lps  # DICOM patient space is LPS
+    info = {"ct_format": "dicom", "ct_orientation": _axcodes(ras), "n_slices": len(slices)}
+    return volume, ras, info
+
+
+def _label_lut(table: LabelTable, max_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Lookup arrays: source id -> grouped id (0 for unknown ids), and which ids are unknown."""
+    known = set(table.names) | set(table.remap)
+    unknown = np.array([i != 0 and i not in known for i in range(max_id + 1)])
+    lut = np.array([table.apply(i) for i in range(max_id + 1)], dtype=np.uint16)
+    lut[unknown] = 0
+    return lut, unknown
+
+
+def _integer_labels(path: Path, data: np.ndarray) -> np.ndarray:
+    if data.dtype.kind == "f":
+        bad = data != np.rint(data)
+        if bad.any():
+            raise InputError(f"{path}: mask has non-integer value {data[bad].flat[0]!r}")
+    if data.dtype.kind not in "uif":
+        raise InputError(f"{path}: mask has data type {data.dtype}, expected integer labels")
+    if data.size and data.min() < 0:
+        raise InputError(f"{path}: mask has negative label {data.min()!r}")
+    if data.size and data.max() > np.iinfo(np.uint16).max:
+        raise InputError(f"{path}: mask has label {data.max()!r} > 65535")
+    return data if data.dtype in (np.uint8, np.uint16) else data.astype(np.uint16)
+
+
+def _totalseg_folder(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, str]:
+    """TotalSegmentator's one-file-per-structure output -> multilabel volume (source ids).
+
+    Where structures overlap, the higher id wins.
+    """
+    ids = {name: i for i, name in load_table("totalsegmentator", group=False).names.items()}
+    files = []
+    for p in sorted(folder.glob("*.nii.gz")):
+        name = normalize_name(p.name[: -len(".nii.gz")])
+        if name in ids:
+            files.append((ids[name], p))
+        else:
+            warn(f"{p}: {name!r} is not a TotalSegmentator structure, skipped")
+    if not files:
+        raise InputError(f"{folder}: no <structure>.nii.gz files with TotalSegmentator names")
+    files.sort()
+    labels: np.ndarray | None = None
+    affine = np.eye(4)
+    first = files[0][1]
+    for label_id, p in files:
+        img, shape = _open_nifti(p, "mask")
+        if labels is None:
+            labels, affine = np.zeros(shape, dtype=np.uint16), np.asarray(img.affine, float)
+        elif shape != labels.shape:
+            raise InputError(f"{p}: mask shape {shape} != {first.name} shape {labels.shape}")
+        elif diff := _grid_difference(np.asarray(img.affine, float), affine):
+            raise InputError(f"{p}: grid differs from {first.name}: {diff}")
+        data = _read_data(p, lambda img=img: np.asanyarray(img.dataobj)).reshape(shape)
+        labels[data != 0] = label_id
+    assert labels is not None
+    return labels, affine, _axcodes(affine)
+
+
+def load_seg(
+    path: Path, table: LabelTable, *, warn: Warn = log.warning
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Load a mask (multilabel NIfTI or TotalSegmentator folder) as canonical grouped uint16 ids.
+
+    Ids not in ``table`` are zeroed with a warning; then ``table``'s grouping is applied.
+    """
+    path = Path(path)
+    _require(path)
+    if path.is_dir():
+        if table.name != "totalsegmentator":
+            raise InputError(f"{path}: a TotalSegmentator folder needs the totalsegmentator table")
+        labels, affine, orientation = _totalseg_folder(path, warn)
+        seg_format = "totalseg_dir"
+    else:
+        img, shape = _open_nifti(path, "mask")
+        data = _read_data(path, lambda: np.asanyarray(img.dataobj)).reshape(shape)
+        labels, affine = _integer_labels(path, data), np.asarray(img.affine, dtype=float)
+        orientation, seg_format = _axcodes(affine), "nifti"
+    lut, unknown = _label_lut(table, int(labels.max()) if labels.size else 0)
+    skipped: list[int] = []
+    if unknown.any():
+        skipped = [int(i) for i in np.unique(labels[unknown[labels]])]
+    if skipped:
+        warn(f"{path}: label ids {skipped} are not in table {table.name}, set to background")
+    grouped, affine = _canonical(labels, affine, np.uint16, lut)
+    if not grouped.any():
+        raise InputError(f"{path}: mask is empty (no labelled voxel of table {table.name})")
+    info = {"seg_format": seg_format, "seg_orientation": orientation, "skipped_label_ids": skipped}
+    return grouped, affine, info
+
+
+def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning) -> Volume:
+    """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input."""
+    try:
+        table = load_table(case.labels, group=group)
+    except ValueError as exc:
+        raise InputError(_one_line(exc)) from None
+    ct, ct_affine, ct_info = load_ct(case.ct, warn=warn)
+    seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
+    if seg.shape != ct.shape:
+        raise InputError(f"{case.seg}: mask shape {seg.shape} != CT shape {ct.shape} ({case.ct})")
+    if diff := _grid_difference(seg_affine, ct_affine):
+        raise InputError(f"{case.seg}: mask grid differs from CT {case.ct}: {diff}")
+    source = {
+        "case_id": case.case_id,
+        "ct": str(case.ct),
+        "seg": str(case.seg),
+        "ct_sha256": sha256_path(case.ct),
+        "seg_sha256": sha256_path(case.seg),
+        **ct_info,
+        **seg_info,
+        "labels": table.name,
+        "grouping": table.grouping,
+    }
+    sx, sy, sz = (float(s) for s in _spacing(ct_affine))
+    return Volume(case.case_id, ct, seg, ct_affine, (sx, sy, sz), table, case.variant, source)
+
+
+def read_cases_csv(path: Path) -> list[Case]:
+    """Cases from a CSV with columns ct, seg and optional labels, case_id, variant.
+
+    Relative paths are relative to the CSV's folder.
+    """
+    path = Path(path)
+    _require(path)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = {(c or "").strip() for c in reader.fieldnames or []}
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read CSV ({_one_line(exc)})") from None
+    missing = [c for c in ("ct", "seg") if c not in columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+
+    def resolve(value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else path.parent / p
+
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for line, raw in enumerate(rows, start=2):
+        row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
+        if not row["ct"] or not row["seg"]:
+            raise InputError(f"{path}: line {line}: empty ct or seg")
+        ct, labels = resolve(row["ct"]), row.get("labels") or None
+        if labels is not None and labels not in BUILTIN_TABLES:
+            labels = str(resolve(labels))
+        case_id = row.get("case_id") or re.sub(r"\.nii(\.gz)?$", "", ct.name)
+        if case_id in seen:
+            raise InputError(
+                f"{path}: duplicate case_id {case_id!r} (lines {seen[case_id]}, {line})"
+            )
+        seen[case_id] = line
+        variant = row.get("variant") or "normal"
+        cases.append(Case(case_id, ct, resolve(row["seg"]), labels, variant))
+    if not cases:
+        raise InputError(f"{path}: no cases")
+    return cases
+
+
+def _sha256_file(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def sha256_path(path: Path) -> str:
+    """sha256 of a file's bytes; for a folder, over sorted (relative name, file sha256) pairs."""
+    path = Path(path)
+    _require(path)
+    if path.is_file():
+        return _sha256_file(path)
+    h = hashlib.sha256()
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(path).as_posix()}\0{_sha256_file(p)}\n".encode())
+    return h.hexdigest()
