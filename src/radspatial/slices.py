@@ -165,29 +165,23 @@ _EIGHT = np.ones((3, 3), bool)
 def structure_stats(display_lab: np.ndarray, geom: Geometry) -> dict[int, StructureStat]:
     """Stats for every label present in a native-resolution display slice.
 
-    One pass of bincount gives areas and centres of all labels; components and interior points
-    are computed only inside each label's bounding box (8-connectivity).
+    One ``find_objects`` pass gives each label's bounding box; area, centre, components
+    (8-connectivity) and the interior point are then computed inside that box only.
     """
-    flat = display_lab.ravel()
-    top = int(flat.max()) if flat.size else 0
-    if top == 0:
+    if not display_lab.size or not display_lab.any():
         return {}
-    rows, cols = display_lab.shape
-    counts = np.bincount(flat, minlength=top + 1)
-    col_idx = np.tile(np.arange(cols, dtype=np.float64), rows)
-    row_idx = np.repeat(np.arange(rows, dtype=np.float64), cols)
-    sum_c = np.bincount(flat, weights=col_idx, minlength=top + 1)
-    sum_r = np.bincount(flat, weights=row_idx, minlength=top + 1)
     px_area = geom.px_per_col * geom.px_per_row
     out: dict[int, StructureStat] = {}
     for lab_id, box in enumerate(ndimage.find_objects(display_lab), start=1):
         if box is None:
             continue
-        n = counts[lab_id]
-        cc, cr = sum_c[lab_id] / n, sum_r[lab_id] / n
         mask = display_lab[box] == lab_id
-        _, n_comp = ndimage.label(mask, structure=_EIGHT)
+        per_row, per_col = mask.sum(axis=1), mask.sum(axis=0)
+        n = int(per_row.sum())
         r0, c0 = box[0].start, box[1].start
+        cr = r0 + float(per_row @ np.arange(per_row.size)) / n
+        cc = c0 + float(per_col @ np.arange(per_col.size)) / n
+        _, n_comp = ndimage.label(mask, structure=_EIGHT)
         ir, ic = int(round(cr)) - r0, int(round(cc)) - c0
         inside = 0 <= ir < mask.shape[0] and 0 <= ic < mask.shape[1] and bool(mask[ir, ic])
         if inside:
