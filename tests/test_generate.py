@@ -232,3 +232,33 @@ def test_export_masks_match_shown_frame(tmp_path):
         for o in (r["object1"], r["object2"]):
             x, y = (round(c) for c in o["center_xy"])
             assert lab[y, x] == o["label_id"]
+
+
+def test_mirp_reader_reads_our_output_like_the_manifest(ras_out, tmp_path):
+    import shutil
+
+    from radspatial.items import load_items
+
+    mirp_only = tmp_path / "mirp_only"
+    shutil.copytree(ras_out, mirp_only)
+    (mirp_only / "manifest.jsonl").unlink()
+    ours = {(i.setup, i.marker, i.image.name): i for i in load_items(ras_out)}
+    theirs = load_items(mirp_only)
+    assert len(theirs) == len(ours)
+    for t in theirs:
+        o = ours[(t.setup, t.marker, t.image.name)]
+        assert (t.question, t.expected, t.relation) == (o.question, o.expected, o.relation)
+        assert t.transform == o.transform
+        if t.setup in ("rq1", "rq2"):
+            assert (t.object1, t.object2) == (o.object1, o.object2)
+
+
+def test_process_pool_gives_the_same_dataset(tmp_path):
+    cases = []
+    for name in ("one", "two"):
+        ct, seg = write_case(tmp_path / "in" / name, name=name)
+        cases.append(Case(name, ct, seg))
+    serial, pooled = tmp_path / "serial", tmp_path / "pooled"
+    build_dataset(cases, CONFIG, serial, workers=1)
+    build_dataset(cases, CONFIG, pooled, workers=2)
+    assert _tree_hashes(serial) == _tree_hashes(pooled)

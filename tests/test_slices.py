@@ -1,0 +1,119 @@
+"""Slices: display orientation, resampling geometry, the 8 variants, structure stats, markers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from radspatial.labels import display_name, letter_code, letter_to_id, load_table, normalize_name
+from radspatial.markers import Mark, draw_marks, marker_area
+from radspatial.slices import (
+    VARIANTS,
+    Geometry,
+    Variant,
+    render_gray,
+    render_labels,
+    structure_stats,
+    to_display,
+)
+
+
+def test_to_display_is_radiological():
+    # canonical RAS slice [i, j]: i grows toward the patient's right, j anterior
+    sl = np.zeros((5, 4), int)
+    sl[4, 3] = 1  # most right, most anterior -> image top-left
+    sl[0, 0] = 2  # most left, most posterior -> image bottom-right
+    d = to_display(sl)
+    assert d.shape == (4, 5)
+    assert d[0, 0] == 1 and d[-1, -1] == 2
+
+
+@pytest.mark.parametrize("code", VARIANTS)
+def test_variant_moves_pixels_and_points_alike(code):
+    size = 9
+    img = np.zeros((size, size), int)
+    img[1, 2] = 7  # asymmetric: (x=2, y=1)
+    img[6, 5] = 3
+    v = Variant(code)
+    out = v.apply_image(img)
+    for val, xy in ((7, (2, 1)), (3, (5, 6))):
+        x, y = v.apply_point(xy, size)
+        assert out[int(y), int(x)] == val
+        assert v.invert_point((x, y), size) == xy
+
+
+def test_variant_semantics():
+    size = 101
+    right_edge = (100.0, 50.0)
+    assert Variant("B1").apply_point(right_edge, size) == right_edge
+    assert Variant("A1").apply_point(right_edge, size) == (0.0, 50.0)  # horizontal flip
+    assert Variant("B2").apply_point(right_edge, size) == (50.0, 0.0)  # CCW: right -> top
+    assert Variant("B3").apply_point(right_edge, size) == (0.0, 50.0)
+    assert Variant("B4").apply_point(right_edge, size) == (50.0, 100.0)
+    assert Variant("A3").long_name == "Horizontal flip and 180 degree rotation"
+    assert Variant("B2").long_name == "No flip and 90 degree rotation"
+    with pytest.raises(ValueError):
+        Variant("C1")
+
+
+def test_geometry_keeps_aspect_and_pads():
+    # 100 x 50 voxels at 1 x 4 mm -> 100 mm wide, 200 mm tall -> height fills 200 px
+    g = Geometry.for_slice((100, 50), (1.0, 4.0), 200)
+    assert (g.content_w, g.content_h) == (100, 200)
+    assert (g.pad_x, g.pad_y) == (50, 0)
+    x0, y0 = g.to_output(0, 0)
+    x1, y1 = g.to_output(99, 49)
+    assert x0 == pytest.approx(50.0) and y0 == pytest.approx(1.5)
+    assert x1 == pytest.approx(149.0) and y1 == pytest.approx(197.5)
+    lab = np.zeros((50, 100), np.uint16)
+    lab[10, 20] = 4
+    out = render_labels(lab, g)
+    x, y = g.to_output(20, 10)
+    assert out[int(round(y)), int(round(x))] == 4
+    gray = render_gray(np.full((50, 100), 40.0), g, (400, 40))
+    assert gray[100, 100] == 128 and gray[100, 10] == 0  # level -> mid grey, padding black
+
+
+def test_structure_stats_components_area_centre_and_concave_marker():
+    lab = np.zeros((60, 60), np.int32)
+    lab[10:20, 10:30] = 1  # one rectangle
+    lab[40:45, 5:10] = 2
+    lab[40:45, 50:55] = 2  # two components
+    # a C shape: its centre of mass falls in the hole
+    lab[25:55, 25:30] = 3
+    lab[25:30, 25:50] = 3
+    lab[50:55, 25:50] = 3
+    g = Geometry.for_slice((60, 60), (1.0, 1.0), 60)
+    st = structure_stats(lab, g)
+    assert st[1].n_components == 1 and st[1].area_px == 200
+    assert st[1].center_xy == pytest.approx((19.5, 14.5))
+    assert st[1].inside and st[1].marker_xy == st[1].center_xy
+    assert st[2].n_components == 2
+    c = st[3]
+    assert not c.inside
+    mx, my = (int(round(v)) for v in c.marker_xy)
+    assert lab[my, mx] == 3
+
+
+def test_markers_drawn_upright_and_sized():
+    img = np.zeros((512, 512, 3), np.uint8)
+    out = draw_marks(img, [Mark("numbers", "52", (100, 100)), Mark("dots", "red", (300, 300))])
+    assert tuple(out[300, 300]) == (255, 0, 0)
+    assert (out[95:105, 85:115] == 255).any() and (out[95:105, 85:115] == 0).any()
+    assert 200 < marker_area(512) < 1500
+    with pytest.raises(ValueError):
+        draw_marks(img, [Mark("dots", "green", (10, 10))])
+
+
+def test_labels_tables_and_codes():
+    assert letter_code(1) == "AA" and letter_code(52) == "BZ" and letter_to_id("BZ") == 52
+    assert display_name("kidney_left") == "left kidney"
+    assert normalize_name("Left Kidney") == "kidney_left"
+    ts = load_table("totalsegmentator")
+    assert ts.grouping == "mirp" and ts.apply(30) == 26 and ts.apply(110) == 93
+    assert ts.names[92] == "rib_left" and ts.names[93] == "rib_right"
+    assert load_table("btcv").names[2] == "kidney_right"
+    assert load_table("word").names[3] == "kidney_left"  # WORD's kidney order differs
+    assert load_table("totalsegmentator", group=False).names[93] == "rib_left_2"
+    with pytest.raises(ValueError):
+        load_table("btcv", group=True)
