@@ -1,0 +1,1 @@
+"""The modular agent: parse the question, localize the structures, verify the relation."""

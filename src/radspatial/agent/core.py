@@ -1,0 +1,139 @@
+"""The agent: parse -> localize -> verify, with every step recorded in a trace.
+
+agent = Agent("markers")
+result = agent.answer(image, "Is the aorta (BZ) above the spleen (AA)?")
+result.answer   # 1, 0 or None (abstain)
+result.trace    # JSON-safe dict: parsed tuple, localizer, centres, dx/dy, rule, timings
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from radspatial.agent.types import Context, Localizer, ParseError, create_localizer
+from radspatial.agent.verify import Decision, verify
+
+MAX_PIXELS = 4096 * 4096
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    answer: int | None  # 1 yes, 0 no, None abstain
+    text: str  # "1", "0", or "abstain: <reason>"
+    trace: dict[str, Any]
+
+
+def load_image(data: bytes | str | Path | np.ndarray | Image.Image) -> np.ndarray:
+    """RGB uint8 array from PNG/JPEG bytes, a path, a PIL image or an array.
+
+    Refuses images over ``MAX_PIXELS`` before decoding them (decompression bombs).
+    """
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        if isinstance(data, bytes):
+            img = Image.open(io.BytesIO(data))
+        elif isinstance(data, Image.Image):
+            img = data
+        else:
+            img = Image.open(data)
+        if img.width * img.height > MAX_PIXELS:
+            raise ValueError(f"image of {img.width} x {img.height} px is over the limit")
+        arr = np.asarray(img.convert("RGB"))
+    if arr.ndim == 2:
+        arr = np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.ndim != 3 or arr.shape[2] < 3:
+        raise ValueError(f"expected an RGB image, got an array of shape {arr.shape}")
+    return np.ascontiguousarray(arr[:, :, :3].astype(np.uint8, copy=False))
+
+
+class Agent:
+    def __init__(
+        self, localizer: str | Localizer = "markers", *, margin: float = 10.0, **options: Any
+    ) -> None:
+        self.localizer = (
+            create_localizer(localizer, **options) if isinstance(localizer, str) else localizer
+        )
+        self.margin = margin
+
+    def answer(
+        self,
+        image: bytes | str | Path | np.ndarray | Image.Image,
+        question: str,
+        *,
+        context: Context | None = None,
+        from_prompt: bool = False,
+    ) -> AgentAnswer:
+        from radspatial.agent.parse import parse_question
+
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
+        arr = load_image(image)
+        trace["image_size"] = [int(arr.shape[1]), int(arr.shape[0])]
+        try:
+            parsed = parse_question(question, from_prompt=from_prompt)
+        except ParseError as exc:
+            timings["parse_ms"] = _ms(t0)
+            trace.update(parsed=None, timings_ms=timings)
+            decision = Decision(None, f"parse failure: {exc}", "none")
+            trace["decision"] = decision.to_json()
+            return AgentAnswer(None, f"abstain: {decision.reason}", trace)
+        timings["parse_ms"] = _ms(t0)
+        trace["parsed"] = parsed.to_json()
+        t1 = time.perf_counter()
+        found = self.localizer.locate(arr, [parsed.subject, parsed.reference], context or Context())
+        timings["localize_ms"] = _ms(t1)
+        trace["found"] = [None if f is None else f.to_json() for f in found]
+        t2 = time.perf_counter()
+        decision = verify(parsed.relation, found[0], found[1], margin=self.margin)
+        timings["verify_ms"] = _ms(t2)
+        timings["total_ms"] = _ms(t0)
+        trace["decision"] = decision.to_json()
+        trace["timings_ms"] = timings
+        text = (
+            str(decision.answer) if decision.answer is not None else f"abstain: {decision.reason}"
+        )
+        return AgentAnswer(decision.answer, text, trace)
+
+
+def _ms(since: float) -> float:
+    return round(1000 * (time.perf_counter() - since), 3)
+
+
+def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
+    """The image with what was found and the decision drawn on it."""
+    from PIL import ImageDraw, ImageFont
+
+    pil = Image.fromarray(load_image(image))
+    draw = ImageDraw.Draw(pil)
+    font = ImageFont.load_default(size=max(10, pil.width // 40))
+    colours = ("#ffb000", "#00c0ff")
+    parsed = result.trace.get("parsed") or {}
+    roles = ("subject", "reference")
+    pts = []
+    for role, found, colour in zip(roles, result.trace.get("found") or [], colours, strict=False):
+        if found is None:
+            continue
+        x, y = found["xy"]
+        pts.append((x, y))
+        r = max(6, pil.width // 60)
+        draw.ellipse((x - r, y - r, x + r, y + r), outline=colour, width=3)
+        ref = parsed.get(role) or {}
+        label = ref.get("name") or ref.get("text") or role
+        draw.text((x + r + 2, y - r), f"{role}: {label}", fill=colour, font=font)
+    if len(pts) == 2:
+        draw.line([pts[0], pts[1]], fill="#ffffff", width=1)
+    decision = result.trace.get("decision") or {}
+    verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
+    banner = f"{verdict}: {decision.get('reason', '')}"
+    draw.rectangle((0, 0, pil.width, font.size + 8), fill="black")
+    draw.text((4, 4), banner, fill="white", font=font)
+    return pil

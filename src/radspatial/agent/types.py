@@ -1,0 +1,122 @@
+"""Records that flow through the agent (parse -> localize -> verify) and the localizer registry.
+
+Image coordinates: (x, y) in pixels of the image as shown, x to the right, y downward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+RELATIONS = ("above", "below", "left_of", "right_of")
+MARKER_KINDS = ("numbers", "letters", "dots")
+
+
+class ParseError(ValueError):
+    """The question could not be parsed into (structure 1, relation, structure 2)."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One side of the question: a named structure and/or a marker reference.
+
+    Examples: "the aorta (BZ)" -> Ref(name="aorta", marker="letters", text="BZ");
+    "the number 52" -> Ref(name=None, marker="numbers", text="52");
+    "the red dot" -> Ref(name=None, marker="dots", text="red"); "the left kidney" ->
+    Ref(name="kidney_left").
+    """
+
+    name: str | None = None  # snake_case structure name (TotalSegmentator style), if named
+    marker: str | None = None  # numbers | letters | dots, if a marker is referenced
+    text: str | None = None  # "52", "BZ", "red" / "blue"
+    phrase: str = ""  # the words of the question this came from
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "marker": self.marker, "text": self.text, "phrase": self.phrase}
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    subject: Ref
+    relation: str  # above | below | left_of | right_of
+    reference: Ref
+    question: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject.to_json(),
+            "relation": self.relation,
+            "reference": self.reference.to_json(),
+            "question": self.question,
+        }
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a localizer found one Ref."""
+
+    xy: tuple[float, float]  # centre used for the decision (shown frame)
+    score: float  # confidence in [0, 1]
+    method: str  # e.g. "dot-color", "glyph-match", "mask-centroid", "unet"
+    details: dict[str, Any] = field(default_factory=dict)  # bbox, read text, area, ...
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "xy": [round(float(v), 2) for v in self.xy],
+            "score": round(float(self.score), 4),
+            "method": self.method,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a localizer may use besides the image (all optional)."""
+
+    mask: np.ndarray | None = None  # label image in the shown frame (uint16), e.g. --export-masks
+    labels: dict[int, str] | None = None  # label id -> snake_case name for ``mask``
+    ct_path: str | None = None  # the CT volume, for 3D localizers (TotalSegmentator)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Localizer(Protocol):
+    name: str
+
+    def locate(
+        self, image: np.ndarray, refs: Sequence[Ref], context: Context
+    ) -> list[Found | None]:
+        """One result per ref (None when not found). ``image`` is RGB uint8 (H, W, 3)."""
+
+
+LocalizerFactory = Callable[..., Localizer]
+_REGISTRY: dict[str, LocalizerFactory] = {}
+
+
+def register_localizer(name: str) -> Callable[[LocalizerFactory], LocalizerFactory]:
+    def deco(factory: LocalizerFactory) -> LocalizerFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"localizer {name!r} registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def _load_builtin() -> None:
+    from radspatial.agent import localizers  # noqa: F401
+
+
+def list_localizers() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def create_localizer(name: str, **options: Any) -> Localizer:
+    """``create_localizer("markers")``, ``create_localizer("unet", model_dir=...)``."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown localizer {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name](**options)
