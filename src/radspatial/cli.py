@@ -196,6 +196,125 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_agent(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "agent",
+        help="answer a question about an image with the modular agent (or: agent train)",
+        description="radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
+    p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
+    p.add_argument("--question", help="the yes/no spatial question")
+    p.add_argument("--localizer", default="markers", help="markers | mask | unet | ...")
+    p.add_argument("--model", type=Path, help="model folder (unet localizer)")
+    p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
+    p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
+    p.add_argument("--margin", type=float, default=10.0, help="px: abstain below this")
+    p.add_argument("--trace", type=Path, help="write the trace JSON here")
+    p.add_argument("--overlay", type=Path, help="write an overlay PNG here")
+    p.add_argument("--data", type=Path, help="train: dataset generated with --export-masks")
+    p.add_argument("--out", type=Path, help="train: model folder to write")
+    p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
+    p.add_argument("--size", type=int, help="train: network input size in px")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_agent)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    if args.action == "train":
+        return _agent_train(args)
+    if args.image is None or args.question is None:
+        raise ValueError("radspatial agent needs --image and --question (or: agent train)")
+    import json
+
+    from radspatial.agent.core import Agent, draw_overlay, load_image
+    from radspatial.agent.types import Context
+    from radspatial.io import atomic_write_bytes, atomic_write_json
+
+    if not args.image.is_file():
+        raise ValueError(f"{args.image}: no such image")
+    options = {"model_dir": args.model} if args.model else {}
+    agent = Agent(args.localizer, margin=args.margin, **options)
+    context = Context()
+    if args.mask is not None:
+        import numpy as np
+        from PIL import Image
+
+        from radspatial.labels import load_table
+
+        context = Context(
+            mask=np.asarray(Image.open(args.mask)), labels=load_table(args.labels).names
+        )
+    image = load_image(args.image)
+    result = agent.answer(image, args.question, context=context)
+    verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
+    print(f"answer: {verdict} ({result.trace['decision']['reason']})")
+    print(json.dumps(result.trace, indent=2))
+    if args.trace:
+        atomic_write_json(args.trace, result.trace)
+    if args.overlay:
+        import io
+
+        buf = io.BytesIO()
+        draw_overlay(image, result).save(buf, format="PNG")
+        atomic_write_bytes(args.overlay, buf.getvalue())
+        print(f"overlay: {args.overlay}")
+    return 0
+
+
+def _agent_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from radspatial.agent.unet import TrainConfig, train_unet
+
+    if args.data is None or args.out is None:
+        raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
+    config = TrainConfig(seed=args.seed)
+    if args.epochs is not None:
+        config = replace(config, epochs=args.epochs)
+    if args.size is not None:
+        config = replace(config, size=args.size)
+    metrics = train_unet(args.data, args.out, config)
+    print(f"model: {args.out}")
+    for key, value in metrics.items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the agent as an OpenAI-compatible API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", help="require this bearer key (default: env RADSPATIAL_API_KEY)")
+    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
+    p.add_argument("--model", type=Path, help="model folder for the unet localizer")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from radspatial.agent.core import Agent
+    from radspatial.agent.server import serve
+
+    agents = {}
+    for name in args.localizer or ["markers"]:
+        options = {"model_dir": args.model} if name == "unet" and args.model else {}
+        agents[f"agent:{name}"] = Agent(name, **options)
+    api_key = args.api_key or os.environ.get("RADSPATIAL_API_KEY")
+    print(f"serving {', '.join(agents)} on http://{args.host}:{args.port}/v1")
+    serve(
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        agents=agents,
+        default_model=next(iter(agents)),
+    )
+    return 0
+
+
 DEMO_MODELS = ("baseline:random", "baseline:yes", "baseline:anatomy-prior")
 
 
@@ -255,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(sub)
     _add_report(sub)
     _add_demo(sub)
+    _add_agent(sub)
+    _add_serve(sub)
     return parser
 
 

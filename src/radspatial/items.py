@@ -86,10 +86,32 @@ def load_items(
     return sorted(items, key=lambda i: i.id)
 
 
+def _case_tables(root: Path) -> dict[str, dict]:
+    """case id -> {"labels": table, "grouping": ...} from dataset.json, if present."""
+    meta_path = root / "dataset.json"
+    if not meta_path.is_file():
+        return {}
+    meta = json.loads(meta_path.read_text())
+    return {
+        c["case_id"]: {"labels": c.get("labels"), "grouping": c.get("grouping")}
+        for c in meta.get("cases", [])
+        if "case_id" in c
+    }
+
+
 def _from_manifest(root: Path) -> list[EvalItem]:
     items = []
+    tables = _case_tables(root)
     for row in read_jsonl(root / "manifest.jsonl"):
         o1, o2 = row.get("object1") or {}, row.get("object2") or {}
+        extra: dict[str, Any] = {
+            "center1_canonical": o1.get("center_xy_canonical"),
+            "center2_canonical": o2.get("center_xy_canonical"),
+        }
+        if row.get("mask"):
+            extra["mask"] = str(root / row["mask"])
+            case = (row.get("source") or {}).get("case_id")
+            extra.update(tables.get(case, {}))
         items.append(
             EvalItem(
                 id=row["id"],
@@ -104,10 +126,7 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 object1=o1.get("name"),
                 object2=o2.get("name"),
                 variant=row.get("variant") or "normal",
-                extra={
-                    "center1_canonical": o1.get("center_xy_canonical"),
-                    "center2_canonical": o2.get("center_xy_canonical"),
-                },
+                extra=extra,
             )
         )
     return items

@@ -1,0 +1,78 @@
+"""``agent`` / ``agent:<localizer>[@<model_dir>]``: the modular agent as an evaluator backend.
+
+The prompt may be a whole template (MIRP's ends with "Q: <question>"); the agent extracts the
+question from it. An abstention is a reply the answer parser reads as invalid. With the ``mask``
+localizer, the dataset must have been generated with ``--export-masks``: each request then
+carries its label image (an oracle: validates datasets and other localizers).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+
+
+def _context(meta: dict[str, Any]):
+    from PIL import Image
+
+    from radspatial.agent.types import Context
+    from radspatial.labels import load_table
+
+    if not meta.get("mask"):
+        return Context()
+    mask = np.asarray(Image.open(meta["mask"]))
+    table = load_table(meta.get("labels"), group=meta.get("grouping") == "mirp")
+    return Context(mask=mask, labels=table.names)
+
+
+class AgentBackend:
+    def __init__(self, spec: str, localizer: str, options: dict[str, Any], threads: int) -> None:
+        from radspatial.agent.core import Agent
+
+        self.spec = spec
+        self.localizer = localizer
+        self.options = options
+        self.threads = max(1, threads)
+        self.agent = Agent(localizer, **options)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "backend": "agent",
+            "localizer": self.localizer,
+            "options": {k: str(v) for k, v in self.options.items()},
+            "margin_px": self.agent.margin,
+        }
+
+    def _one(self, req: Request) -> Reply:
+        t0 = time.perf_counter()
+        try:
+            result = self.agent.answer(
+                req.image_png, req.prompt, context=_context(req.meta), from_prompt=True
+            )
+        except Exception as exc:  # one bad item must not stop the run
+            return Reply(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+        return Reply(result.text, None, time.perf_counter() - t0, {"trace": result.trace})
+
+    def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
+        if self.threads == 1:
+            for req in requests:
+                on_reply(req, self._one(req))
+            return
+        with ThreadPoolExecutor(self.threads) as pool:
+            for req, reply in zip(requests, pool.map(self._one, requests), strict=True):
+                on_reply(req, reply)
+
+
+@register_backend("agent")
+def _agent(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> AgentBackend:
+    localizer, _, model_dir = (rest or "markers").partition("@")
+    options: dict[str, Any] = {"model_dir": model_dir} if model_dir else {}
+    spec = "agent:" + (rest or "markers")
+    return AgentBackend(spec, localizer, options, threads=min(concurrency, 8))
