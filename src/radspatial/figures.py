@@ -1,0 +1,266 @@
+"""The report's figures, drawn from the summary that ``report.summarize`` returns.
+
+matplotlib is imported inside the functions (Agg canvas, no pyplot, no global backend switch)
+so importing radspatial stays fast. Each ``draw_*`` returns PNG bytes, or a string saying why
+there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from radspatial.io import atomic_write_bytes
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+DPI = 150
+SETUP_ORDER = ("rq1", "rq2", "rq3")
+AXIS_TITLES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (extension)"}
+Summary = dict[str, Any]
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
+    return buf.getvalue()
+
+
+def _pct(group: dict[str, Any] | None, key: str) -> float:
+    v = (group or {}).get(key) if (group or {}).get("n_items") else None
+    return math.nan if v is None else 100 * float(v)
+
+
+def _chance(ax: Any) -> None:
+    ax.axhline(50, ls="--", lw=1, color="0.3", zorder=1, label="chance (50%)")
+
+
+def _style(ax: Any, ylabel: str = "Accuracy (%)") -> None:
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(ylabel)
+    ax.yaxis.grid(True, color="0.9", lw=0.8)
+    ax.set_axisbelow(True)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+def _grouped_bars(
+    ax: Any,
+    n_groups: int,
+    series: Sequence[tuple[str, list[float], list[float], str]],
+    *,
+    values: bool = False,
+) -> None:
+    """Bars of ``series`` (name, means, stds, colour) side by side within each of the groups.
+
+    ``values`` writes each mean under its bar's top (so 0% and missing, "n/a", are visible).
+    """
+    width = 0.8 / max(len(series), 1)
+    ax.set_xlim(-0.6, n_groups - 0.4)  # nan bars (no items) set no limits of their own
+    for i, (name, means, stds, colour) in enumerate(series):
+        xs = [g - 0.4 + width * (i + 0.5) for g in range(n_groups)]
+        ax.bar(xs, means, width * 0.92, color=colour, label=name, zorder=2)
+        for x, m, e in zip(xs, means, stds, strict=True) if values else ():
+            top = m + (e if e > 0 else 0.0) + 1.0  # above the error bar
+            text, y = ("n/a", 1.0) if math.isnan(m) else (f"{m:.0f}", top)
+            ax.text(x, y, text, ha="center", va="bottom", fontsize=6.5, color="0.25", zorder=3)
+        spread = [(x, m, e) for x, m, e in zip(xs, means, stds, strict=True) if e > 0]
+        if spread:  # no caps drawn for a std of 0 (or nan: one run, missing data)
+            x, m, e = zip(*spread, strict=True)
+            ax.errorbar(x, m, yerr=e, fmt="none", ecolor="0.15", elinewidth=1, capsize=2.5)
+
+
+def _legend(fig: Any, ax: Any, n: int) -> None:
+    """One legend under the plot, the chance line last."""
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("chance"))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order],
+               loc="outside lower center", ncols=min(n, 5), frameon=False)  # fmt: skip
+
+
+def _wrap(label: str, width: int = 20) -> str:
+    """Model labels on two or more lines: the spec, then the disambiguating run folder."""
+    import textwrap
+
+    spec, sep, rest = label.partition(" (")
+    parts = [spec, "(" + rest] if sep else [spec]
+    return "\n".join(line for part in parts for line in textwrap.wrap(part, width))
+
+
+def _tick(key: str) -> str:
+    setup, _, marker = key.partition("/")
+    return setup.upper() if marker in ("", "none") else f"{setup.upper()}\n{marker}"
+
+
+# ---------------------------------------------------------------- 1. accuracy by setup
+
+
+def draw_accuracy_by_setup(s: Summary) -> bytes | str:
+    cols, by = s["setup_markers"], s["by_setup_marker"]
+    if not cols:
+        return "no setup/marker breakdown in the runs"
+    models = list(by)
+    width = 1.2 + len(cols) * (0.2 * len(models) + 0.3)
+    fig = _figure(min(max(width, 6.5), 13.0), 4.6)
+    ax = fig.add_subplot()
+    series = [
+        (m, [_pct(by[m][c], "accuracy_mean") for c in cols],
+         [_pct(by[m][c], "accuracy_std") for c in cols], PALETTE[i % len(PALETTE)])
+        for i, m in enumerate(models)
+    ]  # fmt: skip
+    _grouped_bars(ax, len(cols), series)
+    _chance(ax)
+    for i in range(1, len(cols)):  # thin separators between setups
+        if cols[i].split("/")[0] != cols[i - 1].split("/")[0]:
+            ax.axvline(i - 0.5, color="0.75", lw=0.8)
+    ax.set_xticks(range(len(cols)), [_tick(c) for c in cols])
+    _style(ax)
+    ax.set_title("Accuracy by setup and marker type (mean ± std across runs)")
+    _legend(fig, ax, len(models) + 1)
+    return _png(fig)
+
+
+# ---------------------------------------------------------------- 2. rotation heatmap
+
+
+def _cmap(name: str) -> Any:
+    from matplotlib import colormaps
+
+    return colormaps[name].with_extremes(bad="0.85")  # grey: no items
+
+
+def _ink(cmap: Any, value: float) -> str:
+    """Black or white text, whichever reads better on the cell colour."""
+    if math.isnan(value):
+        return "black"
+    r, g, b, _ = cmap(value / 100)
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+
+def _variant_tick(code: str) -> str:
+    flip = "flip " if code.startswith("A") else ""
+    return f"{code}\n{flip}{90 * (int(code[1]) - 1)}°" if len(code) == 2 else code
+
+
+def draw_rotation_heatmap(s: Summary) -> bytes | str:
+    cols = s["transforms"]
+    panels = [(t, by) for t, by in (("RQ1", s["by_transform_rq1"]), ("All setups",
+              s["by_transform"])) if by]  # fmt: skip
+    if not cols or not panels:
+        return "no rotation/flip codes in the runs, e.g. MIRP data without them or AS items only"
+    import numpy as np
+
+    models = list(panels[0][1])
+    cmap = _cmap("RdBu")
+    label_w = 0.09 * max(len(m) for m in models)
+    fig = _figure(label_w + 0.75 * len(cols) * len(panels) + 1.4, 0.5 * len(models) + 2.2)
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    image = None
+    for ax, (title, by) in zip(axes, panels, strict=True):
+        grid = np.array([[_pct(by[m].get(c), "accuracy_mean") for c in cols] for m in models])
+        # diverging around chance: white = 50%, blue above, red below (systematic errors)
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100)
+        for (r, c), v in np.ndenumerate(grid):
+            text = "–" if math.isnan(v) else f"{v:.1f}"
+            ax.text(c, r, text, ha="center", va="center", fontsize=8, color=_ink(cmap, v))
+        ax.set_xticks(range(len(cols)), [_variant_tick(c) for c in cols], fontsize=8)
+        ax.set_yticks(range(len(models)), models)
+        ax.set_title(title)
+    cbar = fig.colorbar(image, ax=list(axes), shrink=0.9, pad=0.02)
+    cbar.set_label("Accuracy (%)")
+    fig.suptitle("Accuracy per rotation/flip variant of the shown image")
+    fig.supxlabel(
+        "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270° "
+        "counter-clockwise (B1 = standard view)",
+        fontsize=8,
+    )
+    return _png(fig)
+
+
+# ---------------------------------------------------------------- 3. frames
+
+
+def _frames_setup(s: Summary) -> str | None:
+    for setup in SETUP_ORDER:
+        if any(f.get(setup) for f in s["frames"].values()):  # {} when no known canonical
+            return setup
+    return None
+
+
+def draw_frames(s: Summary) -> bytes | str:
+    setup = _frames_setup(s)
+    if setup is None:
+        return "no RQ1-RQ3 items with a known standard-view answer"
+    models = list(s["frames"])
+    frames = {m: s["frames"][m].get(setup, {}) for m in models}
+    fig = _figure(min(max(7.0, 2.4 * len(models) + 1.0), 16.0), 6.6)
+    axes = fig.subplots(2, 2, sharey=True)
+    colours = {"image": PALETTE[0], "canonical": PALETTE[1]}
+    for row, (axis, axis_title) in enumerate(AXIS_TITLES.items()):
+        for col, (prefix, which) in enumerate((("", "all items"), ("conflict_", "conflict items"))):
+            ax = axes[row][col]
+            groups = [frames[m].get(axis, {}) for m in models]
+            ns = [g.get(f"{prefix}image", {}).get("n_items", 0) for g in groups]
+            series = [
+                (f"{frame} frame", [_pct(g.get(prefix + frame), "accuracy_mean") for g in groups],
+                 [_pct(g.get(prefix + frame), "accuracy_std") for g in groups], colour)
+                for frame, colour in colours.items()
+            ]  # fmt: skip
+            _grouped_bars(ax, len(models), series, values=True)
+            _chance(ax)
+            _style(ax, "Accuracy (%)" if col == 0 else "")
+            n_set = set(ns) - {0}
+            n_text = f" (n={n_set.pop()})" if len(n_set) == 1 else ""
+            ax.set_title(f"{axis_title}: {which}{n_text}", fontsize=10)
+            tilt = 30 if len(models) > 6 else 0
+            ax.set_xticks(range(len(models)), [_wrap(m) for m in models], rotation=tilt,
+                          fontsize=7.5, ha="right" if tilt else "center",
+                          rotation_mode="anchor")  # fmt: skip
+            if not any(ns):
+                ax.text(0.5, 0.5, "no items", transform=ax.transAxes, ha="center", color="0.4")
+    _legend(fig, axes[0][0], 3)
+    fig.suptitle(
+        f"Image frame vs canonical (anatomical) frame, {setup.upper()}\n"
+        "reciting anatomy: canonical high, image low on conflict items",
+        fontsize=11,
+    )
+    return _png(fig)
+
+
+# ---------------------------------------------------------------- all
+
+
+FIGURES: dict[str, Callable[[Summary], bytes | str]] = {
+    "accuracy_by_setup.png": draw_accuracy_by_setup,
+    "rotation_heatmap.png": draw_rotation_heatmap,
+    "frames.png": draw_frames,
+}
+
+
+def write_all(s: Summary, out: Path) -> dict[str, str | None]:
+    """Write every figure into ``out``: name -> None when written, else why it was skipped.
+
+    A skipped figure's file from an earlier report is removed so it cannot be mistaken for
+    this one's.
+    """
+    made: dict[str, str | None] = {}
+    for name, draw in FIGURES.items():
+        result = draw(s)
+        if isinstance(result, bytes):
+            atomic_write_bytes(out / name, result)
+            made[name] = None
+        else:
+            (out / name).unlink(missing_ok=True)
+            made[name] = result
+    return made

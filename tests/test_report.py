@@ -1,0 +1,199 @@
+"""Report: tables, summary.json and figures from real run folders of the baselines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from synth import write_case
+
+from radspatial.cli import bundled_example
+from radspatial.dataset import build_dataset
+from radspatial.generate import GenerateConfig
+from radspatial.io import read_jsonl
+from radspatial.report import build_report
+from radspatial.runner import EvalConfig, run_eval
+from radspatial.scoring import mcnemar
+from radspatial.volumes import Case
+
+MODELS = ("baseline:yes", "baseline:no", "baseline:anatomy-prior")
+FIGURES = ("accuracy_by_setup.png", "rotation_heatmap.png", "frames.png")
+MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """A small dataset (bundled real CT + a synthetic counterfactual case), 2 runs per model."""
+    tmp = tmp_path_factory.mktemp("report")
+    ct, seg = bundled_example()
+    synth_ct, synth_seg = write_case(tmp / "synth")
+    cases = [Case("example", ct, seg), Case("cf", synth_ct, synth_seg, variant="situs_inversus")]
+    data = tmp / "ds"
+    build_dataset(cases, GenerateConfig(size=128, as_count=4), data, log=lambda _: None)
+    out = {}
+    for spec in MODELS:
+        out[spec] = tmp / "ev" / spec.split(":")[1]
+        run_eval(data, out[spec], EvalConfig(model=spec, runs=2), progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(runs, tmp_path_factory):
+    return build_report([runs[m] for m in MODELS], tmp_path_factory.mktemp("out") / "report")
+
+
+def _row(md: str, label: str) -> list[str]:
+    """Cells of the first table row for ``label`` (the accuracy-by-setup table)."""
+    line = next(x for x in md.splitlines() if x.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def _header(md: str) -> list[str]:
+    line = next(x for x in md.splitlines() if x.startswith("| Model | RQ1"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_writes_summary_and_readable_figures(report):
+    assert report.models == list(MODELS)
+    assert report.summary_md.is_file() and report.summary_json.is_file()
+    assert [p.name for p in report.figures] == list(FIGURES)
+    for path in report.figures:
+        with Image.open(path) as im:
+            im.load()
+            assert im.format == "PNG"
+            assert im.width >= 800 and im.height >= 400, (path.name, im.size)
+    assert not list(report.out.glob(".*.tmp"))  # atomic writes left no temp files
+
+
+def test_table1_has_every_model_and_the_exact_baseline_numbers(report, runs):
+    md = report.summary_md.read_text()
+    header = _header(md)
+    assert header[:5] == ["Model", "RQ1", "RQ2 dots", "RQ2 letters", "RQ2 numbers"]
+    assert {"AS dots", "RQ3 numbers", "Overall", "95% CI", "Invalid", "Yes-rate"} <= set(header)
+    yes, no = _row(md, "baseline:yes"), _row(md, "baseline:no")
+    # balanced questions: always-yes and always-no are right on exactly half, in every run
+    for row in (yes, no):
+        assert all(c == "50.0 ± 0.0" for c in row[1 : header.index("95% CI")])
+        assert row[header.index("Invalid")] == "0.0"
+    assert yes[header.index("Yes-rate")] == "100.0"
+    assert no[header.index("Yes-rate")] == "0.0"
+    prior = json.loads((runs["baseline:anatomy-prior"] / "metrics.json").read_text())
+    o = prior["overall"]
+    cell = f"{100 * o['accuracy_mean']:.1f} ± {100 * o['accuracy_std']:.1f}"
+    assert _row(md, "baseline:anatomy-prior")[header.index("Overall")] == cell
+    ci = f"[{100 * o['ci_low']:.1f}, {100 * o['ci_high']:.1f}]"
+    assert _row(md, "baseline:anatomy-prior")[header.index("95% CI")] == ci
+    data = json.loads((runs["baseline:yes"] / "run.json").read_text())["data"]
+    assert data in md
+
+
+def test_frames_variants_and_rotation_sections(report):
+    md = report.summary_md.read_text()
+    assert "Left/right (MIRP RQ3(1))" in md and "Above/below (our extension)" in md
+    assert "recites anatomy scores high in the canonical column and low in the image" in md
+    # the anatomy prior answers from anatomy: always right in standard view, never on conflicts
+    prior_rq1 = [x for x in md.splitlines() if x.startswith("| baseline:anatomy-prior | RQ1 |")]
+    assert len(prior_rq1) == 2  # left/right and above/below
+    for line in prior_rq1:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[4:6] == ["0.0 ± 0.0", "100.0 ± 0.0"]  # conflict: image, canonical
+    assert "| Model | A1 | A2 | A3 | A4 | B1 | B2 | B3 | B4 |" in md
+    assert "Normal vs counterfactual" in md and "situs_inversus" in md
+    assert "skipped" not in md
+
+
+def _no_per_run(obj):
+    if isinstance(obj, dict):
+        return {k: _no_per_run(v) for k, v in obj.items() if k != "per_run"}
+    return obj
+
+
+def test_summary_json_holds_the_metrics_json_numbers(report, runs):
+    s = json.loads(report.summary_json.read_text())
+    assert [m["label"] for m in s["models"]] == list(MODELS)
+    for spec in MODELS:
+        metrics = json.loads((runs[spec] / "metrics.json").read_text())
+        model = next(m for m in s["models"] if m["label"] == spec)
+        assert model["overall"] == _no_per_run(metrics["overall"])
+        assert model["runs"] == 2 and model["n_items"] == metrics["overall"]["n_items"]
+        for key in ("by_setup_marker", "by_transform", "by_variant"):
+            for k, group in s[key][spec].items():
+                assert group == _no_per_run(metrics[key][k]), (spec, key, k)
+        assert s["frames"][spec] == _no_per_run(metrics["frames"])
+        rq1 = s["by_transform_rq1"][spec]["B1"]
+        assert rq1 == _no_per_run(metrics["by_setup_transform"]["rq1/none/B1"])
+    assert set(s["setup_markers"]) == set(metrics["by_setup_marker"])
+    assert s["figures"] == dict.fromkeys(FIGURES)  # None: written
+
+
+def test_mcnemar_yes_vs_no_matches_a_hand_count(report, runs):
+    rows = [r for r in read_jsonl(runs["baseline:yes"] / "results.jsonl") if r["run"] == 0]
+    b = sum(r["expected"] == 1 for r in rows)  # yes right, no wrong
+    c = sum(r["expected"] == 0 for r in rows)  # yes wrong, no right
+    s = json.loads(report.summary_json.read_text())
+    pair = next(
+        p
+        for p in s["mcnemar"]["pairs"]
+        if (p["model_a"], p["model_b"]) == ("baseline:yes", "baseline:no")
+    )
+    assert (pair["n_shared"], pair["b"], pair["c"]) == (len(rows), b, c)
+    assert pair["p_value"] == mcnemar([True] * b + [False] * c, [False] * b + [True] * c).p_value
+    assert b == c and pair["p_value"] == 1.0
+    assert "run 0" in s["mcnemar"]["basis"]
+    md = report.summary_md.read_text()
+    assert f"| baseline:yes | baseline:no | {len(rows)} | {b} | {c} | 1 |" in md
+    assert "run 0" in md
+
+
+def test_missing_metrics_json_is_a_clear_error(runs, tmp_path):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "run.json").write_text('{"status": "running"}')
+    with pytest.raises(ValueError, match=r"unfinished: no metrics.json \(did the eval finish\?\)"):
+        build_report([runs["baseline:yes"], unfinished], tmp_path / "out")
+
+
+def test_duplicate_specs_are_told_apart_by_folder(runs, tmp_path):
+    again = tmp_path / "yes_again"
+    shutil.copytree(runs["baseline:yes"], again)
+    rep = build_report([runs["baseline:yes"], again], tmp_path / "out")
+    assert rep.models == ["baseline:yes (yes)", "baseline:yes (yes_again)"]
+    md = rep.summary_md.read_text()
+    assert "| baseline:yes (yes) |" in md and "| baseline:yes (yes_again) |" in md
+
+
+def test_as_only_runs_skip_figures_without_crashing_and_drop_stale_ones(report, runs, tmp_path):
+    data = Path(json.loads((runs["baseline:yes"] / "run.json").read_text())["data"])
+    as_run = tmp_path / "as_only"
+    config = EvalConfig(model="baseline:random", runs=1, setups=("as",))
+    run_eval(data, as_run, config, progress=False)
+    out = tmp_path / "report"
+    shutil.copytree(report.out, out)  # a previous full report in the same folder
+    rep = build_report([as_run, runs["baseline:yes"]], out)  # mixed: the AS run shows dashes
+    assert [p.name for p in rep.figures] == list(FIGURES)
+    assert _row(rep.summary_md.read_text(), "baseline:random")[1] == "–"  # no RQ1 items
+    rep = build_report([as_run], out)
+    assert [p.name for p in rep.figures] == ["accuracy_by_setup.png"]
+    assert not (out / "rotation_heatmap.png").exists() and not (out / "frames.png").exists()
+    md = rep.summary_md.read_text()
+    assert "`rotation_heatmap.png` skipped" in md and "`frames.png` skipped" in md
+    assert "No rotation/flip codes" in md and "| Model | AS dots |" in md
+    assert "Normal vs counterfactual" not in md
+    s = json.loads(rep.summary_json.read_text())
+    assert s["mcnemar"]["pairs"] == [] and s["figures"]["frames.png"]
+
+
+@pytest.mark.skipif(not MIRP_SAMPLE.is_dir(), reason="../shared/data not present")
+def test_mirp_data_without_transforms(tmp_path):
+    for spec in ("baseline:yes", "baseline:random"):
+        run_eval(MIRP_SAMPLE, tmp_path / spec, EvalConfig(model=spec, runs=2), progress=False)
+    rep = build_report([tmp_path / "baseline:yes", tmp_path / "baseline:random"], tmp_path / "r")
+    md = rep.summary_md.read_text()
+    assert "| baseline:yes |" in md and "| baseline:random |" in md
+    assert "`rotation_heatmap.png` skipped" in md
+    assert (tmp_path / "r" / "accuracy_by_setup.png").is_file()
+    no_frames = md.count("No items with a known standard-view answer") == 2
+    assert no_frames == ("`frames.png` skipped" in md)  # figure and tables agree
