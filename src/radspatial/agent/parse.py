@@ -1,0 +1,307 @@
+"""Parse a yes/no spatial question into (subject Ref, relation, reference Ref).
+
+    >>> parse_question("Is the aorta (BZ) above the spleen (AA)?").relation
+    'above'
+
+Covered: every MIRP / generator template (named, named with a marker in parentheses, marker-only)
+and free paraphrases ("located to the right of", "on the left side of", "higher than", "beneath",
+"Does the aorta lie above the IVC", "In this image, is ...", no article, no "?", any case).
+Relations are image terms: above | below | left_of | right_of.
+
+Decisions:
+
+- "superior to" / "inferior to" map to above / below. In an axial slice the anatomical meaning is
+  through-plane, so the only reading possible in the image is "higher / lower on screen".
+  "anterior to", "posterior to", "medial/lateral to", "cranial/caudal to", "in front of",
+  "behind" and "the patient's left/right" raise ParseError: they name anatomical directions whose
+  image direction depends on the display orientation (we show 8 rotation/flip variants).
+- Structure names come from every built-in label table (TotalSegmentator v2, BTCV, AMOS, WORD) plus
+  MIRP's grouped vertebrae / rib_left / rib_right, matched as a whole phrase in any word order
+  ("left kidney", "kidney_left", "kidney (left)", "adrenal gland left") with the conservative
+  synonyms in ``_ALIASES`` (IVC, SVC, gall bladder, bladder, small intestine, large bowel -> colon,
+  portal/splenic vein, vertebra/spine -> vertebrae, L1 -> vertebrae_l1, adrenal, psoas ->
+  iliopsoas, ...) and side abbreviations L/R/Lt/Rt. Because the whole phrase must match,
+  "left kidney cyst" is kidney_cyst_left, never kidney_left; an unknown phrase is an error naming
+  it, never a partial match.
+- A Ref whose name is unknown but which carries a marker ("the thing (BZ)") keeps the marker with
+  ``name=None``: the marker alone locates it.
+- A parenthetical of exactly two capital letters is a letter marker, digits a number marker,
+  red/blue a dot; any other parenthetical is part of the name ("kidney (left)").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import cache
+
+from radspatial.agent.types import ParsedQuestion, ParseError, Ref
+
+# --- relations -----------------------------------------------------------------------------------
+
+_SIDE_REL = (
+    r"(?:(?:to|on|at)\s+(?:the\s+)?)?{s}(?:[\s-]+(?:hand[\s-]+)?side)?\s+of"
+    r"|(?:more|further|farther)\s+(?:to\s+the\s+)?{s}\s+than"
+)
+_RELATION_PATTERNS = {
+    "left_of": _SIDE_REL.format(s="left"),
+    "right_of": _SIDE_REL.format(s="right"),
+    "above": r"above|higher(?:\s+up)?\s+than|further\s+up\s+than|over|superior\s+to",
+    "below": r"below|lower(?:\s+down)?\s+than|further\s+down\s+than|underneath|under|beneath"
+    r"|inferior\s+to",
+}
+_RELATION_RE = re.compile(
+    "|".join(rf"\b(?P<{k}>{p})\b" for k, p in _RELATION_PATTERNS.items()), re.IGNORECASE
+)
+_ANATOMICAL_RE = re.compile(
+    r"\b(?:(?:anterior|posterior|medial|lateral|ventral|dorsal|cranial|caudal)(?:ly)?\s+to"
+    r"|in\s+front\s+of|behind|patient'?s\s+(?:left|right))\b",
+    re.IGNORECASE,
+)
+
+# --- question frame ------------------------------------------------------------------------------
+
+_VIEW = r"(?:this|the)\s+(?:ct\s+|axial\s+|given\s+)?(?:image|slice|scan|picture|figure|view)"
+_LEAD_RE = re.compile(
+    rf"^(?:q\s*:\s*)?(?:(?:in|on)\s+{_VIEW}\s*,?\s*)?"
+    r"(?:(?:can|could)\s+you\s+tell\s+(?:me\s+)?(?:if|whether)\s+|tell\s+me\s+(?:if|whether)\s+"
+    r"|(?:is|are|does|do)\s+(?:it\s+(?:true|the\s+case)\s+that\s+)?)",
+    re.IGNORECASE,
+)
+_TAIL_RE = re.compile(
+    rf"\s*,?\s*(?:\b(?:in|on|within)\s+{_VIEW}|\bhere|\bor\s+not"
+    r"|\(?\s*(?:yes\s*(?:/|or)\s*no|[01]\s*(?:/|or)\s*[01])\s*\)?)\s*$",
+    re.IGNORECASE,
+)
+_VERB_TAIL_RE = re.compile(
+    r"(?:\s+(?:is|are|be|to|does|lie|lies|lying|sit|sits|sitting|located|positioned|situated"
+    r"|placed|found|seen|shown|displayed|depicted|visible|appear|appears|appearing|seem|seems"
+    r"|really|actually|directly|entirely|completely|mostly|clearly|also|still|slightly|somewhat"
+    r"|further|farther))+\s*$",
+    re.IGNORECASE,
+)
+
+# --- markers -------------------------------------------------------------------------------------
+
+_ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_MARKER_ONLY = (
+    ("numbers", re.compile(r"^(?:number|no\.|#)\s*(\d+)$", re.IGNORECASE)),
+    ("letters", re.compile(r"^letters?\s+([a-z]{2})$", re.IGNORECASE)),
+    ("dots", re.compile(r"^(red|blue)\s+(?:dot|point|circle|marker)$", re.IGNORECASE)),
+    ("any", re.compile(r"^(?:marker|label|mark)\s+(\d+|[a-z]{2}|red|blue)$", re.IGNORECASE)),
+)
+_PAREN_RE = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)$")
+_MARKED_RE = re.compile(
+    r"^(.*?),?\s+(?:marked|labell?ed|tagged)\s+(?:with\s+|as\s+)?(?:the\s+)?(.+)$", re.IGNORECASE
+)
+
+
+def _classify(text: str, *, strict: bool) -> tuple[str, str] | None:
+    """Marker kind and text of a bare token: 'BZ' -> letters, '52' -> numbers, 'red' -> dots.
+
+    ``strict`` (parentheticals) requires capitals for letters, so "(lt)" is not a marker.
+    """
+    if text.isdigit():
+        return "numbers", str(int(text))
+    if text.lower() in ("red", "blue"):
+        return "dots", text.lower()
+    if re.fullmatch(r"[A-Z]{2}" if strict else r"[A-Za-z]{2}", text):
+        return "letters", text.upper()
+    return None
+
+
+def _marker_only(text: str) -> tuple[str, str] | None:
+    for kind, pattern in _MARKER_ONLY:
+        m = pattern.match(text)
+        if m:
+            found = _classify(m.group(1), strict=False)
+            if found and (kind == "any" or found[0] == kind):
+                return found
+    return None
+
+
+# --- structure names -----------------------------------------------------------------------------
+
+# Synonyms of a table name's base (the name without its side); a sided base keeps its side:
+# "left adrenal" -> adrenal_gland_left. Only unambiguous, common ones.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "inferior_vena_cava": ("ivc",),
+    "superior_vena_cava": ("svc",),
+    "gallbladder": ("gall bladder",),
+    "urinary_bladder": ("bladder",),
+    "small_bowel": ("small intestine",),
+    "colon": ("large bowel", "large intestine"),
+    "portal_vein_and_splenic_vein": (
+        "portal vein",
+        "splenic vein",
+        "portal and splenic vein",
+        "portal and splenic veins",
+        "portal splenic vein",
+    ),
+    "vertebrae": ("vertebra", "spine", "spinal column", "vertebral column"),
+    "adrenal_gland": ("adrenal", "suprarenal gland"),
+    "iliopsoas": ("psoas", "psoas muscle", "iliopsoas muscle"),
+    "esophagus": ("oesophagus",),
+    "thyroid_gland": ("thyroid",),
+    "clavicula": ("clavicle",),
+    "iliac_vena": ("iliac vein", "common iliac vein"),
+    "iliac_artery": ("common iliac artery",),
+    "common_carotid_artery": ("carotid artery",),
+    "kidney_cyst": ("renal cyst",),
+    "femur_head": ("femoral head",),
+    "rib": ("ribs",),
+}
+_TOKEN_MAP = {"l": "left", "lt": "left", "r": "right", "rt": "right"}
+_DROP = {"the", "a", "an"}
+_SIDES = ("left", "right")
+
+Key = tuple[str, ...]
+
+
+def _key(text: str) -> Key:
+    """Order-free word multiset: 'Left Kidney', 'kidney_left', 'kidney (L)' -> same key."""
+    words = re.findall(r"[a-z0-9]+", text.lower().replace("&", " and "))
+    words = [re.sub(r"^(\d+)(?:st|nd|rd|th)$", r"\1", w) for w in words if w not in _DROP]
+    return tuple(sorted(_TOKEN_MAP.get(w, w) for w in words))
+
+
+def known_names() -> list[str]:
+    """Every structure name the parser can return (sorted)."""
+    from radspatial.labels import BUILTIN_TABLES, load_table
+
+    names = {n for t in BUILTIN_TABLES for n in load_table(t, group=False).names.values()}
+    names |= set(load_table("totalsegmentator", group=True).names.values())
+    return sorted(names)
+
+
+@cache
+def _index() -> tuple[dict[Key, str], dict[Key, list[str]]]:
+    """(phrase key -> name, key of a sided-only base -> its sided names), built once."""
+    exact: dict[Key, str] = {}
+
+    def add(phrase: str, name: str) -> None:
+        key = _key(phrase)
+        if exact.setdefault(key, name) != name:
+            raise RuntimeError(f"name index: {phrase!r} means both {exact[key]} and {name}")
+
+    names = known_names()
+    sided: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        add(name, name)
+        words = name.split("_")
+        side = words[-1] if words[-1] in _SIDES else None
+        base = "_".join(words[:-1]) if side else name
+        if side:
+            sided[base].append(name)
+        for alias in _ALIASES.get(base, ()):
+            add(f"{alias} {side or ''}", name)
+        m = re.fullmatch(r"vertebrae_([clts]\d+)", name)
+        if m:
+            for form in ("vertebra {}", "{}", "vertebral body {}"):
+                add(form.format(m.group(1)), name)
+    needs_side: dict[Key, list[str]] = {}
+    for base, options in sided.items():
+        if base not in names:
+            for phrase in (base, *_ALIASES.get(base, ())):
+                needs_side[_key(phrase)] = options
+    return exact, needs_side
+
+
+def lookup_name(phrase: str) -> str | None:
+    """'left kidney' / 'kidney_left' / 'L kidney' -> 'kidney_left'; None when unknown."""
+    return _index()[0].get(_key(phrase))
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+def _parse_ref(phrase: str, question: str, role: str) -> Ref:
+    phrase = phrase.strip(" \t,;:\"'`")
+    core = _ARTICLE_RE.sub("", phrase)
+    if not core:
+        raise ParseError(f"no {role} structure in {question!r}")
+    found = _marker_only(core)
+    if found:
+        return Ref(name=None, marker=found[0], text=found[1], phrase=phrase)
+    name_text, marker = core, None
+    m = _PAREN_RE.match(core)
+    if m:
+        inner = m.group(2)
+        marker = _classify(inner, strict=True) or _marker_only(inner)
+        name_text = m.group(1) if marker else f"{m.group(1)} {inner}"
+    elif m := _MARKED_RE.match(core):
+        inner = _ARTICLE_RE.sub("", m.group(2))
+        marker = _classify(inner, strict=False) or _marker_only(inner)
+        if marker:
+            name_text = m.group(1)
+    name = lookup_name(name_text)
+    if name is None and marker is None:
+        options = _index()[1].get(_key(name_text))
+        if options:
+            raise ParseError(
+                f"{name_text!r} ({role}) needs a side: {' or '.join(options)} in {question!r}"
+            )
+        raise ParseError(f"unknown structure {name_text!r} ({role}) in {question!r}")
+    kind, text = marker if marker else (None, None)
+    return Ref(name=name, marker=kind, text=text, phrase=phrase)
+
+
+def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
+    """Parse "Is the {1} {relation} the {2}?" in any of the wordings the module doc lists.
+
+    With ``from_prompt`` the question is first taken out of a longer prompt
+    (:func:`extract_question`). Raises ParseError for anything that is not one binary spatial
+    question about two known structures / markers.
+    """
+    question = extract_question(text) if from_prompt else " ".join(text.split())
+    body = question.rstrip(" ?.!")
+    while (tail := _TAIL_RE.search(body)) and tail.start() > 0:
+        body = body[: tail.start()].rstrip(" ?.!")
+    lead = _LEAD_RE.match(body)
+    if not lead:
+        raise ParseError(f"not a yes/no question (Is/Are/Does ...): {question!r}")
+    rest = body[lead.end() :]
+    if m := _ANATOMICAL_RE.search(rest):
+        raise ParseError(
+            f"{m.group(0)!r} is an anatomical direction, not an image relation "
+            f"(above/below/left of/right of): {question!r}"
+        )
+    found = list(_RELATION_RE.finditer(rest))
+    if not found:
+        raise ParseError(f"no spatial relation (above/below/left of/right of) in {question!r}")
+    if len(found) > 1:
+        words = ", ".join(repr(f.group(0)) for f in found)
+        raise ParseError(f"more than one relation ({words}) in {question!r}")
+    rel = found[0]
+    relation = rel.lastgroup
+    assert relation is not None
+    subject_text = _VERB_TAIL_RE.sub("", rest[: rel.start()])
+    subject = _parse_ref(subject_text, question, "first")
+    reference = _parse_ref(rest[rel.end() :], question, "second")
+    same_marker = subject.marker and (subject.marker, subject.text) == (
+        reference.marker,
+        reference.text,
+    )
+    if same_marker or (subject.name and subject.name == reference.name):
+        raise ParseError(f"both sides are the same structure in {question!r}")
+    return ParsedQuestion(subject, relation, reference, question)
+
+
+_Q_RE = re.compile(r"\bQ\s*:\s*([^\n]*?)\s*(?:\bA\s*:.*)?$", re.MULTILINE)
+_SENTENCE_RE = re.compile(r"[^.?!\n]+\?")
+
+
+def extract_question(prompt: str) -> str:
+    """The real question of a prompt: text after the last "Q:" (up to "A:" or the line's end),
+    else the last sentence ending in "?" that contains a relation.
+
+    >>> extract_question("Q: Is the aorta above the spleen? A: 1\\nQ: Is the liver below the IVC?")
+    'Is the liver below the IVC?'
+    """
+    qs = [m.group(1).strip() for m in _Q_RE.finditer(prompt) if m.group(1).strip()]
+    if qs:
+        return " ".join(qs[-1].split())
+    for sentence in reversed(_SENTENCE_RE.findall(prompt)):
+        if _RELATION_RE.search(sentence):
+            return " ".join(sentence.split())
+    raise ParseError(f"no question found in prompt {prompt[:80]!r}...")
