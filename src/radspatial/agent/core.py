@@ -38,12 +38,17 @@ def load_image(data: bytes | str | Path | np.ndarray | Image.Image) -> np.ndarra
     if isinstance(data, np.ndarray):
         arr = data
     else:
-        if isinstance(data, bytes):
-            img = Image.open(io.BytesIO(data))
-        elif isinstance(data, Image.Image):
-            img = data
-        else:
-            img = Image.open(data)
+        try:
+            if isinstance(data, bytes):
+                img = Image.open(io.BytesIO(data))
+            elif isinstance(data, Image.Image):
+                img = data
+            else:
+                img = Image.open(data)
+        except Image.DecompressionBombError as exc:
+            raise ValueError(f"image is over the limit ({exc})") from None
+        except (OSError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
+            raise ValueError(f"not a readable image ({exc})") from None
         if img.width * img.height > MAX_PIXELS:
             raise ValueError(f"image of {img.width} x {img.height} px is over the limit")
         arr = np.asarray(img.convert("RGB"))
