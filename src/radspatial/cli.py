@@ -315,7 +315,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO_MODELS = ("baseline:random", "baseline:yes", "baseline:anatomy-prior")
+DEMO_MODELS = (
+    "baseline:random",
+    "baseline:yes",
+    "baseline:anatomy-prior",
+    "agent:markers",
+    "agent:mask",
+)
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
@@ -344,7 +350,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     data = args.out / "dataset"
     summary = build_dataset(
         [Case("example_ct_sm", ct, seg, "totalsegmentator")],
-        GenerateConfig(),
+        GenerateConfig(export_masks=True),
         data,
         overwrite=True,
     )
