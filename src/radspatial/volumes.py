@@ -25,6 +25,7 @@ from nibabel.filebasedimages import ImageFileError
 from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
 
+from radspatial.io import sha256_file
 from radspatial.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
 
 log = logging.getLogger(__name__)
@@ -427,18 +428,13 @@ def read_cases_csv(path: Path) -> list[Case]:
     return cases
 
 
-def _sha256_file(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def sha256_path(path: Path) -> str:
     """sha256 of a file's bytes; for a folder, over sorted (relative name, file sha256) pairs."""
     path = Path(path)
     _require(path)
     if path.is_file():
-        return _sha256_file(path)
+        return sha256_file(path)
     h = hashlib.sha256()
     for p in sorted(q for q in path.rglob("*") if q.is_file()):
-        h.update(f"{p.relative_to(path).as_posix()}\0{_sha256_file(p)}\n".encode())
+        h.update(f"{p.relative_to(path).as_posix()}\0{sha256_file(p)}\n".encode())
     return h.hexdigest()
