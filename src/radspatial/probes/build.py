@@ -1,0 +1,444 @@
+"""Building probe datasets (docs/probes.md): ``build_probes(cases, out, ...)``.
+
+``probe_case`` is the per-case work (load, plan, render, write PNGs into the staging folder,
+return rows); it reads no global state, so it runs unchanged in a process pool. Each task of a
+case draws from its own generator keyed by (seed, "<case id>/<task>") (crops: "<case id>/crops"),
+so adding a case or dropping a task leaves every other case's samples byte-identical.
+
+Splits are by case: cases are ordered by sha256("<seed>:<case id>") and cut into train/val/test
+by the split fractions (largest remainder). Every split with a non-zero fraction gets at least
+one case when there are enough cases, in the priority test, train, val: with one case
+everything is test, with two one train and one test. The split counts depend on the number of
+cases, so adding cases can move a case to another split (its images and targets stay the same,
+except ``size`` targets, whose quartile edges come from the training split).
+
+Output is staged in ``OUT.partial/`` and renamed to ``OUT`` when complete, probes.json last
+(as ``radspatial.dataset``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import platform
+import re
+import shutil
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+from tqdm import tqdm
+
+from radspatial import __version__
+from radspatial.dataset import prepare_out
+from radspatial.generate import keyed_rng
+from radspatial.io import atomic_write_json, atomic_write_jsonl
+from radspatial.markers import DOT_COLORS
+from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo
+from radspatial.probes.tasks import (
+    CROP_TASKS,
+    DESCRIPTIONS,
+    GRID,
+    REFERENCE_PX,
+    TASK_NAMES,
+    TASKS,
+    Dot,
+    Plan,
+    Rules,
+    SliceView,
+    cap,
+    crop_plans,
+    plan_task,
+)
+from radspatial.slices import (
+    Geometry,
+    Variant,
+    render_gray,
+    render_labels,
+    structure_stats,
+    to_display,
+)
+from radspatial.volumes import Case, load_case
+
+COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
+_FOLDERS = {"localize": "crops", "permutation": "perm"}
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    seed: int = 0
+    size: int = 224
+    crop: int = 96
+    splits: tuple[float, float, float] = (0.7, 0.15, 0.15)
+    tasks: tuple[str, ...] = TASK_NAMES
+    max_per_case: int | None = None
+    window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
+
+    def __post_init__(self) -> None:
+        bad = sorted(set(self.tasks) - set(TASK_NAMES))
+        if bad or not self.tasks:
+            raise ValueError(f"unknown probe task(s) {bad}; expected a subset of {TASK_NAMES}")
+        # Task order never depends on how they were asked for: output stays byte-identical.
+        object.__setattr__(self, "tasks", tuple(t for t in TASK_NAMES if t in self.tasks))
+        splits = tuple(float(f) for f in self.splits)
+        if len(splits) != 3 or min(splits) < 0 or not sum(splits) > 0:
+            raise ValueError(f"splits must be 3 fractions >= 0 (train, val, test), got {splits}")
+        object.__setattr__(self, "splits", splits)
+        if self.size < 64:
+            raise ValueError(f"size must be >= 64 px, got {self.size}")
+        if self.crop < 4 * GRID or self.crop % GRID:
+            raise ValueError(
+                f"crop must be a multiple of {GRID} and >= {4 * GRID}, got {self.crop}"
+            )
+        if self.max_per_case is not None and self.max_per_case < 1:
+            raise ValueError(f"max_per_case must be >= 1 or None, got {self.max_per_case}")
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(self.size, self.crop)
+
+    def to_json(self) -> dict:
+        r = self.rules
+        return {
+            "seed": self.seed,
+            "size": self.size,
+            "crop": self.crop,
+            "splits": list(self.splits),
+            "tasks": list(self.tasks),
+            "max_per_case": self.max_per_case,
+            "window": list(self.window),
+            "reference_size_px": r.reference,
+            "rules": {
+                "min_area_px": r.min_area,
+                "min_distance_px": r.px(r.min_distance_ref),
+                "relpos_margin_px": r.px(r.margin_ref),
+                "relpos_dominance": r.dominance,
+                "min_component_px": r.min_component,
+                "equal_tolerance": r.equal_tolerance,
+                "dot_radius_px": r.dot_radius,
+                "grid": GRID,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class CaseProbes:
+    case_id: str
+    source: dict
+    variant: str  # anatomy variant tag of the case
+    n_slices: int
+    labels: dict  # the case's label table (LabelTable.to_json)
+    rows: dict[str, list[dict]]  # task -> rows without "split"
+
+
+def _folder_name(case_id: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", case_id)
+    if safe != case_id or safe in ("", ".", ".."):
+        safe += "-" + hashlib.sha256(case_id.encode()).hexdigest()[:8]
+    return safe
+
+
+def draw_dots(rgb: np.ndarray, dots: Sequence[Dot], radius: int, ring: int) -> np.ndarray:
+    """Discs with a white ring at their (already clamped) centres, as ``markers.draw_marks``."""
+    pil = Image.fromarray(rgb, "RGB")
+    draw = ImageDraw.Draw(pil)
+    r = radius - ring
+    for d in dots:
+        (x, y), o = d.xy, radius
+        draw.ellipse((x - o, y - o, x + o, y + o), fill="white")
+        draw.ellipse((x - r, y - r, x + r, y + r), fill=COLOURS[d.colour])
+    return np.asarray(pil)
+
+
+def crop_square(gray: np.ndarray, labels: np.ndarray, label_id: int, crop: int) -> np.ndarray:
+    """The label's bounding box in ``gray``, padded (black) to a square, resized to ``crop``."""
+    ys, xs = np.nonzero(labels == label_id)
+    h, w = int(ys.max() - ys.min()) + 1, int(xs.max() - xs.min()) + 1
+    side = max(h, w)
+    y0, x0 = int(ys.min()) - (side - h) // 2, int(xs.min()) - (side - w) // 2
+    canvas = np.zeros((side, side), np.uint8)
+    sy, sx = max(y0, 0), max(x0, 0)
+    ey, ex = min(y0 + side, gray.shape[0]), min(x0 + side, gray.shape[1])
+    canvas[sy - y0 : ey - y0, sx - x0 : ex - x0] = gray[sy:ey, sx:ex]
+    img = Image.fromarray(canvas).resize((crop, crop), Image.Resampling.BILINEAR)
+    return np.asarray(img)
+
+
+def shuffle_tiles(img: np.ndarray, perm: Sequence[int], grid: int = GRID) -> np.ndarray:
+    """Tile ``perm[i]`` of ``img`` (row-major grid) placed at position i."""
+    t = img.shape[0] // grid
+    tiles = [
+        img[r * t : (r + 1) * t, c * t : (c + 1) * t] for r in range(grid) for c in range(grid)
+    ]
+    out = np.empty_like(img)
+    for i, src in enumerate(perm):
+        r, c = divmod(i, grid)
+        out[r * t : (r + 1) * t, c * t : (c + 1) * t] = tiles[src]
+    return out
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    """PNG bytes; zlib level 1 is ~3x faster than Pillow's default at about the same size here."""
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def _rgb(gray: np.ndarray) -> np.ndarray:
+    return np.repeat(gray[:, :, None], 3, axis=2)
+
+
+def _render(plan: Plan, gray: np.ndarray, labels: np.ndarray | None, rules: Rules) -> np.ndarray:
+    if plan.task in CROP_TASKS:
+        assert labels is not None
+        img = crop_square(gray, labels, plan.label_ids[0], rules.crop)
+        return _rgb(shuffle_tiles(img, plan.perm) if plan.perm else img)
+    shown = Variant(plan.variant).apply_image(_rgb(gray))
+    ring = max(1, round(2 * rules.size / 512))
+    return draw_dots(shown, plan.dots, rules.dot_radius, ring) if plan.dots else shown
+
+
+def _row(case_id: str, folder: str, plan: Plan, names: dict[int, str]) -> dict:
+    sub = _FOLDERS.get(plan.task, f"images/{plan.task}")
+    meta = {
+        "names": [names[i] for i in plan.label_ids],
+        "label_ids": list(plan.label_ids),
+        "slice_index": plan.z,
+        "slice_id": f"{case_id}/z{plan.z:03d}",
+        "variant": plan.variant,
+        **plan.info,
+    }
+    if plan.dots:
+        meta["dots"] = [
+            {
+                "colour": d.colour,
+                "xy": list(d.xy),
+                "name": names[d.label_id],
+                "label_id": d.label_id,
+            }
+            for d in plan.dots
+        ]
+    return {
+        "id": f"{case_id}/{plan.task}/{plan.key}",
+        "case_id": case_id,
+        "image": f"{sub}/{folder}/{plan.key}.png",
+        "target": plan.target,
+        "meta": meta,
+    }
+
+
+def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
+    """Load, plan, render and write one case's probe images under ``stage``; return its rows."""
+    vol = load_case(case)
+    rules, names = config.rules, vol.table.names
+    geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
+    views = []
+    for z in range(vol.seg.shape[2]):
+        lab = to_display(vol.seg[:, :, z])
+        if lab.any():
+            px_area = geom.px_per_col * geom.px_per_row
+            views.append(SliceView(z, lab, structure_stats(lab, geom), px_area, names))
+    crop_rng = keyed_rng(config.seed, f"{case.case_id}/crops")
+    crops = cap(crop_plans(views, rules), crop_rng, config.max_per_case)
+    by_z: dict[int, list[Plan]] = {}
+    for task in config.tasks:
+        rng = keyed_rng(config.seed, f"{case.case_id}/{task}")
+        plans = plan_task(task, views, rng, rules, crops)
+        for plan in plans if task in CROP_TASKS else cap(plans, rng, config.max_per_case):
+            by_z.setdefault(plan.z, []).append(plan)
+    folder, rows = _folder_name(case.case_id), {t: [] for t in config.tasks}
+    for z, plans in sorted(by_z.items()):  # one slice rendered at a time bounds memory
+        lab = to_display(vol.seg[:, :, z])
+        gray = render_gray(to_display(vol.ct[:, :, z]), geom, config.window)
+        labels = render_labels(lab, geom) if any(p.task in CROP_TASKS for p in plans) else None
+        for plan in plans:
+            row = _row(case.case_id, folder, plan, names)
+            path = stage / row["image"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(encode_png(_render(plan, gray, labels, rules)))
+            rows[plan.task].append(row)
+    n_slices = int(vol.seg.shape[2])
+    return CaseProbes(vol.case_id, vol.source, vol.variant, n_slices, vol.table.to_json(), rows)
+
+
+def split_counts(n: int, fractions: Sequence[float]) -> dict[str, int]:
+    """Cases per split: largest remainder, then at least one per non-empty split if possible."""
+    total = sum(fractions)
+    quota = [n * f / total for f in fractions]
+    counts = [math.floor(q) for q in quota]
+    for i in sorted(range(3), key=lambda i: (counts[i] - quota[i], i))[: n - sum(counts)]:
+        counts[i] += 1
+    need = [i for i in (2, 0, 1) if fractions[i] > 0][:n]  # test, train, val
+    for i in need:
+        if counts[i] == 0:
+            donor = max(
+                (j for j in range(3) if counts[j] > (1 if j in need else 0)),
+                key=lambda j: (counts[j], -j),
+            )
+            counts[donor] -= 1
+            counts[i] += 1
+    return dict(zip(SPLIT_NAMES, counts, strict=True))
+
+
+def assign_splits(case_ids: Sequence[str], seed: int, fractions: Sequence[float]) -> dict[str, str]:
+    """case id -> split: cases ordered by a hash of (seed, case id), cut by the fractions."""
+    order = sorted(case_ids, key=lambda c: (hashlib.sha256(f"{seed}:{c}".encode()).hexdigest(), c))
+    out: dict[str, str] = {}
+    start = 0
+    for split, k in split_counts(len(order), fractions).items():
+        out.update({c: split for c in order[start : start + k]})
+        start += k
+    return out
+
+
+def finalize_task(task: str, rows: list[dict]) -> tuple[list[dict], TaskInfo]:
+    """Fill training-split-derived targets (size) and compute the task's TaskInfo."""
+    d = TASKS[task]
+    train = [r for r in rows if r["split"] == "train"]
+    ref, stats_from = (train, "train") if train else (rows, "all")
+    extra: dict = {"stats_from": stats_from}
+    if task == "size":
+        fracs = [r["meta"]["area_fraction"] for r in ref]
+        edges = [round(float(e), 8) for e in np.quantile(fracs, [0.25, 0.5, 0.75])] if fracs else []
+        rows = [{**r, "target": _quartile(r["meta"]["area_fraction"], edges)} for r in rows]
+        extra["quartile_edges"] = edges
+    counts = {s: sum(r["split"] == s for r in rows) for s in SPLIT_NAMES}
+    chance = d.chance
+    by_metric: dict[str, float] = {}
+    if d.classes is not None:
+        rows = [{**r, "meta": {**r["meta"], "class": d.classes[r["target"]]}} for r in rows]
+        cc = {s: [0] * len(d.classes) for s in SPLIT_NAMES}
+        for r in rows:
+            cc[r["split"]][r["target"]] += 1
+        extra["class_counts"] = cc
+        if task == "count" and ref:
+            chance = float(max(np.bincount([r["target"] for r in ref]))) / len(ref)
+    elif task == "localize" and rows:
+        mean = np.mean([r["target"] for r in ref], axis=0)
+        test = [r for r in rows if r["split"] == "test"] or rows
+        err = np.linalg.norm(np.array([r["target"] for r in test]) - mean, axis=1)
+        chance = round(float(err.mean()) * REFERENCE_PX, 4)
+        extra["mean_target"] = [round(float(m), 6) for m in mean]
+    if chance is not None:
+        by_metric[d.metric] = chance
+    if task == "permutation":
+        by_metric["tile_accuracy"] = 1 / GRID**2
+    if task == "orient":
+        by_metric["flip_accuracy"] = 0.5
+    info = TaskInfo(
+        level=d.level,
+        kind=d.kind,
+        n_classes=len(d.classes) if d.classes else None,
+        classes=list(d.classes) if d.classes else None,
+        chance=chance,
+        metric=d.metric,
+        reference_size_px=REFERENCE_PX if task == "localize" else None,
+        counts=counts,
+        description=DESCRIPTIONS[task],
+        chance_by_metric=by_metric,
+        **extra,
+    )
+    return rows, info
+
+
+def _quartile(fraction: float, edges: Sequence[float]) -> int:
+    return int(np.searchsorted(edges, fraction, side="right")) if edges else 0
+
+
+def _versions() -> dict[str, str]:
+    import nibabel
+    import PIL
+    import scipy
+
+    return {
+        "radspatial": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "nibabel": nibabel.__version__,
+        "pillow": PIL.__version__,
+    }
+
+
+def _run(cases, config, stage, workers: int, progress: bool) -> list[CaseProbes]:
+    parallel = workers > 1 and len(cases) > 1
+    with ProcessPoolExecutor(workers) if parallel else nullcontext() as pool:
+        args = (cases, repeat(config), repeat(stage))
+        done = pool.map(probe_case, *args) if pool else map(probe_case, *args)
+        bar = tqdm(done, total=len(cases), desc="probe cases", disable=None if progress else True)
+        return list(bar)
+
+
+def build_probes(
+    cases: Sequence[Case],
+    out: Path,
+    *,
+    seed: int = 0,
+    size: int = 224,
+    crop: int = 96,
+    splits: Sequence[float] = (0.7, 0.15, 0.15),
+    tasks: Sequence[str] | None = None,
+    max_per_case: int | None = None,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Build the probe datasets for ``cases`` into ``out``; returns probes.json's content.
+
+    ``size``: whole-slice image side (px); ``crop``: localize/permutation crop side (a multiple
+    of 4); ``splits``: train/val/test fractions of the *cases*; ``tasks``: a subset of
+    ``TASK_NAMES`` (default all); ``max_per_case``: at most this many samples per task per case;
+    ``workers`` > 1 runs cases in a process pool (same bytes as serial); ``overwrite`` replaces
+    a non-empty ``out`` (otherwise FileExistsError).
+
+    Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
+    """
+    config = ProbeConfig(seed, size, crop, tuple(splits), tuple(tasks or TASK_NAMES), max_per_case)
+    ids = [c.case_id for c in cases]
+    if len(set(ids)) != len(ids) or not ids:
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate case ids: {', '.join(dup)}" if dup else "no cases")
+    out = Path(out)
+    stage = prepare_out(out, overwrite)
+    try:
+        outputs = _run(cases, config, stage, workers, progress)
+        split_of = assign_splits(ids, seed, config.splits)
+        infos = {}
+        for task in config.tasks:
+            rows = [{**r, "split": split_of[o.case_id]} for o in outputs for r in o.rows[task]]
+            rows, infos[task] = finalize_task(task, sorted(rows, key=lambda r: r["id"]))
+            atomic_write_jsonl(stage / "tasks" / f"{task}.jsonl", rows)
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "config": config.to_json(),
+            "seed": seed,
+            "splits": {s: sorted(c for c in ids if split_of[c] == s) for s in SPLIT_NAMES},
+            "cases": [
+                {
+                    **o.source,
+                    "split": split_of[o.case_id],
+                    "variant": o.variant,
+                    "n_slices": o.n_slices,
+                    "n_samples": {t: len(o.rows[t]) for t in config.tasks},
+                }
+                for o in outputs
+            ],
+            "tasks": {t: info.to_json() for t, info in infos.items()},
+            "labels": {o.labels["name"]: o.labels for o in outputs},
+            "versions": _versions(),
+        }
+        atomic_write_json(stage / "probes.json", meta)
+        if out.exists():
+            shutil.rmtree(out)
+        stage.rename(out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return meta
