@@ -1,0 +1,171 @@
+"""Probe heads: read a task's output from an encoder's :class:`Features`.
+
+- ``mlp``: a one-hidden-layer MLP on the pooled vector (the classic linear-ish probe).
+- ``transformer``: a few pre-norm transformer layers over the token sequence with learned
+  positional embeddings and learned query tokens; one query per output slot (16 for the
+  permutation task: query ``i`` reads out where the tile shown at position ``i`` came from),
+  one query otherwise.
+- ``both``: the two read-outs concatenated and mapped by one linear layer; written as the sum
+  of the two heads' linear read-outs, which is the same function (``W [a; b] = W_a a + W_b b``).
+
+Output shape ``(B, *out_shape)``: ``(2,)`` regression, ``(C,)`` classification, ``(16, 16)``
+permutation (logits per shown tile over original positions).
+
+Example::
+
+    head = create_head("transformer", dim=256, grid=(4, 4), out_shape=(16, 16))
+    logits = head(encoder(images))  # (B, 16, 16)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from radspatial.probes.encoders import Features
+
+_REGISTRY: dict[str, Callable[..., nn.Module]] = {}
+
+
+def register_head(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    def deco(cls: type[nn.Module]) -> type[nn.Module]:
+        if name in _REGISTRY:
+            raise ValueError(f"head {name!r} registered twice")
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def list_heads() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create_head(
+    name: str, *, dim: int, grid: Sequence[int], out_shape: Sequence[int], **kwargs: Any
+) -> nn.Module:
+    """A randomly initialised head; ``head.spec()`` is the JSON that rebuilds it."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown head {name!r}; known: {', '.join(list_heads())}")
+    return _REGISTRY[name](dim=dim, grid=tuple(grid), out_shape=tuple(out_shape), **kwargs)
+
+
+class _Head(nn.Module):
+    name = ""
+
+    def __init__(
+        self, *, dim: int, grid: tuple[int, ...], out_shape: tuple[int, ...], **kwargs: Any
+    ) -> None:
+        super().__init__()
+        if not 1 <= len(out_shape) <= 2:
+            raise ValueError(f"out_shape {out_shape}: expected (K,) or (slots, K)")
+        self.dim, self.grid, self.out_shape = (
+            int(dim),
+            tuple(int(g) for g in grid),
+            tuple(int(s) for s in out_shape),
+        )
+        self.kwargs = dict(kwargs)
+
+    def spec(self) -> dict[str, Any]:
+        kw = {"dim": self.dim, "grid": list(self.grid), "out_shape": list(self.out_shape)}
+        return {"name": self.name, "kwargs": {**kw, **self.kwargs}}
+
+
+@register_head("mlp")
+class MLPHead(_Head):
+    name = "mlp"
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        grid: tuple[int, ...],
+        out_shape: tuple[int, ...],
+        hidden: int = 512,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__(dim=dim, grid=grid, out_shape=out_shape, hidden=hidden, dropout=dropout)
+        self.trunk = nn.Sequential(
+            nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout)
+        )
+        self.readout = nn.Linear(hidden, math.prod(self.out_shape))
+
+    def forward(self, feats: Features) -> torch.Tensor:
+        out = self.readout(self.trunk(feats.pooled))
+        return out.view(out.shape[0], *self.out_shape)
+
+
+@register_head("transformer")
+class TransformerHead(_Head):
+    name = "transformer"
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        grid: tuple[int, ...],
+        out_shape: tuple[int, ...],
+        width: int = 192,
+        layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__(
+            dim=dim,
+            grid=grid,
+            out_shape=out_shape,
+            width=width,
+            layers=layers,
+            heads=heads,
+            dropout=dropout,
+        )
+        n_tokens = self.grid[0] * self.grid[1]
+        self.slots = self.out_shape[0] if len(self.out_shape) == 2 else 1
+        self.proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, width))
+        self.pos = nn.Parameter(torch.zeros(1, n_tokens, width))
+        self.queries = nn.Parameter(torch.zeros(1, self.slots, width))
+        nn.init.trunc_normal_(self.pos, std=0.02)
+        nn.init.trunc_normal_(self.queries, std=0.02)
+        layer = nn.TransformerEncoderLayer(
+            width, heads, dim_feedforward=2 * width, dropout=dropout, activation="gelu",
+            batch_first=True, norm_first=True,
+        )  # fmt: skip
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(width)
+        self.readout = nn.Linear(width, self.out_shape[-1])
+
+    def forward(self, feats: Features) -> torch.Tensor:
+        tokens = self.proj(feats.tokens)
+        if tokens.shape[1] != self.pos.shape[1]:
+            raise ValueError(
+                f"transformer head built for {self.pos.shape[1]} tokens, got {tokens.shape[1]}"
+            )
+        x = torch.cat([self.queries.expand(tokens.shape[0], -1, -1), tokens + self.pos], dim=1)
+        q = self.norm(self.blocks(x)[:, : self.slots])
+        out = self.readout(q)
+        return out.view(out.shape[0], *self.out_shape)
+
+
+@register_head("both")
+class BothHead(_Head):
+    name = "both"
+
+    def __init__(
+        self, *, dim: int, grid: tuple[int, ...], out_shape: tuple[int, ...], **kwargs: Any
+    ) -> None:
+        super().__init__(dim=dim, grid=grid, out_shape=out_shape, **kwargs)
+        mlp_kw = {k[4:]: v for k, v in kwargs.items() if k.startswith("mlp_")}
+        tr_kw = {k[12:]: v for k, v in kwargs.items() if k.startswith("transformer_")}
+        if set(kwargs) - {f"mlp_{k}" for k in mlp_kw} - {f"transformer_{k}" for k in tr_kw}:
+            raise ValueError(
+                f"both head: options must start with mlp_ or transformer_, got {sorted(kwargs)}"
+            )
+        self.mlp = MLPHead(dim=dim, grid=grid, out_shape=out_shape, **mlp_kw)
+        self.transformer = TransformerHead(dim=dim, grid=grid, out_shape=out_shape, **tr_kw)
+
+    def forward(self, feats: Features) -> torch.Tensor:
+        return self.mlp(feats) + self.transformer(feats)

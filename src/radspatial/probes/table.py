@@ -1,0 +1,162 @@
+"""Table 1 of the probes (the SPAR paper's layout): markdown + a PNG rendering of it.
+
+Columns: MED (Level 1, mean Euclidean distance in px at a 512 px reference slice, lower is
+better), Perm (Level 2, full-permutation accuracy with the per-tile accuracy in parentheses),
+RelPos, Orient, Symm (Level 3, accuracy) and the extra Level 3 tasks Size, Dist, Count. Rows:
+encoder x head x frozen/finetuned, in blocks: one per in-domain dataset and one per transfer
+(source -> target dataset), each with its chance row and its test-set sizes.
+
+Torch-free: it reads ``results.json`` files only (from ``train_probe`` or ``evaluate_probe``).
+
+Example: ``write_table([Path("runs/rs-mlp"), Path("runs/rs-mlp-to-ct")], Path("table"))``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from radspatial.io import atomic_write_bytes
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("localize", "MED ↓ (px @512)"),
+    ("permutation", "Perm ↑ (tile)"),
+    ("relpos", "RelPos ↑"),
+    ("orient", "Orient ↑"),
+    ("symmetry", "Symm ↑"),
+    ("size", "Size ↑"),
+    ("distance", "Dist ↑"),
+    ("count", "Count ↑"),
+)
+HEAD_ORDER = {"mlp": 0, "transformer": 1, "both": 2}
+DASH = "–"
+
+
+def _pct(v: Any) -> str:
+    return DASH if v is None else f"{100 * float(v):.1f}"
+
+
+def cell(task: str, metrics: dict[str, Any] | None) -> str:
+    """One table cell from a split's metrics (or a chance dict)."""
+    if not metrics:
+        return DASH
+    if task == "localize":
+        v = metrics.get("mean_euclidean_distance_px")
+        return DASH if v is None else f"{float(v):.1f}"
+    if task == "permutation":
+        full = metrics.get("permutation_accuracy")
+        if full is None:
+            return DASH
+        tile = metrics.get("tile_accuracy")
+        return f"{_pct(full)} ({_pct(tile)})" if tile is not None else _pct(full)
+    return _pct(metrics.get("accuracy"))
+
+
+def _features(res: dict[str, Any]) -> str:
+    if res.get("mode") != "frozen":
+        return "finetuned"
+    src = str(res.get("frozen"))
+    short = src if src in ("random", "pretrained") or src.startswith("hf:") else Path(src).name
+    return f"frozen ({short})"
+
+
+def _block_key(res: dict[str, Any]) -> tuple[int, str]:
+    if res.get("kind") == "transfer":
+        src = Path(str(res.get("source_data"))).name
+        return 1, f"Transfer: {src} → {res.get('data_name')}"
+    return 0, f"In domain: {res.get('data_name')}"
+
+
+def load_results(result_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    out = []
+    for d in result_dirs:
+        path = Path(d) / "results.json" if Path(d).is_dir() else Path(d)
+        if not path.is_file():
+            raise ValueError(f"{d}: no results.json")
+        out.append(json.loads(path.read_text()))
+    return out
+
+
+def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[list[str]]:
+    """Header, then per block: a block title row, a chance row, an n row, the model rows."""
+    header = ["Encoder", "Head", "Features", *(title for _, title in COLUMNS)]
+    blocks: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in results:
+        blocks.setdefault(_block_key(r), []).append(r)
+    rows = [header]
+    for key in sorted(blocks):
+        group = sorted(
+            blocks[key],
+            key=lambda r: (
+                str(r.get("encoder")),
+                r.get("mode") != "frozen",
+                HEAD_ORDER.get(str(r.get("head")), 9),
+            ),
+        )
+        rows.append([f"**{key[1]}**", "", "", *([""] * len(COLUMNS))])
+        chance, n = [], []
+        for task, _ in COLUMNS:
+            entry = next((r["tasks"][task] for r in group if task in r.get("tasks", {})), None)
+            chance.append(cell(task, entry.get("chance")) if entry else DASH)
+            n.append(str(entry.get(split, {}).get("n", DASH)) if entry else DASH)
+        rows.append(["Chance", "", "", *chance])
+        rows.append([f"n ({split})", "", "", *n])
+        for r in group:
+            tasks = r.get("tasks", {})
+            cells = [cell(t, tasks.get(t, {}).get(split)) for t, _ in COLUMNS]
+            rows.append([str(r.get("encoder")), str(r.get("head")), _features(r), *cells])
+    return rows
+
+
+def markdown(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def draw_table(rows: list[list[str]]) -> bytes:
+    """The table as a PNG (Agg canvas, no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(1.1 * len(rows[0]) + 1.5, 0.32 * len(rows) + 0.6), dpi=150)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(111)
+    ax.axis("off")
+    body = [[c.replace("**", "") for c in r] for r in rows[1:]]
+    tab = ax.table(cellText=body, colLabels=rows[0], loc="center", cellLoc="center")
+    tab.auto_set_font_size(False)
+    tab.set_fontsize(7)
+    for (i, _), c in tab.get_celld().items():
+        if i == 0:
+            c.set_facecolor("#d9d9d9")
+        elif rows[i][0].startswith("**"):
+            c.set_facecolor("#eef3fb")
+        elif rows[i][0] in ("Chance",) or rows[i][0].startswith("n ("):
+            c.set_facecolor("#f7f7f7")
+    tab.auto_set_column_width(list(range(len(rows[0]))))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=150, facecolor="white", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") -> Path:
+    """Write ``table1.md`` and ``table1.png`` into ``out``; returns the markdown's path."""
+    results = load_results(result_dirs)
+    if not results:
+        raise ValueError("no result folders given")
+    rows = table_rows(results, split)
+    note = (
+        f"Split: {split}. MED: mean Euclidean distance of the predicted organ centre, px at a "
+        "512 px reference slice (lower is better). Perm: full-permutation accuracy % (per-tile "
+        "accuracy % after Hungarian assignment). Others: accuracy %. "
+        f"{DASH}: task not run or no samples.\n\n"
+    )
+    out = Path(out)
+    md = out / "table1.md"
+    atomic_write_bytes(md, ("# Probe results (Table 1)\n\n" + note + markdown(rows)).encode())
+    atomic_write_bytes(out / "table1.png", draw_table(rows))
+    return md
