@@ -1,0 +1,180 @@
+"""Counterfactual anatomy: left-right mirrored (situs-inversus-like) cases from real volumes.
+
+``mirror_case`` flips a CT and its mask along the voxel axis whose world direction is closest
+to x (so it works for any orientation) and keeps the affine: the patient's anatomy is mirrored
+in world space. Paired structures are then relabelled to the side they now lie on
+(kidney_left <-> kidney_right, rib_left_3 <-> rib_right_3, iliac_artery_left <-> ..., every
+table name with a left/right word), so every name stays anatomically true.
+
+Two special cases:
+- Names that need a side the table lacks get an extension id: TotalSegmentator has no
+  ``lung_middle_lobe_left``, so the mirrored right middle lobe becomes id 201 of that name
+  (:data:`EXTENSION_NAMES`). The mapping stays an involution: mirroring twice restores every
+  voxel and every id.
+- ``atrial_appendage_left`` is named after its (morphologically left) atrium, not its side;
+  it keeps its id, as unpaired structures (liver, aorta, ...) do.
+
+Example: ``mirror_case(Path("ct.nii.gz"), Path("seg.nii.gz"), Path("out/"))``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+
+from radspatial.io import atomic_write_bytes, atomic_write_json
+from radspatial.labels import load_table
+from radspatial.volumes import InputError
+
+MASS_ID = 200
+EXTENSION_NAMES: dict[int, str] = {MASS_ID: "mass", 201: "lung_middle_lobe_left"}
+MORPHOLOGICAL: frozenset[str] = frozenset({"atrial_appendage_left", "atrial_appendage_right"})
+_SWAP = {"left": "right", "right": "left"}
+
+
+def swap_side(name: str) -> str | None:
+    """'rib_left_3' -> 'rib_right_3'; None for names without a side word."""
+    words = name.split("_")
+    if not any(w in _SWAP for w in words):
+        return None
+    return "_".join(_SWAP.get(w, w) for w in words)
+
+
+def mirror_map(names: dict[int, str]) -> tuple[dict[int, int], dict[int, str]]:
+    """Label id -> id after a left-right mirror, plus the extension ids it introduces.
+
+    Only ids that change are listed. The map is an involution (applying it twice is the
+    identity), also over the extension ids.
+    """
+    by_name = {n: i for i, n in names.items()}
+    ext_by_name = {n: i for i, n in EXTENSION_NAMES.items()}
+    out: dict[int, int] = {}
+    extra: dict[int, str] = {}
+    for i, name in sorted(names.items()):
+        swapped = swap_side(name)
+        if swapped is None or name in MORPHOLOGICAL or i in out:
+            continue
+        if swapped in by_name:
+            j = by_name[swapped]
+        else:
+            j = ext_by_name.get(swapped) or max([*names, *EXTENSION_NAMES, *extra]) + 1
+            if j in names:  # the table already uses the extension id for something else
+                j = max([*names, *EXTENSION_NAMES, *extra]) + 1
+            extra[j] = swapped
+        out[i], out[j] = j, i
+    return out, extra
+
+
+def mirror_lut(mapping: dict[int, int], max_id: int) -> np.ndarray:
+    """A lookup array old id -> new id covering ids 0..max(max_id, mapped ids)."""
+    top = max([max_id, *mapping, *mapping.values()]) if mapping else max_id
+    lut = np.arange(top + 1, dtype=np.int64)
+    for a, b in mapping.items():
+        lut[a] = b
+    return lut
+
+
+def lr_axis(affine: np.ndarray) -> int:
+    """The voxel axis whose world direction is closest to the x (left-right) axis."""
+    cols = np.asarray(affine, float)[:3, :3]
+    cosines = np.abs(cols[0]) / np.linalg.norm(cols, axis=0)
+    return int(np.argmax(cosines))
+
+
+def mirror_arrays(
+    ct: np.ndarray, seg: np.ndarray, affine: np.ndarray, mapping: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flip both arrays along the left-right voxel axis and relabel ``seg`` (pure)."""
+    axis = lr_axis(affine)
+    ct_m = np.flip(ct, axis=axis)
+    seg_m = np.flip(seg, axis=axis)
+    if mapping and seg_m.size:
+        lut = mirror_lut(mapping, int(seg_m.max()))
+        seg_m = lut[seg_m].astype(seg.dtype)
+    return np.ascontiguousarray(ct_m), np.ascontiguousarray(seg_m)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".nii.gz", ".nii"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def mirrored_paths(ct: Path, seg: Path, out: Path) -> tuple[Path, Path, Path]:
+    """Where :func:`mirror_case` writes: CT, mask and the mask's labels JSON."""
+    out = Path(out)
+    return (
+        out / f"{_stem(Path(ct))}_mirrored.nii.gz",
+        out / f"{_stem(Path(seg))}_mirrored.nii.gz",
+        out / f"{_stem(Path(seg))}_mirrored_labels.json",
+    )
+
+
+def _load(path: Path, what: str) -> nib.Nifti1Image:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; mirror_case needs a NIfTI {what} file")
+    try:
+        img = nib.load(path)
+        shape = img.shape
+    except Exception as exc:  # nibabel raises several types for unreadable files
+        raise InputError(f"{path}: cannot read {what} as NIfTI ({exc})") from None
+    if len([s for s in shape if s != 1]) > 3 or len(shape) < 3:
+        raise InputError(f"{path}: {what} has shape {shape}, expected a 3D volume")
+    return img
+
+
+def _encode(img: nib.Nifti1Image, raw: np.ndarray) -> bytes:
+    """The image with new (raw, on-disk dtype) data and the same header and scaling."""
+    proxy = img.dataobj
+    slope = float(getattr(proxy, "slope", 1.0))
+    inter = float(getattr(proxy, "inter", 0.0))
+    new = type(img)(raw, img.affine, img.header.copy())
+    if (slope, inter) != (1.0, 0.0):
+        new.header.set_slope_inter(slope, inter)
+    return gzip.compress(new.to_bytes(), compresslevel=1, mtime=0)
+
+
+def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) -> tuple[Path, Path]:
+    """Write a left-right mirrored copy of a case (CT + multilabel mask) into folder ``out``.
+
+    Same affine, header and on-disk data types; paired structures relabelled by side (see
+    the module docstring). Also writes the mask's label table as JSON (the input table plus
+    any extension ids) next to it. Returns the CT and mask paths; see :func:`mirrored_paths`.
+    """
+    ct, seg = Path(ct), Path(seg)
+    try:
+        table = load_table(labels, group=False)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    ct_img, seg_img = _load(ct, "CT"), _load(seg, "mask")
+    if ct_img.shape != seg_img.shape:
+        raise InputError(f"{seg}: mask shape {seg_img.shape} != CT shape {ct_img.shape} ({ct})")
+    if not np.allclose(ct_img.affine, seg_img.affine, atol=1e-3):
+        raise InputError(f"{seg}: mask affine differs from the CT's ({ct})")
+    ct_raw = np.asanyarray(getattr(ct_img.dataobj, "get_unscaled", lambda: ct_img.dataobj)())
+    seg_raw = np.asanyarray(seg_img.dataobj)
+    if seg_raw.dtype.kind not in "ui" or (seg_raw.size and seg_raw.min() < 0):
+        raise InputError(f"{seg}: mask must hold non-negative integer labels, not {seg_raw.dtype}")
+    mapping, extra = mirror_map(table.names)
+    present = set(np.unique(seg_raw).tolist())
+    mapping = {a: b for a, b in mapping.items() if a in present or b in present}
+    needed = max(mapping.values(), default=0)
+    if needed > np.iinfo(seg_raw.dtype).max:
+        raise InputError(
+            f"{seg}: mirrored label id {needed} does not fit the mask's {seg_raw.dtype}"
+        )
+    ct_m, seg_m = mirror_arrays(ct_raw, seg_raw, ct_img.affine, mapping)
+    ct_out, seg_out, labels_out = mirrored_paths(ct, seg, out)
+    atomic_write_bytes(ct_out, _encode(ct_img, ct_m))
+    atomic_write_bytes(seg_out, _encode(seg_img, seg_m))
+    names = {**table.names, **extra}
+    atomic_write_json(labels_out, {str(k): v for k, v in sorted(names.items())})
+    return ct_out, seg_out
