@@ -115,3 +115,29 @@ def test_vllm_without_vllm_raises_clear_error() -> None:
         pytest.skip("vllm is installed: the missing-vllm error cannot be shown")
     with pytest.raises(ImportError, match=r"install radspatial\[vllm\] on a machine with a GPU"):
         create_backend("vllm:Qwen/Qwen2.5-VL-3B-Instruct", decoding=Decoding())
+
+
+def test_eval_end_to_end_with_the_tiny_model_reports_invalid_answers(tiny_llava, tmp_path) -> None:
+    """The whole evaluator with a real (tiny, random) VLM: nonsense replies are invalid."""
+    import json
+
+    from synth import write_case
+
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+    from radspatial.runner import EvalConfig, run_eval
+    from radspatial.volumes import Case
+
+    ct, seg = write_case(tmp_path / "in")
+    data = tmp_path / "ds"
+    build_dataset([Case("synth", ct, seg)], GenerateConfig(size=128, as_count=2), data)
+    cfg = EvalConfig(model=f"hf:{tiny_llava}", runs=1, limit=6, decoding=Decoding(max_tokens=6))
+    rows = run_eval(data, tmp_path / "run", cfg, progress=False)
+    assert len(rows) == 6 and all(r["error"] is None and isinstance(r["reply"], str) for r in rows)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    o = metrics["overall"]
+    invalid = sum(r["parsed"] is None for r in rows) / 6
+    assert o["invalid_rate"] == pytest.approx(invalid)
+    assert o["accuracy_mean"] == pytest.approx(sum(r["correct"] for r in rows) / 6)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["backend"]["backend"] == "hf" and run["status"] == "complete"

@@ -262,3 +262,11 @@ def test_process_pool_gives_the_same_dataset(tmp_path):
     build_dataset(cases, CONFIG, serial, workers=1)
     build_dataset(cases, CONFIG, pooled, workers=2)
     assert _tree_hashes(serial) == _tree_hashes(pooled)
+
+
+def test_ablation_on_a_too_small_image_is_a_clear_error(tmp_path):
+    ct, seg = write_case(tmp_path / "in")
+    cfg = GenerateConfig(size=64, as_count=2, setups=("as",))
+    with pytest.raises(ValueError, match="cannot hold two markers"):
+        build_dataset([Case("c", ct, seg)], cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -28,14 +28,21 @@ def _texts(marker: str, rng: np.random.Generator) -> tuple[str, str]:
 
 
 def _positions(rng: np.random.Generator, size: int, rules: QuestionRules):
-    edge = 2 * marker_extent(size)
-    while True:
-        p1, p2 = (tuple(float(v) for v in rng.integers(edge, size - edge, size=2)) for _ in "ab")
+    lo = math.ceil(2 * marker_extent(size))
+    hi = size - lo
+    if hi - lo < max(rules.min_distance_px, rules.margin_px) / math.sqrt(2) + 1:
+        raise ValueError(
+            f"a {size} px blank image cannot hold two markers {rules.min_distance_px:g} px apart "
+            "(use a larger --size or a smaller --min-distance)"
+        )
+    for _ in range(100_000):
+        p1, p2 = (tuple(float(v) for v in rng.integers(lo, hi, size=2)) for _ in "ab")
         if math.dist(p1, p2) < rules.min_distance_px:
             continue
         axes = [ax for ax in (0, 1) if abs(p1[ax] - p2[ax]) >= rules.margin_px]
         if axes:
             return p1, p2, axes[int(rng.integers(len(axes)))]
+    raise ValueError(f"could not place two markers on a {size} px blank image")
 
 
 def generate_ablation(
