@@ -382,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_agent(sub)
     _add_serve(sub)
+    from radspatial.cli_more import add_all
+
+    add_all(sub)
     return parser
 
 

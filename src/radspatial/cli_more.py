@@ -1,0 +1,193 @@
+"""Subcommands for phantoms, counterfactuals and probes (kept apart to keep cli.py small).
+
+Each subcommand calls one public function; heavy imports happen inside the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _triple(kind: type):
+    def parse(text: str) -> tuple:
+        error = argparse.ArgumentTypeError(f"expected three comma-separated values, got {text!r}")
+        try:
+            values = tuple(kind(v) for v in text.split(","))
+        except ValueError:
+            raise error from None
+        if len(values) != 3:
+            raise error
+        return values
+
+    return parse
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def add_phantom(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("phantom", help="write synthetic CT phantoms with TotalSegmentator masks")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--n", type=int, default=1, help="number of phantoms")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shape", type=_triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
+    p.add_argument("--spacing", type=_triple(float), help="sx,sy,sz mm (default ~0.8,0.8,2.5)")
+    p.add_argument(
+        "--variant", type=_csv, default=("normal",), help="normal | situs_inversus | displaced"
+    )
+    p.add_argument("--workers", type=int, default=1)
+    p.set_defaults(func=cmd_phantom)
+
+
+def cmd_phantom(args: argparse.Namespace) -> int:
+    from radspatial.phantoms import write_phantoms
+
+    variant = args.variant[0] if len(args.variant) == 1 else args.variant
+    cases = write_phantoms(
+        args.out,
+        n=args.n,
+        seed=args.seed,
+        shape=args.shape,
+        spacing=args.spacing,
+        variant=variant,
+        workers=args.workers,
+    )
+    print(f"phantoms: {args.out} ({args.n} case(s))")
+    print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
+    return 0
+
+
+def add_counterfactual(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("counterfactual", help="counterfactual anatomy from real volumes")
+    p.add_argument("kind", choices=["mirror"], help="mirror: situs-inversus-like left-right mirror")
+    p.add_argument("--ct", type=Path, required=True)
+    p.add_argument("--seg", type=Path, required=True)
+    p.add_argument("--labels", help="label table of --seg (default: totalsegmentator)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_counterfactual)
+
+
+def cmd_counterfactual(args: argparse.Namespace) -> int:
+    from radspatial.counterfactual import mirror_case
+
+    ct, seg = mirror_case(args.ct, args.seg, args.out, labels=args.labels)
+    print(f"mirrored CT: {ct}")
+    print(f"mirrored mask: {seg}")
+    return 0
+
+
+def add_probe(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("probe", help="SPAR probes of vision encoders: build, train, eval, table")
+    ps = p.add_subparsers(dest="probe_command", required=True)
+    b = ps.add_parser("build", help="probe datasets from cases (real CT or phantoms)")
+    b.add_argument("--cases", type=Path, help="cases CSV (default: the bundled example CT)")
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--size", type=int, default=224)
+    b.add_argument("--crop", type=int, default=96)
+    b.add_argument("--splits", type=_triple(float), default=(0.7, 0.15, 0.15))
+    b.add_argument("--tasks", type=_csv)
+    b.add_argument("--max-per-case", type=int)
+    b.add_argument("--workers", type=int, default=1)
+    b.add_argument("--overwrite", action="store_true")
+    b.set_defaults(func=cmd_probe_build)
+    t = ps.add_parser("train", help="train probe heads on an encoder (frozen or finetuned)")
+    t.add_argument("--data", type=Path, required=True)
+    t.add_argument("--encoder", required=True, help="e.g. resnet-small, vit-tiny, resnet50, hf:DIR")
+    t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"])
+    t.add_argument("--frozen", help="encoder checkpoint to freeze (our run folder or hf:DIR)")
+    t.add_argument("--tasks", type=_csv)
+    t.add_argument("--epochs", type=int)
+    t.add_argument("--batch-size", type=int)
+    t.add_argument("--lr", type=float)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="cpu")
+    t.add_argument("--out", type=Path, required=True)
+    t.set_defaults(func=cmd_probe_train)
+    e = ps.add_parser("eval", help="zero-shot transfer of trained probes to another dataset")
+    e.add_argument("--model", type=Path, required=True)
+    e.add_argument("--data", type=Path, required=True)
+    e.add_argument("--split", default="test")
+    e.add_argument("--out", type=Path)
+    e.set_defaults(func=cmd_probe_eval)
+    tb = ps.add_parser("table", help="Table 1 (markdown + figure) from result folders")
+    tb.add_argument("results", nargs="+", type=Path)
+    tb.add_argument("--out", type=Path, required=True)
+    tb.set_defaults(func=cmd_probe_table)
+
+
+def cmd_probe_build(args: argparse.Namespace) -> int:
+    from radspatial.probes import build_probes
+    from radspatial.volumes import Case, read_cases_csv
+
+    if args.cases:
+        cases = read_cases_csv(args.cases)
+    else:
+        from radspatial.cli import bundled_example
+
+        ct, seg = bundled_example()
+        cases = [Case("example_ct_sm", ct, seg, "totalsegmentator")]
+    info = build_probes(
+        cases,
+        args.out,
+        seed=args.seed,
+        size=args.size,
+        crop=args.crop,
+        splits=args.splits,
+        tasks=args.tasks,
+        max_per_case=args.max_per_case,
+        workers=args.workers,
+        overwrite=args.overwrite,
+    )
+    print(f"probes: {args.out}")
+    for name, task in info["tasks"].items():
+        counts = ", ".join(f"{k} {v}" for k, v in task["counts"].items())
+        print(f"  {name:<12} {counts}; chance {task['chance']}")
+    return 0
+
+
+def cmd_probe_train(args: argparse.Namespace) -> int:
+    from radspatial.probes.train import train_probe
+
+    options = {
+        k: getattr(args, k) for k in ("epochs", "batch_size", "lr") if getattr(args, k) is not None
+    }
+    results = train_probe(
+        args.data,
+        args.out,
+        encoder=args.encoder,
+        head=args.head,
+        frozen=args.frozen,
+        tasks=args.tasks,
+        seed=args.seed,
+        device=args.device,
+        **options,
+    )
+    print(f"probe run: {args.out} ({len(results.get('tasks', {}))} task(s))")
+    return 0
+
+
+def cmd_probe_eval(args: argparse.Namespace) -> int:
+    from radspatial.probes.evaluate import evaluate_probe
+
+    results = evaluate_probe(args.model, args.data, args.out, split=args.split)
+    print(f"transfer results: {args.out or '(not written)'}")
+    for name, task in results.get("tasks", {}).items():
+        print(f"  {name}: {task}")
+    return 0
+
+
+def cmd_probe_table(args: argparse.Namespace) -> int:
+    from radspatial.probes.table import write_table
+
+    path = write_table(args.results, args.out)
+    print(f"table: {path}")
+    return 0
+
+
+def add_all(sub: argparse._SubParsersAction) -> None:
+    add_phantom(sub)
+    add_counterfactual(sub)
+    add_probe(sub)
