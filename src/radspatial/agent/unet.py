@@ -1,0 +1,338 @@
+"""The ``unet`` localizer: a small 2D U-Net (MONAI) segments the shown slice, refs -> centroids.
+
+A model folder (written by :func:`radspatial.agent.unet_train.train_unet`) holds
+``model.safetensors`` (a plain state dict), ``config.json`` (architecture, class map, input size,
+training config, data source) and ``metrics.json``. Inference: grayscale -> resize to ``size``
+-> softmax -> bilinear back to the original pixels -> argmax. A ref's label id comes from its
+marker text (numbers, letters) or its name; a dot's colour names no structure, so dots -> None.
+The answer is the centroid of the largest 8-connected component of that class (None when the
+class is absent or only specks under :data:`MIN_AREA_PX` pixels remain), with
+score = mean softmax probability of the class inside the component x ``min(1, area / tiny)``,
+where ``tiny`` = :data:`TINY_AREA_FRACTION` of the image area but at least :data:`TINY_MIN_PX`
+(20 px at 256 x 256, 79 px at 512 x 512), so a speck of a few pixels cannot carry a confident
+answer.
+
+torch and monai are imported inside functions: importing this module (and so registering the
+localizer) stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.io import read_jsonl
+from radspatial.labels import letter_to_id, load_table, normalize_name
+
+if TYPE_CHECKING:
+    import torch
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+METRICS = "metrics.json"
+TINY_AREA_FRACTION = 3e-4
+TINY_MIN_PX = 16
+MIN_AREA_PX = 8  # smaller components are argmax noise, not a structure
+_EIGHT = np.ones((3, 3), bool)
+
+
+def architecture(n_classes: int, channels: Sequence[int], num_res_units: int) -> dict[str, Any]:
+    """The JSON description of the network that :func:`build_model` turns into a module."""
+    if len(channels) < 2:
+        raise ValueError(f"channels needs >= 2 levels, got {tuple(channels)}")
+    return {
+        "name": "monai.networks.nets.UNet",
+        "spatial_dims": 2,
+        "in_channels": 1,
+        "out_channels": int(n_classes),
+        "channels": [int(c) for c in channels],
+        "strides": [2] * (len(channels) - 1),
+        "num_res_units": int(num_res_units),
+    }
+
+
+def build_model(arch: dict[str, Any]) -> torch.nn.Module:
+    """A randomly initialised MONAI UNet (seed torch before calling for a reproducible init)."""
+    from monai.networks.nets import UNet
+
+    if arch.get("name") != "monai.networks.nets.UNet":
+        raise ValueError(f"unknown architecture {arch.get('name')!r}")
+    return UNet(
+        spatial_dims=arch["spatial_dims"],
+        in_channels=arch["in_channels"],
+        out_channels=arch["out_channels"],
+        channels=tuple(arch["channels"]),
+        strides=tuple(arch["strides"]),
+        num_res_units=arch["num_res_units"],
+    )
+
+
+def to_gray(image: np.ndarray) -> np.ndarray:
+    """RGB or gray uint8 image -> float32 (H, W) in [0, 1] (channel mean)."""
+    arr = np.asarray(image)
+    if arr.ndim == 3:
+        arr = arr[:, :, :3].mean(axis=2)
+    if arr.ndim != 2:
+        raise ValueError(f"expected an (H, W) or (H, W, C) image, got shape {arr.shape}")
+    return (arr.astype(np.float32) / 255.0).astype(np.float32)
+
+
+def network_input(gray: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, 1, H, W) gray in [0, 1] -> (N, 1, size, size) in [-1, 1]; the one path for train
+    and inference, so both see identically resampled pixels."""
+    import torch.nn.functional as F
+
+    if tuple(gray.shape[-2:]) != (size, size):
+        gray = F.interpolate(
+            gray, size=(size, size), mode="bilinear", align_corners=False, antialias=True
+        )
+    return gray * 2.0 - 1.0
+
+
+def resize_labels(labels: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, 1, H, W) integer class map -> (N, 1, size, size), nearest neighbour."""
+    import torch.nn.functional as F
+
+    if tuple(labels.shape[-2:]) == (size, size):
+        return labels
+    out = F.interpolate(labels.float(), size=(size, size), mode="nearest-exact")
+    return out.round().long()
+
+
+@dataclass(frozen=True)
+class Prediction:
+    probs: np.ndarray  # (C, H, W) float32 softmax, original image pixels
+    labels: np.ndarray  # (H, W) class index (argmax)
+
+
+class UNetModel:
+    """A loaded model folder: network, class map, a lock for thread-safe inference."""
+
+    def __init__(self, model_dir: Path, device: str = "cpu") -> None:
+        from safetensors.torch import load_file
+
+        self.model_dir = Path(model_dir)
+        self.config = read_config(self.model_dir)
+        self.size = int(self.config["size"])
+        self.classes: list[tuple[int, str]] = [
+            (int(c["label_id"]), str(c["name"])) for c in self.config["classes"]
+        ]
+        self.device = device
+        net = build_model(self.config["architecture"])
+        net.load_state_dict(load_file(str(self.model_dir / WEIGHTS), device="cpu"))
+        self.net = net.to(device).eval()
+        self._lock = threading.Lock()
+
+    def class_of(self, label_id: int) -> int | None:
+        for index, (lid, _) in enumerate(self.classes):
+            if lid == label_id and index > 0:
+                return index
+        return None
+
+    def id_of_name(self, name: str) -> int | None:
+        key = normalize_name(name)
+        ids = [lid for lid, n in self.classes[1:] if n == key]
+        return ids[0] if ids else None
+
+    def predict(self, image: np.ndarray) -> Prediction:
+        import torch
+        import torch.nn.functional as F
+
+        gray = to_gray(image)
+        h, w = gray.shape
+        with self._lock, torch.inference_mode():
+            x = network_input(torch.from_numpy(gray)[None, None], self.size).to(self.device)
+            logits = self.net(x).float()
+            logits = F.interpolate(logits, size=(h, w), mode="bilinear", align_corners=False)
+            probs = torch.softmax(logits, dim=1)[0].cpu().numpy()
+        return Prediction(probs, probs.argmax(axis=0))
+
+
+def read_config(model_dir: Path) -> dict[str, Any]:
+    path = Path(model_dir) / CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no unet model here (train one with train_unet)")
+    if not (Path(model_dir) / WEIGHTS).is_file():
+        raise FileNotFoundError(f"{Path(model_dir) / WEIGHTS}: weights file missing")
+    return json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class SliceItem:
+    case_id: str
+    slice_index: int
+    base_name: str
+    image: Path  # relative to the dataset folder
+    mask: Path
+    rows: tuple[dict, ...] = field(default=(), compare=False, hash=False)  # its RQ1 questions
+
+
+def read_slices(data: Path) -> list[SliceItem]:
+    """One item per RQ1 slice (image + mask), in manifest order."""
+    manifest = Path(data) / "manifest.jsonl"
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{manifest}: not a radspatial dataset (no manifest.jsonl)")
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for row in read_jsonl(manifest):
+        if row.get("setup") != "rq1":
+            continue
+        if not row.get("mask"):
+            raise ValueError(
+                f"{manifest}: row {row.get('id')} has no 'mask' (generate with --export-masks)"
+            )
+        groups[row["mask"]].append(row)
+    if not groups:
+        raise ValueError(f"{manifest}: no rq1 rows (generate with the rq1 setup)")
+    items = []
+    for mask, rows in groups.items():
+        src = rows[0].get("source") or {}
+        items.append(
+            SliceItem(
+                case_id=str(src.get("case_id", "case")),
+                slice_index=int(src.get("slice_index", len(items))),
+                base_name=Path(mask).stem,
+                image=Path(rows[0]["image"]),
+                mask=Path(mask),
+                rows=tuple(rows),
+            )
+        )
+    return items
+
+
+def load_pair(data: Path, item: SliceItem) -> tuple[np.ndarray, np.ndarray]:
+    """(RGB uint8 image, uint16 label image), checked to share one shape."""
+    from PIL import Image
+
+    image = np.asarray(Image.open(Path(data) / item.image).convert("RGB"))
+    mask = np.asarray(Image.open(Path(data) / item.mask)).astype(np.int64)
+    if mask.shape != image.shape[:2]:
+        raise ValueError(f"{Path(data) / item.mask}: shape {mask.shape} != image {image.shape}")
+    return image, mask
+
+
+def dataset_cases(data: Path) -> list[dict]:
+    meta_path = Path(data) / "dataset.json"
+    return json.loads(meta_path.read_text()).get("cases", []) if meta_path.is_file() else []
+
+
+def label_names(data: Path, items: list[SliceItem]) -> dict[int, str]:
+    """Label table(s) named in dataset.json (TotalSegmentator if none), then manifest names."""
+    cases = dataset_cases(data)
+    names: dict[int, str] = {}
+    for case in cases or [{}]:
+        grouped = case.get("grouping") == "mirp" or not case
+        table = load_table(case.get("labels"), group=grouped)
+        names = {**table.names, **names}
+    for item in items:
+        for row in item.rows:
+            for obj in (row.get("object1"), row.get("object2")):
+                if obj and obj.get("label_id") is not None and obj.get("name"):
+                    names[int(obj["label_id"])] = obj["name"]
+    return names
+
+
+_CACHE: dict[tuple[str, str, int, int], UNetModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_model(model_dir: str | Path, device: str = "cpu") -> UNetModel:
+    """One loaded model per (folder, device, weights file version); retraining reloads."""
+    path = Path(model_dir).resolve()
+    stat = (path / WEIGHTS).stat()
+    key = (str(path), device, stat.st_mtime_ns, stat.st_size)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = UNetModel(path, device)
+        return _CACHE[key]
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def resolve_label(ref: Ref, model: UNetModel) -> tuple[int | None, str]:
+    """(label id, how): marker text first (exact), then the name; dots name no structure."""
+    if ref.marker == "numbers" and ref.text and ref.text.strip().isdigit():
+        return int(ref.text.strip()), "marker-number"
+    if ref.marker == "letters" and ref.text:
+        try:
+            return letter_to_id(ref.text), "marker-letters"
+        except ValueError:
+            pass
+    if ref.name:
+        return model.id_of_name(ref.name), "name"
+    if ref.marker == "dots":
+        return None, "dot-colour-names-no-structure"
+    return None, "no-reference"
+
+
+def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Found | None:
+    """Centroid of the largest 8-connected component of class ``cls``; None if absent or specks."""
+    from scipy import ndimage
+
+    comp, n = ndimage.label(pred.labels == cls, structure=_EIGHT)
+    if n == 0:
+        return None
+    sizes = np.bincount(comp.ravel())[1:]
+    if sizes.max() < MIN_AREA_PX:
+        return None
+    keep = comp == int(np.argmax(sizes)) + 1
+    ys, xs = np.nonzero(keep)
+    mean_prob = float(pred.probs[cls][keep].mean())
+    tiny = max(TINY_AREA_FRACTION * pred.labels.size, TINY_MIN_PX)
+    score = mean_prob * min(1.0, xs.size / tiny)
+    return Found(
+        xy=(float(xs.mean()), float(ys.mean())),
+        score=float(np.clip(score, 0.0, 1.0)),
+        method="unet",
+        details={
+            "label_id": int(label_id),
+            "class": int(cls),
+            "via": via,
+            "area_px": int(xs.size),
+            "n_components": int(n),
+            "mean_prob": round(mean_prob, 4),
+        },
+    )
+
+
+def locate_refs(model: UNetModel, pred: Prediction, refs: Sequence[Ref]) -> list[Found | None]:
+    out: list[Found | None] = []
+    for ref in refs:
+        label_id, via = resolve_label(ref, model)
+        cls = None if label_id is None else model.class_of(label_id)
+        out.append(None if cls is None else found_for_class(pred, cls, label_id, via))
+    return out
+
+
+@register_localizer("unet")
+class UNetLocalizer:
+    """``create_localizer("unet", model_dir="runs/unet")``; the model loads on first use."""
+
+    name = "unet"
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
+        self.model_dir = Path(model_dir)
+        self.device = device
+        read_config(self.model_dir)  # fail early, without torch, on a wrong folder
+
+    @property
+    def model(self) -> UNetModel:
+        return load_model(self.model_dir, self.device)
+
+    def locate(
+        self, image: np.ndarray, refs: Sequence[Ref], context: Context
+    ) -> list[Found | None]:
+        model = self.model
+        if not any(resolve_label(r, model)[0] is not None for r in refs):
+            return [None] * len(refs)
+        return locate_refs(model, model.predict(image), refs)
