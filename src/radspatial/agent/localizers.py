@@ -6,3 +6,4 @@ One import line per module (append yours); heavy imports (torch, monai) stay ins
 # ruff: noqa: I001, F401
 from radspatial.agent import mask_localizer
 from radspatial.agent import unet
+from radspatial.agent import markers_localizer
