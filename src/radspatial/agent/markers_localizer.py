@@ -90,7 +90,8 @@ def find_dots(image: np.ndarray) -> list[ReadMarker]:
             radii = (comp.shape[0] - 1) / 2, (comp.shape[1] - 1) / 2
             fill = area / (np.pi * max(radii[0] * radii[1], 0.25))  # ~1 for a pixel disc
             size = min(area / expected, expected / area)
-            score = float(np.clip(1 - 2 * abs(1 - fill), 0, 1) * np.clip(1.5 * size, 0, 1))
+            roundness = np.clip(1 - 2 * max(abs(1 - fill) - 0.15, 0), 0, 1)  # PIL's discs: ~0.85
+            score = float(roundness * np.clip(1.5 * size, 0, 1))
             ys, xs = np.nonzero(comp)
             xy = (float(xs.mean() + sl[1].start), float(ys.mean() + sl[0].start))
             bbox = (sl[1].start, sl[0].start, sl[1].stop, sl[0].stop)
