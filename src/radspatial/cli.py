@@ -322,6 +322,8 @@ DEMO_MODELS = (
     "agent:markers",
     "agent:mask",
 )
+# The mask oracle needs each slice's label image: blank ablation images have none.
+_DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
@@ -358,7 +360,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_dirs = []
     for spec in args.model or DEMO_MODELS:
         run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
-        rows = run_eval(data, run_dir, EvalConfig(model=spec, runs=args.runs))
+        config = EvalConfig(model=spec, runs=args.runs, setups=_DEMO_SETUPS.get(spec))
+        rows = run_eval(data, run_dir, config)
         _print_eval(run_dir, rows)
         run_dirs.append(run_dir)
     report = build_report(run_dirs, args.out / "report")
