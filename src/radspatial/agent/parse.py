@@ -287,21 +287,43 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     return ParsedQuestion(subject, relation, reference, question)
 
 
-_Q_RE = re.compile(r"\bQ\s*:\s*([^\n]*?)\s*(?:\bA\s*:.*)?$", re.MULTILINE)
-_SENTENCE_RE = re.compile(r"[^.?!\n]+\?")
+_Q_MARK = re.compile(r"\bQ[ \t]*:")
+_A_MARK = re.compile(r"\bA[ \t]*:")
+_SENTENCE_END = re.compile(r"[.?!\n]")
+
+
+def _after_last_q(line: str) -> str:
+    """Text after the line's last "Q:" up to a following "A:" (linear time, no backtracking)."""
+    last = None
+    for last in _Q_MARK.finditer(line):  # noqa: B007 - we want the last match
+        pass
+    if last is None:
+        return ""
+    rest = line[last.end() :]
+    answer = _A_MARK.search(rest)
+    return (rest[: answer.start()] if answer else rest).strip()
 
 
 def extract_question(prompt: str) -> str:
     """The real question of a prompt: text after the last "Q:" (up to "A:" or the line's end),
     else the last sentence ending in "?" that contains a relation.
 
+    Linear in the prompt's length (no regex that can backtrack on long or padded prompts).
+
     >>> extract_question("Q: Is the aorta above the spleen? A: 1\\nQ: Is the liver below the IVC?")
     'Is the liver below the IVC?'
     """
-    qs = [m.group(1).strip() for m in _Q_RE.finditer(prompt) if m.group(1).strip()]
-    if qs:
-        return " ".join(qs[-1].split())
-    for sentence in reversed(_SENTENCE_RE.findall(prompt)):
+    for line in reversed(prompt.splitlines()):
+        q = _after_last_q(line)
+        if q:
+            return " ".join(q.split())
+    start = 0
+    sentences = []
+    for m in _SENTENCE_END.finditer(prompt):
+        if m.group() == "?":
+            sentences.append(prompt[start : m.end()])
+        start = m.end()
+    for sentence in reversed(sentences):
         if _RELATION_RE.search(sentence):
             return " ".join(sentence.split())
     raise ParseError(f"no question found in prompt {prompt[:80]!r}...")
