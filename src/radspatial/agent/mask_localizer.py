@@ -10,20 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import ndimage
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.labels import letter_to_id, load_table
 
-_DOTS = {"red": (255, 0, 0), "blue": (0, 0, 255)}
+_DOTS = ("red", "blue")
 
 
 def find_dot(image: np.ndarray, colour: str, tol: int = 40) -> tuple[float, float] | None:
     """Centre of the pixels close to pure red/blue (our dots; MIRP's use the same colours)."""
-    target = np.array(_DOTS[colour], np.int16)
-    close = np.abs(image[:, :, :3].astype(np.int16) - target).max(axis=2) <= tol
-    if close.sum() < 4:
+    r, g, b = image[:, :, 0], image[:, :, 1], image[:, :, 2]
+    hi, lo = 255 - tol, tol
+    if colour == "red":
+        close = (r >= hi) & (g <= lo) & (b <= lo)
+    else:
+        close = (b >= hi) & (r <= lo) & (g <= lo)
+    if np.count_nonzero(close) < 4:
         return None
-    ys, xs = np.nonzero(close)
+    blobs, n = ndimage.label(close)
+    biggest = int(np.argmax(np.bincount(blobs.ravel())[1:])) + 1  # the dot, not stray pixels
+    ys, xs = np.nonzero(blobs == biggest)
     return float(xs.mean()), float(ys.mean())
 
 
