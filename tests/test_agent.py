@@ -124,3 +124,31 @@ def test_mask_localizer_by_name_number_letters_and_dot():
     assert found[4] is None and found[5] is None
     with pytest.raises(ValueError, match="label image"):
         loc.locate(img, refs, Context())
+
+
+def test_totalsegmentator_localizer_path_on_an_existing_segmentation(masked):
+    """The real path minus the network: TotalSegmentator's output for the example CT is the
+    bundled mask, so centroids must reproduce every dataset answer."""
+    from radspatial.agent.parse import parse_question
+    from radspatial.cli import bundled_example
+    from radspatial.items import load_items
+
+    ct, seg = bundled_example()
+    loc = create_localizer("totalsegmentator")
+    agent = Agent(loc)
+    items = [i for i in load_items(masked) if i.setup in ("rq1", "rq2")][:12]
+    for item in items:
+        ctx = Context(
+            ct_path=str(ct),
+            extra={"seg_path": str(seg), "slice_index": item.extra["slice_index"],
+                   "transform": item.transform},
+        )  # fmt: skip
+        res = agent.answer(item.image, item.question, context=ctx)
+        assert res.answer == item.expected, (item.id, res.trace["decision"])
+        assert res.trace["found"][0]["method"] == "totalsegmentator"
+    refs = [parse_question(items[0].question).subject]
+    with pytest.raises(ValueError, match="needs the CT volume"):
+        loc.locate(load_image(items[0].image), refs, Context())
+    bare = Context(ct_path=str(ct), extra={"slice_index": 0, "transform": "B1"})
+    with pytest.raises(ImportError, match="pip install TotalSegmentator"):
+        loc.locate(load_image(items[0].image), refs, bare)

@@ -108,6 +108,9 @@ def _from_manifest(root: Path) -> list[EvalItem]:
             "center1_canonical": o1.get("center_xy_canonical"),
             "center2_canonical": o2.get("center_xy_canonical"),
         }
+        source = row.get("source") or {}
+        if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
+            extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
         if row.get("mask"):
             extra["mask"] = str(root / row["mask"])
             case = (row.get("source") or {}).get("case_id")

@@ -91,7 +91,12 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
         "object1": item.object1 if named else None,
         "object2": item.object2 if named else None,
         # for oracle localizers only (the mask localizer); never shown to a model
-        **{k: item.extra[k] for k in ("mask", "labels", "grouping") if k in item.extra},
+        **{
+            k: item.extra[k]
+            for k in ("mask", "labels", "grouping", "ct", "slice_index")
+            if k in item.extra
+        },
+        "transform": item.transform,
     }
 
 

@@ -7,3 +7,4 @@ One import line per module (append yours); heavy imports (torch, monai) stay ins
 from radspatial.agent import mask_localizer
 from radspatial.agent import unet
 from radspatial.agent import markers_localizer
+from radspatial.agent import totalseg_localizer

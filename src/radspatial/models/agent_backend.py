@@ -24,11 +24,12 @@ def _context(meta: dict[str, Any]):
     from radspatial.agent.types import Context
     from radspatial.labels import load_table
 
+    extra = {k: meta[k] for k in ("slice_index", "transform") if meta.get(k) is not None}
     if not meta.get("mask"):
-        return Context()
+        return Context(ct_path=meta.get("ct"), extra=extra)
     mask = np.asarray(Image.open(meta["mask"]))
     table = load_table(meta.get("labels"), group=meta.get("grouping") == "mirp")
-    return Context(mask=mask, labels=table.names)
+    return Context(mask=mask, labels=table.names, ct_path=meta.get("ct"), extra=extra)
 
 
 class AgentBackend:
