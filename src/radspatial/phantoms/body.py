@@ -195,7 +195,10 @@ def build_body(
     rows = np.flatnonzero((r * pose.fit[0] < reach).any(axis=1))
     cols = np.flatnonzero((r * pose.fit[0] < reach).any(axis=0))
     xy = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)) if rows.size else None
-    order = np.array([t["visceral_fat"], t["muscle"], t["fat"], t["skin"], t["air"]], np.uint8)
+    lateral = np.abs(np.cos(angles)) > 0.55
+    order = np.array(
+        [t["visceral_fat"], t["muscle"], t["fat"], t["skin"], t["air"], t["fat"]], np.uint8
+    )
     for k in range(grid.shape[2]):
         zk = float(z_anat[k])
         cav = cavity_radius(h, angles, zk).astype(np.float32)
@@ -210,6 +213,12 @@ def build_body(
         r_mus = (cav + mus.astype(np.float32))[tb]
         r_fat = r_mus + fat.astype(np.float32)[tb]
         layer = (rr >= r_cav).view(np.uint8) + (rr >= r_mus).view(np.uint8)
+        # thin fat planes between the flank muscles (obliques, gluteal layers)
+        thick = (mus > 12.0) & lateral
+        if thick.any():
+            plane = np.abs(rr - (r_cav + 0.45 * (r_mus - r_cav))) < 1.0
+            plane &= thick[tb] & (layer == 1)
+            layer[plane] = 5
         layer += (rr >= r_fat).view(np.uint8)
         layer += (rr >= r_fat + SKIN_MM).view(np.uint8)
         out = order[layer]

@@ -1,7 +1,7 @@
 """``make_phantom``: one synthetic abdominal CT with its TotalSegmentator-v2 mask.
 
 Pipeline (random part first, then deterministic): draw the habitus from the seed -> lay out
-the structures (``skeleton``, ``viscera``) in the anatomical frame -> apply the variant
+the structures (``skeleton``, ``organs``, ``vessels``) in the anatomical frame -> apply the variant
 (mirror the viscera, or push an organ aside with a mass) -> pose the patient in the field of
 view -> paint body layers and parts into a tissue map and the label map -> tissue map to HU
 with per-phantom calibration, partial-volume blur and correlated noise.
@@ -21,7 +21,7 @@ from radspatial.phantoms.body import build_body, make_pose
 from radspatial.phantoms.habitus import Habitus, draw_habitus
 from radspatial.phantoms.organs import organ_parts
 from radspatial.phantoms.parts import Part, paint
-from radspatial.phantoms.shapes import Bumps, Ellipsoid, Grid
+from radspatial.phantoms.shapes import Bumps, Ellipsoid, Grid, rotation
 from radspatial.phantoms.skeleton import skeleton_parts
 from radspatial.phantoms.tissues import TISSUES
 from radspatial.phantoms.vessels import vessel_parts
@@ -70,8 +70,13 @@ def make_grid(shape: tuple[int, int, int], spacing: tuple[float, float, float] |
 
 
 def layout(h: Habitus) -> list[Part]:
-    """All parts in the anatomical frame, in painting order."""
+    """All parts in the anatomical frame, in painting order; each organ slightly turned."""
     parts = [*skeleton_parts(h), *organ_parts(h), *vessel_parts(h)]
+    for organ in sorted({p.organ for p in parts if p.organ}):
+        angles = h.rng(f"turn/{organ}").normal(0.0, 5.0, 3)  # degrees, about the organ centre
+        a = rotation(tuple(float(v) for v in angles))
+        c = _centre([p for p in parts if p.organ == organ and p.label not in (None, 0)])
+        parts = [p.moved(a, c - a @ c) if p.organ == organ else p for p in parts]
     return sorted(parts, key=lambda p: p.layer)  # stable: list order within a layer
 
 

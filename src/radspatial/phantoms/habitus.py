@@ -53,7 +53,6 @@ class Habitus:
     rotation: float  # degrees about z
     noise_sd: float  # HU, image noise
     hu_offsets: tuple[float, ...]  # per tissue (see tissues.TISSUES)
-    age: float  # 0 young .. 1 old (vascular calcification, fatty marrow)
 
     def rng(self, name: str) -> np.random.Generator:
         """The generator of one structure (or one random choice), keyed by name."""
@@ -102,5 +101,4 @@ def draw_habitus(rng: np.random.Generator, n_tissues: int) -> Habitus:
         rotation=float(rng.normal(0.0, 2.0)),
         noise_sd=float(rng.uniform(9.0, 16.0)),
         hu_offsets=tuple(float(v) for v in rng.uniform(-1.0, 1.0, n_tissues)),
-        age=float(rng.uniform(0.0, 1.0)),
     )

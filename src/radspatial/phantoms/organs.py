@@ -98,7 +98,10 @@ def liver(h: Habitus) -> list[Part]:
         (-30, 0, 20),
         bumps=Bumps.random(h.rng("gb_shape"), 0.05),
     )
-    parts.append(visceral("gallbladder", 4, "bile", gb, layer=36, wall="bowel_wall", wall_mm=1.5))
+    parts.append(
+        visceral("gallbladder", 4, "bile", gb, layer=36, wall="bowel_wall", wall_mm=1.5,
+                 organ="gallbladder")
+    )  # fmt: skip
     return parts
 
 
@@ -122,17 +125,17 @@ def kidneys(h: Habitus) -> list[Part]:
     for sx, side, z_ref in ((-1.0, "left", 325.0), (1.0, "right", 300.0)):
         lab, organ = KIDNEY_IDS[side], f"kidney_{side}"
         p, s = scaler(h, organ, 7.0)
-        c = np.array(p(72 * sx, -50, z_ref))
+        c = np.array(p(74 * sx, -50, z_ref))
         yaw = -30.0 * sx  # the hilum faces anteromedially
         ang = (0.0, -12.0 * sx, yaw)  # upper pole tilted medially
         bumps = Bumps.random(h.rng(f"{organ}_shape"), 0.04)
-        kid = Ellipsoid.make(tuple(c), (26 * s, 21 * s, 55 * s), ang, bumps=bumps)
+        kid = Ellipsoid.make(tuple(c), (30 * s, 24 * s, 56 * s), ang, bumps=bumps)
         hilum = -sx * np.array([np.cos(np.deg2rad(yaw)), np.sin(np.deg2rad(yaw)), 0.0])
-        sinus = Ellipsoid.make(tuple(c + hilum * 16 * s), (14 * s, 11 * s, 28 * s), ang)
-        pelvis = Ellipsoid.make(tuple(c + hilum * 26 * s), (8 * s, 6 * s, 13 * s), ang)
+        sinus = Ellipsoid.make(tuple(c + hilum * 18 * s), (15 * s, 12 * s, 30 * s), ang)
+        pelvis = Ellipsoid.make(tuple(c + hilum * 29 * s), (8 * s, 6 * s, 13 * s), ang)
         cava = p(22, -14, z_ref - 4)
         via = p(-4, 16, z_ref) if sx < 0 else cava  # the left vein passes in front of the aorta
-        vein = tube_through([tuple(c + hilum * 22 * s), via, cava], 5.0 * s)
+        vein = tube_through([tuple(c + hilum * 26 * s), via, cava], 5.0 * s)
         parts += [
             visceral(organ, lab, "kidney_medulla", kid, layer=34, organ=organ,
                      wall="kidney_cortex", wall_mm=7.0),
@@ -197,18 +200,19 @@ def hollow(h: Habitus) -> list[Part]:
 
 
 def small_bowel(h: Habitus) -> list[Tube]:
-    """Loops through the mid and lower abdomen (about 4 m): smooth random walks started on a
+    """Loops through the mid and lower abdomen (about 6 m): smooth random walks started on a
     lattice over the mesenteric region, so the loops fill it rather than clump."""
     rng = h.rng("small_bowel")
     p, _ = scaler(h, "small_bowel_region", 0.0)
     lo, hi = np.array(p(-88, -25, 95)), np.array(p(78, 72, 285))
-    step, radius = 9.0, 12.5 * h.frame
+    step, radius = 9.0, 13.5 * h.frame
     loops = []
-    for f in np.stack(np.meshgrid([0.2, 0.5, 0.8], [0.3, 0.7], [0.2, 0.5, 0.8]), -1).reshape(-1, 3):
+    lattice = np.meshgrid([0.15, 0.4, 0.65, 0.9], [0.25, 0.75], [0.15, 0.4, 0.65, 0.9])
+    for f in np.stack(lattice, -1).reshape(-1, 3):
         pos = lo + (hi - lo) * f + rng.normal(0, 8.0, 3)
         heading = rng.normal(0, 1, 3) * (1, 1, 0.3)
         pts = [pos.copy()]
-        for _ in range(24):
+        for _ in range(20):
             heading = heading / np.linalg.norm(heading) + rng.normal(0, 0.45, 3) * (1, 1, 0.4)
             heading[2] *= 0.8  # loops lie mostly in axial-ish planes
             nxt = pos + step * heading / np.linalg.norm(heading)

@@ -11,7 +11,7 @@ thickness) and ``up`` (-1 posterior .. +1 anterior within the cross-section, for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -281,7 +281,7 @@ def tube_through(points: list[Vec3], radii: list[float] | float, step: float | N
     """A tube along a smooth curve through ``points``; radii per control point (or one)."""
     ctrl = np.asarray(points, dtype=float)
     r_ctrl = np.broadcast_to(np.asarray(radii, dtype=float), (len(ctrl),))
-    step = step if step is not None else max(6.0, 0.9 * float(r_ctrl.min()))
+    step = step if step is not None else max(6.0, 1.5 * float(r_ctrl.min()))
     curve = spline(ctrl, step)
     # radius by arc length, interpolated between control points' arc positions
     arc = np.r_[0, np.cumsum(np.linalg.norm(np.diff(curve, axis=0), axis=1))]
@@ -289,16 +289,6 @@ def tube_through(points: list[Vec3], radii: list[float] | float, step: float | N
     ctrl_arc = np.maximum.accumulate(ctrl_arc)
     r = np.interp(arc, ctrl_arc, r_ctrl)
     return Tube(tuple(_vec(p) for p in curve), tuple(float(v) for v in r))
-
-
-@dataclass(frozen=True)
-class Jitter:
-    """Small random pose/size changes for one structure, drawn from its own generator."""
-
-    shift: Vec3 = (0.0, 0.0, 0.0)
-    scale: float = 1.0
-    angles: Vec3 = (0.0, 0.0, 0.0)
-    extra: dict = field(default_factory=dict)
 
 
 def _vec(v) -> Vec3:

@@ -34,7 +34,6 @@ TISSUES: tuple[Tissue, ...] = (
     Tissue("adrenal", 28.0),
     Tissue("blood", 42.0),  # unenhanced vessels and heart chambers
     Tissue("myocardium", 48.0),
-    Tissue("calcification", 450.0, 60.0),  # vascular plaque
     Tissue("bile", 8.0),
     Tissue("urine", 8.0),
     Tissue("bowel_wall", 42.0),

@@ -69,7 +69,7 @@ def small_vessels(h: Habitus) -> list[Part]:
     p, _ = scaler(h, "portal", 3.0)
     parts = []
     rng = h.rng("mesenteric_vessels")
-    for k in range(14):
+    for k in range(30):
         a = np.array(p(0, 36, float(rng.uniform(160, 300))))
         d = np.array([rng.uniform(-1, 1), rng.uniform(-0.2, 0.8), rng.uniform(-0.6, 0.2)])
         b = a + 70.0 * d / np.linalg.norm(d)
