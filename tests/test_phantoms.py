@@ -182,7 +182,9 @@ def test_write_phantoms_then_generate_the_benchmark(tmp_path):
     ]  # fmt: skip
     assert [r["labels"] for r in rows] == ["totalsegmentator"] * 2 + ["labels.json"]
     table = json.loads((out / "labels.json").read_text())
-    assert table["200"] == "mass" and table["5"] == "liver"
+    assert table["200"] == "mass" and table["extends"] == "totalsegmentator"
+    loaded = load_table(out / "labels.json")  # MIRP grouping still applies
+    assert loaded.names[5] == "liver" and loaded.names[200] == "mass" and loaded.grouping == "mirp"
     for r in rows:
         img = nib.load(out / r["ct"])
         assert img.get_data_dtype() == np.int16 and nib.aff2axcodes(img.affine) == ("R", "A", "S")

@@ -117,3 +117,16 @@ def test_labels_tables_and_codes():
     assert load_table("totalsegmentator", group=False).names[93] == "rib_left_2"
     with pytest.raises(ValueError):
         load_table("btcv", group=True)
+
+
+def test_json_table_can_extend_totalsegmentator_and_keep_grouping(tmp_path):
+    import json
+
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps({"extends": "totalsegmentator", "200": "mass"}))
+    t = load_table(path)
+    assert t.names[200] == "mass" and t.names[5] == "liver"
+    assert t.grouping == "mirp" and t.apply(30) == 26
+    path.write_text(json.dumps({"extends": "nope", "200": "mass"}))
+    with pytest.raises(ValueError, match="not a built-in"):
+        load_table(path)

@@ -74,10 +74,12 @@ def _builtin(name: str) -> dict[int, str]:
 def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTable:
     """Load a built-in table by name or a JSON file ``{"1": "spleen", ...}``.
 
+    A JSON file may extend a built-in table: ``{"extends": "totalsegmentator", "200": "mass"}``.
     ``group`` applies MIRP's vertebrae/rib grouping; ``None`` means on for TotalSegmentator
-    and off otherwise (grouping is only defined for TotalSegmentator ids).
+    (and tables extending it) and off otherwise (grouping is defined for TotalSegmentator ids).
     """
     spec = "totalsegmentator" if spec is None else str(spec)
+    base = None
     if spec in BUILTIN_TABLES:
         names, table_name = dict(_builtin(spec)), spec
     else:
@@ -91,12 +93,17 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
             raise ValueError(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected a JSON object id -> name")
-        names, table_name = _parse_table(raw, str(path)), str(path)
+        base = raw.pop("extends", None)  # {"extends": "totalsegmentator", "200": "mass"}
+        if base is not None and base not in BUILTIN_TABLES:
+            raise ValueError(f"{path}: extends {base!r}, not a built-in table")
+        names = {**(_builtin(base) if base else {}), **_parse_table(raw, str(path))}
+        table_name = str(path)
+    is_totalseg = "totalsegmentator" in (table_name, base)
     if group is None:
-        group = table_name == "totalsegmentator"
+        group = is_totalseg
     if not group:
         return LabelTable(table_name, names)
-    if table_name != "totalsegmentator":
+    if not is_totalseg:
         raise ValueError(
             f"{table_name}: vertebrae/rib grouping is defined only for totalsegmentator"
         )

@@ -122,7 +122,11 @@ def write_phantoms(
                     bar.update()
     finally:
         bar.close()
-    atomic_write_json(out / LABELS_FILE, {str(k): v for k, v in sorted(labels_table().items())})
+    # extends the built-in table, so MIRP's vertebra/rib grouping still applies to these cases
+    atomic_write_json(
+        out / LABELS_FILE,
+        {"extends": "totalsegmentator", **{str(k): v for k, v in sorted(EXTENSION_NAMES.items())}},
+    )
     atomic_write_json(out / MANIFEST_FILE, {"seed": seed, "cases": [r["meta"] for r in rows]})
     buf = io.StringIO()
     writer = csv.DictWriter(
