@@ -20,180 +20,35 @@ One log line per request (method, path, status, ms), never a body or a header.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hmac
 import io
 import json
 import logging
-import re
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import numpy as np
-from PIL import Image, UnidentifiedImageError
-
+from radspatial.agent.chat_format import (
+    ApiError,
+    ChatCall,
+    completion,
+    json_default,
+    open_image,
+    parse_chat,
+)
 from radspatial.agent.core import Agent, AgentAnswer
 from radspatial.agent.types import Context
 
 log = logging.getLogger(__name__)
 THREAD_SAFE_LOCALIZERS = frozenset({"markers", "mask", "unet"})  # others get a lock each
-_DATA_URL = re.compile(r"data:image/(?:png|jpeg|jpg);base64,(.*)", re.IGNORECASE | re.DOTALL)
-# Prompts are short (MIRP's: ~700 characters); the parser's regexes are superlinear in the length
-# of whitespace runs and of text without sentence ends, so both are bounded before parsing. The
-# parser normalises whitespace itself, so collapsing runs (newlines kept) changes no meaning.
-MAX_TEXT_CHARS = 4096
-_SPACE_RUNS = re.compile(r"[^\S\n]+")
 _DRAIN_BYTES = 2**20  # unread body read before a close, so the client sees our reply, not a RST
-
-
-class ApiError(Exception):
-    """An error answered as OpenAI-style JSON with HTTP ``status``."""
-
-    def __init__(self, status: int, message: str, code: str, kind: str = "") -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-        self.kind = kind or ("server_error" if status >= 500 else "invalid_request_error")
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "code": self.code}}
-
-
-@dataclass(frozen=True)
-class ChatCall:
-    model: str
-    text: str
-    image: bytes
-    mask: bytes | None
-
-
-def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:
-    """Validate a chat-completions body; raise ApiError naming what is wrong."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object", "invalid_body")
-    model = body.get("model") or default
-    if not isinstance(model, str):
-        raise ApiError(400, "'model' must be a string", "invalid_model")
-    if model not in models:
-        msg = f"model {model!r} not found; available: {', '.join(models)}"
-        raise ApiError(404, msg, "model_not_found", "not_found_error")
-    if body.get("stream"):
-        raise ApiError(400, "streaming is not supported; send stream: false", "stream")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        raise ApiError(400, "'messages' must be a list of message objects", "invalid_messages")
-    users = [m for m in messages if m.get("role") == "user"]
-    if not users:
-        raise ApiError(400, "no user message in 'messages'", "invalid_messages")
-    texts, images = split_content(users[-1].get("content"))
-    if len(images) != 1:
-        msg = f"the last user message must carry exactly one image, got {len(images)}"
-        raise ApiError(400, msg, "image_count")
-    mask = body.get("radspatial_mask")
-    if mask is not None and not isinstance(mask, str):
-        raise ApiError(400, "'radspatial_mask' must be a data URL string", "invalid_mask")
-    text = _SPACE_RUNS.sub(" ", "\n".join(texts)).strip()
-    if len(text) > MAX_TEXT_CHARS:
-        msg = f"the text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
-        raise ApiError(400, msg, "text_too_long")
-    image = decode_data_url(images[0])
-    return ChatCall(model, text, image, None if mask is None else decode_data_url(mask))
-
-
-def split_content(content: Any) -> tuple[list[str], list[str]]:
-    """Texts and image URLs of a message's content (a string or a list of parts)."""
-    if isinstance(content, str):
-        return [content], []
-    if not isinstance(content, list):
-        raise ApiError(400, "message 'content' must be a string or a list of parts", "content")
-    texts, images = [], []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        ref = part.get("image_url") if kind == "image_url" else None
-        url = ref.get("url") if isinstance(ref, dict) else ref
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif isinstance(url, str):
-            images.append(url)
-        else:
-            raise ApiError(400, f"unsupported or malformed content part {kind!r}", "content")
-    return texts, images
-
-
-def decode_data_url(url: str) -> bytes:
-    if url[:8].lower().startswith(("http://", "https://")):
-        msg = "image URLs are not fetched; send the image inline as a data:image/png;base64 URL"
-        raise ApiError(400, msg, "image_url_not_supported")
-    match = _DATA_URL.fullmatch(url.strip())
-    if not match:
-        msg = "an image must be a data:image/png or data:image/jpeg base64 URL"
-        raise ApiError(400, msg, "invalid_image_url")
-    try:
-        return base64.b64decode("".join(match[1].split()), validate=True)
-    except (binascii.Error, ValueError):
-        raise ApiError(400, "the image data URL is not valid base64", "invalid_image") from None
-
-
-def open_image(data: bytes, max_pixels: int, *, labels: bool = False) -> np.ndarray:
-    """RGB uint8 (with ``labels``: a 2-D label array) from PNG/JPEG bytes.
-
-    ``Image.open`` reads only the header, so the size is checked before any pixel is decoded.
-    """
-    what = "label image" if labels else "image"
-    try:
-        img = Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as exc:
-        raise ApiError(400, f"{what} too large: {exc}", "image_too_large") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-        raise ApiError(400, f"the {what} is not a readable PNG or JPEG", "invalid_image") from None
-    if img.format not in ("PNG", "JPEG"):
-        raise ApiError(400, f"the {what} is {img.format}, not PNG or JPEG", "invalid_image")
-    if img.width * img.height > max_pixels:
-        msg = f"{what} of {img.width} x {img.height} px is over the limit of {max_pixels} px"
-        raise ApiError(400, msg, "image_too_large")
-    try:
-        img.load()
-        arr = np.asarray(img) if labels else np.asarray(img.convert("RGB"))
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
-        raise ApiError(400, f"the {what} could not be decoded", "invalid_image") from None
-    if labels and arr.ndim != 2:
-        raise ApiError(400, "the label image must have one channel", "invalid_mask")
-    return arr
-
-
-def completion(model: str, result: AgentAnswer, prompt: str) -> dict[str, Any]:
-    """A chat.completion body; token counts are estimates (about 4 characters a token)."""
-    tokens = (max(1, len(prompt) // 4), max(1, len(result.text) // 4))
-    message = {"role": "assistant", "content": result.text}
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": tokens[0],
-            "completion_tokens": tokens[1],
-            "total_tokens": sum(tokens),
-        },
-        "radspatial_trace": result.trace,
-    }
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic | np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -341,7 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(exc.status, exc.body())
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload, default=_json_default).encode()
+        data = json.dumps(payload, default=json_default).encode()
         headers = {"Content-Type": "application/json", "Content-Length": str(len(data))}
         headers |= getattr(self, "_headers_out", {})
         if self.close_connection:
