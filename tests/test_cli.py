@@ -121,3 +121,37 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
 def test_help_is_fast_and_lists_generate():
     res = run("--help")
     assert res.returncode == 0 and "generate" in res.stdout
+
+
+def test_serve_command_answers_over_http():
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "radspatial.cli", "serve", "--port", str(port),
+         "--localizer", "markers", "--api-key", "k3y"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": "Bearer k3y"}
+                )
+                with urllib.request.urlopen(req, timeout=5) as resp:
+                    models = json.loads(resp.read())
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, proc.stderr.read()
+                time.sleep(0.2)
+        assert [m["id"] for m in models["data"]] == ["agent:markers"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert "k3y" not in proc.stdout.read() + proc.stderr.read()

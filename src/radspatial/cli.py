@@ -296,21 +296,15 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from radspatial.agent.core import Agent
     from radspatial.agent.server import serve
 
-    agents = {}
-    for name in args.localizer or ["markers"]:
-        options = {"model_dir": args.model} if name == "unet" and args.model else {}
-        agents[f"agent:{name}"] = Agent(name, **options)
     api_key = args.api_key or os.environ.get("RADSPATIAL_API_KEY")
-    print(f"serving {', '.join(agents)} on http://{args.host}:{args.port}/v1")
     serve(
         host=args.host,
         port=args.port,
         api_key=api_key,
-        agents=agents,
-        default_model=next(iter(agents)),
+        localizers=args.localizer,
+        model_dir=args.model,
     )
     return 0
 

@@ -369,11 +369,14 @@ def make_server(
 
 
 def serve(
-    *, localizer: str | None = None, model_dir: str | Path | None = None, **kwargs: Any
+    *,
+    localizers: Sequence[str] | None = None,
+    model_dir: str | Path | None = None,
+    **kwargs: Any,
 ) -> None:
-    """Serve until Ctrl-C: one agent for ``localizer``, else markers and mask (+ unet with
-    ``model_dir``). Other keywords go to :func:`make_server`."""
-    names = [localizer] if localizer else ["markers", "mask"] + ["unet"] * (model_dir is not None)
+    """Serve until Ctrl-C: one agent per name in ``localizers``, else markers and mask (+ unet
+    with ``model_dir``). Other keywords go to :func:`make_server`."""
+    names = list(localizers or ["markers", "mask"] + ["unet"] * (model_dir is not None))
     agents = build_agents(names, model_dir=model_dir)
     kwargs.setdefault("default_model", f"agent:{names[0]}")
     if not logging.getLogger().handlers:
