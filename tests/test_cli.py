@@ -155,3 +155,24 @@ def test_serve_command_answers_over_http():
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
     assert "k3y" not in proc.stdout.read() + proc.stderr.read()
+
+
+def test_phantom_counterfactual_and_probe_commands(tmp_path):
+    from radspatial.cli import bundled_example
+
+    res = run("phantom", "--out", str(tmp_path / "ph"), "--n", "2", "--shape", "64,64,24",
+              "--variant", "normal,situs_inversus")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "ph" / "cases.csv").is_file()
+    ct, seg = bundled_example()
+    res = run("counterfactual", "mirror", "--ct", str(ct), "--seg", str(seg),
+              "--out", str(tmp_path / "mirror"))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "mirrored mask:" in res.stdout
+    res = run("probe", "build", "--out", str(tmp_path / "probes"), "--tasks", "orient,relpos",
+              "--size", "128")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    info = json.loads((tmp_path / "probes" / "probes.json").read_text())
+    assert set(info["tasks"]) == {"orient", "relpos"}
+    bad = run("phantom", "--out", str(tmp_path / "x"), "--shape", "64,64")
+    assert bad.returncode == 2 and "three comma-separated" in bad.stderr
