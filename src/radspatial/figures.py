@@ -164,7 +164,7 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
     models = list(panels[0][1])
     cmap = _cmap("RdBu")
     label_w = 0.09 * max(len(m) for m in models)
-    fig = _figure(label_w + 0.75 * len(cols) * len(panels) + 1.4, 0.5 * len(models) + 2.2)
+    fig = _figure(label_w + 0.75 * len(cols) * len(panels) + 1.4, 0.5 * len(models) + 3.0)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     image = None
     for ax, (title, by) in zip(axes, panels, strict=True):
@@ -179,11 +179,12 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
         ax.set_title(title)
     cbar = fig.colorbar(image, ax=list(axes), shrink=0.9, pad=0.02)
     cbar.set_label("Accuracy (%)")
-    fig.suptitle("Accuracy per rotation/flip variant of the shown image")
-    fig.supxlabel(
+    # the key goes under the title: as a supxlabel it collided with the two-line ticks
+    fig.suptitle(
+        "Accuracy per rotation/flip variant of the shown image\n"
         "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270° "
         "counter-clockwise (B1 = standard view)",
-        fontsize=8,
+        fontsize=9,
     )
     return _png(fig)
 
