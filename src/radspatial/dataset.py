@@ -42,7 +42,8 @@ class DatasetSummary:
     cases: list[dict]
 
 
-def _versions() -> dict[str, str]:
+def software_versions() -> dict[str, str]:
+    """Versions of everything that shapes the output, for provenance records."""
     import nibabel
     import numpy
     import PIL
@@ -215,7 +216,7 @@ def build_dataset(
             "counts": dict(sorted(counts.items())),
             "rq1_transforms": dict(sorted(variants.items())),
             "cases": case_info,
-            "versions": _versions(),
+            "versions": software_versions(),
         }
         atomic_write_json(stage / "dataset.json", meta)
         if out.exists():

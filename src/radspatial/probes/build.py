@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import platform
 import re
 import shutil
 from collections.abc import Sequence
@@ -35,8 +34,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from radspatial import __version__
-from radspatial.dataset import prepare_out
+from radspatial.dataset import prepare_out, software_versions
 from radspatial.generate import keyed_rng
 from radspatial.io import atomic_write_json, atomic_write_jsonl
 from radspatial.markers import DOT_COLORS
@@ -351,21 +349,6 @@ def _quartile(fraction: float, edges: Sequence[float]) -> int:
     return int(np.searchsorted(edges, fraction, side="right")) if edges else 0
 
 
-def _versions() -> dict[str, str]:
-    import nibabel
-    import PIL
-    import scipy
-
-    return {
-        "radspatial": __version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "nibabel": nibabel.__version__,
-        "pillow": PIL.__version__,
-    }
-
-
 def _run(cases, config, stage, workers: int, progress: bool) -> list[CaseProbes]:
     parallel = workers > 1 and len(cases) > 1
     with ProcessPoolExecutor(workers) if parallel else nullcontext() as pool:
@@ -432,7 +415,7 @@ def build_probes(
             ],
             "tasks": {t: info.to_json() for t, info in infos.items()},
             "labels": {o.labels["name"]: o.labels for o in outputs},
-            "versions": _versions(),
+            "versions": software_versions(),
         }
         atomic_write_json(stage / "probes.json", meta)
         if out.exists():
