@@ -1,4 +1,6 @@
-"""Probe training speed: images/s of one training step (forward + backward + AdamW) per encoder.
+"""Probe training speed per encoder, and the timed CPU probe suite (Table 1 end to end).
+
+``speed`` (default): images/s of one training step (forward + backward + AdamW) per encoder.
 
 Every encoder in the registry (small and full-size) with the ``mlp`` and ``transformer`` heads,
 a batch of ``--batch`` random images at ``--size`` px, finetuned (encoder trained too), plus the
@@ -6,8 +8,18 @@ frozen case (head only, on cached features, the way ``train_probe`` trains froze
 Ratios are against a reference measured in the same run: ``resnet-small`` + ``mlp`` finetuned.
 Also prints the CPU load average so numbers from a shared machine can be read in context.
 
-Usage: python benchmarks/bench_probes.py [--size 224] [--batch 16] [--steps 3] [--threads 1]
-       [--encoders resnet-small vit-tiny resnet50 vit-b32]
+``suite``: phantoms -> probe dataset (in domain) and the bundled real CT -> probe dataset
+(transfer); per small encoder: finetuned mlp and transformer runs, frozen runs (the encoder
+random by default; ``--frozen-from TASK`` adds the encoder finetuned on TASK) with the mlp and
+transformer heads (``--both``: and both); every run
+evaluated zero-shot on the real CT; Table 1; wall time per stage in ``OUT/suite.json``. Stages
+whose output exists are reused (delete a folder to redo it).
+
+Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--steps 3]
+           [--threads 1] [--encoders resnet-small vit-tiny resnet50 vit-b32]
+       python benchmarks/bench_probes.py suite --out DIR [--phantoms 12] [--epochs 5]
+           [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
+           [--threads 2]
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -53,16 +66,7 @@ def step_rate(encoder: str, head: str, *, size: int, batch: int, steps: int, fro
     return {"images_per_s": batch / per_step, "s_per_step": per_step, "params_m": n_params / 1e6}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument(
-        "--encoders", nargs="*", default=["resnet-small", "vit-tiny", "resnet50", "vit-b32"]
-    )
-    args = ap.parse_args()
+def speed(args: argparse.Namespace) -> None:
     unknown = set(args.encoders) - set(list_encoders())
     if unknown:
         raise SystemExit(f"unknown encoders: {sorted(unknown)}")
@@ -89,6 +93,139 @@ def main() -> None:
                 )
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def suite(args: argparse.Namespace) -> None:
+    from radspatial.cli import bundled_example
+    from radspatial.io import atomic_write_json
+    from radspatial.phantoms import write_phantoms
+    from radspatial.probes import build_probes, probe_info
+    from radspatial.probes.evaluate import evaluate_probe
+    from radspatial.probes.table import write_table
+    from radspatial.probes.train import train_probe
+    from radspatial.volumes import Case, read_cases_csv
+
+    out = Path(args.out)
+    stages: dict[str, float] = {}
+    t_all, cpu_all = time.perf_counter(), time.process_time()
+
+    def stage(name: str, done: Path, fn) -> None:
+        if done.exists():
+            print(f"[suite] {name}: reusing {done}", flush=True)
+            return
+        t = time.perf_counter()
+        fn()
+        stages[name] = round(time.perf_counter() - t, 1)
+        print(f"[suite] {name}: {stages[name]} s", flush=True)
+
+    ph, in_domain, ct = out / "phantoms", out / "probes" / "phantoms", out / "probes" / "example_ct"
+    shape = tuple(args.shape)
+    stage(
+        "phantoms",
+        ph / "cases.csv",
+        lambda: write_phantoms(ph, n=args.phantoms, seed=args.seed, shape=shape, progress=False),
+    )
+    build = {"seed": args.seed, "max_per_case": args.max_per_case, "progress": False}
+    stage(
+        "build phantoms",
+        in_domain / "probes.json",
+        lambda: build_probes(read_cases_csv(ph / "cases.csv"), in_domain, **build),
+    )
+    example = [Case("example_ct", *bundled_example(), "totalsegmentator")]
+    # the transfer set is small (one real case): all of it, uncapped
+    build_ct = {**build, "max_per_case": None}
+    stage("build example CT", ct / "probes.json", lambda: build_probes(example, ct, **build_ct))
+    counts = {t: v["counts"] for t, v in probe_info(in_domain)["tasks"].items()}
+    print(f"[suite] in-domain samples per task: {counts}", flush=True)
+
+    common = {
+        "seed": args.seed,
+        "progress": args.progress,
+        "threads": args.threads,
+        "batch_size": args.batch,
+    }
+    runs: list[tuple[str, dict]] = []
+    for enc in args.encoders:
+        ft = {"encoder": enc, "epochs": args.epochs, **common}
+        fz = {"encoder": enc, "epochs": args.frozen_epochs, **common}
+        heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
+        runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in ("mlp", "transformer")]
+        for src in args.frozen_from:  # "random", or a task: that finetuned-mlp run's encoder
+            ck = (
+                "random"
+                if src == "random"
+                else out / "runs" / f"{enc}-finetuned-mlp" / "models" / src
+            )
+            runs += [(f"{enc}-frozen-{src}-{h}", {**fz, "head": h, "frozen": ck}) for h in heads]
+    dirs = []
+    for name, kw in runs:
+        run, ev = out / "runs" / name, out / "transfer" / name
+        stage(
+            f"train {name}",
+            run / "models",
+            lambda run=run, kw=kw: train_probe(in_domain, run, **kw),
+        )
+        stage(
+            f"transfer {name}",
+            ev / "results.json",
+            lambda run=run, ev=ev: evaluate_probe(run, ct, ev),
+        )
+        dirs += [run, ev]
+    md = write_table(dirs, out / "table")
+    wall = round(time.perf_counter() - t_all, 1)
+    cpu = round(time.process_time() - cpu_all, 1)  # ~ the wall time on an idle core (1 thread)
+    load = os.getloadavg()
+    summary = {
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "stages_s": stages,
+        "load_average_end": load,
+        "args": {k: str(v) for k, v in vars(args).items()},
+    }
+    atomic_write_json(out / "suite.json", summary)
+    print(md.read_text())
+    print(f"[suite] wall {wall} s ({wall / 60:.1f} min), CPU {cpu} s ({cpu / 60:.1f} min)")
+    print(f"[suite] load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", nargs="?", choices=["speed", "suite"], default="speed")
+    ap.add_argument("--size", type=int, default=224, help="speed: image size")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=3, help="speed: timed steps")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: speed 1, suite all)"
+    )
+    ap.add_argument("--encoders", nargs="*", default=None)
+    ap.add_argument("--out", type=Path, help="suite: output folder")
+    ap.add_argument("--phantoms", type=int, default=12)
+    ap.add_argument("--shape", type=int, nargs=3, default=[256, 256, 48])
+    ap.add_argument("--max-per-case", type=int, default=None, help="suite: default all")
+    ap.add_argument("--epochs", type=int, default=5, help="suite: finetuned runs")
+    ap.add_argument(
+        "--frozen-epochs", type=int, default=25, help="suite: frozen runs (cached features)"
+    )
+    ap.add_argument(
+        "--frozen-from",
+        nargs="*",
+        default=["random"],
+        help="suite: frozen encoders: random and/or tasks whose finetuned-mlp encoder to freeze",
+    )
+    ap.add_argument("--both", action="store_true", help="suite: also the both head (frozen)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--progress", action="store_true")
+    args = ap.parse_args()
+    if args.mode == "speed":
+        args.threads = args.threads or 1
+        args.encoders = args.encoders or ["resnet-small", "vit-tiny", "resnet50", "vit-b32"]
+        speed(args)
+    else:
+        if args.out is None:
+            raise SystemExit("suite needs --out DIR")
+        args.encoders = args.encoders or ["resnet-small", "vit-tiny"]
+        args.batch = 32 if args.batch == 16 else args.batch
+        suite(args)
 
 
 if __name__ == "__main__":

@@ -349,11 +349,21 @@ def test_write_table_has_chance_and_numbers(tmp_path):
             "mode": mode,
             "frozen": "random" if mode == "frozen" else None,
             "data_name": "ct" if kind == "transfer" else "phantom",
-            "source_data": "/x/phantom",
+            "data": str(tmp_path / ("ct" if kind == "transfer" else "phantom")),
+            "source_data": str(tmp_path / "phantom"),
             "tasks": tasks,
             **extra,
         }
 
+    # class counts for the majority-class row: B2 is the training majority (10 of 16)
+    counts = {
+        "phantom": (["A1", "B2"], {"train": [6, 10], "test": [3, 1]}),
+        "ct": (["B2", "A1", "C1"], {"train": [0, 0, 0], "test": [2, 6, 0]}),
+    }
+    for name, (classes, cc) in counts.items():
+        (tmp_path / name).mkdir()
+        info = {"tasks": {"orient": {"classes": classes, "class_counts": cc}}}
+        (tmp_path / name / "probes.json").write_text(json.dumps(info))
     dirs = []
     for i, r in enumerate([
         results("train", "mlp", "finetuned", 0.8125, (0.25, 0.5), 23.456),
@@ -376,9 +386,24 @@ def test_write_table_has_chance_and_numbers(tmp_path):
     assert (
         "| resnet-small | mlp | finetuned | 80.0 | 0.0 (12.5) | – | 37.5 | – | – | – | – |" in lines
     )
+    majority = [ln for ln in lines if ln.startswith("| Majority class (train) |")]
+    assert [m.split(" | ")[6] for m in majority] == ["25.0", "25.0"]  # 1 of 4, 2 of 8
     blocks = [ln for ln in lines if ln.startswith("| **")]
     assert blocks == [
         "| **In domain: phantom** |  |  |  |  |  |  |  |  |  |  |",
         "| **Transfer: phantom → ct** |  |  |  |  |  |  |  |  |  |  |",
     ]
     assert md.count("| Chance |") == 2 and "| n (test) |  |  | 13 | 13 | – | 24 |" in md
+
+
+def test_frozen_hf_encoder_trains_and_transfers(fake, tmp_path):
+    from test_probe_models import _tiny_dinov2
+
+    src = _tiny_dinov2(tmp_path / "dino")
+    kw = dict(frozen="pretrained", tasks=["relpos"], epochs=1, batch_size=16, progress=False)
+    res = train_probe(fake, tmp_path / "run", encoder=f"hf:{src}", head="both", **kw)
+    assert res["mode"] == "frozen" and res["tasks"]["relpos"]["test"]["n"] == 3
+    ev = evaluate_probe(tmp_path / "run", fake, None)
+    assert ev["tasks"]["relpos"]["test"] == {**res["tasks"]["relpos"]["test"], "n_unmapped": 0}
+    with pytest.raises(ValueError, match="needs encoder"):
+        train_probe(fake, tmp_path / "x", encoder="resnet-small", head="mlp", **kw)

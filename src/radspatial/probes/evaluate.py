@@ -27,7 +27,7 @@ from torch import nn
 
 from radspatial.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
 from radspatial.probes.data import ProbeSample, load_probe_task, probe_info
-from radspatial.probes.encoders import Encoder, load_encoder, read_state_dict
+from radspatial.probes.encoders import Encoder, Features, load_encoder, read_state_dict
 from radspatial.probes.heads import create_head
 
 MODEL_FORMAT = "radspatial-probe-model"
@@ -36,14 +36,22 @@ SPLITS = ("train", "val", "test")
 
 
 class ProbeModel(nn.Module):
-    """Encoder + head: [0, 1] RGB images (B, 3, S, S) -> task outputs."""
+    """Encoder + head: [0, 1] RGB images (B, 3, S, S) -> task outputs.
 
-    def __init__(self, encoder: Encoder, head: nn.Module) -> None:
+    Regression outputs go through a sigmoid: targets are normalised image coordinates in
+    [0, 1], and an untrained model then starts at the image centre rather than anywhere.
+    """
+
+    def __init__(self, encoder: Encoder, head: nn.Module, kind: str = "classification") -> None:
         super().__init__()
-        self.encoder, self.head = encoder, head
+        self.encoder, self.head, self.kind = encoder, head, kind
+
+    def readout(self, feats: Features) -> torch.Tensor:
+        out = self.head(feats)
+        return torch.sigmoid(out) if self.kind == "regression" else out
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(images))
+        return self.readout(self.encoder(images))
 
 
 # --- inputs and targets ------------------------------------------------------------------------
@@ -209,7 +217,8 @@ def load_task_model(folder: Path, device: str = "cpu") -> tuple[ProbeModel, dict
     spec = meta["head"]
     head = create_head(spec["name"], **spec["kwargs"])
     head.load_state_dict(read_state_dict(folder / "head.safetensors"))
-    return ProbeModel(encoder, head).to(device).eval(), meta
+    kind = meta["task_info"]["kind"]
+    return ProbeModel(encoder, head, kind).to(device).eval(), meta
 
 
 # --- transfer ----------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ class TransformerHead(_Head):
         dim: int,
         grid: tuple[int, ...],
         out_shape: tuple[int, ...],
-        width: int = 192,
+        width: int = 128,
         layers: int = 2,
         heads: int = 4,
         dropout: float = 0.1,

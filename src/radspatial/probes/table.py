@@ -80,8 +80,40 @@ def load_results(result_dirs: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def _class_counts(data: Any) -> dict[str, Any]:
+    path = Path(str(data)) / "probes.json"
+    try:
+        tasks = json.loads(path.read_text())["tasks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {t: (v.get("classes"), v.get("class_counts")) for t, v in tasks.items()}
+
+
+def majority(res: dict[str, Any], task: str, split: str) -> float | None:
+    """Accuracy of always answering the training split's most frequent class (of the source
+    dataset under transfer, matched by name), from the datasets' probes.json class counts."""
+    src = _class_counts(
+        res.get("source_data") if res.get("kind") == "transfer" else res.get("data")
+    )
+    dst = _class_counts(res.get("data"))
+    (src_names, src_counts), (dst_names, dst_counts) = (
+        src.get(task, (None, None)),
+        dst.get(task, (None, None)),
+    )
+    if not (src_names and src_counts and dst_names and dst_counts) or not sum(
+        src_counts.get("train", [])
+    ):
+        return None
+    train = src_counts["train"]
+    name = src_names[max(range(len(train)), key=train.__getitem__)]
+    counts = dst_counts.get(split, [])
+    if name not in dst_names or not sum(counts):
+        return None
+    return counts[dst_names.index(name)] / sum(counts)
+
+
 def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[list[str]]:
-    """Header, then per block: a block title row, a chance row, an n row, the model rows."""
+    """Header, then per block: a block title row, chance, majority class and n rows, the models."""
     header = ["Encoder", "Head", "Features", *(title for _, title in COLUMNS)]
     blocks: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in results:
@@ -97,12 +129,15 @@ def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[l
             ),
         )
         rows.append([f"**{key[1]}**", "", "", *([""] * len(COLUMNS))])
-        chance, n = [], []
+        chance, major, n = [], [], []
         for task, _ in COLUMNS:
-            entry = next((r["tasks"][task] for r in group if task in r.get("tasks", {})), None)
+            owner = next((r for r in group if task in r.get("tasks", {})), None)
+            entry = owner["tasks"][task] if owner else None
             chance.append(cell(task, entry.get("chance")) if entry else DASH)
+            major.append(_pct(majority(owner, task, split)) if owner else DASH)
             n.append(str(entry.get(split, {}).get("n", DASH)) if entry else DASH)
         rows.append(["Chance", "", "", *chance])
+        rows.append(["Majority class (train)", "", "", *major])
         rows.append([f"n ({split})", "", "", *n])
         for r in group:
             tasks = r.get("tasks", {})
@@ -135,7 +170,7 @@ def draw_table(rows: list[list[str]]) -> bytes:
             c.set_facecolor("#d9d9d9")
         elif rows[i][0].startswith("**"):
             c.set_facecolor("#eef3fb")
-        elif rows[i][0] in ("Chance",) or rows[i][0].startswith("n ("):
+        elif rows[i][0] in ("Chance", "Majority class (train)") or rows[i][0].startswith("n ("):
             c.set_facecolor("#f7f7f7")
     tab.auto_set_column_width(list(range(len(rows[0]))))
     buf = io.BytesIO()
@@ -152,7 +187,9 @@ def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") 
     note = (
         f"Split: {split}. MED: mean Euclidean distance of the predicted organ centre, px at a "
         "512 px reference slice (lower is better). Perm: full-permutation accuracy % (per-tile "
-        "accuracy % after Hungarian assignment). Others: accuracy %. "
+        "accuracy % after Hungarian assignment). Others: accuracy %. Majority class: always "
+        "answering the training split's most frequent class (a stronger baseline than chance "
+        "where classes are unbalanced). "
         f"{DASH}: task not run or no samples.\n\n"
     )
     out = Path(out)

@@ -260,7 +260,7 @@ def _train_task(
     head = create_head(cfg.head, dim=enc.dim, grid=enc.grid, out_shape=out_shape(info)).to(
         cfg.device
     )
-    model = ProbeModel(enc, head)
+    model = ProbeModel(enc, head, info["kind"])
     images = {sp: load_images(samples[sp], enc.image_size) for sp in SPLITS}
     targets = {sp: encode_targets(samples[sp], info)[0] for sp in SPLITS}
     feats: dict[str, Features] = {}
@@ -274,8 +274,9 @@ def _train_task(
     def forward(sp: str, idx: torch.Tensor, train: bool) -> torch.Tensor:
         if feats:
             f = feats[sp]
-            return head(
-                Features(f.pooled[idx].float().to(cfg.device), f.tokens[idx].float().to(cfg.device))
+            dev = cfg.device
+            return model.readout(
+                Features(f.pooled[idx].float().to(dev), f.tokens[idx].float().to(dev))
             )
         x = images[sp][idx].float() / 255
         if train and shared is None and cfg.jitter > 0:
@@ -287,7 +288,7 @@ def _train_task(
         if shared is not None:
             with torch.no_grad():
                 f = enc(x)
-            return head(f)
+            return model.readout(f)
         return model(x)
 
     n = len(targets["train"])
