@@ -235,8 +235,7 @@ def vit_b32(*, image_size: int = 224) -> Encoder:
 @register_encoder("vit-tiny")
 def vit_tiny(*, image_size: int = 128) -> Encoder:
     """A 3-layer ViT (hidden 128, 4 heads, patch 16) for tests and CPU runs: D = 128."""
-    enc = _vit("vit-tiny", image_size=image_size, patch=16, hidden=128, layers=3, heads=4, mlp=256)
-    return enc
+    return _vit("vit-tiny", image_size=image_size, patch=16, hidden=128, layers=3, heads=4, mlp=256)
 
 
 # --- Hugging Face vision models from a local folder --------------------------------------------

@@ -372,8 +372,10 @@ def _train_task(
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
-    out = {}
-    for pkg in ("torch", "monai", "transformers", "safetensors"):
+    from radspatial.dataset import software_versions
+
+    out = software_versions()
+    for pkg in ("torch", "monai", "einops", "transformers", "safetensors"):
         with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
     return out
