@@ -9,8 +9,9 @@ from __future__ import annotations
 import platform
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,25 @@ def software_versions() -> dict[str, str]:
         "pydicom": pydicom.__version__,
         "pillow": PIL.__version__,
     }
+
+
+@contextmanager
+def staged(out: Path, overwrite: bool) -> Iterator[Path]:
+    """Build a folder in ``OUT.partial`` and rename it to ``OUT`` only if the block succeeds.
+
+    A non-empty ``out`` is refused unless ``overwrite``; on any error the staging folder is
+    removed, so a half-written output never looks complete.
+    """
+    out = Path(out)
+    stage = prepare_out(out, overwrite)
+    try:
+        yield stage
+        if out.exists():
+            shutil.rmtree(out)
+        stage.rename(out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
 
 
 def prepare_out(out: Path, overwrite: bool) -> Path:
@@ -189,8 +209,7 @@ def build_dataset(
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate case ids: {', '.join(dup)}")
     out = Path(out)
-    stage = prepare_out(out, overwrite)
-    try:
+    with staged(out, overwrite) as stage:
         outputs = _run_cases(cases, config, stage, workers)
         rows = [r for o in outputs for r in o.rows]
         if "as" in config.setups and config.as_count:
@@ -219,10 +238,4 @@ def build_dataset(
             "versions": software_versions(),
         }
         atomic_write_json(stage / "dataset.json", meta)
-        if out.exists():
-            shutil.rmtree(out)
-        stage.rename(out)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     return DatasetSummary(out, len(rows), meta["counts"], case_info)

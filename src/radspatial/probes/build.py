@@ -22,7 +22,6 @@ import hashlib
 import io
 import math
 import re
-import shutil
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
@@ -34,7 +33,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from radspatial.dataset import prepare_out, software_versions
+from radspatial.dataset import software_versions, staged
 from radspatial.generate import keyed_rng
 from radspatial.io import atomic_write_json, atomic_write_jsonl
 from radspatial.markers import DOT_COLORS
@@ -388,8 +387,7 @@ def build_probes(
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate case ids: {', '.join(dup)}" if dup else "no cases")
     out = Path(out)
-    stage = prepare_out(out, overwrite)
-    try:
+    with staged(out, overwrite) as stage:
         outputs = _run(cases, config, stage, workers, progress)
         split_of = assign_splits(ids, seed, config.splits)
         infos = {}
@@ -418,10 +416,4 @@ def build_probes(
             "versions": software_versions(),
         }
         atomic_write_json(stage / "probes.json", meta)
-        if out.exists():
-            shutil.rmtree(out)
-        stage.rename(out)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     return meta
