@@ -24,6 +24,7 @@ never unpickles (safetensors, or ``torch.load(weights_only=True)`` for ``.pt`` s
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 from collections.abc import Callable
@@ -49,7 +50,7 @@ class Features(NamedTuple):
     tokens: torch.Tensor  # (B, N, D), row-major over `grid`
 
 
-class Encoder(nn.Module):
+class Encoder(nn.Module, abc.ABC):
     """Base class: input normalisation, the spec that rebuilds it, and the output geometry."""
 
     def __init__(
@@ -76,8 +77,9 @@ class Encoder(nn.Module):
     def forward(self, images: torch.Tensor) -> Features:
         return self.features((images - self.mean) / self.std)
 
+    @abc.abstractmethod
     def features(self, x: torch.Tensor) -> Features:
-        raise NotImplementedError
+        """Pooled vector and token sequence of normalised images (each encoder implements it)."""
 
     def spec(self) -> dict[str, Any]:
         """JSON that :func:`build_from_spec` turns back into this architecture."""
