@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.questions import chance_levels
 from radspatial.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
 
 Row = dict[str, Any]
+_RELPOS = "relative_position"
 
 
 def _nan_to_none(x: float) -> float | None:
@@ -120,6 +122,10 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
         "overall": group_metrics(rows, runs),
         "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),
         "by_setup": _by(rows, lambda r: r["setup"], runs),
+        "by_question_type": {
+            k: {**v, "chance": chance_levels().get(k)}
+            for k, v in _by(rows, lambda r: r.get("question_type", _RELPOS), runs).items()
+        },
         "by_relation": _by(rows, lambda r: r["relation"], runs),
         "by_transform": _by(rows, lambda r: r["transform"], runs),
         "by_setup_transform": _by(

@@ -58,6 +58,22 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-distance", type=float, default=50.0, help="px between the two centres")
     p.add_argument("--margin", type=float, default=10.0, help="px along the asked axis")
     p.add_argument(
+        "--questions",
+        type=_question_types,
+        default=("relative_position",),
+        help="question types, comma-separated: relative_position (MIRP, default), orientation, "
+        "symmetry, size, distance, count; 'spar' = the five SPAR-VQA types, 'all' = every type",
+    )
+    p.add_argument(
+        "--size-tolerance",
+        type=float,
+        default=0.10,
+        help="size/symmetry/distance: compared values differ by >= this fraction of the larger",
+    )
+    p.add_argument(
+        "--min-component", type=float, default=40.0, help="count: px of the smallest region"
+    )
+    p.add_argument(
         "--no-group",
         action="store_true",
         help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)",
@@ -88,6 +104,20 @@ def _cases_from_args(args: argparse.Namespace):
     return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
 
 
+def _question_types(text: str) -> tuple[str, ...]:
+    from radspatial.questions import SPAR_VQA, list_question_types
+
+    out: list[str] = []
+    for name in _csv(text):
+        group = {"all": list_question_types(), "spar": list(SPAR_VQA)}.get(name, [name])
+        out += [n for n in group if n not in out]
+    known = list_question_types()
+    bad = [n for n in out if n not in known]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
+    return tuple(out)
+
+
 def _case_id_for(ct: Path) -> str:
     name = ct.name
     for suffix in (".nii.gz", ".nii"):
@@ -108,7 +138,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         setups=args.setups,
         markers=args.markers,
         as_count=args.as_count,
-        rules=QuestionRules(min_distance_px=args.min_distance, margin_px=args.margin),
+        rules=QuestionRules(
+            min_distance_px=args.min_distance,
+            margin_px=args.margin,
+            size_tolerance=args.size_tolerance,
+            min_component_px=args.min_component,
+        ),
+        question_types=args.questions,
         group=False if args.no_group else None,
         export_masks=args.export_masks,
     )
@@ -118,8 +154,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"questions: {summary.n_questions} from {len(summary.cases)} case(s)")
     for case in summary.cases:
         print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
-    for key, c in summary.counts.items():
-        print(f"  {key:<14} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
+    for key, c in {**summary.counts, **summary.question_types}.items():
+        print(f"  {key:<17} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
     return 0
 

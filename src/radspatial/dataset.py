@@ -29,6 +29,7 @@ from radspatial.generate import (
     keyed_rng,
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
+from radspatial.questions import chance_levels
 from radspatial.volumes import Case
 
 FORMAT = "radspatial-dataset"
@@ -40,6 +41,7 @@ class DatasetSummary:
     out: Path
     n_questions: int
     counts: dict[str, dict[str, int]]  # "rq2/dots" -> {"n", "yes"}
+    question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
 
 
@@ -94,25 +96,32 @@ def prepare_out(out: Path, overwrite: bool) -> Path:
 
 
 def _mirp_item(row: dict) -> dict:
-    """One published-MIRP-schema question entry from a manifest row."""
+    """One published-MIRP-schema question entry from a manifest row.
+
+    Relative position rows are exactly MIRP's schema. Other question types (SPAR-VQA) use the
+    same fields for each of their objects (``object3_*`` for distance, none for orientation)
+    and add ``question_type`` (and ``count`` for count questions).
+    """
     key = "label" if row["marker"] == "letters" else "gray"
-    o1, o2 = row["object1"], row["object2"]
+    objects = [(k, row.get(f"object{k}")) for k in (1, 2, 3)]
+    objects = [(k, o) for k, o in objects if o]
     item: dict = {}
     if row["setup"] != "as":
-        item["object1_name"] = o1["display_name"]
-        item["object2_name"] = o2["display_name"]
-    if row["marker"] == "none" or row["marker"] == "numbers" and row["setup"] != "as":
-        item[f"object1_{key}"], item[f"object2_{key}"] = o1["label_id"], o2["label_id"]
-    else:
-        item[f"object1_{key}"], item[f"object2_{key}"] = o1["marker_text"], o2["marker_text"]
-    item.update(
-        object1_center_x=o1["center_xy"][0],
-        object1_center_y=o1["center_xy"][1],
-        object2_center_x=o2["center_xy"][0],
-        object2_center_y=o2["center_xy"][1],
-        question=row["question"],
-        answer=row["answer"],
-    )
+        for k, o in objects:
+            item[f"object{k}_name"] = o["display_name"]
+    for k, o in objects:
+        if row["marker"] == "none" or row["marker"] == "numbers" and row["setup"] != "as":
+            item[f"object{k}_{key}"] = o["label_id"]
+        else:
+            item[f"object{k}_{key}"] = o["marker_text"]
+    for k, o in objects:
+        item[f"object{k}_center_x"] = o["center_xy"][0]
+        item[f"object{k}_center_y"] = o["center_xy"][1]
+    if row.get("question_type", "relative_position") != "relative_position":
+        item["question_type"] = row["question_type"]
+        if "n" in row.get("params", {}):
+            item["count"] = row["params"]["n"]
+    item.update(question=row["question"], answer=row["answer"])
     return item
 
 
@@ -218,10 +227,15 @@ def build_dataset(
         write_mirp_json(stage, rows)
         atomic_write_jsonl(stage / "manifest.jsonl", rows)
         counts: dict[str, dict[str, int]] = {}
+        by_type: dict[str, dict[str, int]] = {}
         for row in rows:
-            c = counts.setdefault(f"{row['setup']}/{row['marker']}", {"n": 0, "yes": 0})
-            c["n"] += 1
-            c["yes"] += row["answer"]
+            for key, table in (
+                (f"{row['setup']}/{row['marker']}", counts),
+                (row["question_type"], by_type),
+            ):
+                c = table.setdefault(key, {"n": 0, "yes": 0})
+                c["n"] += 1
+                c["yes"] += row["answer"]
         variants = Counter(r["transform"] for r in rows if r["setup"] == "rq1")
         case_info = [
             {**o.source, "n_slices": o.n_slices, "n_selected": o.n_selected} for o in outputs
@@ -233,9 +247,12 @@ def build_dataset(
             "seed": config.seed,
             "n_questions": len(rows),
             "counts": dict(sorted(counts.items())),
+            "question_types": {
+                name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
+            },
             "rq1_transforms": dict(sorted(variants.items())),
             "cases": case_info,
             "versions": software_versions(),
         }
         atomic_write_json(stage / "dataset.json", meta)
-    return DatasetSummary(out, len(rows), meta["counts"], case_info)
+    return DatasetSummary(out, len(rows), meta["counts"], meta["question_types"], case_info)

@@ -11,16 +11,25 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from scipy import ndimage
 
 from radspatial.labels import display_name, letter_code
-from radspatial.markers import MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
-from radspatial.questions import Candidate, QuestionRules, QuestionSpec, get_question_type
-from radspatial.questions.relative_position import marker_question, named_question
+from radspatial.markers import DOT_ORDER, MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
+from radspatial.questions import (
+    Candidate,
+    QuestionRules,
+    QuestionSpec,
+    QuestionType,
+    SliceFacts,
+    Wording,
+    get_question_type,
+)
 from radspatial.slices import (
     VARIANTS,
     Geometry,
@@ -46,7 +55,7 @@ class GenerateConfig:
     markers: tuple[str, ...] = MARKER_TYPES
     as_count: int = 100
     rules: QuestionRules = field(default_factory=QuestionRules)
-    question_type: str = "relative_position"
+    question_types: tuple[str, ...] = ("relative_position",)
     group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
     export_masks: bool = False
 
@@ -61,6 +70,12 @@ class GenerateConfig:
             raise ValueError(f"size must be >= 64 px, got {self.size}")
         if self.window[0] <= 0:
             raise ValueError(f"window width must be > 0, got {self.window[0]}")
+        if not self.question_types or len(set(self.question_types)) != len(self.question_types):
+            raise ValueError(
+                f"question_types must be distinct and non-empty: {self.question_types}"
+            )
+        for name in self.question_types:
+            get_question_type(name)  # unknown names fail here, naming the known ones
         if self.as_count < 0 or self.as_count % 2:
             raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
 
@@ -68,6 +83,7 @@ class GenerateConfig:
         d = asdict(self)
         d["window"] = list(self.window)
         d["setups"], d["markers"] = list(self.setups), list(self.markers)
+        d["question_types"] = list(self.question_types)
         return d
 
     def combos(self) -> list[tuple[str, str]]:
@@ -93,7 +109,11 @@ class SlicePlan:
     variant: Variant
     spec: QuestionSpec
     stats: dict[int, StructureStat]
-    red_first: bool  # dots: does object 1 get the red dot?
+    dots: tuple[str, ...]  # dot colour of each object, in object order
+
+    @property
+    def question_type(self) -> QuestionType:
+        return get_question_type(self.spec.question_type)
 
 
 def _eligible(
@@ -121,14 +141,53 @@ def _eligible(
     return sorted(kept, key=lambda s: s.label_id)
 
 
+def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Candidate:
+    return Candidate(
+        s.label_id,
+        name,
+        variant.apply_point(s.center_xy, size),
+        s.center_xy,
+        variant.apply_point(s.marker_xy, size),
+        s.area_px,
+    )
+
+
+def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], list[float]]:
+    """label id -> component areas (output px, largest first) in the rendered slice, cached."""
+    cache: dict[str, object] = {}
+
+    def areas(label_id: int) -> list[float]:
+        if "boxes" not in cache:
+            lab = render_labels(to_display(vol.seg[:, :, z]), geom)
+            cache["lab"], cache["boxes"] = lab, ndimage.find_objects(lab.astype(np.int32))
+        boxes = cache["boxes"]
+        if label_id > len(boxes) or boxes[label_id - 1] is None:
+            return []
+        mask = cache["lab"][boxes[label_id - 1]] == label_id
+        comp, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
+        return sorted((float(a) for a in np.bincount(comp.ravel())[1:]), reverse=True)
+
+    return areas
+
+
 def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
-    """Choose slices, variants, pairs and answers for one volume (no rendering)."""
-    rng = keyed_rng(config.seed, vol.case_id)
-    qtype = get_question_type(config.question_type)
+    """Choose slices, variants, objects and answers for one volume (no rendering)."""
+    plans: list[SlicePlan] = []
+    for name in config.question_types:
+        plans += _plan_type(vol, config, get_question_type(name))
+    return plans
+
+
+def _plan_type(vol: Volume, config: GenerateConfig, qtype: QuestionType) -> list[SlicePlan]:
+    """One question type's plans. Relative position keeps the original per-case random stream
+    (datasets made before other types existed are reproduced byte for byte)."""
+    relpos = qtype.name == "relative_position"
+    rng = keyed_rng(config.seed, vol.case_id if relpos else f"{vol.case_id}/{qtype.name}")
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
     min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
     names = vol.table.names
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
+    suffix = "" if relpos else f"_{qtype.name}"
     plans: list[SlicePlan] = []
     pair_targets: list[int] = []
     for z in range(vol.seg.shape[2]):
@@ -141,44 +200,53 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
         if k % 2 == 0:  # each pair of accepted slices: one variant, one yes and one no
             first = int(rng.integers(2))
             pair_targets = [first, 1 - first]
-        variant = Variant(cycle[(k // 2) % len(cycle)])
-        cands = [
-            Candidate(
-                s.label_id,
-                names[s.label_id],
-                variant.apply_point(s.center_xy, config.size),
-                s.center_xy,
-            )
-            for s in eligible
-        ]
-        spec = qtype.propose(cands, pair_targets[k % 2], rng, config.rules)
+        target = pair_targets[k % 2]
+        variant = Variant(qtype.choose_variant(target, cycle[(k // 2) % len(cycle)], rng))
+        facts = SliceFacts(
+            variant=variant.code,
+            size=config.size,
+            candidates=tuple(
+                _candidate(s, names[s.label_id], variant, config.size) for s in eligible
+            ),
+            present=tuple(
+                _candidate(s, names[i], variant, config.size)
+                for i, s in sorted(stats.items())
+                if i in names
+            ),
+            component_areas=_component_areas(vol, z, geom),
+        )
+        spec = qtype.propose(facts, target, rng, config.rules)
         if spec is None:
             continue
-        red_first = bool(rng.random() < 0.5)
-        plans.append(SlicePlan(z, f"{vol.case_id}_slice{z:03d}", variant, spec, stats, red_first))
+        if len(spec.objects) <= 2:
+            dots = ("red", "blue") if rng.random() < 0.5 else ("blue", "red")
+        else:
+            dots = tuple(str(c) for c in rng.permutation(DOT_ORDER[: len(spec.objects)]))
+        base = f"{vol.case_id}_slice{z:03d}{suffix}"
+        plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)]))
     if len(plans) % 2:  # an unfinished pair would unbalance yes/no
         plans.pop()
     return plans
 
 
-def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, str]:
-    a, b = plan.spec.object1.label_id, plan.spec.object2.label_id
+def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, ...]:
+    ids = [o.label_id for o in plan.spec.objects]
     if marker == "numbers":
-        return str(a), str(b)
+        return tuple(str(i) for i in ids)
     if marker == "letters":
-        return letter_code(a), letter_code(b)
-    return ("red", "blue") if plan.red_first else ("blue", "red")
+        return tuple(letter_code(i) for i in ids)
+    return plan.dots
 
 
 def question_text(setup: str, marker: str, plan: SlicePlan) -> str:
-    spec = plan.spec
-    n1, n2 = display_name(spec.object1.name), display_name(spec.object2.name)
-    if setup == "rq1":
-        return named_question(n1, spec.relation, n2)
-    t1, t2 = _marker_texts(plan, marker)
-    if setup == "rq2":
-        return named_question(n1, spec.relation, n2, t1, t2)
-    return marker_question(marker, t1, spec.relation, t2)
+    names = tuple(display_name(o.name) for o in plan.spec.objects)
+    marks = () if setup == "rq1" else _marker_texts(plan, marker)
+    return plan.question_type.text(plan.spec, Wording(setup, marker, names, marks))
+
+
+def combos_for(config: GenerateConfig, plan: SlicePlan) -> list[tuple[str, str]]:
+    """The (setup, marker) pairs a plan is asked in: the config's, limited to its type's."""
+    return [c for c in config.combos() if c[0] in plan.question_type.setups]
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
@@ -201,9 +269,10 @@ class CaseOutput:
     n_selected: int  # slices with a question
 
 
-def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict:
-    spec = plan.spec
-    cand = spec.object1 if which == 1 else spec.object2
+def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict | None:
+    if which > len(plan.spec.objects):
+        return None
+    cand = plan.spec.objects[which - 1]
     stat = plan.stats[cand.label_id]
     shown_marker = plan.variant.apply_point(stat.marker_xy, size)
     text = None if marker == "none" else _marker_texts(plan, marker)[which - 1]
@@ -226,17 +295,15 @@ def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[st
     gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, config.window)
     shown = plan.variant.apply_image(np.repeat(gray[:, :, None], 3, axis=2))
     out: dict[str, bytes] = {}
-    markers_needed = {m for s, m in config.combos()}
+    markers_needed = {m for s, m in combos_for(config, plan)}
     for marker in sorted(markers_needed):
         if marker == "none":
             out[marker] = encode_png(shown)
             continue
-        t1, t2 = _marker_texts(plan, marker)
-        pts = [
-            plan.variant.apply_point(plan.stats[c.label_id].marker_xy, config.size)
-            for c in (plan.spec.object1, plan.spec.object2)
+        marks = [
+            Mark(marker, text, obj.marker_xy)
+            for text, obj in zip(_marker_texts(plan, marker), plan.spec.objects, strict=True)
         ]
-        marks = [Mark(marker, t1, pts[0]), Mark(marker, t2, pts[1])]
         out[marker] = encode_png(draw_marks(shown, marks))
     if config.export_masks:
         lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
@@ -261,7 +328,7 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
         filename = f"{plan.base_name}.png"
         if "mask" in images:
             _write(stage / "masks" / filename, images["mask"])
-        for setup, marker in config.combos():
+        for setup, marker in combos_for(config, plan):
             rel = image_relpath(setup, marker, filename)
             _write(stage / rel, images[marker])
             row = {
@@ -279,6 +346,12 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
                 "variant": vol.variant,
                 "object1": _object_row(plan, 1, marker, config.size),
                 "object2": _object_row(plan, 2, marker, config.size),
+                **(
+                    {"object3": _object_row(plan, 3, marker, config.size)}
+                    if len(plan.spec.objects) > 2
+                    else {}
+                ),
+                **({"params": plan.spec.params} if plan.spec.params else {}),
                 "slice": {
                     "base_name": plan.base_name,
                     "classes_count": len(plan.stats),
@@ -297,7 +370,8 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
             if config.export_masks:
                 row["mask"] = f"masks/{filename}"
             rows.append(row)
-    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), len(plans))
+    n_used = len({p.z for p in plans})
+    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -47,6 +47,7 @@ class EvalItem:
     object1: str | None = None  # snake_case structure name, when known
     object2: str | None = None
     variant: str = "normal"  # anatomy variant of the case (normal, situs_inversus, blank, ...)
+    question_type: str = "relative_position"  # or a SPAR-VQA type (orientation, size, ...)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -108,6 +109,10 @@ def _from_manifest(root: Path) -> list[EvalItem]:
             "center1_canonical": o1.get("center_xy_canonical"),
             "center2_canonical": o2.get("center_xy_canonical"),
         }
+        if row.get("object3"):
+            extra["object3"] = row["object3"].get("name")
+        if row.get("params"):
+            extra["params"] = row["params"]
         source = row.get("source") or {}
         if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
             extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
@@ -129,6 +134,7 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 object1=o1.get("name"),
                 object2=o2.get("name"),
                 variant=row.get("variant") or "normal",
+                question_type=row.get("question_type") or "relative_position",
                 extra=extra,
             )
         )

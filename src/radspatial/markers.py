@@ -14,7 +14,12 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 MARKER_TYPES: tuple[str, ...] = ("numbers", "letters", "dots")
-DOT_COLORS: dict[str, tuple[int, int, int]] = {"red": (255, 0, 0), "blue": (0, 0, 255)}
+DOT_COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (255, 0, 0),
+    "blue": (0, 0, 255),
+    "green": (0, 255, 0),  # only for questions about three structures (distance)
+}
+DOT_ORDER: tuple[str, ...] = ("red", "blue", "green")
 
 _REF = 512  # sizes below are for a 512 px image
 _FONT_PX = 13
@@ -26,7 +31,7 @@ _DOT_RING = 2
 @dataclass(frozen=True)
 class Mark:
     kind: str  # numbers | letters | dots
-    text: str  # "52", "BZ", or "red"/"blue"
+    text: str  # "52", "BZ", or a DOT_COLORS key
     xy: tuple[float, float]  # centre, shown frame
 
 
@@ -74,7 +79,9 @@ def draw_marks(image: np.ndarray, marks: Sequence[Mark], *, boxed: bool = True) 
     for mark in marks:
         if mark.kind == "dots":
             if mark.text not in DOT_COLORS:
-                raise ValueError(f"dot colour must be red or blue, not {mark.text!r}")
+                raise ValueError(
+                    f"dot colour must be one of {', '.join(DOT_COLORS)}, not {mark.text!r}"
+                )
             r = _scaled(_DOT_RADIUS, size)
             ring = _scaled(_DOT_RING, size)
             cx, cy = _clamp_center(mark.xy, (r + ring, r + ring), size)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial.items import EvalItem
+from radspatial.questions import QuestionSpec, Wording, get_question_type
 
 MIRP_CT = (
     "The image is a 2D axial slice of an abdominal CT scan with soft tissue windowing. "
@@ -32,21 +33,39 @@ MIRP_BLANK = (
     "Now answer the real question:\n\n"
     "Q: {question}"
 )
-_MARKER_ONLY = {
-    "numbers": "Is the number 52 above the number 1?",
-    "letters": "Are the letters BZ above the letters AA?",
-    "dots": "Is the red dot above the blue dot?",
+_EXAMPLE_MARKS = {
+    "numbers": ("52", "1", "7"),
+    "letters": ("BZ", "AA", "CD"),
+    "dots": ("red", "blue", "green"),
 }
-_NAMED_REFS = {"numbers": ("52", "1"), "letters": ("BZ", "AA"), "dots": ("red", "blue")}
+# question type -> (relation, structure names, params) of its fixed in-context example
+_EXAMPLES: dict[str, tuple[str, tuple[str, ...], dict]] = {
+    "relative_position": ("above", ("aorta", "spleen"), {}),  # MIRP's example
+    "size": ("larger_than", ("liver", "spleen"), {}),
+    "symmetry": ("larger_than", ("left kidney", "right kidney"), {}),
+    "distance": ("closer_to", ("aorta", "spleen", "liver"), {}),
+    "count": ("count", ("colon",), {"n": 2}),
+}
+# orientation has one question, so its example is a different question about the view
+_ORIENTATION_EXAMPLE = "Is the top of this image the front (anterior side) of the patient?"
 
 
-def example_question(setup: str, marker: str) -> str:
-    if setup == "rq1" or marker == "none":
-        return "Is the aorta above the spleen?"
-    if setup == "rq2":
-        r1, r2 = _NAMED_REFS[marker]
-        return f"Is the aorta ({r1}) above the spleen ({r2})?"
-    return _MARKER_ONLY[marker]
+def example_question(setup: str, marker: str, question_type: str = "relative_position") -> str:
+    """The fixed example for a (question type, setup, marker), worded like the real questions.
+
+    For relative position these are MIRP's examples verbatim ("Is the aorta above the spleen?",
+    "Is the aorta (52) above the spleen (1)?", "Are the letters BZ above the letters AA?").
+    """
+    if question_type == "orientation":
+        return _ORIENTATION_EXAMPLE
+    if question_type not in _EXAMPLES:
+        raise ValueError(f"no example question for question type {question_type!r}")
+    relation, names, params = _EXAMPLES[question_type]
+    qtype = get_question_type(question_type)
+    setup = "rq1" if marker == "none" else "rq3" if setup == "as" else setup
+    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][: len(names)]
+    spec = QuestionSpec(question_type, (), relation, 1, 1, params)
+    return qtype.text(spec, Wording(setup, marker, names, marks))
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,7 @@ class PromptTemplate:
         text = self.blank if item.setup == "as" else self.ct
         return text.format(
             question=item.question,
-            example_question=example_question(item.setup, item.marker),
+            example_question=example_question(item.setup, item.marker, item.question_type),
             example_answer=1,
             setup=item.setup,
             marker=item.marker,

@@ -155,6 +155,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
     setup_markers = _keys(runs, "by_setup_marker")
     transforms = _keys(runs, "by_transform", TRANSFORMS)
     variants = [v for v in _keys(runs, "by_variant") if v != "blank"]
+    question_types = _keys(runs, "by_question_type")
     has_rq1 = any(
         k.startswith("rq1/none/") for r in runs for k in r.metrics.get("by_setup_transform", {})
     )
@@ -180,6 +181,10 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "transforms": transforms,
         "by_transform": _section(runs, "by_transform", transforms),
         "by_transform_rq1": _rq1_transforms(runs) if has_rq1 and transforms else {},
+        "question_types": question_types,
+        "by_question_type": (
+            _section(runs, "by_question_type", question_types) if len(question_types) > 1 else {}
+        ),
         "variants": variants,
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
         "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},
@@ -313,6 +318,22 @@ def _variant_table(s: dict[str, Any]) -> str:
     )
 
 
+def _question_type_table(s: dict[str, Any]) -> str:
+    if not s["by_question_type"]:
+        return ""
+    cols = s["question_types"]
+    chance = {}
+    for by in s["by_question_type"].values():
+        chance.update({c: g["chance"] for c, g in by.items() if g and g.get("chance") is not None})
+    rows = [[label, *(acc(g.get(c)) for c in cols)] for label, g in s["by_question_type"].items()]
+    rows.append(["chance", *(pct(chance.get(c)) for c in cols)])
+    return (
+        "## Question types (MIRP relative position and SPAR-VQA)\n\nAccuracy in % per question "
+        "type, all setups pooled; every type is a balanced yes/no question.\n\n"
+        + table(["Model", *cols], rows)
+    )
+
+
 def _mcnemar_table(s: dict[str, Any]) -> str:
     pairs = s["mcnemar"]["pairs"]
     if not pairs:
@@ -350,7 +371,8 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
         f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"
     )
     sections = [_table1(s), _runs_table(s), _frames_tables(s), _transform_tables(s)]
-    sections += [_variant_table(s), _mcnemar_table(s), _figures_section(figures)]
+    sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]
+    sections.append(_figures_section(figures))
     return "\n".join([head, *(x for x in sections if x)])
 
 

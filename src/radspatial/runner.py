@@ -86,6 +86,7 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
         "setup": item.setup,
         "marker": item.marker,
         "question": item.question,
+        "question_type": item.question_type,
         "relation": item.relation,
         # what the question itself names (a model sees names only in rq1/rq2)
         "object1": item.object1 if named else None,
@@ -139,6 +140,7 @@ def result_row(item: EvalItem, run: int, call: dict | None) -> dict:
         "setup": item.setup,
         "marker": item.marker,
         "question": item.question,
+        "question_type": item.question_type,
         "relation": item.relation,
         "transform": item.transform,
         "variant": item.variant,

@@ -1,25 +1,49 @@
 """Question types: one module per type, one registry.
 
-A question type turns the structures visible in one slice into one question with a chosen
-answer (the generator balances answers by asking for yes or no).
+A question type turns what one slice shows (:class:`SliceFacts`) into one yes/no question with
+a chosen answer (the generator balances answers by asking for yes or no), and words it for each
+setup: RQ1 names only, RQ2 names with markers, RQ3 markers only. Relative position is MIRP's
+type; orientation, symmetry, size, distance and count are the SPAR Level 3 probes posed as
+questions (SPAR-VQA). Every type is binary and balanced, so its chance level is 50%.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
+
+SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "count")
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A structure eligible for questions in one slice."""
+    """A structure in one slice. Coordinates: shown frame (after the variant) and canonical."""
 
     label_id: int
     name: str  # snake_case, e.g. kidney_left
-    center_xy: tuple[float, float]  # shown frame
+    center_xy: tuple[float, float]  # centre of mass, shown frame
     center_xy_canonical: tuple[float, float]
+    marker_xy: tuple[float, float] | None = None  # where a marker goes, shown frame
+    area_px: float = 0.0  # output pixels (the same in every variant)
+
+
+@dataclass(frozen=True)
+class SliceFacts:
+    """What a question type may look at in one slice.
+
+    ``candidates``: structures that can carry a marker (one component, large enough, unique).
+    ``component_areas(label_id)``: areas (output px, largest first) of a label's 8-connected
+    components in the rendered output-size label image; used by ``count``.
+    """
+
+    variant: str
+    size: int
+    candidates: tuple[Candidate, ...]
+    present: tuple[Candidate, ...] = ()  # every named structure in the slice (any components)
+    component_areas: Callable[[int], list[float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -27,30 +51,92 @@ class QuestionSpec:
     """What was asked, independent of how it is worded for a setup/marker."""
 
     question_type: str
-    object1: Candidate
-    object2: Candidate
+    objects: tuple[Candidate, ...]
     relation: str
     answer: int
-    answer_canonical: int
+    answer_canonical: int | None
+    params: dict[str, Any] = field(default_factory=dict)  # e.g. {"n": 3} for count
+
+    @property
+    def object1(self) -> Candidate | None:
+        return self.objects[0] if self.objects else None
+
+    @property
+    def object2(self) -> Candidate | None:
+        return self.objects[1] if len(self.objects) > 1 else None
 
 
 @dataclass(frozen=True)
 class QuestionRules:
-    min_distance_px: float = 50.0
-    margin_px: float = 10.0
+    """Thresholds in output px; an answer never hangs on a few pixels."""
+
+    min_distance_px: float = 50.0  # between centres of two structures in one question
+    margin_px: float = 10.0  # relative position: along the asked axis; distance: d1 vs d2
+    size_tolerance: float = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
+    min_component_px: float = 40.0  # count: smaller components are specks, not regions
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How each object is referred to in one setup: display names and/or marker references."""
+
+    setup: str  # rq1 | rq2 | rq3
+    marker: str  # none | numbers | letters | dots
+    names: tuple[str, ...]  # display names ("left kidney")
+    marks: tuple[str, ...]  # marker texts ("12", "BZ", "red"); empty for rq1
+
+    def ref(self, k: int) -> str:
+        """'the liver', 'the liver (12)', 'the number 12', 'the letters BZ', 'the red dot'."""
+        if self.setup == "rq1":
+            return f"the {self.names[k]}"
+        if self.setup == "rq2":
+            return f"the {self.names[k]} ({self.marks[k]})"
+        return marker_ref(self.marker, self.marks[k])
+
+    def verb(self, k: int) -> str:
+        """'Are' before 'the letters BZ' (MIRP's wording), else 'Is'."""
+        return "Are" if self.setup == "rq3" and self.marker == "letters" else "Is"
+
+    def thing(self, k: int) -> str:
+        """A structure phrase: named, or 'the structure marked by the number 12' in RQ3."""
+        if self.setup == "rq3":
+            return f"the structure marked by {marker_ref(self.marker, self.marks[k])}"
+        return self.ref(k)
+
+
+def marker_ref(kind: str, text: str) -> str:
+    if kind == "numbers":
+        return f"the number {text}"
+    if kind == "letters":
+        return f"the letters {text}"
+    if kind == "dots":
+        return f"the {text} dot"
+    raise ValueError(f"unknown marker type {kind!r}")
 
 
 class QuestionType(Protocol):
     name: str
+    setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in
+    n_objects: int  # objects that carry markers (0 for orientation)
+    chance: float  # accuracy of a random guess (0.5: binary, balanced)
+
+    def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
+        """The rotation/flip variant to show (most types keep the pair's ``default``)."""
 
     def propose(
-        self,
-        candidates: list[Candidate],
-        target: int,
-        rng: np.random.Generator,
-        rules: QuestionRules,
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
     ) -> QuestionSpec | None:
         """One question whose shown-frame answer is ``target``, or None if the slice has none."""
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        """The question as asked."""
+
+
+class KeepVariant:
+    """Mixin: the question does not depend on which variant is shown."""
+
+    def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
+        return default
 
 
 _REGISTRY: dict[str, QuestionType] = {}
@@ -75,5 +161,11 @@ def list_question_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def chance_levels() -> dict[str, float]:
+    _load_builtin()
+    return {k: v.chance for k, v in sorted(_REGISTRY.items())}
+
+
 def _load_builtin() -> None:
-    from radspatial.questions import relative_position  # noqa: F401
+    # ruff: noqa: F401
+    from radspatial.questions import count, distance, orientation, relative_position, size

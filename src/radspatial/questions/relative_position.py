@@ -14,8 +14,11 @@ import numpy as np
 
 from radspatial.questions import (
     Candidate,
+    KeepVariant,
     QuestionRules,
     QuestionSpec,
+    SliceFacts,
+    Wording,
     register_question_type,
 )
 
@@ -41,16 +44,16 @@ def axis_of(relation: str) -> int:
     return _AXIS[relation]
 
 
-class RelativePosition:
+class RelativePosition(KeepVariant):
     name = "relative_position"
+    setups = ("rq1", "rq2", "rq3")
+    n_objects = 2
+    chance = 0.5
 
     def propose(
-        self,
-        candidates: list[Candidate],
-        target: int,
-        rng: np.random.Generator,
-        rules: QuestionRules,
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
     ) -> QuestionSpec | None:
+        candidates = facts.candidates
         options: list[tuple[Candidate, Candidate, int]] = []
         for i, a in enumerate(candidates):
             for b in candidates[i + 1 :]:
@@ -73,7 +76,15 @@ class RelativePosition:
         answer = int(relation_holds(relation, a.center_xy, b.center_xy))
         assert answer == target
         canonical = int(relation_holds(relation, a.center_xy_canonical, b.center_xy_canonical))
-        return QuestionSpec(self.name, a, b, relation, answer, canonical)
+        return QuestionSpec(self.name, (a, b), relation, answer, canonical)
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        if wording.setup == "rq3":
+            t1, t2 = wording.marks
+            return marker_question(wording.marker, t1, spec.relation, t2)
+        n1, n2 = wording.names
+        r1, r2 = wording.marks or ("", "")
+        return named_question(n1, spec.relation, n2, r1, r2)
 
 
 register_question_type(RelativePosition())

@@ -1,0 +1,88 @@
+"""Distance: "Is the liver closer to the aorta than to the spleen?" (SPAR-VQA).
+
+Three structures: an anchor and two others. Distances are between centres of mass for the named
+wording and between marker points for the marker wording; a triple is only used when both
+readings agree and the two distances differ by at least ``rules.margin_px`` and
+``rules.size_tolerance`` of the larger, with every pair at least ``rules.min_distance_px`` apart.
+Distances do not change under rotation or flip, so ``answer_canonical == answer``. "closer to"
+and "farther from" are asked equally often.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from radspatial.questions import (
+    Candidate,
+    KeepVariant,
+    QuestionRules,
+    QuestionSpec,
+    SliceFacts,
+    Wording,
+    register_question_type,
+)
+
+RELATIONS = {"closer_to": "closer to", "farther_from": "farther from"}
+_TRIES = 400
+
+
+def distance_holds(relation: str, d_first: float, d_second: float) -> bool:
+    """Whether the anchor is ``relation`` the first other structure than the second one."""
+    if relation == "closer_to":
+        return d_first < d_second
+    if relation == "farther_from":
+        return d_first > d_second
+    raise ValueError(f"unknown distance relation {relation!r}")
+
+
+def separated(d1: float, d2: float, rules: QuestionRules) -> bool:
+    gap = abs(d1 - d2)
+    return gap >= rules.margin_px and gap >= rules.size_tolerance * max(d1, d2)
+
+
+def _usable(a: Candidate, b: Candidate, c: Candidate, rules: QuestionRules) -> bool:
+    cs = [x.center_xy for x in (a, b, c)]
+    if min(math.dist(p, q) for i, p in enumerate(cs) for q in cs[i + 1 :]) < rules.min_distance_px:
+        return False
+    d1, d2 = math.dist(cs[0], cs[1]), math.dist(cs[0], cs[2])
+    ms = [x.marker_xy or x.center_xy for x in (a, b, c)]
+    m1, m2 = math.dist(ms[0], ms[1]), math.dist(ms[0], ms[2])
+    return separated(d1, d2, rules) and separated(m1, m2, rules) and (d1 < d2) == (m1 < m2)
+
+
+class Distance(KeepVariant):
+    name = "distance"
+    setups = ("rq1", "rq2", "rq3")
+    n_objects = 3
+    chance = 0.5
+
+    def propose(
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
+    ) -> QuestionSpec | None:
+        cands = facts.candidates
+        if len(cands) < 3:
+            return None
+        for _ in range(_TRIES):  # random triples: cheap, and a slice with one is rarely missed
+            a, b, c = (cands[int(i)] for i in rng.choice(len(cands), 3, replace=False))
+            if _usable(a, b, c, rules):
+                break
+        else:
+            return None
+        relation = "closer_to" if rng.random() < 0.5 else "farther_from"
+        d_b, d_c = math.dist(a.center_xy, b.center_xy), math.dist(a.center_xy, c.center_xy)
+        if distance_holds(relation, d_b, d_c) != bool(target):
+            b, c = c, b
+            d_b, d_c = d_c, d_b
+        answer = int(distance_holds(relation, d_b, d_c))
+        return QuestionSpec(self.name, (a, b, c), relation, answer, answer)
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        rel = RELATIONS[spec.relation]
+        than = "than to" if spec.relation == "closer_to" else "than from"
+        w = wording
+        return f"{w.verb(0)} {w.ref(0)} {rel} {w.ref(1)} {than} {w.ref(2)}?"
+
+
+register_question_type(Distance())
