@@ -12,19 +12,23 @@ Also prints the CPU load average so numbers from a shared machine can be read in
 (transfer); per small encoder: finetuned mlp and transformer runs, frozen runs (the encoder
 random by default; ``--frozen-from TASK`` adds the encoder finetuned on TASK) with the mlp and
 transformer heads (``--both``: and both); every run
-evaluated zero-shot on the real CT; Table 1; wall time per stage in ``OUT/suite.json``. Stages
-whose output exists are reused (delete a folder to redo it).
+evaluated zero-shot on the real CT; Table 1; wall time per stage and training images/s per run
+in ``OUT/suite.json``. Stages whose output exists are reused (delete a folder to redo it).
+``--slice-samples relpos=8`` draws that many samples per slice for a whole-slice task (both
+datasets); ``--max-images`` / ``--frozen-max-images`` cap epochs x training samples per task.
 
 Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--steps 3]
            [--threads 1] [--encoders resnet-small vit-tiny resnet50 vit-b32]
        python benchmarks/bench_probes.py suite --out DIR [--phantoms 12] [--epochs 5]
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
-           [--threads 2]
+           [--slice-samples relpos=8 distance=8] [--max-images N] [--frozen-max-images N]
+           [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -125,14 +129,20 @@ def suite(args: argparse.Namespace) -> None:
         ph / "cases.csv",
         lambda: write_phantoms(ph, n=args.phantoms, seed=args.seed, shape=shape, progress=False),
     )
-    build = {"seed": args.seed, "max_per_case": args.max_per_case, "progress": False}
+    draws = slice_samples(args.slice_samples)
+    build = {
+        "seed": args.seed,
+        "max_per_case": args.max_per_case,
+        "slice_samples": draws,
+        "progress": False,
+    }
     stage(
         "build phantoms",
         in_domain / "probes.json",
         lambda: build_probes(read_cases_csv(ph / "cases.csv"), in_domain, **build),
     )
     example = [Case("example_ct", *bundled_example(), "totalsegmentator")]
-    # the transfer set is small (one real case): all of it, uncapped
+    # the transfer set is small (one real case): all of it, uncapped, the same draws per slice
     build_ct = {**build, "max_per_case": None}
     stage("build example CT", ct / "probes.json", lambda: build_probes(example, ct, **build_ct))
     counts = {t: v["counts"] for t, v in probe_info(in_domain)["tasks"].items()}
@@ -146,8 +156,13 @@ def suite(args: argparse.Namespace) -> None:
     }
     runs: list[tuple[str, dict]] = []
     for enc in args.encoders:
-        ft = {"encoder": enc, "epochs": args.epochs, **common}
-        fz = {"encoder": enc, "epochs": args.frozen_epochs, **common}
+        ft = {"encoder": enc, "epochs": args.epochs, "max_images": args.max_images, **common}
+        fz = {
+            "encoder": enc,
+            "epochs": args.frozen_epochs,
+            "max_images": args.frozen_max_images,
+            **common,
+        }
         heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
         runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in ("mlp", "transformer")]
         for src in args.frozen_from:  # "random", or a task: that finetuned-mlp run's encoder
@@ -172,6 +187,7 @@ def suite(args: argparse.Namespace) -> None:
         )
         dirs += [run, ev]
     md = write_table(dirs, out / "table")
+    speeds = {name: training_speed(out / "runs" / name) for name, _ in runs}
     wall = round(time.perf_counter() - t_all, 1)
     cpu = round(time.process_time() - cpu_all, 1)  # ~ the wall time on an idle core (1 thread)
     load = os.getloadavg()
@@ -180,12 +196,39 @@ def suite(args: argparse.Namespace) -> None:
         "wall_s": wall,
         "stages_s": stages,
         "load_average_end": load,
+        "training_images_per_s": speeds,
         "args": {k: str(v) for k, v in vars(args).items()},
     }
     atomic_write_json(out / "suite.json", summary)
     print(md.read_text())
+    print("[suite] training images/s per run (all tasks: total images / total training time):")
+    for name, sp in speeds.items():
+        print(f"  {name}: {sp['images_per_s']} img/s ({sp['images']} images, {sp['train_s']} s)")
     print(f"[suite] wall {wall} s ({wall / 60:.1f} min), CPU {cpu} s ({cpu / 60:.1f} min)")
     print(f"[suite] load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def slice_samples(items: list[str]) -> dict[str, int]:
+    """``["relpos=8", "distance=4"]`` -> ``{"relpos": 8, "distance": 4}``."""
+    out = {}
+    for item in items:
+        task, _, k = item.partition("=")
+        if not k.isdigit():
+            raise SystemExit(f"--slice-samples: expected TASK=N, got {item!r}")
+        out[task] = int(k)
+    return out
+
+
+def training_speed(run: Path) -> dict:
+    """Images/s of a finished run over all its tasks, from its results.json."""
+    tasks = json.loads((run / "results.json").read_text())["tasks"].values()
+    n = sum(t["training"]["steps"] * t["training"]["batch_size"] for t in tasks)
+    sec = sum(t["training"]["train_s"] for t in tasks)
+    return {
+        "images": n,
+        "train_s": round(sec, 1),
+        "images_per_s": round(n / sec, 1) if sec else None,
+    }
 
 
 def main() -> None:
@@ -213,6 +256,25 @@ def main() -> None:
         help="suite: frozen encoders: random and/or tasks whose finetuned-mlp encoder to freeze",
     )
     ap.add_argument("--both", action="store_true", help="suite: also the both head (frozen)")
+    ap.add_argument(
+        "--slice-samples",
+        nargs="*",
+        default=["relpos=8", "distance=8"],
+        metavar="TASK=N",
+        help="suite: samples drawn per slice for whole-slice tasks (default relpos=8 distance=8)",
+    )
+    ap.add_argument(
+        "--max-images",
+        type=int,
+        default=None,
+        help="suite, finetuned: at most this many epochs x training samples per task",
+    )
+    ap.add_argument(
+        "--frozen-max-images",
+        type=int,
+        default=None,
+        help="suite, frozen: at most this many epochs x training samples per task",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args()

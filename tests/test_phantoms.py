@@ -210,3 +210,15 @@ def test_written_files_are_reproducible(tmp_path):
     b = write_phantoms(tmp_path / "b", n=1, seed=3, shape=(32, 32, 12), progress=False)
     for name in ("phantom_000_ct.nii.gz", "phantom_000_seg.nii.gz", "cases.csv", "labels.json"):
         assert (a.parent / name).read_bytes() == (b.parent / name).read_bytes(), name
+
+
+def test_paired_structures_differ_both_ways_across_a_set():
+    """Per-seed left/right size factors: a set has left-larger and right-larger kidneys (and
+    paired muscles), so the symmetry probe is not answered by "equal"."""
+    ratios = {"kidney": [], "autochthon": [], "iliopsoas": []}
+    for i in range(6):
+        v = make_phantom(f"phantom_{i:03d}", seed=3, shape=(64, 64, 32)).meta["label_voxels"]
+        for name in ratios:
+            ratios[name].append(v[IDS[f"{name}_left"]] / v[IDS[f"{name}_right"]])
+    for name, r in ratios.items():
+        assert max(r) > 1.15 and min(r) < 1 / 1.15, (name, r)

@@ -282,3 +282,28 @@ def test_overwrite_and_cap(synth_cases, tmp_path):
     assert list(meta["tasks"]) == ["localize", "orient"]
     assert all(n == 3 for c in meta["cases"] for n in c["n_samples"].values())
     assert meta == probe_info(out)
+
+
+def test_slice_samples_add_distinct_draws(synth, synth_cases, tmp_path):
+    out = tmp_path / "draws"
+    meta = build_probes(
+        synth_cases, out, seed=3, tasks=["relpos", "orient"], slice_samples={"relpos": 3},
+        progress=False,
+    )  # fmt: skip
+    assert meta["config"]["slice_samples"] == {"relpos": 3}
+    one, more = rows(synth, "relpos"), rows(out, "relpos")
+    ids = [r["id"] for r in more]
+    assert len(set(ids)) == len(ids) and len(more) > 2 * len(one)
+    assert {r["meta"].get("draw", 0) for r in more} == {0, 1, 2}
+    # draw 0 is the usual build: same rows and same pixels
+    first = [r for r in more if "draw" not in r["meta"]]
+    assert first == one
+    assert all((out / r["image"]).read_bytes() == (synth / r["image"]).read_bytes() for r in one)
+    # no two samples show the same slice, variant and dots
+    shown = {(r["meta"]["slice_id"], r["meta"]["variant"], str(r["meta"]["dots"])) for r in more}
+    assert len(shown) == len(more)
+    counts = meta["tasks"]["relpos"]["class_counts"]["train"]
+    assert max(counts) - min(counts) <= 3 * len(synth_cases)  # each draw is class-balanced
+    assert rows(out, "orient") == rows(synth, "orient")
+    with pytest.raises(ValueError, match="slice_samples"):
+        build_probes(synth_cases, tmp_path / "bad", slice_samples={"symmetry": 2}, progress=False)

@@ -58,6 +58,13 @@ class Habitus:
         """The generator of one structure (or one random choice), keyed by name."""
         return np.random.default_rng([self.key, zlib.crc32(name.encode())])
 
+    def side_factor(self, name: str, sd: float) -> float:
+        """Size factor of one side of a paired structure: log-normal (sd in log units, cut at
+        2.5 sd), keyed by ``name``, so the two sides of a pair differ per patient (atrophy,
+        hypertrophy, handedness) and the ``symmetry`` probe has both larger sides to find."""
+        z = float(np.clip(self.rng(f"side/{name}").normal(0.0, 1.0), -2.5, 2.5))
+        return float(np.exp(sd * z))
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["shift"], d["hu_offsets"] = list(self.shift), [round(v, 3) for v in self.hu_offsets]

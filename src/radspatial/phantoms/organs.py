@@ -54,6 +54,7 @@ COLON = ((82, 5, 150, 32), (90, -10, 200, 28), (92, -20, 270, 26), (84, 0, 314, 
          (0, -62, 42, 22), (0, -52, 0, 16))  # fmt: skip
 ESOPHAGUS = ((-4, -30, 475, 8), (-10, -24, 440, 8), (-24, -12, 420, 8), (-34, -8, 410, 8))
 KIDNEY_IDS = {"left": 3, "right": 2}
+KIDNEY_ASYMMETRY = 0.06  # sd of a log size factor per kidney, on top of the organ's own size
 ADRENAL_IDS = {"left": 9, "right": 8}
 
 
@@ -125,6 +126,7 @@ def kidneys(h: Habitus) -> list[Part]:
     for sx, side, z_ref in ((-1.0, "left", 325.0), (1.0, "right", 300.0)):
         lab, organ = KIDNEY_IDS[side], f"kidney_{side}"
         p, s = scaler(h, organ, 7.0)
+        s *= h.side_factor(organ, KIDNEY_ASYMMETRY)  # one kidney often clearly the larger
         c = np.array(p(74 * sx, -50, z_ref))
         yaw = -30.0 * sx  # the hilum faces anteromedially
         ang = (0.0, -12.0 * sx, yaw)  # upper pole tilted medially

@@ -273,12 +273,18 @@ def pelvis(h: Habitus) -> list[Part]:
     return parts
 
 
+# Left/right asymmetry of the paired muscles (sd of a log size factor per side, see
+# ``Habitus.side_factor``); the autochthon also varies per segment along the spine.
+ASYMMETRY = {"autochthon": 0.08, "autochthon_segment": 0.08, "iliopsoas": 0.12, "gluteus": 0.1}
+
+
 def muscles(h: Habitus) -> list[Part]:
-    s, z, m = h.frame, h.z, h.muscle
+    s, z, m0 = h.frame, h.z, h.muscle
     parts: list[Part] = []
     for sx, side in SIDES:
         # autochthon: a chain of ellipsoids along the spine, thickest in the lumbar region
         ids = IDS[("autochthon", side)]
+        m_ac = m0 * h.side_factor(f"autochthon_{side}", ASYMMETRY["autochthon"])
         for zz, (rx, ry) in (
             (470.0, (20, 17)),
             (420.0, (22, 18)),
@@ -291,6 +297,8 @@ def muscles(h: Habitus) -> list[Part]:
             (90.0, (16, 11)),
         ):
             zc = z(zz)
+            seg = h.side_factor(f"autochthon_{side}_{zz:.0f}", ASYMMETRY["autochthon_segment"])
+            m = m_ac * seg
             yc, rc = _canal(h, zc, 1.0 if zz < 320 else 0.0)
             e = Ellipsoid.make(
                 (sx * (rx * s * m + 6.0), yc - 8.0 - ry * s * m * 0.6, zc),
@@ -300,6 +308,7 @@ def muscles(h: Habitus) -> list[Part]:
             parts.append(Part(f"autochthon_{side}_{zz:.0f}", ids, "muscle", e, layer=10))
         # psoas from T12 down along the lumbar spine, joined by iliacus, to the groin
         ip = IDS[("iliopsoas", side)]
+        m = m0 * h.side_factor(f"iliopsoas_{side}", ASYMMETRY["iliopsoas"])
         pts, rad = [], []
         for zz, dx, dy, r in (
             (335.0, 18, -2, 5),
@@ -324,6 +333,8 @@ def muscles(h: Habitus) -> list[Part]:
             (0.0, 0.0, -13.0 * sx),
         )
         parts.append(Part(f"iliacus_{side}", ip, "muscle", iliacus, layer=10))
+        g = h.side_factor(f"gluteus_{side}", ASYMMETRY["gluteus"])  # both in-plane radii
+        m = m0 * g
         th = np.deg2rad(np.array([-90.0 + 48.0 * sx]))
         zg = z(40.0)
         r_in = float(cavity_radius(h, th, zg)[0])
@@ -331,7 +342,7 @@ def muscles(h: Habitus) -> list[Part]:
         rg = r_in + 0.55 * t_mus
         gmax = Ellipsoid.make(
             (sx * rg * abs(np.cos(th[0])) * 1.05, rg * np.sin(th[0]) * 0.97, zg),
-            (48.0 * s * m, 0.42 * t_mus + 4.0, 85.0),
+            (48.0 * s * m, (0.42 * t_mus + 4.0) * g, 85.0),
             (0.0, 0.0, -28.0 * sx),
         )
         parts.append(
@@ -341,7 +352,7 @@ def muscles(h: Habitus) -> list[Part]:
         )
         gmed = Ellipsoid.make(
             (sx * 136.0 * s, -26.0 * s, z(120.0)),
-            (17.0 * s * m, 44.0 * s, 58.0),
+            (17.0 * s * m, 44.0 * s * g, 58.0),
             (0.0, 0.0, -13.0 * sx),
         )
         parts.append(

@@ -12,6 +12,13 @@ everything is test, with two one train and one test. The split counts depend on 
 cases, so adding cases can move a case to another split (its images and targets stay the same,
 except ``size`` targets, whose quartile edges come from the training split).
 
+More samples per slice: ``slice_samples={"relpos": 8}`` plans a whole-slice task that many
+times per case, each draw from its own generator keyed "<case id>/<task>/<k>" (draw 0 is the
+usual one, so its samples are unchanged), and keeps the distinct samples (another pair of
+structures, dots or rotation/flip variant of the same slice). Their ids and images get a
+``_d<k>`` suffix and ``meta["draw"] = k``. ``symmetry`` (one standard view per slice) and the
+crop tasks (every structure already) take no extra draws.
+
 Output is staged in ``OUT.partial/`` and renamed to ``OUT`` when complete, probes.json last
 (as ``radspatial.dataset``).
 """
@@ -22,10 +29,10 @@ import hashlib
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from pathlib import Path
 
@@ -64,6 +71,7 @@ from radspatial.slices import (
 from radspatial.volumes import Case, load_case
 
 COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
+MULTI_DRAW_TASKS: tuple[str, ...] = ("relpos", "orient", "size", "distance", "count")
 _FOLDERS = {"localize": "crops", "permutation": "perm"}
 
 
@@ -76,6 +84,7 @@ class ProbeConfig:
     tasks: tuple[str, ...] = TASK_NAMES
     max_per_case: int | None = None
     window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
+    slice_samples: dict[str, int] = field(default_factory=dict)  # task -> draws per case
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.tasks) - set(TASK_NAMES))
@@ -95,6 +104,16 @@ class ProbeConfig:
             )
         if self.max_per_case is not None and self.max_per_case < 1:
             raise ValueError(f"max_per_case must be >= 1 or None, got {self.max_per_case}")
+        draws = {str(t): int(k) for t, k in dict(self.slice_samples).items()}
+        bad = sorted(t for t, k in draws.items() if t not in MULTI_DRAW_TASKS or k < 1)
+        if bad:
+            raise ValueError(
+                f"slice_samples: {bad}: expected tasks of {MULTI_DRAW_TASKS} with counts >= 1"
+            )
+        object.__setattr__(self, "slice_samples", {t: draws[t] for t in sorted(draws)})
+
+    def draws(self, task: str) -> int:
+        return self.slice_samples.get(task, 1)
 
     @property
     def rules(self) -> Rules:
@@ -110,6 +129,7 @@ class ProbeConfig:
             "tasks": list(self.tasks),
             "max_per_case": self.max_per_case,
             "window": list(self.window),
+            "slice_samples": dict(self.slice_samples),
             "reference_size_px": r.reference,
             "rules": {
                 "min_area_px": r.min_area,
@@ -203,6 +223,7 @@ def _render(plan: Plan, gray: np.ndarray, labels: np.ndarray | None, rules: Rule
 
 def _row(case_id: str, folder: str, plan: Plan, names: dict[int, str]) -> dict:
     sub = _FOLDERS.get(plan.task, f"images/{plan.task}")
+    key = f"{plan.key}_d{plan.info['draw']}" if plan.info.get("draw") else plan.key
     meta = {
         "names": [names[i] for i in plan.label_ids],
         "label_ids": list(plan.label_ids),
@@ -222,9 +243,9 @@ def _row(case_id: str, folder: str, plan: Plan, names: dict[int, str]) -> dict:
             for d in plan.dots
         ]
     return {
-        "id": f"{case_id}/{plan.task}/{plan.key}",
+        "id": f"{case_id}/{plan.task}/{key}",
         "case_id": case_id,
-        "image": f"{sub}/{folder}/{plan.key}.png",
+        "image": f"{sub}/{folder}/{key}.png",
         "target": plan.target,
         "meta": meta,
     }
@@ -247,6 +268,8 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
     for task in config.tasks:
         rng = keyed_rng(config.seed, f"{case.case_id}/{task}")
         plans = plan_task(task, views, rng, rules, crops)
+        if config.draws(task) > 1:
+            plans = _more_draws(task, plans, views, rules, config, case.case_id)
         for plan in plans if task in CROP_TASKS else cap(plans, rng, config.max_per_case):
             by_z.setdefault(plan.z, []).append(plan)
     folder, rows = _folder_name(case.case_id), {t: [] for t in config.tasks}
@@ -262,6 +285,22 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
             rows[plan.task].append(row)
     n_slices = int(vol.seg.shape[2])
     return CaseProbes(vol.case_id, vol.source, vol.variant, n_slices, vol.table.to_json(), rows)
+
+
+def _more_draws(task, plans, views, rules, config, case_id) -> list[Plan]:
+    """Draw 0's plans plus draws 1..k-1 (own generators), duplicates of a sample dropped."""
+
+    def sig(p: Plan) -> tuple:
+        return p.z, p.variant, p.label_ids, p.dots
+
+    seen, out = {sig(p) for p in plans}, list(plans)
+    for k in range(1, config.draws(task)):
+        rng = keyed_rng(config.seed, f"{case_id}/{task}/{k}")
+        for plan in plan_task(task, views, rng, rules):
+            if sig(plan) not in seen:
+                seen.add(sig(plan))
+                out.append(replace(plan, info={**plan.info, "draw": k}))
+    return sorted(out, key=lambda p: (p.z, p.info.get("draw", 0)))
 
 
 def split_counts(n: int, fractions: Sequence[float]) -> dict[str, int]:
@@ -367,6 +406,7 @@ def build_probes(
     splits: Sequence[float] = (0.7, 0.15, 0.15),
     tasks: Sequence[str] | None = None,
     max_per_case: int | None = None,
+    slice_samples: Mapping[str, int] | None = None,
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
@@ -376,12 +416,22 @@ def build_probes(
     ``size``: whole-slice image side (px); ``crop``: localize/permutation crop side (a multiple
     of 4); ``splits``: train/val/test fractions of the *cases*; ``tasks``: a subset of
     ``TASK_NAMES`` (default all); ``max_per_case``: at most this many samples per task per case;
+    ``slice_samples``: draws per case for whole-slice tasks (e.g. ``{"relpos": 8}``, default 1;
+    see the module docstring);
     ``workers`` > 1 runs cases in a process pool (same bytes as serial); ``overwrite`` replaces
     a non-empty ``out`` (otherwise FileExistsError).
 
     Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
     """
-    config = ProbeConfig(seed, size, crop, tuple(splits), tuple(tasks or TASK_NAMES), max_per_case)
+    config = ProbeConfig(
+        seed,
+        size,
+        crop,
+        tuple(splits),
+        tuple(tasks or TASK_NAMES),
+        max_per_case,
+        slice_samples=dict(slice_samples or {}),
+    )
     ids = [c.case_id for c in cases]
     if len(set(ids)) != len(ids) or not ids:
         dup = sorted({i for i in ids if ids.count(i) > 1})

@@ -12,6 +12,9 @@ Choices:
   ``encoder`` comes with; ``hf:`` only) or ``"random"`` (the random init, a baseline). The
   encoder is put in eval mode with gradients off; its features are computed once per image and
   cached (float16) so only the head trains.
+- ``max_images``: a per-task compute budget; a task with ``n`` training samples runs
+  ``min(epochs, max(1, max_images // n))`` epochs, so a large task (many crops, several samples
+  per slice) does not dominate a run. The epochs a task ran are in its ``training`` entry.
 - AdamW (weight decay 0.05), linear warm-up over the first 5% of steps then cosine decay (or
   constant); the last epoch's weights are kept (validation is reported, never used to select).
 - Augmentation: only a mild per-image gain/offset jitter when finetuning. No flips, rotations or
@@ -75,10 +78,19 @@ class TrainConfig:
     image_size: int | None = None  # None: the encoder's default
     encoder_kwargs: dict[str, Any] | None = None  # more create_encoder options (e.g. width)
     threads: int | None = None  # torch CPU threads while training (None: leave as is)
+    max_images: int | None = None  # per task: fewer epochs when epochs * n would exceed it
+
+    def epochs_for(self, n: int) -> int:
+        """Epochs for a task with ``n`` training samples (``max_images`` caps epochs * n)."""
+        if self.max_images is None or n < 1:
+            return self.epochs
+        return min(self.epochs, max(1, self.max_images // n))
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
+        if self.max_images is not None and self.max_images < 1:
+            raise ValueError(f"max_images must be >= 1 or None, got {self.max_images}")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule must be cosine or constant, got {self.schedule!r}")
 
@@ -294,7 +306,8 @@ def _train_task(
     n = len(targets["train"])
     bs = min(cfg.batch_size, n)
     steps = n // bs  # drop the last partial batch (batch norm and a steady step size)
-    total = cfg.epochs * steps
+    epochs = cfg.epochs_for(n)
+    total = epochs * steps
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(total, cfg.warmup, cfg.schedule))
@@ -302,7 +315,7 @@ def _train_task(
         total=total, desc=f"{task} {cfg.encoder}+{cfg.head}", unit="step", disable=not progress
     )
     t_train, losses = time.perf_counter(), []
-    for _ in range(cfg.epochs):
+    for _ in range(epochs):
         model.train()
         if shared is not None:
             enc.eval()
@@ -350,7 +363,7 @@ def _train_task(
     )
     result["training"] = {
         "n": n,
-        "epochs": cfg.epochs,
+        "epochs": epochs,
         "steps": total,
         "batch_size": bs,
         "images_per_s": round(total * bs / train_s, 2) if train_s > 0 else None,
