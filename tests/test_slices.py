@@ -101,8 +101,8 @@ def test_markers_drawn_upright_and_sized():
     assert tuple(out[300, 300]) == (255, 0, 0)
     assert (out[95:105, 85:115] == 255).any() and (out[95:105, 85:115] == 0).any()
     assert 200 < marker_area(512) < 1500
-    with pytest.raises(ValueError):
-        draw_marks(img, [Mark("dots", "green", (10, 10))])
+    with pytest.raises(ValueError, match="red, blue, green"):
+        draw_marks(img, [Mark("dots", "purple", (10, 10))])
 
 
 def test_labels_tables_and_codes():

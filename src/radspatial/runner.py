@@ -91,6 +91,7 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
         # what the question itself names (a model sees names only in rq1/rq2)
         "object1": item.object1 if named else None,
         "object2": item.object2 if named else None,
+        "object3": item.extra.get("object3") if named else None,
         # for oracle localizers only (the mask localizer); never shown to a model
         **{
             k: item.extra[k]

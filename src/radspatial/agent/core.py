@@ -17,8 +17,24 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.types import Context, Localizer, ParseError, create_localizer
-from radspatial.agent.verify import Decision, verify
+from radspatial.agent.orientation import body_centre, orientation_refs, verify_orientation
+from radspatial.agent.types import (
+    ROLES,
+    Context,
+    Found,
+    Localizer,
+    ParsedQuestion,
+    ParseError,
+    create_localizer,
+)
+from radspatial.agent.verify import (
+    Decision,
+    verify,
+    verify_count,
+    verify_distance,
+    verify_size,
+)
+from radspatial.labels import load_table
 
 MAX_PIXELS = 4096 * 4096
 
@@ -60,13 +76,25 @@ def load_image(data: bytes | str | Path | np.ndarray | Image.Image) -> np.ndarra
 
 
 class Agent:
+    """``margin``: px for relative position and distance; ``size_tolerance``: relative area
+    difference below which size questions abstain; ``min_component_px``: count's region size
+    (the generator's default rule)."""
+
     def __init__(
-        self, localizer: str | Localizer = "markers", *, margin: float = 10.0, **options: Any
+        self,
+        localizer: str | Localizer = "markers",
+        *,
+        margin: float = 10.0,
+        size_tolerance: float = 0.05,
+        min_component_px: float = 40.0,
+        **options: Any,
     ) -> None:
         self.localizer = (
             create_localizer(localizer, **options) if isinstance(localizer, str) else localizer
         )
         self.margin = margin
+        self.size_tolerance = size_tolerance
+        self.min_component_px = min_component_px
 
     def answer(
         self,
@@ -94,12 +122,17 @@ class Agent:
         timings["parse_ms"] = _ms(t0)
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
-        found = self.localizer.locate(arr, [parsed.subject, parsed.reference], context or Context())
-        timings["localize_ms"] = _ms(t1)
-        trace["found"] = [None if f is None else f.to_json() for f in found]
-        t2 = time.perf_counter()
-        decision = verify(parsed.relation, found[0], found[1], margin=self.margin)
-        timings["verify_ms"] = _ms(t2)
+        context = context or Context()
+        if parsed.kind == "orientation":
+            decision = self._orientation(arr, context, trace)
+            timings["localize_and_verify_ms"] = _ms(t1)
+        else:
+            found = self.localizer.locate(arr, list(parsed.refs), context)
+            timings["localize_ms"] = _ms(t1)
+            trace["found"] = [None if f is None else f.to_json() for f in found]
+            t2 = time.perf_counter()
+            decision = self._decide(parsed, found)
+            timings["verify_ms"] = _ms(t2)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
         trace["timings_ms"] = timings
@@ -107,6 +140,29 @@ class Agent:
             str(decision.answer) if decision.answer is not None else f"abstain: {decision.reason}"
         )
         return AgentAnswer(decision.answer, text, trace)
+
+    def _decide(self, parsed: ParsedQuestion, found: list[Found | None]) -> Decision:
+        if parsed.kind == "size":
+            return verify_size(parsed.relation, *found, tolerance=self.size_tolerance)
+        if parsed.kind == "distance":
+            return verify_distance(parsed.relation, *found, margin=self.margin)
+        if parsed.kind == "count":
+            n = parsed.params["n"]
+            return verify_count(n, found[0], min_component_px=self.min_component_px)
+        return verify(parsed.relation, found[0], found[1], margin=self.margin)
+
+    def _orientation(self, image: np.ndarray, context: Context, trace: dict) -> Decision:
+        names = context.labels or load_table("totalsegmentator").names
+        pairs, spine = orientation_refs(list(names.values()))
+        flat = [r for pair in pairs for r in pair] + spine
+        found = self.localizer.locate(image, flat, context) if flat else []
+        n = 2 * len(pairs)
+        found_pairs = list(zip(found[0:n:2], found[1:n:2], strict=True))
+        found_spine = found[n:]
+        trace["found"] = {
+            ref.name: f.to_json() for ref, f in zip(flat, found, strict=True) if f is not None
+        }
+        return verify_orientation(found_pairs, found_spine, body_centre(image))
 
 
 def _ms(since: float) -> float:
@@ -120,11 +176,13 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
     pil = Image.fromarray(load_image(image))
     draw = ImageDraw.Draw(pil)
     font = ImageFont.load_default(size=max(10, pil.width // 40))
-    colours = ("#ffb000", "#00c0ff")
+    colours = ("#ffb000", "#00c0ff", "#ff40ff")
     parsed = result.trace.get("parsed") or {}
-    roles = ("subject", "reference")
+    roles = ROLES.get(parsed.get("kind", "relative_position"), ())
+    found_list = result.trace.get("found")
+    found_list = found_list if isinstance(found_list, list) else []
     pts = []
-    for role, found, colour in zip(roles, result.trace.get("found") or [], colours, strict=False):
+    for role, found, colour in zip(roles, found_list, colours, strict=False):
         if found is None:
             continue
         x, y = found["xy"]
@@ -134,8 +192,8 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
         ref = parsed.get(role) or {}
         label = ref.get("name") or ref.get("text") or role
         draw.text((x + r + 2, y - r), f"{role}: {label}", fill=colour, font=font)
-    if len(pts) == 2:
-        draw.line([pts[0], pts[1]], fill="#ffffff", width=1)
+    for p in pts[1:]:
+        draw.line([pts[0], p], fill="#ffffff", width=1)
     decision = result.trace.get("decision") or {}
     verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
     banner = f"{verdict}: {decision.get('reason', '')}"

@@ -1,6 +1,6 @@
 """The ``markers`` localizer: finds the drawn markers (dots, numbers, letters) on a slice.
 
-Dots: pure red / blue discs, found by colour (ours have a white ring, MIRP's have none).
+Dots: pure red / blue / green discs, found by colour (ours have a white ring, MIRP's have none).
 Text: dark glyphs on white (our outlined boxes, MIRP's plain boxes, the blank ablation page).
 Dark components framed by white are grouped into strings; a string is cut into glyphs (its
 components, and thin ink minima where glyphs touch) and every glyph is matched by normalised
@@ -75,10 +75,14 @@ class ReadMarker:
 
 
 def find_dots(image: np.ndarray) -> list[ReadMarker]:
-    """Every red or blue disc, best first, scored by roundness and size."""
+    """Every red, blue or green disc, best first, scored by roundness and size."""
     r, g, b = (image[..., k] for k in range(3))
     expected = np.pi * (_DOT_RADIUS * image.shape[1] / _REF) ** 2
-    masks = {"red": (r >= 150) & (g <= 90) & (b <= 90), "blue": (b >= 150) & (r <= 90) & (g <= 90)}
+    masks = {
+        "red": (r >= 150) & (g <= 90) & (b <= 90),
+        "blue": (b >= 150) & (r <= 90) & (g <= 90),
+        "green": (g >= 150) & (r <= 90) & (b <= 90),
+    }
     found: list[ReadMarker] = []
     for colour, mask in masks.items():
         labels, _ = ndi.label(mask)
@@ -398,7 +402,7 @@ class MarkerLocalizer:
         out: list[Found | None] = []
         for ref in refs:
             text = (ref.text or "").strip().upper()
-            if ref.marker == "dots" and text in ("RED", "BLUE"):
+            if ref.marker == "dots" and text in ("RED", "BLUE", "GREEN"):
                 out.append(_locate_dot(image, text.lower()))
             elif ref.marker in _ALLOWED and _valid(text, ref.marker):
                 if regions is None:

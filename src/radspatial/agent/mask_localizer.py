@@ -15,23 +15,34 @@ from scipy import ndimage
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.labels import letter_to_id, load_table
 
-_DOTS = ("red", "blue")
+_DOTS = ("red", "blue", "green")
+_EIGHT = np.ones((3, 3), bool)
 
 
 def find_dot(image: np.ndarray, colour: str, tol: int = 40) -> tuple[float, float] | None:
-    """Centre of the pixels close to pure red/blue (our dots; MIRP's use the same colours)."""
-    r, g, b = image[:, :, 0], image[:, :, 1], image[:, :, 2]
+    """Centre of the pixels close to pure red/blue/green (ours; MIRP's red and blue are too)."""
     hi, lo = 255 - tol, tol
-    if colour == "red":
-        close = (r >= hi) & (g <= lo) & (b <= lo)
-    else:
-        close = (b >= hi) & (r <= lo) & (g <= lo)
+    channel = {"red": 0, "green": 1, "blue": 2}[colour]
+    close = np.ones(image.shape[:2], bool)
+    for k in range(3):
+        close &= image[:, :, k] >= hi if k == channel else image[:, :, k] <= lo
     if np.count_nonzero(close) < 4:
         return None
     blobs, n = ndimage.label(close)
     biggest = int(np.argmax(np.bincount(blobs.ravel())[1:])) + 1  # the dot, not stray pixels
     ys, xs = np.nonzero(blobs == biggest)
     return float(xs.mean()), float(ys.mean())
+
+
+def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> int | None:
+    """The label under a dot: at its centre, else the commonest label within ``radius`` px
+    (at small image sizes the resampled label can miss the exact centre of a thin structure)."""
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    if mask[y, x]:
+        return int(mask[y, x])
+    patch = mask[max(0, y - radius) : y + radius + 1, max(0, x - radius) : x + radius + 1]
+    values = patch[patch > 0]
+    return int(np.bincount(values).argmax()) if values.size else None
 
 
 class MaskLocalizer:
@@ -46,8 +57,7 @@ class MaskLocalizer:
             xy = find_dot(image, ref.text)
             if xy is None:
                 return None, "dot-not-found"
-            under = int(mask[int(round(xy[1])), int(round(xy[0]))])
-            return (under or None), "dot-then-mask"
+            return _label_under(mask, xy), "dot-then-mask"
         if ref.name:
             ids = [i for i, n in names.items() if n == ref.name]
             return (ids[0] if ids else None), "name"
@@ -66,19 +76,21 @@ class MaskLocalizer:
             if label_id is None:
                 out.append(None)
                 continue
-            ys, xs = np.nonzero(mask == label_id)
-            if xs.size == 0:
-                out.append(None)
-                continue
-            out.append(
-                Found(
-                    xy=(float(xs.mean()), float(ys.mean())),
-                    score=1.0,
-                    method="mask-centroid",
-                    details={"label_id": int(label_id), "via": how, "area_px": int(xs.size)},
-                )
-            )
+            out.append(_found(mask, int(label_id), how))
         return out
+
+
+def _found(mask: np.ndarray, label_id: int, how: str) -> Found | None:
+    """Centroid, area and component areas (8-connected, largest first) of one label."""
+    hit = mask == label_id
+    ys, xs = np.nonzero(hit)
+    if xs.size == 0:
+        return None
+    box = hit[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
+    comp, _ = ndimage.label(box, structure=_EIGHT)
+    areas = sorted((int(a) for a in np.bincount(comp.ravel())[1:]), reverse=True)
+    details = {"label_id": label_id, "via": how, "area_px": int(xs.size), "component_areas": areas}
+    return Found((float(xs.mean()), float(ys.mean())), 1.0, "mask-centroid", details)
 
 
 @register_localizer("mask")

@@ -35,6 +35,7 @@ import re
 from collections import defaultdict
 from functools import cache
 
+from radspatial.agent.parse_spar import match_orientation, match_spar
 from radspatial.agent.types import ParsedQuestion, ParseError, Ref
 
 # --- relations -----------------------------------------------------------------------------------
@@ -87,12 +88,13 @@ _ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
 _MARKER_ONLY = (
     ("numbers", re.compile(r"^(?:number|no\.|#)\s*(\d+)$", re.IGNORECASE)),
     ("letters", re.compile(r"^letters?\s+([a-z]{2})$", re.IGNORECASE)),
-    ("dots", re.compile(r"^(red|blue)\s+(?:dot|point|circle|marker)$", re.IGNORECASE)),
-    ("any", re.compile(r"^(?:marker|label|mark)\s+(\d+|[a-z]{2}|red|blue)$", re.IGNORECASE)),
+    ("dots", re.compile(r"^(red|blue|green)\s+(?:dot|point|circle|marker)$", re.IGNORECASE)),
+    ("any", re.compile(r"^(?:marker|label|mark)\s+(\d+|[a-z]{2}|red|blue|green)$", re.I)),
 )
 _PAREN_RE = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)$")
 _MARKED_RE = re.compile(
-    r"^(.*?),?\s+(?:marked|labell?ed|tagged)\s+(?:with\s+|as\s+)?(?:the\s+)?(.+)$", re.IGNORECASE
+    r"^(.*?),?\s+(?:marked|labell?ed|tagged)\s+(?:with\s+|as\s+|by\s+)?(?:the\s+)?(.+)$",
+    re.IGNORECASE,
 )
 
 
@@ -103,7 +105,7 @@ def _classify(text: str, *, strict: bool) -> tuple[str, str] | None:
     """
     if text.isdigit():
         return "numbers", str(int(text))
-    if text.lower() in ("red", "blue"):
+    if text.lower() in ("red", "blue", "green"):
         return "dots", text.lower()
     if re.fullmatch(r"[A-Z]{2}" if strict else r"[A-Za-z]{2}", text):
         return "letters", text.upper()
@@ -254,6 +256,8 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     question about two known structures / markers.
     """
     question = extract_question(text) if from_prompt else " ".join(text.split())
+    if orientation := match_orientation(question):
+        return orientation
     body = question.rstrip(" ?.!")
     while (tail := _TAIL_RE.search(body)) and tail.start() > 0:
         body = body[: tail.start()].rstrip(" ?.!")
@@ -261,6 +265,9 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     if not lead:
         raise ParseError(f"not a yes/no question (Is/Are/Does ...): {question!r}")
     rest = body[lead.end() :]
+    spar = match_spar(rest, question, _parse_ref)
+    if spar is not None:
+        return spar
     if m := _ANATOMICAL_RE.search(rest):
         raise ParseError(
             f"{m.group(0)!r} is an anatomical direction, not an image relation "
@@ -284,7 +291,7 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     )
     if same_marker or (subject.name and subject.name == reference.name):
         raise ParseError(f"both sides are the same structure in {question!r}")
-    return ParsedQuestion(subject, relation, reference, question)
+    return ParsedQuestion((subject, reference), relation, question)
 
 
 _Q_MARK = re.compile(r"\bQ[ \t]*:")

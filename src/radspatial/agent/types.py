@@ -13,10 +13,18 @@ import numpy as np
 
 RELATIONS = ("above", "below", "left_of", "right_of")
 MARKER_KINDS = ("numbers", "letters", "dots")
+# question kind -> relations it can have (SPAR-VQA kinds besides MIRP's relative position)
+KINDS: dict[str, tuple[str, ...]] = {
+    "relative_position": RELATIONS,
+    "size": ("larger_than", "smaller_than"),
+    "distance": ("closer_to", "farther_from"),
+    "count": ("count",),
+    "orientation": ("mirrored",),
+}
 
 
 class ParseError(ValueError):
-    """The question could not be parsed into (structure 1, relation, structure 2)."""
+    """The question could not be parsed into one known kind of binary spatial question."""
 
 
 @dataclass(frozen=True)
@@ -40,18 +48,40 @@ class Ref:
 
 @dataclass(frozen=True)
 class ParsedQuestion:
-    subject: Ref
-    relation: str  # above | below | left_of | right_of
-    reference: Ref
+    """One parsed question. ``refs`` in order: relative position and size (subject, reference),
+    distance (anchor, first, second), count (the structure), orientation (none)."""
+
+    refs: tuple[Ref, ...]
+    relation: str  # one of KINDS[kind]
     question: str
+    kind: str = "relative_position"
+    params: dict[str, Any] = field(default_factory=dict)  # count: {"n": 3}
+
+    @property
+    def subject(self) -> Ref | None:
+        return self.refs[0] if self.refs else None
+
+    @property
+    def reference(self) -> Ref | None:
+        return self.refs[1] if len(self.refs) > 1 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "subject": self.subject.to_json(),
-            "relation": self.relation,
-            "reference": self.reference.to_json(),
-            "question": self.question,
-        }
+        out: dict[str, Any] = {"kind": self.kind, "relation": self.relation}
+        roles = ROLES[self.kind]
+        out.update({role: ref.to_json() for role, ref in zip(roles, self.refs, strict=False)})
+        if self.params:
+            out["params"] = self.params
+        out["question"] = self.question
+        return out
+
+
+ROLES: dict[str, tuple[str, ...]] = {
+    "relative_position": ("subject", "reference"),
+    "size": ("subject", "reference"),
+    "distance": ("anchor", "first", "second"),
+    "count": ("structure",),
+    "orientation": (),
+}
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,16 @@ of typical canonical-frame centres per structure: what "reciting anatomy" scores
 what a model could read: structure names that the question itself contains (RQ1/RQ2); for
 marker-only questions and unknown structures it answers at random. The atlas is built in
 (learned from the bundled example CT) or learned from a dataset's manifest:
-``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one).
+``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). SPAR-VQA types:
+distance from the atlas centres, orientation "not mirrored" (the standard view), and a coin for
+size, symmetry and count (the atlas holds no areas).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -20,6 +23,7 @@ from typing import Any
 
 from radspatial.labels import side_of
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+from radspatial.questions.distance import distance_holds
 from radspatial.questions.relative_position import relation_holds
 
 KINDS = ("random", "yes", "no", "anatomy-prior")
@@ -88,14 +92,25 @@ class Baseline:
         if self.kind == "no":
             return "0"
         if self.kind == "anatomy-prior":
-            m = req.meta
-            n1, n2, rel = m.get("object1"), m.get("object2"), m.get("relation")
-            if n1 and n2 and rel:
-                c1 = self.atlas.get(n1) or _side_guess(n1)
-                c2 = self.atlas.get(n2) or _side_guess(n2)
-                if c1 and c2 and c1 != c2:
-                    return str(int(relation_holds(rel, c1, c2)))
+            prior = self._prior(req.meta)
+            if prior is not None:
+                return str(prior)
         return str(_coin(req.key))
+
+    def _prior(self, m: dict[str, Any]) -> int | None:
+        """What typical anatomy in standard view says; None where it says nothing (size, count:
+        the atlas holds no areas)."""
+        kind, rel = m.get("question_type", "relative_position"), m.get("relation")
+        if kind == "orientation":
+            return 0  # a reader who assumes the standard view never sees a mirror image
+        names = [m.get(k) for k in ("object1", "object2", "object3")]
+        centres = [(self.atlas.get(n) or _side_guess(n)) if n else None for n in names]
+        c1, c2, c3 = centres
+        if kind == "relative_position" and rel and c1 and c2 and c1 != c2:
+            return int(relation_holds(rel, c1, c2))
+        if kind == "distance" and rel and c1 and c2 and c3:
+            return int(distance_holds(rel, math.dist(c1, c2), math.dist(c1, c3)))
+        return None
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
         for req in requests:

@@ -1,0 +1,110 @@
+"""Is the image mirrored? Decided from the patient's sides and the spine, never from one organ.
+
+Two directions in the shown image are measured:
+
+- the patient's left, ``L``: from each found right-sided structure to its left-sided partner
+  (kidney_right -> kidney_left, autochthon, iliopsoas, lungs, ...), averaged as unit vectors;
+- posterior, ``P``: from the body's centre (the largest non-air region of the image) to the spine
+  (vertebrae, spinal cord or sacrum).
+
+In the standard radiological view the patient's left is on the image's right (+x) and posterior
+is at the bottom (+y, y grows downward), so ``cross(L, P) = Lx * Py - Ly * Px`` is positive. A
+rotation keeps the sign, a mirror flips it: mirrored iff the cross product is negative. The
+agent abstains when either direction is missing or they are far from perpendicular.
+Side labels name the patient's sides by definition, so this holds for situs inversus as well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import ndimage
+
+from radspatial.agent.types import Found, Ref
+from radspatial.agent.verify import Decision
+from radspatial.labels import side_of
+
+RULE = "yes iff cross(patient's left, posterior) < 0 in image coordinates"
+SPINE_PREFIXES = ("vertebrae", "spinal_cord", "sacrum")
+_BODY_MIN = 20  # grey level above which a pixel is body, not air (W400/L40: fat ~ 38)
+_MIN_SIN = 0.5  # |sin| of the angle between L and P below this: abstain
+
+
+def orientation_refs(names: Sequence[str]) -> tuple[list[tuple[Ref, Ref]], list[Ref]]:
+    """(left, right) ref pairs of every paired structure in ``names``, and the spine refs."""
+    by_base: dict[str, dict[str, str]] = {}
+    for name in names:
+        side = side_of(name)
+        if side:
+            by_base.setdefault(name[: -len(side) - 1], {})[side] = name
+    pairs = [
+        (Ref(name=s["left"]), Ref(name=s["right"]))
+        for _, s in sorted(by_base.items())
+        if len(s) == 2
+    ]
+    spine = [Ref(name=n) for n in sorted(set(names)) if n.startswith(SPINE_PREFIXES)]
+    return pairs, spine
+
+
+def body_centre(image: np.ndarray) -> tuple[float, float] | None:
+    """Centre of the largest non-air region of an RGB image (the patient's body)."""
+    grey = image[..., :3].astype(np.int16).sum(axis=2) // 3
+    body = grey > _BODY_MIN
+    lab, n = ndimage.label(body)
+    if n == 0:
+        return None
+    sizes = np.bincount(lab.ravel())[1:]
+    ys, xs = np.nonzero(lab == int(np.argmax(sizes)) + 1)
+    return float(xs.mean()), float(ys.mean())
+
+
+def _unit(v: tuple[float, float]) -> tuple[float, float] | None:
+    norm = math.hypot(*v)
+    return None if norm < 1e-6 else (v[0] / norm, v[1] / norm)
+
+
+def verify_orientation(
+    pairs: Sequence[tuple[Found | None, Found | None]],
+    spine: Sequence[Found | None],
+    body: tuple[float, float] | None,
+) -> Decision:
+    """Mirrored or not from found side pairs, found spine parts and the body centre."""
+    lefts = [
+        u
+        for left, right in pairs
+        if left is not None and right is not None
+        if (u := _unit((left.xy[0] - right.xy[0], left.xy[1] - right.xy[1])))
+    ]
+    spines = [f for f in spine if f is not None]
+    if not lefts:
+        return Decision(None, "no paired structure found on both sides", RULE)
+    if not spines or body is None:
+        return Decision(None, "no spine (or no body) found for the posterior direction", RULE)
+    lx, ly = (sum(c) / len(lefts) for c in zip(*lefts, strict=True))
+    weights = [max(f.details.get("area_px", 1), 1) for f in spines]
+    sx = sum(w * f.xy[0] for w, f in zip(weights, spines, strict=True)) / sum(weights)
+    sy = sum(w * f.xy[1] for w, f in zip(weights, spines, strict=True)) / sum(weights)
+    left, post = _unit((lx, ly)), _unit((sx - body[0], sy - body[1]))
+    measured = {
+        "patient_left": None if left is None else [round(c, 3) for c in left],
+        "posterior": None if post is None else [round(c, 3) for c in post],
+        "pairs_used": len(lefts),
+        "body_centre": [round(c, 1) for c in body],
+    }
+    if left is None or post is None:
+        return Decision(
+            None, "the side pairs or the spine give no direction", RULE, measured=measured
+        )
+    cross = left[0] * post[1] - left[1] * post[0]
+    measured["cross"] = round(cross, 4)
+    if abs(cross) < _MIN_SIN:
+        reason = f"patient's left and posterior are not perpendicular (|sin| = {abs(cross):.2f})"
+        return Decision(None, reason, RULE, measured=measured)
+    agreement = sum(1 for u in lefts if (u[0] * post[1] - u[1] * post[0]) * cross > 0) / len(lefts)
+    confidence = min(1.0, abs(cross)) * agreement * min(f.score for f in spines)
+    reason = f"cross(left, posterior) = {cross:+.2f}: " + (
+        "mirrored" if cross < 0 else "not mirrored"
+    )
+    return Decision(int(cross < 0), reason, RULE, confidence=confidence, measured=measured)
