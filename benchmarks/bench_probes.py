@@ -9,20 +9,20 @@ Ratios are against a reference measured in the same run: ``resnet-small`` + ``ml
 Also prints the CPU load average so numbers from a shared machine can be read in context.
 
 ``suite``: phantoms -> probe dataset (in domain) and the bundled real CT -> probe dataset
-(transfer); per small encoder: finetuned mlp and transformer runs, frozen runs (the encoder
-random by default; ``--frozen-from TASK`` adds the encoder finetuned on TASK) with the mlp and
-transformer heads (``--both``: and both); every run
-evaluated zero-shot on the real CT; Table 1; wall time per stage and training images/s per run
-in ``OUT/suite.json``. Stages whose output exists are reused (delete a folder to redo it).
-``--slice-samples relpos=8`` draws that many samples per slice for a whole-slice task (both
-datasets); ``--max-images`` / ``--frozen-max-images`` cap epochs x training samples per task.
+(transfer); per small encoder: finetuned runs (``--finetuned-heads``, default mlp), frozen
+runs (the encoder random by default; ``--frozen-from TASK`` adds the encoder finetuned on TASK)
+with the mlp and transformer heads (``--both``: and both); every run evaluated zero-shot on the
+real CT; Table 1; wall time per stage and training images/s per run in ``OUT/suite.json``.
+Stages whose output exists are reused (delete a folder to redo it). ``--slice-samples
+relpos=8`` draws that many samples per slice for a whole-slice task (both datasets);
+``--task-epochs`` / ``--frozen-task-epochs relpos=5`` set a task's epochs.
 
 Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--steps 3]
            [--threads 1] [--encoders resnet-small vit-tiny resnet50 vit-b32]
        python benchmarks/bench_probes.py suite --out DIR [--phantoms 12] [--epochs 5]
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
-           [--slice-samples relpos=8 distance=8] [--max-images N] [--frozen-max-images N]
-           [--threads 1]
+           [--slice-samples relpos=8] [--task-epochs T=N] [--frozen-task-epochs relpos=5]
+           [--finetuned-heads mlp] [--threads 1]
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def suite(args: argparse.Namespace) -> None:
         ph / "cases.csv",
         lambda: write_phantoms(ph, n=args.phantoms, seed=args.seed, shape=shape, progress=False),
     )
-    draws = slice_samples(args.slice_samples)
+    draws = task_counts(args.slice_samples, "--slice-samples")
     build = {
         "seed": args.seed,
         "max_per_case": args.max_per_case,
@@ -154,17 +154,14 @@ def suite(args: argparse.Namespace) -> None:
         "threads": args.threads,
         "batch_size": args.batch,
     }
+    ft_epochs = task_counts(args.task_epochs, "--task-epochs")
+    fz_epochs = task_counts(args.frozen_task_epochs, "--frozen-task-epochs")
     runs: list[tuple[str, dict]] = []
     for enc in args.encoders:
-        ft = {"encoder": enc, "epochs": args.epochs, "max_images": args.max_images, **common}
-        fz = {
-            "encoder": enc,
-            "epochs": args.frozen_epochs,
-            "max_images": args.frozen_max_images,
-            **common,
-        }
+        ft = {"encoder": enc, "epochs": args.epochs, "task_epochs": ft_epochs, **common}
+        fz = {"encoder": enc, "epochs": args.frozen_epochs, "task_epochs": fz_epochs, **common}
         heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
-        runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in ("mlp", "transformer")]
+        runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in args.finetuned_heads]
         for src in args.frozen_from:  # "random", or a task: that finetuned-mlp run's encoder
             ck = (
                 "random"
@@ -208,13 +205,13 @@ def suite(args: argparse.Namespace) -> None:
     print(f"[suite] load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
 
 
-def slice_samples(items: list[str]) -> dict[str, int]:
+def task_counts(items: list[str], option: str) -> dict[str, int]:
     """``["relpos=8", "distance=4"]`` -> ``{"relpos": 8, "distance": 4}``."""
     out = {}
     for item in items:
         task, _, k = item.partition("=")
         if not k.isdigit():
-            raise SystemExit(f"--slice-samples: expected TASK=N, got {item!r}")
+            raise SystemExit(f"{option}: expected TASK=N, got {item!r}")
         out[task] = int(k)
     return out
 
@@ -259,21 +256,26 @@ def main() -> None:
     ap.add_argument(
         "--slice-samples",
         nargs="*",
-        default=["relpos=8", "distance=8"],
+        default=["relpos=8"],
         metavar="TASK=N",
-        help="suite: samples drawn per slice for whole-slice tasks (default relpos=8 distance=8)",
+        help="suite: samples drawn per slice for whole-slice tasks (default relpos=8)",
     )
     ap.add_argument(
-        "--max-images",
-        type=int,
-        default=None,
-        help="suite, finetuned: at most this many epochs x training samples per task",
+        "--task-epochs", nargs="*", default=[], metavar="TASK=N", help="suite, finetuned runs"
     )
     ap.add_argument(
-        "--frozen-max-images",
-        type=int,
-        default=None,
-        help="suite, frozen: at most this many epochs x training samples per task",
+        "--frozen-task-epochs",
+        nargs="*",
+        default=["relpos=5"],
+        metavar="TASK=N",
+        help="suite, frozen runs (default relpos=5: relpos has 8 samples per slice)",
+    )
+    ap.add_argument(
+        "--finetuned-heads",
+        nargs="*",
+        default=["mlp"],
+        choices=["mlp", "transformer", "both"],
+        help="suite: heads of the finetuned runs (default mlp; transformer adds ~9 min)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")

@@ -274,9 +274,10 @@ def test_frozen_encoder_stays_frozen(fake, tmp_path, monkeypatch):
     monkeypatch.setattr(train_mod, "freeze", lambda e: used.append(real_freeze(e)) or used[-1])
     kw = dict(frozen=tmp_path / "ck", tasks=["orient"], epochs=3, batch_size=16, progress=False)
     res = train_probe(
-        fake, tmp_path / "run", encoder="resnet-small", head="transformer", max_images=1, **kw
-    )
-    assert res["tasks"]["orient"]["training"]["epochs"] == 1  # max_images caps the epochs
+        fake, tmp_path / "run", encoder="resnet-small", head="transformer",
+        task_epochs={"orient": 1}, **kw,
+    )  # fmt: skip
+    assert res["tasks"]["orient"]["training"]["epochs"] == 1  # task_epochs overrides epochs
     t = res["tasks"]["orient"]["training"]["params"]
     assert res["mode"] == "frozen" and t["trainable"] == t["head"]
     before = load_encoder(tmp_path / "ck").state_dict()
@@ -296,12 +297,11 @@ def test_frozen_encoder_stays_frozen(fake, tmp_path, monkeypatch):
         )
 
 
-def test_max_images_caps_epochs_per_task():
-    cfg = train_mod.TrainConfig("resnet-small", "mlp", epochs=25, max_images=10_000)
-    assert [cfg.epochs_for(n) for n in (300, 400, 1800, 2600, 20_000)] == [25, 25, 5, 3, 1]
-    assert train_mod.TrainConfig("resnet-small", "mlp", epochs=5).epochs_for(10**6) == 5
-    with pytest.raises(ValueError, match="max_images"):
-        train_mod.TrainConfig("resnet-small", "mlp", max_images=0)
+def test_task_epochs_override():
+    cfg = train_mod.TrainConfig("resnet-small", "mlp", epochs=25, task_epochs={"relpos": 8})
+    assert (cfg.epochs_for("relpos"), cfg.epochs_for("orient")) == (8, 25)
+    with pytest.raises(ValueError, match="task_epochs"):
+        train_mod.TrainConfig("resnet-small", "mlp", task_epochs={"relpos": 0})
 
 
 def test_hungarian_assignment_by_hand():

@@ -12,9 +12,9 @@ Choices:
   ``encoder`` comes with; ``hf:`` only) or ``"random"`` (the random init, a baseline). The
   encoder is put in eval mode with gradients off; its features are computed once per image and
   cached (float16) so only the head trains.
-- ``max_images``: a per-task compute budget; a task with ``n`` training samples runs
-  ``min(epochs, max(1, max_images // n))`` epochs, so a large task (many crops, several samples
-  per slice) does not dominate a run. The epochs a task ran are in its ``training`` entry.
+- ``task_epochs``: per-task epochs overriding ``epochs`` (e.g. ``{"relpos": 8}`` when relpos
+  has several samples per slice and would otherwise dominate a run's time). The epochs a task
+  ran are in its ``training`` entry.
 - AdamW (weight decay 0.05), linear warm-up over the first 5% of steps then cosine decay (or
   constant); the last epoch's weights are kept (validation is reported, never used to select).
 - Augmentation: only a mild per-image gain/offset jitter when finetuning. No flips, rotations or
@@ -78,19 +78,16 @@ class TrainConfig:
     image_size: int | None = None  # None: the encoder's default
     encoder_kwargs: dict[str, Any] | None = None  # more create_encoder options (e.g. width)
     threads: int | None = None  # torch CPU threads while training (None: leave as is)
-    max_images: int | None = None  # per task: fewer epochs when epochs * n would exceed it
+    task_epochs: dict[str, int] | None = None  # task -> epochs, overriding ``epochs``
 
-    def epochs_for(self, n: int) -> int:
-        """Epochs for a task with ``n`` training samples (``max_images`` caps epochs * n)."""
-        if self.max_images is None or n < 1:
-            return self.epochs
-        return min(self.epochs, max(1, self.max_images // n))
+    def epochs_for(self, task: str) -> int:
+        return (self.task_epochs or {}).get(task, self.epochs)
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
-        if self.max_images is not None and self.max_images < 1:
-            raise ValueError(f"max_images must be >= 1 or None, got {self.max_images}")
+        if any(int(e) < 1 for e in (self.task_epochs or {}).values()):
+            raise ValueError(f"task_epochs must be >= 1, got {self.task_epochs}")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule must be cosine or constant, got {self.schedule!r}")
 
@@ -306,7 +303,7 @@ def _train_task(
     n = len(targets["train"])
     bs = min(cfg.batch_size, n)
     steps = n // bs  # drop the last partial batch (batch norm and a steady step size)
-    epochs = cfg.epochs_for(n)
+    epochs = cfg.epochs_for(task)
     total = epochs * steps
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
