@@ -415,3 +415,30 @@ def test_mask_oracle_and_markers_agent_through_the_evaluator(spar_dataset, tmp_p
     # the prompt the model sees carries a same-type example
     count_item = next(i for i in load_items(spar_dataset) if i.question_type == "count")
     assert "separate regions" in MIRP.render(count_item).split("Now answer")[0]
+
+
+def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
+    from radspatial.report import build_report
+
+    runs = []
+    for model in ("agent:mask", "baseline:anatomy-prior"):
+        run_dir = tmp_path / model.replace(":", "_")
+        run_eval(spar_dataset, run_dir, EvalConfig(model=model, runs=2), progress=False)
+        runs.append(run_dir)
+    rep = build_report(runs, tmp_path / "report")
+    md = rep.summary_md.read_text()
+    assert "## Question types" in md and "| chance | 50.0 |" in md
+    assert "agent:mask: question type by setup and marker" in md
+    assert (tmp_path / "report" / "question_types.png").stat().st_size > 10_000
+
+
+def test_cli_question_type_selection(tmp_path, capsys):
+    from radspatial.cli import _question_types, main
+
+    assert _question_types("spar") == SPAR_VQA
+    assert _question_types("relative_position,all")[0] == "relative_position"
+    assert len(_question_types("all")) == 6
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--out", str(tmp_path / "x"), "--questions", "sizes"])
+    assert exc.value.code == 2
+    assert "unknown question type 'sizes'" in capsys.readouterr().err

@@ -126,6 +126,9 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
             k: {**v, "chance": chance_levels().get(k)}
             for k, v in _by(rows, lambda r: r.get("question_type", _RELPOS), runs).items()
         },
+        "by_question_type_setup_marker": _by(
+            rows, lambda r: f"{r.get('question_type', _RELPOS)}|{r['setup']}/{r['marker']}", runs
+        ),
         "by_relation": _by(rows, lambda r: r["relation"], runs),
         "by_transform": _by(rows, lambda r: r["transform"], runs),
         "by_setup_transform": _by(

@@ -368,6 +368,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
         action="append",
         help=f"model spec to evaluate (repeatable; default: {', '.join(DEMO_MODELS)})",
     )
+    p.add_argument(
+        "--questions",
+        type=_question_types,
+        default=_question_types("all"),
+        help="question types (default: all = MIRP relative position + the SPAR-VQA types)",
+    )
     p.set_defaults(func=cmd_demo)
 
 
@@ -382,7 +388,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     data = args.out / "dataset"
     summary = build_dataset(
         [Case("example_ct_sm", ct, seg, "totalsegmentator")],
-        GenerateConfig(export_masks=True),
+        GenerateConfig(export_masks=True, question_types=args.questions),
         data,
         overwrite=True,
     )

@@ -239,6 +239,32 @@ def draw_frames(s: Summary) -> bytes | str:
     return _png(fig)
 
 
+# ---------------------------------------------------------------- 4. question types
+
+
+def draw_question_types(s: Summary) -> bytes | str:
+    """Accuracy per question type (MIRP relative position and the SPAR-VQA types)."""
+    cols, by = s.get("question_types", []), s.get("by_question_type", {})
+    if len(cols) < 2 or not by:
+        return "one question type only (generate --questions spar or all for SPAR-VQA)"
+    models = list(by)
+    width = 1.2 + len(cols) * (0.2 * len(models) + 0.3)
+    fig = _figure(min(max(width, 8.5), 13.0), 4.6)
+    ax = fig.add_subplot()
+    series = [
+        (m, [_pct(by[m][c], "accuracy_mean") for c in cols],
+         [_pct(by[m][c], "accuracy_std") for c in cols], PALETTE[i % len(PALETTE)])
+        for i, m in enumerate(models)
+    ]  # fmt: skip
+    _grouped_bars(ax, len(cols), series, values=True)
+    _chance(ax)
+    ax.set_xticks(range(len(cols)), [c.replace("_", "\n") for c in cols])
+    _style(ax)
+    ax.set_title("Accuracy by question type, all setups (mean ± std across runs)")
+    _legend(fig, ax, len(models) + 1)
+    return _png(fig)
+
+
 # ---------------------------------------------------------------- all
 
 
@@ -246,6 +272,7 @@ FIGURES: dict[str, Callable[[Summary], bytes | str]] = {
     "accuracy_by_setup.png": draw_accuracy_by_setup,
     "rotation_heatmap.png": draw_rotation_heatmap,
     "frames.png": draw_frames,
+    "question_types.png": draw_question_types,
 }
 
 

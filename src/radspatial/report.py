@@ -185,6 +185,11 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "by_question_type": (
             _section(runs, "by_question_type", question_types) if len(question_types) > 1 else {}
         ),
+        "by_question_type_setup_marker": (
+            {r.label: _strip(r.metrics.get("by_question_type_setup_marker", {})) for r in runs}
+            if len(question_types) > 1
+            else {}
+        ),
         "variants": variants,
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
         "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},
@@ -255,6 +260,11 @@ def _table1(s: dict[str, Any]) -> str:
         "valid answers that are 'yes' (answer bias; generated datasets are balanced, 50% yes).\n\n"
         + table(header, rows)
         + (f"\nItems per column: {n_line}.\n" if cols else "")
+        + (
+            "\nAll question types pooled; see the question-type tables below for each type.\n"
+            if s["by_question_type"]
+            else ""
+        )
     )
 
 
@@ -327,11 +337,21 @@ def _question_type_table(s: dict[str, Any]) -> str:
         chance.update({c: g["chance"] for c, g in by.items() if g and g.get("chance") is not None})
     rows = [[label, *(acc(g.get(c)) for c in cols)] for label, g in s["by_question_type"].items()]
     rows.append(["chance", *(pct(chance.get(c)) for c in cols)])
-    return (
+    parts = [
         "## Question types (MIRP relative position and SPAR-VQA)\n\nAccuracy in % per question "
         "type, all setups pooled; every type is a balanced yes/no question.\n\n"
         + table(["Model", *cols], rows)
-    )
+    ]
+    setups = [c for c in s["setup_markers"] if not c.startswith("as/")]
+    for label, by in s["by_question_type_setup_marker"].items():
+        body = [
+            [qt, *(acc(by.get(f"{qt}|{c}")) for c in setups)]
+            for qt in cols
+            if any(by.get(f"{qt}|{c}", {}).get("n_items") for c in setups)
+        ]
+        header = ["Question type", *map(column_name, setups)]
+        parts.append(f"### {label}: question type by setup and marker\n\n" + table(header, body))
+    return "\n".join(parts)
 
 
 def _mcnemar_table(s: dict[str, Any]) -> str:
