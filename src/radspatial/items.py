@@ -183,6 +183,8 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             object1=n1,
                             object2=n2,
                             variant="blank" if setup == "as" else "normal",
+                            # our MIRP-layout files name SPAR-VQA types; MIRP's own have none
+                            question_type=qa.get("question_type", "relative_position"),
                         )
                     )
     return items

@@ -195,6 +195,16 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
     for p in pts[1:]:
         draw.line([pts[0], p], fill="#ffffff", width=1)
     decision = result.trace.get("decision") or {}
+    measured = decision.get("measured") or {}
+    if measured.get("body_centre"):  # orientation: the two measured directions
+        cx, cy = measured["body_centre"]
+        length = pil.width / 5
+        for key, colour, tag in (("patient_left", colours[0], "L"), ("posterior", colours[1], "P")):
+            if measured.get(key):
+                ux, uy = measured[key]
+                end = (cx + length * ux, cy + length * uy)
+                draw.line([(cx, cy), end], fill=colour, width=3)
+                draw.text((end[0] + 3, end[1] + 3), tag, fill=colour, font=font)
     verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
     banner = f"{verdict}: {decision.get('reason', '')}"
     draw.rectangle((0, 0, pil.width, font.size + 8), fill="black")
