@@ -442,3 +442,13 @@ def test_cli_question_type_selection(tmp_path, capsys):
         main(["generate", "--out", str(tmp_path / "x"), "--questions", "sizes"])
     assert exc.value.code == 2
     assert "unknown question type 'sizes'" in capsys.readouterr().err
+
+
+def test_mirp_layout_copy_keeps_question_types(spar_dataset, tmp_path):
+    import shutil
+
+    copy = tmp_path / "mirp_layout"
+    shutil.copytree(spar_dataset, copy, ignore=shutil.ignore_patterns("manifest.jsonl"))
+    from_mirp = Counter(i.question_type for i in load_items(copy))
+    from_manifest = Counter(i.question_type for i in load_items(spar_dataset))
+    assert from_mirp == from_manifest and set(from_mirp) == {"relative_position", *SPAR_VQA}
