@@ -452,3 +452,11 @@ def test_mirp_layout_copy_keeps_question_types(spar_dataset, tmp_path):
     from_mirp = Counter(i.question_type for i in load_items(copy))
     from_manifest = Counter(i.question_type for i in load_items(spar_dataset))
     assert from_mirp == from_manifest and set(from_mirp) == {"relative_position", *SPAR_VQA}
+
+
+def test_eval_filters_question_types(spar_dataset, tmp_path):
+    config = EvalConfig(model="baseline:yes", runs=1, question_types=("count", "orientation"))
+    rows = run_eval(spar_dataset, tmp_path / "run", config, progress=False)
+    assert {r["question_type"] for r in rows} == {"count", "orientation"}
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["question_types"] == ["count", "orientation"]

@@ -176,6 +176,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="first N items (sorted by id)")
     p.add_argument("--setups", type=_csv, help="e.g. rq1,rq2")
     p.add_argument("--markers", type=_csv, help="e.g. dots,letters")
+    p.add_argument(
+        "--questions", type=_question_types, help="question types, e.g. spar or size,distance"
+    )
     p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-tokens", type=int, default=64)
@@ -194,6 +197,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         limit=args.limit,
         setups=args.setups,
         markers=args.markers,
+        question_types=args.questions,
         decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
         template=load_template(args.prompt),
     )

@@ -63,7 +63,11 @@ def relation_of(question: str) -> str | None:
 
 
 def load_items(
-    root: Path, *, setups: Sequence[str] | None = None, markers: Sequence[str] | None = None
+    root: Path,
+    *,
+    setups: Sequence[str] | None = None,
+    markers: Sequence[str] | None = None,
+    question_types: Sequence[str] | None = None,
 ) -> list[EvalItem]:
     """All items of a dataset folder, sorted by id, optionally filtered."""
     root = Path(root)
@@ -79,11 +83,13 @@ def load_items(
         items = [i for i in items if i.setup in setups]
     if markers:
         items = [i for i in items if i.marker in markers or i.marker == "none"]
+    if question_types:
+        items = [i for i in items if i.question_type in question_types]
     missing = [i.image for i in items if not i.image.is_file()]
     if missing:
         raise ValueError(f"{missing[0]}: image missing ({len(missing)} of {len(items)} missing)")
     if not items:
-        raise ValueError(f"{root}: no items match the chosen setups/markers")
+        raise ValueError(f"{root}: no items match the chosen setups/markers/question types")
     return sorted(items, key=lambda i: i.id)
 
 

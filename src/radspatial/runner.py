@@ -38,6 +38,7 @@ class EvalConfig:
     limit: int | None = None
     setups: tuple[str, ...] | None = None
     markers: tuple[str, ...] | None = None
+    question_types: tuple[str, ...] | None = None
     decoding: Decoding = field(default_factory=Decoding)
     template: PromptTemplate = MIRP
 
@@ -171,7 +172,9 @@ def run_eval(
     """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
     from radspatial.aggregate import compute_metrics
 
-    items = load_items(data, setups=config.setups, markers=config.markers)
+    items = load_items(
+        data, setups=config.setups, markers=config.markers, question_types=config.question_types
+    )
     if config.limit is not None:
         items = items[: config.limit]
     out = Path(out)
@@ -188,6 +191,7 @@ def run_eval(
         "limit": config.limit,
         "setups": list(config.setups) if config.setups else None,
         "markers": list(config.markers) if config.markers else None,
+        "question_types": list(config.question_types) if config.question_types else None,
         "decoding": config.decoding.to_json(),
         "template": config.template.to_json(),
         "n_items": len(items),
