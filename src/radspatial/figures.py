@@ -242,11 +242,12 @@ def draw_frames(s: Summary) -> bytes | str:
 # ---------------------------------------------------------------- 4. question types
 
 
-def draw_question_types(s: Summary) -> bytes | str:
-    """Accuracy per question type (MIRP relative position and the SPAR-VQA types)."""
+def draw_question_types(s: Summary) -> bytes | None:
+    """Accuracy per question type (MIRP relative position and the SPAR-VQA types); None (not
+    applicable, not listed) when the runs hold one question type only."""
     cols, by = s.get("question_types", []), s.get("by_question_type", {})
     if len(cols) < 2 or not by:
-        return "one question type only (generate --questions spar or all for SPAR-VQA)"
+        return None
     models = list(by)
     width = 1.2 + len(cols) * (0.2 * len(models) + 0.3)
     fig = _figure(min(max(width, 8.5), 13.0), 4.6)
@@ -268,7 +269,7 @@ def draw_question_types(s: Summary) -> bytes | str:
 # ---------------------------------------------------------------- all
 
 
-FIGURES: dict[str, Callable[[Summary], bytes | str]] = {
+FIGURES: dict[str, Callable[[Summary], bytes | str | None]] = {
     "accuracy_by_setup.png": draw_accuracy_by_setup,
     "rotation_heatmap.png": draw_rotation_heatmap,
     "frames.png": draw_frames,
@@ -280,12 +281,14 @@ def write_all(s: Summary, out: Path) -> dict[str, str | None]:
     """Write every figure into ``out``: name -> None when written, else why it was skipped.
 
     A skipped figure's file from an earlier report is removed so it cannot be mistaken for
-    this one's.
+    this one's. A figure that does not apply to the runs (``draw`` returns None) is not listed.
     """
     made: dict[str, str | None] = {}
     for name, draw in FIGURES.items():
         result = draw(s)
-        if isinstance(result, bytes):
+        if result is None:
+            (out / name).unlink(missing_ok=True)
+        elif isinstance(result, bytes):
             atomic_write_bytes(out / name, result)
             made[name] = None
         else:
