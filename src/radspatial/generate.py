@@ -171,10 +171,14 @@ def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], lis
 
 
 def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
-    """Choose slices, variants, objects and answers for one volume (no rendering)."""
+    """Choose slices, variants, objects and answers for one volume (no rendering).
+
+    A type asked in none of the configured setups (count with ``--setups rq3``) is skipped."""
     plans: list[SlicePlan] = []
     for name in config.question_types:
-        plans += _plan_type(vol, config, get_question_type(name))
+        qtype = get_question_type(name)
+        if set(qtype.setups) & set(config.setups):
+            plans += _plan_type(vol, config, qtype)
     return plans
 
 
