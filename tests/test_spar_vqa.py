@@ -243,6 +243,18 @@ def _ids():
     return names, ids["kidney_right"], ids["kidney_left"], ids["vertebrae_l1"], ids["colon"]
 
 
+def _with_back_muscles_only(lab):
+    """The slice without its spine but with the autochthon pair beside where it was."""
+    names, *_, spine, _ = _ids()
+    ids = {n: i for i, n in names.items()}
+    out = lab.copy()
+    out[out == spine] = 0
+    yy, xx = np.mgrid[: lab.shape[0], : lab.shape[1]]
+    out[(xx - 146) ** 2 + (yy - 185) ** 2 <= 9**2] = ids["autochthon_left"]
+    out[(xx - 110) ** 2 + (yy - 185) ** 2 <= 9**2] = ids["autochthon_right"]
+    return out
+
+
 def _canonical_slice(size=256):
     """Standard-view label image + grey image: right kidney on the image left, left kidney on
     the image right (smaller), spine at the bottom centre, colon in two pieces."""
@@ -277,6 +289,17 @@ def test_agent_answers_orientation_symmetry_count_in_every_variant(code):
     )
     count = "Is the number of separate regions of the colon in this image exactly 2?"
     assert agent.answer(shown, count, context=ctx).answer == 1
+
+
+@pytest.mark.parametrize("code", VARIANTS)
+def test_orientation_from_back_muscles_where_no_spine_is_labelled(code):
+    lab, rgb = _canonical_slice()
+    v = Variant(code)
+    shown_lab = np.ascontiguousarray(v.apply_image(_with_back_muscles_only(lab)))
+    ctx = Context(mask=shown_lab, labels=_ids()[0])
+    res = Agent("mask").answer(v.apply_image(rgb), "Is this image mirrored?", context=ctx)
+    assert res.answer == int(v.flip), res.trace["decision"]
+    assert res.trace["decision"]["measured"]["posterior_from"] == "autochthon midpoint"
 
 
 def test_orientation_abstains_without_a_spine():
@@ -460,3 +483,17 @@ def test_eval_filters_question_types(spar_dataset, tmp_path):
     assert {r["question_type"] for r in rows} == {"count", "orientation"}
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["question_types"] == ["count", "orientation"]
+
+
+def test_dataset_label_names_are_known_to_the_parser():
+    from radspatial.agent.types import ParseError
+
+    with pytest.raises(ParseError, match="unknown structure 'mass'"):
+        parse_question("Is the mass larger than the liver?")
+    parsed = parse_question("Is the mass larger than the liver?", names=["mass", "liver"])
+    assert [r.name for r in parsed.refs] == ["mass", "liver"]
+    lab = np.zeros((64, 64), np.uint16)
+    lab[5:25, 5:25], lab[40:50, 40:50] = 200, 5
+    ctx = Context(mask=lab, labels={200: "mass", 5: "liver"})
+    grey = np.full((64, 64, 3), 100, np.uint8)
+    assert Agent("mask").answer(grey, "Is the mass larger than the liver?", context=ctx).answer == 1

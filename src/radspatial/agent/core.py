@@ -112,7 +112,8 @@ class Agent:
         arr = load_image(image)
         trace["image_size"] = [int(arr.shape[1]), int(arr.shape[0])]
         try:
-            parsed = parse_question(question, from_prompt=from_prompt)
+            names = (context.labels or {}).values() if context else ()
+            parsed = parse_question(question, from_prompt=from_prompt, names=names)
         except ParseError as exc:
             timings["parse_ms"] = _ms(t0)
             trace.update(parsed=None, timings_ms=timings)
@@ -154,10 +155,11 @@ class Agent:
     def _orientation(self, image: np.ndarray, context: Context, trace: dict) -> Decision:
         names = context.labels or load_table("totalsegmentator").names
         pairs, spine = orientation_refs(list(names.values()))
-        flat = [r for pair in pairs for r in pair] + spine
+        flat = [r for _, left, right in pairs for r in (left, right)] + spine
         found = self.localizer.locate(image, flat, context) if flat else []
         n = 2 * len(pairs)
-        found_pairs = list(zip(found[0:n:2], found[1:n:2], strict=True))
+        bases = [b for b, _, _ in pairs]
+        found_pairs = list(zip(bases, found[0:n:2], found[1:n:2], strict=True))
         found_spine = found[n:]
         trace["found"] = {
             ref.name: f.to_json() for ref, f in zip(flat, found, strict=True) if f is not None

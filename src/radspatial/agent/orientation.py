@@ -5,7 +5,8 @@ Two directions in the shown image are measured:
 - the patient's left, ``L``: from each found right-sided structure to its left-sided partner
   (kidney_right -> kidney_left, autochthon, iliopsoas, lungs, ...), averaged as unit vectors;
 - posterior, ``P``: from the body's centre (the largest non-air region of the image) to the spine
-  (vertebrae, spinal cord or sacrum).
+  (vertebrae, spinal cord or sacrum), or where no spine is found, to the midpoint of a posterior
+  muscle pair (autochthon, gluteus maximus: the back muscles beside the spine, the buttocks).
 
 In the standard radiological view the patient's left is on the image's right (+x) and posterior
 is at the bottom (+y, y grows downward), so ``cross(L, P) = Lx * Py - Ly * Px`` is positive. A
@@ -28,20 +29,21 @@ from radspatial.labels import side_of
 
 RULE = "yes iff cross(patient's left, posterior) < 0 in image coordinates"
 SPINE_PREFIXES = ("vertebrae", "spinal_cord", "sacrum")
+POSTERIOR_PAIRS = ("autochthon", "gluteus_maximus")
 _BODY_MIN = 20  # grey level above which a pixel is body, not air (W400/L40: fat ~ 38)
 _MIN_SIN = 0.5  # |sin| of the angle between L and P below this: abstain
 
 
-def orientation_refs(names: Sequence[str]) -> tuple[list[tuple[Ref, Ref]], list[Ref]]:
-    """(left, right) ref pairs of every paired structure in ``names``, and the spine refs."""
+def orientation_refs(names: Sequence[str]) -> tuple[list[tuple[str, Ref, Ref]], list[Ref]]:
+    """(base, left, right) refs of every paired structure in ``names``, and the spine refs."""
     by_base: dict[str, dict[str, str]] = {}
     for name in names:
         side = side_of(name)
         if side:
             by_base.setdefault(name[: -len(side) - 1], {})[side] = name
     pairs = [
-        (Ref(name=s["left"]), Ref(name=s["right"]))
-        for _, s in sorted(by_base.items())
+        (base, Ref(name=s["left"]), Ref(name=s["right"]))
+        for base, s in sorted(by_base.items())
         if len(s) == 2
     ]
     spine = [Ref(name=n) for n in sorted(set(names)) if n.startswith(SPINE_PREFIXES)]
@@ -65,32 +67,46 @@ def _unit(v: tuple[float, float]) -> tuple[float, float] | None:
     return None if norm < 1e-6 else (v[0] / norm, v[1] / norm)
 
 
+def _posterior_point(
+    pairs: Sequence[tuple[str, Found, Found]], spine: Sequence[Found]
+) -> tuple[tuple[float, float], str] | None:
+    """The spine's area-weighted centre, else the midpoint of a posterior muscle pair."""
+    if spine:
+        weights = [max(f.details.get("area_px", 1), 1) for f in spine]
+        total = sum(weights)
+        x = sum(w * f.xy[0] for w, f in zip(weights, spine, strict=True)) / total
+        y = sum(w * f.xy[1] for w, f in zip(weights, spine, strict=True)) / total
+        return (x, y), "spine"
+    for base in POSTERIOR_PAIRS:
+        for b, left, right in pairs:
+            if b == base:
+                mid = ((left.xy[0] + right.xy[0]) / 2, (left.xy[1] + right.xy[1]) / 2)
+                return mid, f"{base} midpoint"
+    return None
+
+
 def verify_orientation(
-    pairs: Sequence[tuple[Found | None, Found | None]],
+    pairs: Sequence[tuple[str, Found | None, Found | None]],
     spine: Sequence[Found | None],
     body: tuple[float, float] | None,
 ) -> Decision:
-    """Mirrored or not from found side pairs, found spine parts and the body centre."""
-    lefts = [
-        u
-        for left, right in pairs
-        if left is not None and right is not None
-        if (u := _unit((left.xy[0] - right.xy[0], left.xy[1] - right.xy[1])))
-    ]
-    spines = [f for f in spine if f is not None]
+    """Mirrored or not from found side pairs (base name, left, right), found spine parts and
+    the body centre."""
+    both = [(b, lf, rf) for b, lf, rf in pairs if lf is not None and rf is not None]
+    lefts = [u for _, lf, rf in both if (u := _unit((lf.xy[0] - rf.xy[0], lf.xy[1] - rf.xy[1])))]
     if not lefts:
         return Decision(None, "no paired structure found on both sides", RULE)
-    if not spines or body is None:
-        return Decision(None, "no spine (or no body) found for the posterior direction", RULE)
+    back = _posterior_point(both, [f for f in spine if f is not None])
+    if back is None or body is None:
+        return Decision(None, "no spine or back muscles (or no body) for posterior", RULE)
+    (sx, sy), via = back
     lx, ly = (sum(c) / len(lefts) for c in zip(*lefts, strict=True))
-    weights = [max(f.details.get("area_px", 1), 1) for f in spines]
-    sx = sum(w * f.xy[0] for w, f in zip(weights, spines, strict=True)) / sum(weights)
-    sy = sum(w * f.xy[1] for w, f in zip(weights, spines, strict=True)) / sum(weights)
     left, post = _unit((lx, ly)), _unit((sx - body[0], sy - body[1]))
     measured = {
         "patient_left": None if left is None else [round(c, 3) for c in left],
         "posterior": None if post is None else [round(c, 3) for c in post],
         "pairs_used": len(lefts),
+        "posterior_from": via,
         "body_centre": [round(c, 1) for c in body],
     }
     if left is None or post is None:
@@ -103,7 +119,8 @@ def verify_orientation(
         reason = f"patient's left and posterior are not perpendicular (|sin| = {abs(cross):.2f})"
         return Decision(None, reason, RULE, measured=measured)
     agreement = sum(1 for u in lefts if (u[0] * post[1] - u[1] * post[0]) * cross > 0) / len(lefts)
-    confidence = min(1.0, abs(cross)) * agreement * min(f.score for f in spines)
+    scores = [f.score for f in spine if f is not None] or [f.score for _, f, _ in both]
+    confidence = min(1.0, abs(cross)) * agreement * min(scores)
     reason = f"cross(left, posterior) = {cross:+.2f}: " + (
         "mirrored" if cross < 0 else "not mirrored"
     )

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from functools import cache
+from collections.abc import Iterable
+from functools import cache, partial
 
 from radspatial.agent.parse_spar import match_orientation, match_spar
 from radspatial.agent.types import ParsedQuestion, ParseError, Ref
@@ -217,7 +218,7 @@ def lookup_name(phrase: str) -> str | None:
 # --- parsing -------------------------------------------------------------------------------------
 
 
-def _parse_ref(phrase: str, question: str, role: str) -> Ref:
+def _parse_ref(phrase: str, question: str, role: str, extra: dict[Key, str] | None = None) -> Ref:
     phrase = phrase.strip(" \t,;:\"'`")
     core = _ARTICLE_RE.sub("", phrase)
     if not core:
@@ -236,7 +237,7 @@ def _parse_ref(phrase: str, question: str, role: str) -> Ref:
         marker = _classify(inner, strict=False) or _marker_only(inner)
         if marker:
             name_text = m.group(1)
-    name = lookup_name(name_text)
+    name = lookup_name(name_text) or (extra or {}).get(_key(name_text))
     if name is None and marker is None:
         options = _index()[1].get(_key(name_text))
         if options:
@@ -248,12 +249,15 @@ def _parse_ref(phrase: str, question: str, role: str) -> Ref:
     return Ref(name=name, marker=kind, text=text, phrase=phrase)
 
 
-def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
+def parse_question(
+    text: str, *, from_prompt: bool = False, names: Iterable[str] = ()
+) -> ParsedQuestion:
     """Parse "Is the {1} {relation} the {2}?" in any of the wordings the module doc lists.
 
     With ``from_prompt`` the question is first taken out of a longer prompt
-    (:func:`extract_question`). Raises ParseError for anything that is not one binary spatial
-    question about two known structures / markers.
+    (:func:`extract_question`). ``names``: the dataset's own structure names (snake_case, e.g. a
+    phantom's ``mass``), known besides the built-in tables. Raises ParseError for anything that
+    is not one binary spatial question about known structures / markers.
     """
     question = extract_question(text) if from_prompt else " ".join(text.split())
     if orientation := match_orientation(question):
@@ -265,7 +269,9 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     if not lead:
         raise ParseError(f"not a yes/no question (Is/Are/Does ...): {question!r}")
     rest = body[lead.end() :]
-    spar = match_spar(rest, question, _parse_ref)
+    extra = {_key(n): n for n in names}
+    parse_ref = partial(_parse_ref, extra=extra)
+    spar = match_spar(rest, question, parse_ref)
     if spar is not None:
         return spar
     if m := _ANATOMICAL_RE.search(rest):
@@ -283,8 +289,8 @@ def parse_question(text: str, *, from_prompt: bool = False) -> ParsedQuestion:
     relation = rel.lastgroup
     assert relation is not None
     subject_text = _VERB_TAIL_RE.sub("", rest[: rel.start()])
-    subject = _parse_ref(subject_text, question, "first")
-    reference = _parse_ref(rest[rel.end() :], question, "second")
+    subject = parse_ref(subject_text, question, "first")
+    reference = parse_ref(rest[rel.end() :], question, "second")
     same_marker = subject.marker and (subject.marker, subject.text) == (
         reference.marker,
         reference.text,
