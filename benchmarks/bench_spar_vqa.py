@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def main() -> None:
         for model in MODELS:
             runs = 1 if model.startswith("agent") else args.runs
             run_dir = base / "eval" / model.replace(":", "_")
+            shutil.rmtree(run_dir, ignore_errors=True)  # timed from scratch, not resumed
             t0 = time.perf_counter()
             rows = run_eval(base / "all", run_dir, EvalConfig(model=model, runs=runs),
                             progress=False)  # fmt: skip
