@@ -106,28 +106,36 @@ def _tick(key: str) -> str:
 # ---------------------------------------------------------------- 1. accuracy by setup
 
 
-def draw_accuracy_by_setup(s: Summary) -> bytes | str:
-    cols, by = s["setup_markers"], s["by_setup_marker"]
-    if not cols:
-        return "no setup/marker breakdown in the runs"
+def _accuracy_figure(
+    by: dict[str, dict[str, Any]], cols: Sequence[str], min_width: float, *, values: bool = False
+) -> tuple[Any, Any]:
+    """A figure with one group of bars per column (one bar per model) and the chance line."""
     models = list(by)
     width = 1.2 + len(cols) * (0.2 * len(models) + 0.3)
-    fig = _figure(min(max(width, 6.5), 13.0), 4.6)
+    fig = _figure(min(max(width, min_width), 13.0), 4.6)
     ax = fig.add_subplot()
     series = [
         (m, [_pct(by[m][c], "accuracy_mean") for c in cols],
          [_pct(by[m][c], "accuracy_std") for c in cols], PALETTE[i % len(PALETTE)])
         for i, m in enumerate(models)
     ]  # fmt: skip
-    _grouped_bars(ax, len(cols), series)
+    _grouped_bars(ax, len(cols), series, values=values)
     _chance(ax)
+    return fig, ax
+
+
+def draw_accuracy_by_setup(s: Summary) -> bytes | str:
+    cols, by = s["setup_markers"], s["by_setup_marker"]
+    if not cols:
+        return "no setup/marker breakdown in the runs"
+    fig, ax = _accuracy_figure(by, cols, 6.5)
     for i in range(1, len(cols)):  # thin separators between setups
         if cols[i].split("/")[0] != cols[i - 1].split("/")[0]:
             ax.axvline(i - 0.5, color="0.75", lw=0.8)
     ax.set_xticks(range(len(cols)), [_tick(c) for c in cols])
     _style(ax)
     ax.set_title("Accuracy by setup and marker type (mean ± std across runs)")
-    _legend(fig, ax, len(models) + 1)
+    _legend(fig, ax, len(by) + 1)
     return _png(fig)
 
 
@@ -248,21 +256,11 @@ def draw_question_types(s: Summary) -> bytes | None:
     cols, by = s.get("question_types", []), s.get("by_question_type", {})
     if len(cols) < 2 or not by:
         return None
-    models = list(by)
-    width = 1.2 + len(cols) * (0.2 * len(models) + 0.3)
-    fig = _figure(min(max(width, 8.5), 13.0), 4.6)
-    ax = fig.add_subplot()
-    series = [
-        (m, [_pct(by[m][c], "accuracy_mean") for c in cols],
-         [_pct(by[m][c], "accuracy_std") for c in cols], PALETTE[i % len(PALETTE)])
-        for i, m in enumerate(models)
-    ]  # fmt: skip
-    _grouped_bars(ax, len(cols), series, values=True)
-    _chance(ax)
+    fig, ax = _accuracy_figure(by, cols, 8.5, values=True)
     ax.set_xticks(range(len(cols)), [c.replace("_", "\n") for c in cols])
     _style(ax)
     ax.set_title("Accuracy by question type, all setups (mean ± std across runs)")
-    _legend(fig, ax, len(models) + 1)
+    _legend(fig, ax, len(by) + 1)
     return _png(fig)
 
 
