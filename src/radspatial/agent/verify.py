@@ -1,8 +1,8 @@
 """Deterministic geometry: decide each kind of question from what was found, or abstain.
 
 Image coordinates: y grows downward, so "above" means a smaller y; "to the left of" a smaller x.
-Relative position and distance need centres (any localizer); size needs areas and count needs
-component areas (label-image localizers: mask, unet, totalsegmentator); orientation is decided in
+Relative position and distance need centres (any localizer); size needs areas (mask, unet,
+totalsegmentator) and count component areas (mask, totalsegmentator); orientation is decided in
 :mod:`radspatial.agent.orientation`. The rules are the generator's (``radspatial.questions``),
 with the agent's own margins: it abstains where the generator would not have asked.
 """
