@@ -15,7 +15,14 @@ from synth import SHAPE, SPACING, write_case
 from radspatial.cli import bundled_example
 from radspatial.probes import TASK_NAMES, build_probes, load_probe_task, probe_info
 from radspatial.probes.build import COLOURS, split_counts
-from radspatial.slices import VARIANTS, Geometry, Variant, render_gray, to_display
+from radspatial.slices import (
+    VARIANTS,
+    Geometry,
+    Variant,
+    render_gray,
+    render_labels,
+    to_display,
+)
 from radspatial.volumes import Case, load_case
 
 SYNTH_IDS = ("alpha", "bravo", "charlie", "delta")
@@ -208,6 +215,53 @@ def test_orient_label_is_the_variant_shown(synth, synth_cases):
         shown = rgb(synth, r)[:, :, 0]
         matches = [v for v in VARIANTS if np.array_equal(Variant(v).apply_image(gray), shown)]
         assert matches == [VARIANTS[r["target"]]], r["id"]
+
+
+# kidney_right -> kidney_left is "right" in the standard view (patient's left on image right);
+# where that vector points after each rotation/flip variant, worked out by hand.
+ORGAN_CLASS = {
+    "B1": "right", "B2": "above", "B3": "left", "B4": "below",
+    "A1": "left", "A2": "below", "A3": "right", "A4": "above",
+}  # fmt: skip
+
+
+def test_relpos_organ_all_variants_no_dots(synth_cases, tmp_path):
+    paired = synth_cases[-1]  # kidneys of different sizes, a liver on one side: asymmetric
+    out = tmp_path / "organ"
+    kw = {"tasks": ["relpos_organ"], "slice_samples": {"relpos_organ": 24}, "progress": False}
+    meta = build_probes([paired], out, **kw)
+    assert meta["tasks"]["relpos_organ"]["chance"] == 0.25
+    data = rows(out, "relpos_organ")
+    assert {r["meta"]["variant"] for r in data} == set(VARIANTS)
+    assert len({r["meta"]["class"] for r in data}) == 4
+    vol = load_case(paired)
+    geom = Geometry.for_slice(vol.ct.shape[:2], vol.spacing[:2], 224)
+    for r in data:
+        m, z = r["meta"], r["meta"]["slice_index"]
+        assert m["names"] == ["kidney_right", "kidney_left"], r["id"]
+        assert m["pair"] == "kidney_right->kidney_left" and "dots" not in m
+        assert m["class"] == ORGAN_CLASS[m["variant"]], r["id"]
+        # The image is the plain slice in that variant: grey only, no marker of any colour.
+        img = rgb(out, r)
+        gray = render_gray(to_display(vol.ct[:, :, z]), geom, (400.0, 40.0))
+        assert (img == img[:, :, :1]).all()
+        assert np.array_equal(img[:, :, 0], Variant(m["variant"]).apply_image(gray)), r["id"]
+        # The organs' centres in the shown label image agree with the class.
+        shown = Variant(m["variant"]).apply_image(render_labels(to_display(vol.seg[:, :, z]), geom))
+        (rx, ry), (tx, ty) = [np.nonzero(shown == i)[::-1] for i in m["label_ids"]]
+        dx, dy = tx.mean() - rx.mean(), ty.mean() - ry.mean()
+        cls = (
+            ("left" if dx < 0 else "right") if abs(dx) > abs(dy) else "above" if dy < 0 else "below"
+        )
+        assert m["class"] == cls, r["id"]
+
+
+def test_relpos_organ_split_by_case(synth, synth_cases):
+    data = rows(synth, "relpos_organ")
+    assert {r["case_id"] for r in data} == {"pairs"}  # the synth liver/spleen: no dominant axis
+    split_of = {c["case_id"]: c["split"] for c in probe_info(synth)["cases"]}
+    assert all(r["split"] == split_of[r["case_id"]] for r in data)
+    assert len({r["meta"]["slice_id"] for r in data}) == len(data) == SHAPE[2]
 
 
 def test_permutation_reassembles_the_crop(synth):

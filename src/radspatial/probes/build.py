@@ -71,7 +71,14 @@ from radspatial.slices import (
 from radspatial.volumes import Case, load_case
 
 COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
-MULTI_DRAW_TASKS: tuple[str, ...] = ("relpos", "orient", "size", "distance", "count")
+MULTI_DRAW_TASKS: tuple[str, ...] = (
+    "relpos",
+    "orient",
+    "size",
+    "distance",
+    "count",
+    "relpos_organ",
+)
 _FOLDERS = {"localize": "crops", "permutation": "perm"}
 
 

@@ -2,7 +2,8 @@
 
 Columns: MED (Level 1, mean Euclidean distance in px at a 512 px reference slice, lower is
 better), Perm (Level 2, full-permutation accuracy with the per-tile accuracy in parentheses),
-RelPos, Orient, Symm (Level 3, accuracy) and the extra Level 3 tasks Size, Dist, Count. Rows:
+RelPos, Orient, Symm (Level 3, accuracy) and the extra Level 3 tasks Size, Dist, Count and
+RelOrg (``relpos_organ``: relative position of named organs, no markers). Rows:
 encoder x head x frozen/finetuned, in blocks: one per in-domain dataset and one per transfer
 (source -> target dataset), each with its chance row and its test-set sizes.
 
@@ -30,6 +31,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("size", "Size ↑"),
     ("distance", "Dist ↑"),
     ("count", "Count ↑"),
+    ("relpos_organ", "RelOrg ↑"),
 )
 HEAD_ORDER = {"mlp": 0, "transformer": 1, "both": 2}
 DASH = "–"

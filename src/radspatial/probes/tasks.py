@@ -27,6 +27,10 @@ Choices where docs/probes.md leaves room (all recorded in probes.json):
 - ``symmetry``: the first pair, in the order of :data:`PAIR_PRIORITY` then alphabetically, whose
   two sides are both referenceable in the slice; ``left``/``right`` are the patient's sides;
   ``equal`` when |left - right| < 10% of the larger area.
+- ``relpos_organ``: no markers. The pair is the first of :data:`ORGAN_PAIRS` whose two
+  structures are referenceable (as above) and >= 50 px (@512) apart, so it is a function of the
+  slice; its relation uses the centres of mass in the shown frame and ``relpos_class``; target
+  cycling and the variant choice as relpos. ``meta["pair"]`` = "<reference>-><target>".
 - Statistics "from the training split" (size quartile edges, localize mean, count majority) fall
   back to all samples when the training split has none for that task (``stats_from: "all"``);
   the localize chance is evaluated on the test split, or on all samples when it is empty.
@@ -55,6 +59,7 @@ TASK_NAMES: tuple[str, ...] = (
     "size",
     "distance",
     "count",
+    "relpos_organ",
 )
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 STANDARD = "B1"  # no flip, no rotation: the standard radiological view
@@ -63,6 +68,14 @@ REFERENCE_PX = 512  # px sizes in docs/probes.md (localize error, thresholds) ar
 PAIR_PRIORITY: tuple[str, ...] = ("kidney", "autochthon", "iliopsoas")
 COUNT_CLASSES: tuple[str, ...] = ("1", "2", "3", "4", "5+")
 CROP_TASKS: tuple[str, ...] = ("localize", "permutation")  # one sample per (slice, structure)
+# relpos_organ: (reference, target) by name; a slice uses the first pair both of whose structures
+# are referenceable and far enough apart. All three point from the patient's right to the
+# patient's left in normal anatomy (image right in the standard radiological view).
+ORGAN_PAIRS: tuple[tuple[str, str], ...] = (
+    ("liver", "spleen"),
+    ("kidney_right", "kidney_left"),
+    ("liver", "stomach"),
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,7 @@ TASKS: dict[str, TaskDef] = {
     "size": TaskDef(3, "classification", ("q1", "q2", "q3", "q4"), 0.25),
     "distance": TaskDef(3, "classification", ("red_blue", "green_yellow"), 0.5),
     "count": TaskDef(3, "classification", COUNT_CLASSES, None),
+    "relpos_organ": TaskDef(3, "classification", ("left", "right", "above", "below"), 0.25),
 }
 DESCRIPTIONS: dict[str, str] = {
     "localize": "organ crop -> organ centre [x, y] in the standard-view slice, in [0, 1]",
@@ -95,6 +109,8 @@ DESCRIPTIONS: dict[str, str] = {
     "size": "quartile of the red-dotted structure's area fraction (training-split edges)",
     "distance": "which dot pair is farther apart",
     "count": "connected components of the red-dotted structure in the slice",
+    "relpos_organ": "no markers: where the second structure of a fixed named pair (liver->spleen,"
+    " kidney_right->kidney_left, liver->stomach; first present) lies from the first, as shown",
 }
 
 
@@ -383,8 +399,45 @@ def _plan_count(slices, rng, rules) -> list[Plan]:
     return plans
 
 
+def organ_pair(view: SliceView, rules: Rules) -> tuple[StructureStat, StructureStat] | None:
+    """The first :data:`ORGAN_PAIRS` pair referenceable in the slice and >= 50 px (@512) apart."""
+    ok = {view.names[s.label_id]: s for s in eligible(view, rules)}
+    min_dist = rules.px(rules.min_distance_ref)
+    for ref, tgt in ORGAN_PAIRS:
+        if ref in ok and tgt in ok and math.dist(ok[ref].center_xy, ok[tgt].center_xy) >= min_dist:
+            return ok[ref], ok[tgt]
+    return None
+
+
+def _plan_relpos_organ(slices, rng, rules) -> list[Plan]:
+    plans, targets = [], _cycle(rng, 4)
+    for view in slices:
+        pair = organ_pair(view, rules)
+        if pair is None:
+            continue
+        options = []
+        for v in VARIANTS:
+            ref, tgt = (Variant(v).apply_point(s.center_xy, rules.size) for s in pair)
+            cls = relpos_class(ref, tgt, rules)
+            if cls is not None:
+                options.append((cls, v, ref, tgt))
+        if not options:  # dominant axis ambiguous: the same in every variant
+            continue
+        t = next(targets)
+        hits = [o for o in options if o[0] == t] or options
+        cls, v, ref, tgt = hits[int(rng.integers(len(hits)))]
+        info = {
+            "pair": f"{view.names[pair[0].label_id]}->{view.names[pair[1].label_id]}",
+            "centers_xy": [[round(c, 3) for c in ref], [round(c, 3) for c in tgt]],
+        }
+        ids = (pair[0].label_id, pair[1].label_id)
+        plans.append(Plan("relpos_organ", view.z, v, ids, cls, info=info))
+    return plans
+
+
 _PLANNERS = {
     "relpos": _plan_relpos,
+    "relpos_organ": _plan_relpos_organ,
     "orient": _plan_orient,
     "symmetry": _plan_symmetry,
     "size": _plan_size,
