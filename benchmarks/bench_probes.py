@@ -14,15 +14,17 @@ runs (the encoder random by default; ``--frozen-from TASK`` adds the encoder fin
 with the mlp and transformer heads (``--both``: and both); every run evaluated zero-shot on the
 real CT; Table 1; wall time per stage and training images/s per run in ``OUT/suite.json``.
 Stages whose output exists are reused (delete a folder to redo it). ``--slice-samples
-relpos=8`` draws that many samples per slice for a whole-slice task (both datasets);
-``--task-epochs`` / ``--frozen-task-epochs relpos=5`` set a task's epochs.
+relpos=8 relpos_organ=24`` draws that many samples per slice for a whole-slice task (both
+datasets; 24 draws of relpos_organ reach nearly all 8 variants of each slice);
+``--task-epochs`` / ``--frozen-task-epochs relpos=5`` set a task's epochs; ``--tasks`` builds
+and trains only those tasks (e.g. ``--tasks relpos_organ`` in its own OUT).
 
 Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--steps 3]
            [--threads 1] [--encoders resnet-small vit-tiny resnet50 vit-b32]
        python benchmarks/bench_probes.py suite --out DIR [--phantoms 12] [--epochs 5]
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
-           [--slice-samples relpos=8] [--task-epochs T=N] [--frozen-task-epochs relpos=5]
-           [--finetuned-heads mlp] [--threads 1]
+           [--slice-samples relpos=8 relpos_organ=24] [--task-epochs T=N]
+           [--frozen-task-epochs relpos=5] [--finetuned-heads mlp] [--tasks T ...] [--threads 1]
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ def suite(args: argparse.Namespace) -> None:
     draws = task_counts(args.slice_samples, "--slice-samples")
     build = {
         "seed": args.seed,
+        "tasks": args.tasks,
         "max_per_case": args.max_per_case,
         "slice_samples": draws,
         "progress": False,
@@ -256,10 +259,12 @@ def main() -> None:
     ap.add_argument(
         "--slice-samples",
         nargs="*",
-        default=["relpos=8"],
+        default=["relpos=8", "relpos_organ=24"],
         metavar="TASK=N",
-        help="suite: samples drawn per slice for whole-slice tasks (default relpos=8)",
+        help="suite: samples drawn per slice for whole-slice tasks (default relpos=8 "
+        "relpos_organ=24)",
     )
+    ap.add_argument("--tasks", nargs="*", default=None, help="suite: only these tasks")
     ap.add_argument(
         "--task-epochs", nargs="*", default=[], metavar="TASK=N", help="suite, finetuned runs"
     )
