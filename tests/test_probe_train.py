@@ -387,25 +387,33 @@ def test_write_table_has_chance_and_numbers(tmp_path):
     md = write_table(dirs, tmp_path / "table").read_text()
     assert (tmp_path / "table" / "table1.png").stat().st_size > 1000
     lines = md.splitlines()
-    assert "| Chance |  |  | 151.2 | 0.0 (6.2) | – | 12.5 | – | – | – | – | – |" in lines
+    assert "| Chance |  |  | 151.2 | 0.0 (6.2) | – | 12.5 | – | – | – | – |" in lines
     assert (
-        "| resnet-small | mlp | finetuned | 23.5 | 25.0 (50.0) | – | 81.2 | – | – | – | – | – |"
+        "| resnet-small | mlp | finetuned | 23.5 | 25.0 (50.0) | – | 81.2 | – | – | – | – |"
         in lines
     )
     frozen_row = "| resnet-small | transformer | frozen (random) | 40.0 | 0.0 (6.2) | – | 50.0 |"
-    assert frozen_row + " – | – | – | – | – |" in lines
+    assert frozen_row + " – | – | – | – |" in lines
     assert (
-        "| resnet-small | mlp | finetuned | 80.0 | 0.0 (12.5) | – | 37.5 | – | – | – | – | – |"
-        in lines
+        "| resnet-small | mlp | finetuned | 80.0 | 0.0 (12.5) | – | 37.5 | – | – | – | – |" in lines
     )
     majority = [ln for ln in lines if ln.startswith("| Majority class (train) |")]
     assert [m.split(" | ")[6] for m in majority] == ["25.0", "25.0"]  # 1 of 4, 2 of 8
     blocks = [ln for ln in lines if ln.startswith("| **")]
     assert blocks == [
-        "| **In domain: phantom** |  |  |  |  |  |  |  |  |  |  |  |",
-        "| **Transfer: phantom → ct** |  |  |  |  |  |  |  |  |  |  |  |",
+        "| **In domain: phantom** |  |  |  |  |  |  |  |  |  |  |",
+        "| **Transfer: phantom → ct** |  |  |  |  |  |  |  |  |  |  |",
     ]
     assert md.count("| Chance |") == 2 and "| n (test) |  |  | 13 | 13 | – | 24 |" in md
+    assert "RelOrg" not in md  # the optional relpos_organ column: only when a run has it
+    r = results("train", "mlp", "finetuned", 0.8125, (0.25, 0.5), 23.456)
+    r["tasks"]["relpos_organ"] = {"chance": {"accuracy": 0.25}, "test": {"accuracy": 0.75, "n": 8}}
+    (tmp_path / "r3").mkdir()
+    (tmp_path / "r3" / "results.json").write_text(json.dumps(r))
+    lines = write_table([tmp_path / "r3"], tmp_path / "table2").read_text().splitlines()
+    assert lines[4].endswith("| Count ↑ | RelOrg ↑ |")
+    assert "| Chance |  |  | 151.2 | 0.0 (6.2) | – | 12.5 | – | – | – | – | 25.0 |" in lines
+    assert lines[-1].endswith("| 81.2 | – | – | – | – | 75.0 |")
 
 
 def test_frozen_hf_encoder_trains_and_transfers(fake, tmp_path):

@@ -3,7 +3,8 @@
 Columns: MED (Level 1, mean Euclidean distance in px at a 512 px reference slice, lower is
 better), Perm (Level 2, full-permutation accuracy with the per-tile accuracy in parentheses),
 RelPos, Orient, Symm (Level 3, accuracy) and the extra Level 3 tasks Size, Dist, Count and
-RelOrg (``relpos_organ``: relative position of named organs, no markers). Rows:
+RelOrg (``relpos_organ``: relative position of named organs, no markers; its column is shown
+only when a result has it). Rows:
 encoder x head x frozen/finetuned, in blocks: one per in-domain dataset and one per transfer
 (source -> target dataset), each with its chance row and its test-set sizes.
 
@@ -33,6 +34,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("count", "Count ↑"),
     ("relpos_organ", "RelOrg ↑"),
 )
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"relpos_organ"})  # shown only when some run has it
 HEAD_ORDER = {"mlp": 0, "transformer": 1, "both": 2}
 DASH = "–"
 
@@ -116,7 +118,12 @@ def majority(res: dict[str, Any], task: str, split: str) -> float | None:
 
 def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[list[str]]:
     """Header, then per block: a block title row, chance, majority class and n rows, the models."""
-    header = ["Encoder", "Head", "Features", *(title for _, title in COLUMNS)]
+    columns = [
+        (t, title)
+        for t, title in COLUMNS
+        if t not in OPTIONAL_COLUMNS or any(t in r.get("tasks", {}) for r in results)
+    ]
+    header = ["Encoder", "Head", "Features", *(title for _, title in columns)]
     blocks: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in results:
         blocks.setdefault(_block_key(r), []).append(r)
@@ -130,9 +137,9 @@ def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[l
                 HEAD_ORDER.get(str(r.get("head")), 9),
             ),
         )
-        rows.append([f"**{key[1]}**", "", "", *([""] * len(COLUMNS))])
+        rows.append([f"**{key[1]}**", "", "", *([""] * len(columns))])
         chance, major, n = [], [], []
-        for task, _ in COLUMNS:
+        for task, _ in columns:
             owner = next((r for r in group if task in r.get("tasks", {})), None)
             entry = owner["tasks"][task] if owner else None
             chance.append(cell(task, entry.get("chance")) if entry else DASH)
@@ -143,7 +150,7 @@ def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[l
         rows.append([f"n ({split})", "", "", *n])
         for r in group:
             tasks = r.get("tasks", {})
-            cells = [cell(t, tasks.get(t, {}).get(split)) for t, _ in COLUMNS]
+            cells = [cell(t, tasks.get(t, {}).get(split)) for t, _ in columns]
             rows.append([str(r.get("encoder")), str(r.get("head")), _features(r), *cells])
     return rows
 
