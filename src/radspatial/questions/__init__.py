@@ -94,7 +94,7 @@ class Wording:
         return marker_ref(self.marker, self.marks[k])
 
     def verb(self, k: int) -> str:
-        """'Are' before 'the letters BZ' (MIRP's wording), else 'Is'."""
+        """'Are' before 'the letters BZ' (MIRP's wording), else 'Is' (any k: one marker type)."""
         return "Are" if self.setup == "rq3" and self.marker == "letters" else "Is"
 
     def thing(self, k: int) -> str:

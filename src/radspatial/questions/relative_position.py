@@ -19,6 +19,7 @@ from radspatial.questions import (
     QuestionSpec,
     SliceFacts,
     Wording,
+    marker_ref,
     register_question_type,
 )
 
@@ -103,11 +104,6 @@ def marker_question(kind: str, text1: str, relation: str, text2: str) -> str:
     numbers: "Is the number 52 above the number 1?"; letters: "Are the letters BZ above the
     letters AA?"; dots: "Is the red dot above the blue dot?".
     """
-    rel = RELATIONS[relation]
-    if kind == "numbers":
-        return f"Is the number {text1} {rel} the number {text2}?"
-    if kind == "letters":
-        return f"Are the letters {text1} {rel} the letters {text2}?"
-    if kind == "dots":
-        return f"Is the {text1} dot {rel} the {text2} dot?"
-    raise ValueError(f"unknown marker type {kind!r}")
+    verb = "Are" if kind == "letters" else "Is"
+    ref1, ref2 = marker_ref(kind, text1), marker_ref(kind, text2)
+    return f"{verb} {ref1} {RELATIONS[relation]} {ref2}?"
