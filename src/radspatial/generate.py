@@ -173,33 +173,48 @@ def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], lis
 def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
     """Choose slices, variants, objects and answers for one volume (no rendering).
 
-    A type asked in none of the configured setups (count with ``--setups rq3``) is skipped."""
-    plans: list[SlicePlan] = []
-    for name in config.question_types:
-        qtype = get_question_type(name)
-        if set(qtype.setups) & set(config.setups):
-            plans += _plan_type(vol, config, qtype)
-    return plans
+    A type asked in none of the configured setups (count with ``--setups rq3``) is skipped.
+    Slice analysis (structure stats, eligibility, rendered components) is done once and shared
+    by every question type."""
+    qtypes = [get_question_type(n) for n in config.question_types]
+    qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
+    if not qtypes:
+        return []
+    geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
+    min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
+    usable: list[_SliceInfo] = []
+    for z in range(vol.seg.shape[2]):
+        stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
+        eligible = _eligible(stats, vol.table.names, min_area, min_gap)
+        if len(eligible) >= 2:
+            usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
+    return [p for q in qtypes for p in _plan_type(vol, config, q, usable)]
 
 
-def _plan_type(vol: Volume, config: GenerateConfig, qtype: QuestionType) -> list[SlicePlan]:
+@dataclass(frozen=True)
+class _SliceInfo:
+    """One slice with at least two eligible structures, analysed once for every type."""
+
+    z: int
+    stats: dict[int, StructureStat]
+    eligible: tuple[StructureStat, ...]
+    component_areas: Callable[[int], list[float]]
+
+
+def _plan_type(
+    vol: Volume, config: GenerateConfig, qtype: QuestionType, usable: list[_SliceInfo]
+) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
     (datasets made before other types existed are reproduced byte for byte)."""
     relpos = qtype.name == "relative_position"
     rng = keyed_rng(config.seed, vol.case_id if relpos else f"{vol.case_id}/{qtype.name}")
-    geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
-    min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
     names = vol.table.names
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
     suffix = "" if relpos else f"_{qtype.name}"
     plans: list[SlicePlan] = []
     pair_targets: list[int] = []
-    for z in range(vol.seg.shape[2]):
-        lab = to_display(vol.seg[:, :, z])
-        stats = structure_stats(lab, geom)
-        eligible = _eligible(stats, names, min_area, min_gap)
-        if len(eligible) < 2:
-            continue
+    for info in usable:
+        z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
         if k % 2 == 0:  # each pair of accepted slices: one variant, one yes and one no
             first = int(rng.integers(2))
@@ -217,7 +232,7 @@ def _plan_type(vol: Volume, config: GenerateConfig, qtype: QuestionType) -> list
                 for i, s in sorted(stats.items())
                 if i in names
             ),
-            component_areas=_component_areas(vol, z, geom),
+            component_areas=info.component_areas,
         )
         spec = qtype.propose(facts, target, rng, config.rules)
         if spec is None:
