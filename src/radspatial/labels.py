@@ -154,3 +154,14 @@ def side_of(name: str) -> str | None:
     """'left' / 'right' for paired structures, else None."""
     last = name.rsplit("_", 1)[-1]
     return last if last in _SIDES else None
+
+
+def side_pairs(names: dict[int, str]) -> list[tuple[str, int, int]]:
+    """(base name, left id, right id) of every structure labelled on both sides, by base name:
+    {3: "kidney_left", 2: "kidney_right"} -> [("kidney", 3, 2)]."""
+    sides: dict[str, dict[str, int]] = {}
+    for label_id, name in names.items():
+        side = side_of(name)
+        if side:
+            sides.setdefault(name[: -len(side) - 1], {})[side] = label_id
+    return sorted((b, s["left"], s["right"]) for b, s in sides.items() if len(s) == 2)

@@ -154,7 +154,7 @@ class Agent:
 
     def _orientation(self, image: np.ndarray, context: Context, trace: dict) -> Decision:
         names = context.labels or load_table("totalsegmentator").names
-        pairs, spine = orientation_refs(list(names.values()))
+        pairs, spine = orientation_refs(names)
         flat = [r for _, left, right in pairs for r in (left, right)] + spine
         found = self.localizer.locate(image, flat, context) if flat else []
         n = 2 * len(pairs)

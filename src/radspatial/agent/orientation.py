@@ -25,7 +25,7 @@ from scipy import ndimage
 
 from radspatial.agent.types import Found, Ref
 from radspatial.agent.verify import Decision
-from radspatial.labels import side_of
+from radspatial.labels import side_pairs
 
 RULE = "yes iff cross(patient's left, posterior) < 0 in image coordinates"
 SPINE_PREFIXES = ("vertebrae", "spinal_cord", "sacrum")
@@ -34,19 +34,14 @@ _BODY_MIN = 20  # grey level above which a pixel is body, not air (W400/L40: fat
 _MIN_SIN = 0.5  # |sin| of the angle between L and P below this: abstain
 
 
-def orientation_refs(names: Sequence[str]) -> tuple[list[tuple[str, Ref, Ref]], list[Ref]]:
-    """(base, left, right) refs of every paired structure in ``names``, and the spine refs."""
-    by_base: dict[str, dict[str, str]] = {}
-    for name in names:
-        side = side_of(name)
-        if side:
-            by_base.setdefault(name[: -len(side) - 1], {})[side] = name
+def orientation_refs(names: dict[int, str]) -> tuple[list[tuple[str, Ref, Ref]], list[Ref]]:
+    """(base, left, right) refs of every paired structure in a label table, and the spine
+    refs."""
     pairs = [
-        (base, Ref(name=s["left"]), Ref(name=s["right"]))
-        for base, s in sorted(by_base.items())
-        if len(s) == 2
+        (base, Ref(name=names[left]), Ref(name=names[right]))
+        for base, left, right in side_pairs(names)
     ]
-    spine = [Ref(name=n) for n in sorted(set(names)) if n.startswith(SPINE_PREFIXES)]
+    spine = [Ref(name=n) for n in sorted(set(names.values())) if n.startswith(SPINE_PREFIXES)]
     return pairs, spine
 
 

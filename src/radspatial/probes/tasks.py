@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from radspatial.labels import side_of
+from radspatial.labels import side_pairs
 from radspatial.markers import marker_area
 from radspatial.slices import VARIANTS, StructureStat, Variant
 
@@ -232,14 +232,8 @@ def component_areas(view: SliceView, label_id: int, box: tuple[slice, ...] | Non
 
 def paired_structures(names: dict[int, str]) -> list[tuple[str, int, int]]:
     """(base name, left id, right id) of every left/right pair in a table, in priority order."""
-    sides: dict[str, dict[str, int]] = {}
-    for label_id, name in names.items():
-        side = side_of(name)
-        if side:
-            sides.setdefault(name[: -len(side) - 1], {})[side] = label_id
-    pairs = [(b, s["left"], s["right"]) for b, s in sides.items() if len(s) == 2]
     rank = {b: i for i, b in enumerate(PAIR_PRIORITY)}
-    return sorted(pairs, key=lambda p: (rank.get(p[0], len(rank)), p[0]))
+    return sorted(side_pairs(names), key=lambda p: (rank.get(p[0], len(rank)), p[0]))
 
 
 def _cycle(rng: np.random.Generator, k: int) -> Iterator[int]:
