@@ -84,7 +84,10 @@ def test_mirp_full_release_fields_and_canonical_centres(tmp_path):
     )
     (item,) = load_items(root)
     assert item.transform == "A1" and item.expected == 1
-    assert item.expected_canonical == 0  # in standard view the left kidney is image-right
+    # standard view: the left kidney is on the image right, so "to the left of" reads false;
+    # the patient's frame (MIRP's anatomical truth): it lies on the patient's left -> true
+    assert item.expected_standard == 0
+    assert item.expected_anatomical == 1
 
 
 def test_reads_generated_manifest(dataset):
@@ -94,7 +97,8 @@ def test_reads_generated_manifest(dataset):
     by_id = {i.id: i for i in items}
     for r in rows:
         i = by_id[r["id"]]
-        assert i.expected == r["answer"] and i.expected_canonical == r["answer_canonical"]
+        assert i.expected == r["answer"] and i.expected_standard == r["answer_standard"]
+        assert i.expected_anatomical == r["answer_anatomical"]
         assert i.transform == r["transform"]
     only = load_items(dataset, setups=["rq3"], markers=["dots"])
     assert only and all(i.setup == "rq3" and i.marker == "dots" for i in only)
@@ -105,20 +109,43 @@ def test_not_a_dataset_is_a_clear_error(tmp_path):
         load_items(tmp_path)
 
 
+def _example(item):
+    """The fixed example our protocol should show: MIRP's (answer 1) or its opposite (0)."""
+    from radspatial.prompts import example_answer
+
+    rel = "above" if example_answer(item.id) else "below"
+    return rel, example_answer(item.id)
+
+
 def test_mirp_prompt_is_verbatim_with_matching_fixed_example(dataset):
-    items = {(i.setup, i.marker): i for i in load_items(dataset)}
+    all_items = load_items(dataset)
+    items = {(i.setup, i.marker): i for i in all_items}
     rq1 = MIRP.render(items[("rq1", "none")])
     assert rq1.startswith("The image is a 2D axial slice of an abdominal CT scan")
     assert "'1' or '0'.Ignore anatomical correctness" in rq1  # MIRP's own missing space
-    assert "Q: Is the aorta above the spleen? A: 1\n" in rq1
+    rel, ans = _example(items[("rq1", "none")])
+    assert f"Q: Is the aorta {rel} the spleen? A: {ans}\n" in rq1
     assert rq1.endswith("Q: " + items[("rq1", "none")].question)
-    assert "Q: Is the aorta (BZ) above the spleen (AA)? A: 1" in MIRP.render(
+    rel, ans = _example(items[("rq2", "letters")])
+    assert f"Q: Is the aorta (BZ) {rel} the spleen (AA)? A: {ans}" in MIRP.render(
         items[("rq2", "letters")]
     )
-    assert "Q: Is the red dot above the blue dot? A: 1" in MIRP.render(items[("rq3", "dots")])
+    rel, ans = _example(items[("rq3", "dots")])
+    assert f"Q: Is the red dot {rel} the blue dot? A: {ans}" in MIRP.render(items[("rq3", "dots")])
     blank = MIRP.render(items[("as", "numbers")])
     assert blank.startswith("Answer strictly") and "CT scan" not in blank
-    assert "Q: Is the number 52 above the number 1? A: 1" in blank
+    rel, ans = _example(items[("as", "numbers")])
+    assert f"Q: Is the number 52 {rel} the number 1? A: {ans}" in blank
+
+
+def test_fixed_examples_are_balanced_and_independent_of_the_answer(dataset):
+    items = load_items(dataset)
+    shown = [int(MIRP.render(i).split("\nNow answer")[0][-1]) for i in items]
+    assert 0.35 <= sum(shown) / len(shown) <= 0.65  # not "always 1"
+    same = sum(int(s == i.expected) for s, i in zip(shown, items, strict=True))
+    assert 0.25 <= same / len(items) <= 0.75  # the example does not leak the answer
+    # fixed per item: rendering twice gives the same prompt
+    assert [MIRP.render(i) for i in items[:5]] == [MIRP.render(i) for i in items[:5]]
 
 
 def test_custom_template(tmp_path, dataset):
@@ -234,7 +261,8 @@ def _row(i, run, expected, parsed, **kw):
         "variant": "normal",
         "pair": "a / b",
         "expected": expected,
-        "expected_canonical": expected,
+        "expected_standard": expected,
+        "expected_anatomical": 1 - expected,
         "parsed": parsed,
         "correct": parsed == expected,
         "error": None,
@@ -271,16 +299,29 @@ def test_metrics_by_hand():
 
 
 def test_frames_separate_image_and_anatomy():
-    # A model that always answers the standard-view answer: on conflict items it is always
-    # wrong in the image frame and always right in the canonical frame.
+    # A model that always answers the anatomical (patient-frame) answer: where image and
+    # anatomy disagree it is always wrong in the image frame and always right anatomically.
+    # Left/right: the anatomical answer is the standard view's, swapped.
     rows = []
-    for i, (exp, canon) in enumerate([(1, 0), (0, 1), (1, 1), (0, 0)]):
-        rows.append(_row(i, 0, exp, canon, expected_canonical=canon))
+    for i, (exp, anat) in enumerate([(1, 0), (0, 1), (1, 1), (0, 0)]):
+        rows.append(_row(i, 0, exp, anat, expected_standard=1 - anat, expected_anatomical=anat))
     m = compute_metrics(rows, model="prior", runs=1)
     lr = m["frames"]["rq1"]["left_right"]
     assert lr["conflict_image"]["accuracy_mean"] == 0.0
-    assert lr["conflict_canonical"]["accuracy_mean"] == 1.0
-    assert lr["image"]["accuracy_mean"] == 0.5 and lr["canonical"]["accuracy_mean"] == 1.0
+    assert lr["conflict_anatomical"]["accuracy_mean"] == 1.0
+    assert lr["aligned_image"]["accuracy_mean"] == 1.0
+    assert lr["image"]["accuracy_mean"] == 0.5 and lr["anatomical"]["accuracy_mean"] == 1.0
+    assert lr["standard"]["accuracy_mean"] == 0.0
+    assert lr["view_conflict_image"]["n_items"] == 2  # image != standard on items 2 and 3
+
+
+def test_frames_of_old_runs_derive_anatomical_from_canonical():
+    rows = [_row(i, 0, e, e) for i, e in enumerate([1, 0])]
+    for r in rows:  # a results.jsonl written before the three frames had names
+        r["expected_canonical"] = r.pop("expected_standard")
+        r.pop("expected_anatomical")
+    lr = compute_metrics(rows, model="old", runs=1)["frames"]["rq1"]["left_right"]
+    assert lr["standard"]["accuracy_mean"] == 1.0 and lr["anatomical"]["accuracy_mean"] == 0.0
 
 
 def test_anatomy_prior_recites_anatomy(tmp_path, dataset):
@@ -288,9 +329,22 @@ def test_anatomy_prior_recites_anatomy(tmp_path, dataset):
     run_eval(dataset, tmp_path / "p", cfg, progress=False)
     m = json.loads((tmp_path / "p" / "metrics.json").read_text())
     for axis in m["frames"]["rq1"].values():
-        assert axis["canonical"]["accuracy_mean"] >= 0.9
+        assert axis["anatomical"]["accuracy_mean"] >= 0.9
         if axis["conflict_image"]["n_items"]:
             assert axis["conflict_image"]["accuracy_mean"] <= 0.1
+    # the MIRP block's anatomical left/right (MIRP's RQ3(1)) agrees
+    assert m["mirp"]["RQ1/none"]["anatomy_left_right"]["accuracy_mean"] >= 0.9
+
+
+def test_standard_view_baseline_is_the_standard_frame_oracle(tmp_path, dataset):
+    cfg = EvalConfig(model="baseline:standard-view", runs=1, setups=("rq1", "rq2", "rq3"))
+    run_eval(dataset, tmp_path / "s", cfg, progress=False)
+    m = json.loads((tmp_path / "s" / "metrics.json").read_text())
+    for setup in ("rq1", "rq2", "rq3"):
+        for axis in m["frames"][setup].values():
+            assert axis["standard"]["accuracy_mean"] == 1.0
+            if axis["view_conflict_image"]["n_items"]:
+                assert axis["view_conflict_image"]["accuracy_mean"] == 0.0
 
 
 def test_cli_eval_on_mirp_sample(tmp_path):

@@ -114,9 +114,26 @@ def test_answers_follow_centres_and_margins(ras_out):
             ca, cb = r["object1"]["center_xy_canonical"], r["object2"]["center_xy_canonical"]
             c_smaller = ca[axis] < cb[axis]
             c_expected = c_smaller if r["relation"] in ("left_of", "above") else not c_smaller
-            assert r["answer_canonical"] == int(c_expected)
+            assert r["answer_standard"] == int(c_expected)
             if r["transform"] == "B1":
-                assert r["answer_canonical"] == r["answer"]
+                assert r["answer_standard"] == r["answer"]
+            # patient frame (MIRP): "left of" = on the patient's left = larger x in standard
+            # view; above/below (anterior/posterior) reads as the standard view
+            if axis == 0:
+                patient_left_first = ca[0] > cb[0]
+                a_expected = (
+                    patient_left_first if r["relation"] == "left_of" else not (patient_left_first)
+                )
+                assert r["answer_anatomical"] == int(a_expected) == 1 - r["answer_standard"]
+            else:
+                assert r["answer_anatomical"] == r["answer_standard"]
+            # the drawn markers say the same as the centres, with the margin, in both frames
+            for key, ans in (("marker_xy", "answer"), ("marker_xy_canonical", "answer_standard")):
+                ma, mb = r["object1"][key], r["object2"][key]
+                assert abs(ma[axis] - mb[axis]) >= 10
+                m_smaller = ma[axis] < mb[axis]
+                m_expected = m_smaller if r["relation"] in ("left_of", "above") else not m_smaller
+                assert r[ans] == int(m_expected)
 
 
 def test_same_seed_is_byte_identical_and_adding_a_case_changes_nothing(tmp_path, ras_out):
@@ -188,7 +205,7 @@ def test_manifest_fields(ras_out):
         if r["setup"] != "as":
             src = r["source"]
             assert len(src["ct_sha256"]) == 64 and isinstance(src["slice_index"], int)
-            assert r["answer_canonical"] in (0, 1)
+            assert r["answer_standard"] in (0, 1) and r["answer_anatomical"] in (0, 1)
 
 
 def test_dots_start_with_either_colour(ras_out):

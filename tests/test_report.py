@@ -72,7 +72,11 @@ def test_table1_has_every_model_and_the_exact_baseline_numbers(report, runs):
     md = report.summary_md.read_text()
     header = _header(md)
     assert header[:5] == ["Model", "RQ1", "RQ2 dots", "RQ2 letters", "RQ2 numbers"]
-    assert {"AS dots", "RQ3 numbers", "Overall", "95% CI", "Invalid", "Yes-rate"} <= set(header)
+    assert {"AS dots", "RQ3 numbers", "Overall (RQ1-3)", "95% CI", "Invalid", "Yes-rate"} <= set(
+        header
+    )
+    # the headline pools RQ1-RQ3 only: the blank-image ablation comes after it, on its own
+    assert header.index("AS dots") > header.index("95% CI") > header.index("RQ3 numbers")
     yes, no = _row(md, "baseline:yes"), _row(md, "baseline:no")
     # balanced questions: always-yes and always-no are right on exactly half, in every run
     for row in (yes, no):
@@ -81,9 +85,9 @@ def test_table1_has_every_model_and_the_exact_baseline_numbers(report, runs):
     assert yes[header.index("Yes-rate")] == "100.0"
     assert no[header.index("Yes-rate")] == "0.0"
     prior = json.loads((runs["baseline:anatomy-prior"] / "metrics.json").read_text())
-    o = prior["overall"]
+    o = prior["headline"]
     cell = f"{100 * o['accuracy_mean']:.1f} ± {100 * o['accuracy_std']:.1f}"
-    assert _row(md, "baseline:anatomy-prior")[header.index("Overall")] == cell
+    assert _row(md, "baseline:anatomy-prior")[header.index("Overall (RQ1-3)")] == cell
     ci = f"[{100 * o['ci_low']:.1f}, {100 * o['ci_high']:.1f}]"
     assert _row(md, "baseline:anatomy-prior")[header.index("95% CI")] == ci
     data = json.loads((runs["baseline:yes"] / "run.json").read_text())["data"]
@@ -93,13 +97,20 @@ def test_table1_has_every_model_and_the_exact_baseline_numbers(report, runs):
 def test_frames_variants_and_rotation_sections(report):
     md = report.summary_md.read_text()
     assert "Left/right (MIRP RQ3(1))" in md and "Above/below (our extension)" in md
-    assert "recites anatomy scores high in the canonical column and low in the image" in md
-    # the anatomy prior answers from anatomy: always right in standard view, never on conflicts
+    assert "recites anatomy scores high in the anatomical columns and low in the image" in md
+    assert "Anatomical = MIRP RQ3(1) (all)" in md
+    # the anatomy prior answers from anatomy: always right in the patient's frame, never where
+    # the image disagrees with it
     prior_rq1 = [x for x in md.splitlines() if x.startswith("| baseline:anatomy-prior | RQ1 |")]
     assert len(prior_rq1) == 2  # left/right and above/below
     for line in prior_rq1:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[4:6] == ["0.0 ± 0.0", "100.0 ± 0.0"]  # conflict: image, canonical
+        assert cells[4] == "100.0 ± 0.0"  # anatomical, all items
+        assert cells[6:8] == ["0.0 ± 0.0", "100.0 ± 0.0"]  # not aligned: image, anatomical
+    lr, ab = prior_rq1
+    assert [c.strip() for c in lr.strip("|").split("|")][3] == "0.0 ± 0.0"  # standard: L/R swap
+    assert [c.strip() for c in ab.strip("|").split("|")][3] == "100.0 ± 0.0"  # A/P = standard
+    assert "## MIRP Table 1 view (MIRP's rules)" in md
     assert "| Model | A1 | A2 | A3 | A4 | B1 | B2 | B3 | B4 |" in md
     assert "Normal vs counterfactual" in md and "situs_inversus" in md
     assert "skipped" not in md

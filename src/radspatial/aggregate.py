@@ -1,7 +1,10 @@
 """Metrics from result rows: per run, across runs (mean +- std), Wilson CIs, breakdowns,
-image-frame vs canonical-frame (anatomical) correctness, McNemar between runs.
+correctness in three frames (image, standard view, anatomical), McNemar between runs, and MIRP's
+own statistics (``mirp``: computed by MIRP's rules for every run, whatever its protocol).
 
-Invalid answers (parsed None) count as wrong and are reported as the invalid rate.
+Invalid answers (parsed None) count as wrong and are reported as the invalid rate. The headline
+(``headline``) is relative position on RQ1-RQ3, as MIRP's "Overall"; the blank-image ablation
+and the SPAR-VQA types have their own entries, not pooled into it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.mirp import mirp_block
 from radspatial.questions import chance_levels
 from radspatial.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
 
@@ -68,28 +72,65 @@ def _by(rows: Sequence[Row], key: Callable[[Row], str | None], runs: int) -> dic
 _AXES = {"left_right": ("left_of", "right_of"), "above_below": ("above", "below")}
 
 
-def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
-    """Image-frame vs canonical-frame correctness per relation axis.
+def _frame_rows(rows: Sequence[Row]) -> list[Row]:
+    """Rows with the standard and anatomical answers (older runs: ``expected_canonical`` is
+    the standard view; the anatomical answer follows from it)."""
+    from radspatial.questions.relative_position import anatomical_from_standard
 
-    ``conflict`` keeps the items whose answer in the shown image differs from the answer in
-    standard view: there, a model that recites anatomy scores high on ``canonical`` and low on
-    ``image``. Left/right is MIRP's RQ3(1); above/below is our extension.
+    out = []
+    for r in rows:
+        if "expected_standard" not in r and "expected_canonical" in r:
+            std = r["expected_canonical"]
+            r = {
+                **r,
+                "expected_standard": std,
+                "expected_anatomical": anatomical_from_standard(r["relation"], std),
+            }
+        out.append(r)
+    return out
+
+
+def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
+    """Correctness in three frames per relation axis, on all items and where frames disagree.
+
+    ``image``: the shown (rotated/flipped) image; ``standard``: the same words read in standard
+    radiological view; ``anatomical``: the patient's frame (MIRP's RQ3(1): "left" is the
+    patient's left). ``conflict_*`` keep the items whose image answer differs from the
+    anatomical one (MIRP's "not aligned"; ``aligned_image`` the others), ``view_conflict_*``
+    those whose image answer differs from the standard view's. A model that recites anatomy
+    scores high on ``anatomical`` and low on ``image`` there. Left/right is MIRP's; above/below
+    (anterior/posterior) is our extension.
     """
     out: dict[str, Any] = {}
+    rows = _frame_rows(rows)
     for axis, relations in _AXES.items():
         sub = [
-            r for r in rows if r["relation"] in relations and r["expected_canonical"] is not None
+            r
+            for r in rows
+            if r["relation"] in relations
+            and r.get("expected_standard") is not None
+            and r.get("expected_anatomical") is not None
         ]
         if not sub:
             continue
-        conflict = [r for r in sub if r["expected"] != r["expected_canonical"]]
+        conflict = [r for r in sub if r["expected"] != r["expected_anatomical"]]
+        aligned = [r for r in sub if r["expected"] == r["expected_anatomical"]]
+        view = [r for r in sub if r["expected"] != r["expected_standard"]]
         out[axis] = {
             "image": group_metrics(sub, runs),
-            "canonical": group_metrics(sub, runs, target="expected_canonical"),
+            "standard": group_metrics(sub, runs, target="expected_standard"),
+            "anatomical": group_metrics(sub, runs, target="expected_anatomical"),
+            "aligned_image": group_metrics(aligned, runs),
             "conflict_image": group_metrics(conflict, runs),
-            "conflict_canonical": group_metrics(conflict, runs, target="expected_canonical"),
+            "conflict_anatomical": group_metrics(conflict, runs, target="expected_anatomical"),
+            "view_conflict_image": group_metrics(view, runs),
+            "view_conflict_standard": group_metrics(view, runs, target="expected_standard"),
         }
     return out
+
+
+def _is_headline(r: Row) -> bool:
+    return r.get("question_type", _RELPOS) == _RELPOS and r["setup"] in ("rq1", "rq2", "rq3")
 
 
 def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
@@ -120,6 +161,7 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
         "n_rows": len(rows),
         "errors": errors,
         "overall": group_metrics(rows, runs),
+        "headline": group_metrics([r for r in rows if _is_headline(r)], runs),
         "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),
         "by_setup": _by(rows, lambda r: r["setup"], runs),
         "by_question_type": {
@@ -144,4 +186,5 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
             if any(r["setup"] == setup for r in rows)
         },
         "run_agreement": run_agreement(rows, runs),
+        "mirp": mirp_block(rows, runs) if all("parsed_mirp" in r for r in rows) else {},
     }

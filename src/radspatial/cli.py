@@ -180,8 +180,18 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         "--questions", type=_question_types, help="question types, e.g. spar or size,distance"
     )
     p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
+    p.add_argument(
+        "--protocol",
+        choices=("radspatial", "mirp"),
+        default="radspatial",
+        help="radspatial: fixed balanced example per item, our parser (default); mirp: MIRP's "
+        "replication protocol (example drawn from another item per run, text before image, "
+        "MIRP's prompt for every setup, MIRP's answer parser)",
+    )
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument(
+        "--max-tokens", type=int, default=1024, help="new tokens per reply (default 1024)"
+    )
     p.set_defaults(func=cmd_eval)
 
 
@@ -199,7 +209,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         markers=args.markers,
         question_types=args.questions,
         decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
-        template=load_template(args.prompt),
+        template=load_template(args.prompt) if args.prompt else None,
+        protocol=args.protocol,
     )
     rows = run_eval(args.data, args.out, config)
     _print_eval(args.out, rows)

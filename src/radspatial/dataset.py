@@ -170,7 +170,8 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
                 "setup": "as",
                 "marker": marker,
                 "image": rel,
-                "answer_canonical": None,
+                "answer_standard": None,  # blank: no view to undo, no patient
+                "answer_anatomical": None,
                 "question_type": "relative_position",
                 "transform": None,
                 "transform_name": None,

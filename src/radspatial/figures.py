@@ -202,7 +202,7 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
 
 def _frames_setup(s: Summary) -> str | None:
     for setup in SETUP_ORDER:
-        if any(f.get(setup) for f in s["frames"].values()):  # {} when no known canonical
+        if any(f.get(setup) for f in s["frames"].values()):  # {} when no standard-view answer
             return setup
     return None
 
@@ -215,16 +215,18 @@ def draw_frames(s: Summary) -> bytes | str:
     frames = {m: s["frames"][m].get(setup, {}) for m in models}
     fig = _figure(min(max(7.0, 2.4 * len(models) + 1.0), 16.0), 6.6)
     axes = fig.subplots(2, 2, sharey=True)
-    colours = {"image": PALETTE[0], "canonical": PALETTE[1]}
+    colours = {"image": PALETTE[0], "standard": PALETTE[1], "anatomical": PALETTE[2]}
+    panels = (("", "all items"), ("conflict_", "image ≠ anatomical"))
     for row, (axis, axis_title) in enumerate(AXIS_TITLES.items()):
-        for col, (prefix, which) in enumerate((("", "all items"), ("conflict_", "conflict items"))):
+        for col, (prefix, which) in enumerate(panels):
             ax = axes[row][col]
             groups = [frames[m].get(axis, {}) for m in models]
             ns = [g.get(f"{prefix}image", {}).get("n_items", 0) for g in groups]
+            shown = [f for f in colours if any(g.get(prefix + f) for g in groups)]
             series = [
                 (f"{frame} frame", [_pct(g.get(prefix + frame), "accuracy_mean") for g in groups],
-                 [_pct(g.get(prefix + frame), "accuracy_std") for g in groups], colour)
-                for frame, colour in colours.items()
+                 [_pct(g.get(prefix + frame), "accuracy_std") for g in groups], colours[frame])
+                for frame in shown
             ]  # fmt: skip
             _grouped_bars(ax, len(models), series, values=True)
             _chance(ax)
@@ -240,8 +242,8 @@ def draw_frames(s: Summary) -> bytes | str:
                 ax.text(0.5, 0.5, "no items", transform=ax.transAxes, ha="center", color="0.4")
     _legend(fig, axes[0][0], 3)
     fig.suptitle(
-        f"Image frame vs canonical (anatomical) frame, {setup.upper()}\n"
-        "reciting anatomy: canonical high, image low on conflict items",
+        f"Image vs standard view vs anatomical (patient) frame, {setup.upper()}\n"
+        "reciting anatomy: anatomical high, image low where they disagree",
         fontsize=11,
     )
     return _png(fig)

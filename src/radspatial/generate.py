@@ -149,6 +149,7 @@ def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Cand
         s.center_xy,
         variant.apply_point(s.marker_xy, size),
         s.area_px,
+        s.marker_xy,
     )
 
 
@@ -303,6 +304,7 @@ def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict | N
         "center_xy": [round(c, 3) for c in cand.center_xy],
         "center_xy_canonical": [round(c, 3) for c in cand.center_xy_canonical],
         "marker_xy": [round(c, 3) for c in shown_marker],
+        "marker_xy_canonical": [round(c, 3) for c in stat.marker_xy],
         "marker_inside": stat.inside,
         "area_px": round(stat.area_px, 2),
     }
@@ -357,7 +359,8 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
                 "image": rel,
                 "question": question_text(setup, marker, plan),
                 "answer": plan.spec.answer,
-                "answer_canonical": plan.spec.answer_canonical,
+                "answer_standard": plan.spec.answer_standard,
+                "answer_anatomical": plan.spec.answer_anatomical,
                 "relation": plan.spec.relation,
                 "question_type": plan.spec.question_type,
                 "transform": plan.variant.code,

@@ -5,8 +5,10 @@ MIRP layout (as published): ``RQ1/images + qa.json``; ``RQ2|RQ3|AS/image_{dots,l
 letter files say ``object1_label`` where the others say ``object1_gray``; some files lack
 ``rotate_flip_*``; file names differ between the sample and the full release (we use the names in
 the JSON). If the dataset root holds MIRP's
-``center_of_anatomical_stuctures_in_standard_radiological_orientation.json``, the answer in
-standard view (``expected_canonical``) is derived from it.
+``center_of_anatomical_stuctures_in_standard_radiological_orientation.json``, the answers in
+standard view (``expected_standard``) and in the patient's frame (``expected_anatomical``, MIRP's
+anatomical truth) are derived from it. Datasets written before the three frames had names store
+``answer_canonical`` (the standard view); it is read as such.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from typing import Any
 
 from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
-from radspatial.questions.relative_position import relation_holds
+from radspatial.questions.relative_position import (
+    anatomical_from_standard,
+    anatomical_holds,
+    relation_holds,
+)
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
 MIRP_CENTRES = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
@@ -40,8 +46,9 @@ class EvalItem:
     marker: str  # none | numbers | letters | dots
     image: Path
     question: str
-    expected: int
-    expected_canonical: int | None = None
+    expected: int  # answer in the shown image
+    expected_standard: int | None = None  # same words, un-rotated/un-flipped standard view
+    expected_anatomical: int | None = None  # patient's frame (MIRP): left = patient's left
     relation: str | None = None
     transform: str | None = None
     object1: str | None = None  # snake_case structure name, when known
@@ -126,6 +133,15 @@ def _from_manifest(root: Path) -> list[EvalItem]:
             extra["mask"] = str(root / row["mask"])
             case = (row.get("source") or {}).get("case_id")
             extra.update(tables.get(case, {}))
+        qtype = row.get("question_type") or "relative_position"
+        standard = row.get("answer_standard", row.get("answer_canonical"))
+        if "answer_anatomical" in row:
+            anatomical = row["answer_anatomical"]
+        elif qtype == "relative_position":  # older datasets: derive it from the standard view
+            anatomical = anatomical_from_standard(row.get("relation"), standard)
+        else:
+            anatomical = None
+        extra["order"] = len(items)
         items.append(
             EvalItem(
                 id=row["id"],
@@ -134,13 +150,14 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 image=root / row["image"],
                 question=row["question"],
                 expected=int(row["answer"]),
-                expected_canonical=row.get("answer_canonical"),
+                expected_standard=standard,
+                expected_anatomical=anatomical,
                 relation=row.get("relation"),
                 transform=row.get("transform"),
                 object1=o1.get("name"),
                 object2=o2.get("name"),
                 variant=row.get("variant") or "normal",
-                question_type=row.get("question_type") or "relative_position",
+                question_type=qtype,
                 extra=extra,
             )
         )
@@ -170,11 +187,14 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                     question = qa["question"]
                     relation = relation_of(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
-                    canonical = None
+                    standard = anatomical = None
+                    extra: dict[str, Any] = {"order": len(items), "filename": filename}
                     if setup != "as" and relation and n1 and n2 and filename in centres:
                         c = centres[filename]
                         if n1 in c and n2 in c:
-                            canonical = int(relation_holds(relation, c[n1], c[n2]))
+                            standard = int(relation_holds(relation, c[n1], c[n2]))
+                            anatomical = int(anatomical_holds(relation, c[n1], c[n2]))
+                            extra.update(center1_canonical=c[n1], center2_canonical=c[n2])
                     items.append(
                         EvalItem(
                             id=f"{setup}/{marker}/{filename}/q{k}",
@@ -183,7 +203,8 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             image=image_dir / filename,
                             question=question,
                             expected=int(qa["answer"]),
-                            expected_canonical=canonical,
+                            expected_standard=standard,
+                            expected_anatomical=anatomical,
                             relation=relation,
                             transform=entry.get("rotate_flip_short"),
                             object1=n1,
@@ -191,6 +212,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             variant="blank" if setup == "as" else "normal",
                             # our MIRP-layout files name SPAR-VQA types; MIRP's own have none
                             question_type=qa.get("question_type", "relative_position"),
+                            extra=extra,
                         )
                     )
     return items

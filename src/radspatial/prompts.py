@@ -1,13 +1,16 @@
 """Prompt templates: MIRP's fixed prompts by default, or a custom template file.
 
 MIRP's prompt text is kept verbatim (including its missing space before "Ignore"), so numbers
-are comparable with the paper. The in-context example matches the item's setup and marker type
-and is fixed per (setup, marker): identical across runs and items, so the spread across runs is
-model noise, not prompt noise.
+are comparable with the paper. Our protocol's in-context example matches the item's setup and
+marker type and is fixed per item (identical across runs, so the spread across runs is model
+noise, not prompt noise); its answer is 1 for about half the items and 0 for the others (the
+opposite relation), chosen by a hash of the item id, so the example never teaches "always 1".
+MIRP's own protocol (an example drawn from another item, per run) lives in ``radspatial.mirp``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,26 +49,44 @@ _EXAMPLES: dict[str, tuple[str, tuple[str, ...], dict]] = {
     "distance": ("closer_to", ("aorta", "spleen", "liver"), {}),
     "count": ("count", ("colon",), {"n": 2}),
 }
+# the example whose answer is 0 asks the opposite relation (same structures, same anatomy)
+_OPPOSITE = {
+    "above": "below",
+    "larger_than": "smaller_than",
+    "closer_to": "farther_from",
+    "count": "count",  # "exactly 2?" with answer 0: no image is shown with the example
+}
 # orientation has one question, so its example is a different question about the view
 _ORIENTATION_EXAMPLE = "Is the top of this image the front (anterior side) of the patient?"
 
 
-def example_question(setup: str, marker: str, question_type: str = "relative_position") -> str:
-    """The fixed example for a (question type, setup, marker), worded like the real questions.
+def example_question(
+    setup: str, marker: str, question_type: str = "relative_position", answer: int = 1
+) -> str:
+    """The example for a (question type, setup, marker), worded like the real questions.
 
-    For relative position these are MIRP's examples verbatim ("Is the aorta above the spleen?",
-    "Is the aorta (52) above the spleen (1)?", "Are the letters BZ above the letters AA?").
+    With ``answer=1`` these are MIRP's examples verbatim for relative position ("Is the aorta
+    above the spleen?", "Is the aorta (52) above the spleen (1)?", "Are the letters BZ above
+    the letters AA?"); with ``answer=0`` the opposite relation ("Is the aorta below ...").
     """
     if question_type == "orientation":
         return _ORIENTATION_EXAMPLE
     if question_type not in _EXAMPLES:
         raise ValueError(f"no example question for question type {question_type!r}")
     relation, names, params = _EXAMPLES[question_type]
+    if not answer:
+        relation = _OPPOSITE[relation]
     qtype = get_question_type(question_type)
     setup = "rq1" if marker == "none" else "rq3" if setup == "as" else setup
     marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][: len(names)]
-    spec = QuestionSpec(question_type, (), relation, 1, 1, params)
+    spec = QuestionSpec(question_type, (), relation, answer, answer, params)
     return qtype.text(spec, Wording(setup, marker, names, marks))
+
+
+def example_answer(item_id: str) -> int:
+    """Our protocol's example answer for an item: 1 or 0 by a hash of its id (about half
+    each, independent of the item's own answer)."""
+    return hashlib.sha256(item_id.encode()).digest()[0] & 1
 
 
 @dataclass(frozen=True)
@@ -77,12 +98,17 @@ class PromptTemplate:
     ct: str = MIRP_CT
     blank: str = MIRP_BLANK
 
-    def render(self, item: EvalItem) -> str:
+    def render(self, item: EvalItem, example: tuple[str, int] | None = None) -> str:
+        """The prompt for ``item``; ``example`` (question, answer) replaces our fixed one."""
         text = self.blank if item.setup == "as" else self.ct
+        if example is None:
+            answer = example_answer(item.id)
+            question = example_question(item.setup, item.marker, item.question_type, answer)
+            example = (question, answer)
         return text.format(
             question=item.question,
-            example_question=example_question(item.setup, item.marker, item.question_type),
-            example_answer=1,
+            example_question=example[0],
+            example_answer=example[1],
             setup=item.setup,
             marker=item.marker,
         )
@@ -92,6 +118,8 @@ class PromptTemplate:
 
 
 MIRP = PromptTemplate("mirp")
+# MIRP's inference code sends the CT prompt for every setup, the blank images included
+MIRP_PROTOCOL = PromptTemplate("mirp-protocol", MIRP_CT, MIRP_CT)
 
 
 def load_template(path: Path | None) -> PromptTemplate:

@@ -28,7 +28,23 @@ MARKERS = ("none", "dots", "letters", "numbers")
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
 TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
 AXES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (our extension)"}
-FRAME_COLUMNS = ("image", "canonical", "conflict_image", "conflict_canonical")
+FRAME_COLUMNS = (
+    "image",
+    "standard",
+    "anatomical",
+    "aligned_image",
+    "conflict_image",
+    "conflict_anatomical",
+)
+FRAME_HEADER = (
+    "Image (all)",
+    "Standard view (all)",
+    "Anatomical (all)",
+    "Image (aligned)",
+    "Image (not aligned)",
+    "Anatomical (not aligned)",
+)
+RELPOS = "relative_position"
 DASH = "–"
 Group = dict[str, Any]
 
@@ -132,6 +148,17 @@ def _rq1_transforms(runs: Sequence[RunData]) -> dict[str, Any]:
     return out
 
 
+def _relpos_keys(runs: Sequence[RunData]) -> list[str]:
+    """setup/marker keys that hold relative-position items, in table order."""
+    present = {
+        k.partition("|")[2]
+        for r in runs
+        for k, g in r.metrics.get("by_question_type_setup_marker", {}).items()
+        if k.startswith(f"{RELPOS}|") and g.get("n_items")
+    }
+    return sorted(present, key=_rank)
+
+
 def mcnemar_pairs(runs: Sequence[RunData]) -> list[dict[str, Any]]:
     """McNemar's test between each pair of models on the items both answered in run 0."""
     pairs = []
@@ -193,6 +220,9 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "variants": variants,
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
         "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},
+        "headline": {r.label: _strip(r.metrics.get("headline", {})) for r in runs},
+        "relpos_setup_markers": _relpos_keys(runs),
+        "mirp": {r.label: r.metrics.get("mirp", {}) for r in runs},
         "mcnemar": {
             "basis": "per-item correctness of run 0, items joined by id; two-sided",
             "pairs": mcnemar_pairs(runs),
@@ -237,34 +267,67 @@ def column_name(key: str) -> str:
 
 
 def _table1(s: dict[str, Any]) -> str:
-    cols = s["setup_markers"]
-    header = ["Model", *map(column_name, cols), "Overall", "95% CI", "Invalid", "Yes-rate"]
+    """Relative position per setup/marker, the headline over RQ1-RQ3 (MIRP's "Overall"), then
+    the blank-image ablation and each SPAR-VQA type in their own columns."""
+    cols = s["relpos_setup_markers"] or s["setup_markers"]
+    main = [c for c in cols if not c.startswith("as/")]
+    ablation = [c for c in cols if c.startswith("as/")]
+    spar = [q for q in s["question_types"] if q != RELPOS]
+    header = ["Model", *map(column_name, main), "Overall (RQ1-3)", "95% CI"]
+    header += [*map(column_name, ablation), *spar, "Invalid", "Yes-rate"]
     rows = []
     for m in s["models"]:
-        o, by = m["overall"], s["by_setup_marker"][m["label"]]
+        label = m["label"]
+        o = s["headline"].get(label) or {}
+        by_qt = s["by_question_type_setup_marker"].get(label, {})
+        by_sm = s["by_setup_marker"][label]
+
+        def cell(c: str, by_qt: dict = by_qt, by_sm: dict = by_sm) -> str:
+            return acc(by_qt.get(f"{RELPOS}|{c}") if by_qt else by_sm.get(c))
+
         ci = f"[{pct(o.get('ci_low'))}, {pct(o.get('ci_high'))}]" if o.get("n_items") else DASH
+        qt = s["by_question_type"].get(label, {})
         rows.append(
-            [m["label"], *(acc(by[c]) for c in cols), acc(o), ci]
+            [label, *(cell(c) for c in main), acc(o), ci, *(cell(c) for c in ablation)]
+            + [acc(qt.get(q)) for q in spar]
             + [pct(o.get("invalid_rate")), pct(o.get("yes_rate"))]
         )
-    counts = [
-        sorted({by[c].get("n_items", 0) for by in s["by_setup_marker"].values()}) for c in cols
-    ]
-    n_line = ", ".join(
-        f"{column_name(c)} {'/'.join(map(str, n))}" for c, n in zip(cols, counts, strict=True)
-    )
     return (
         "## Accuracy by setup and marker (cf. MIRP Table 1)\n\n"
-        "Accuracy in %, mean ± standard deviation across runs. 95% CI: Wilson interval on all "
-        "runs' answers pooled. Invalid: unparseable answers (scored wrong). Yes-rate: share of "
-        "valid answers that are 'yes' (answer bias; generated datasets are balanced, 50% yes).\n\n"
-        + table(header, rows)
-        + (f"\nItems per column: {n_line}.\n" if cols else "")
-        + (
-            "\nAll question types pooled; see the question-type tables below for each type.\n"
-            if s["by_question_type"]
-            else ""
-        )
+        "Relative position, accuracy in %, mean ± standard deviation across runs. Overall: "
+        "relative position on RQ1-RQ3 (MIRP's headline); the blank-image ablation (AS) and the "
+        "SPAR-VQA types (all setups) have their own columns and are not pooled into it. 95% CI: "
+        "Wilson interval on all runs' answers pooled. Invalid: unparseable answers (scored "
+        "wrong). Yes-rate: share of valid answers that are 'yes' (answer bias; generated "
+        "datasets are balanced, 50% yes).\n\n" + table(header, rows)
+    )
+
+
+def _mirp_cell(group: Group | None, frame: str = "image") -> str:
+    g = (group or {}).get(frame)
+    if not g:
+        return DASH
+    return f"{g['accuracy_mean']:.2f} ± {g['accuracy_std']:.2f}"
+
+
+def _mirp_table(s: dict[str, Any]) -> str:
+    """MIRP's own statistics (its parser and rules, ``metrics.json`` ``mirp``) as fractions."""
+    keys = sorted({k for b in s["mirp"].values() for k in b}, key=lambda k: _rank(k.lower()))
+    if not keys:
+        return ""
+    header = ["Model", *(column_name(k.lower()) for k in keys), "RQ3(1) anatomy L/R"]
+    rows = [
+        [label, *(_mirp_cell(b.get(k)) for k in keys)]
+        + [_mirp_cell(b.get("RQ1/none"), "anatomy_left_right")]
+        for label, b in s["mirp"].items()
+    ]
+    return (
+        "## MIRP Table 1 view (MIRP's rules)\n\n"
+        "Accuracy as a fraction, mean ± standard deviation (statistics.stdev) across runs, "
+        "relative position only, computed with MIRP's answer cascade (an unsure reply counts as "
+        "the wrong answer), so these equal what MIRP's published scripts give on "
+        "`radspatial export mirp` of the same run. RQ3(1) anatomy L/R: MIRP's anatomical frame "
+        "(RQ1 left/right questions; 'left' is the patient's left).\n\n" + table(header, rows)
     )
 
 
@@ -280,26 +343,30 @@ def _runs_table(s: dict[str, Any]) -> str:
 
 
 def _frames_tables(s: dict[str, Any]) -> str:
-    parts = ["## Image frame vs canonical (anatomical) frame\n"]
+    parts = ["## Image vs standard view vs anatomical frame\n"]
     for axis, title in AXES.items():
         rows = []
         for label, frames in s["frames"].items():
             for setup in SETUPS:
                 f = frames.get(setup, {}).get(axis)
                 if f:
-                    n = f["conflict_image"].get("n_items", 0)
-                    rows.append([label, setup.upper(), *(acc(f[c]) for c in FRAME_COLUMNS), n])
+                    n = f.get("conflict_image", {}).get("n_items", 0)
+                    cells = [acc(f.get(c)) for c in FRAME_COLUMNS]
+                    rows.append([label, setup.upper(), *cells, n])
         if not rows:
             parts.append(f"### {title}\n\nNo items with a known standard-view answer.\n")
             continue
-        header = ["Model", "Setup", "Image (all)", "Canonical (all)"]
-        header += ["Image (conflict)", "Canonical (conflict)", "Conflict items"]
+        header = ["Model", "Setup", *FRAME_HEADER, "Not-aligned items"]
+        header[4] = "Anatomical = MIRP RQ3(1) (all)" if axis == "left_right" else header[4]
         parts.append(f"### {title}\n\n" + table(header, rows))
     parts.append(
-        "Image: scored against what the shown (rotated/flipped) image shows; canonical: against "
-        "the answer in standard radiological view. Conflict items are those where the two differ: "
-        "a model that recites anatomy scores high in the canonical column and low in the image "
-        "column on conflict items, a model that reads the image does the opposite.\n"
+        "Image: scored against what the shown (rotated/flipped) image shows. Standard view: the "
+        "same words read on the un-rotated, un-flipped radiological image (patient's right on the "
+        "image left). Anatomical: the patient's frame as MIRP defines it ('A to the left of B' "
+        "when A lies on the patient's left; above/below = anterior/posterior). Not aligned: items "
+        "where the image and the anatomical answer differ (MIRP's split). A model that recites "
+        "anatomy scores high in the anatomical columns and low in the image column on "
+        "not-aligned items; a model that reads the image does the opposite.\n"
     )
     return "\n".join(parts)
 
@@ -390,7 +457,8 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
         f"# radspatial report\n\n{len(s['models'])} model(s) on data {data}; "
         f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"
     )
-    sections = [_table1(s), _runs_table(s), _frames_tables(s), _transform_tables(s)]
+    sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
+    sections.append(_transform_tables(s))
     sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]
     sections.append(_figures_section(figures))
     return "\n".join([head, *(x for x in sections if x)])

@@ -23,11 +23,13 @@ from tqdm import tqdm
 from radspatial import __version__
 from radspatial.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from radspatial.items import EvalItem, load_items
+from radspatial.mirp import draw_examples, parse_mirp
 from radspatial.models.base import Backend, Decoding, Reply, Request, create_backend
-from radspatial.prompts import MIRP, PromptTemplate
+from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
 from radspatial.scoring import parse_answer
 
 CALLS = "calls.jsonl"
+PROTOCOLS = ("radspatial", "mirp")
 
 
 @dataclass(frozen=True)
@@ -40,26 +42,42 @@ class EvalConfig:
     markers: tuple[str, ...] | None = None
     question_types: tuple[str, ...] | None = None
     decoding: Decoding = field(default_factory=Decoding)
-    template: PromptTemplate = MIRP
+    template: PromptTemplate | None = None  # None: MIRP's prompts (per protocol)
+    protocol: str = "radspatial"  # or "mirp": MIRP's examples, order, prompt and parser
+
+    @property
+    def prompt_template(self) -> PromptTemplate:
+        if self.template is not None:
+            return self.template
+        return MIRP_PROTOCOL if self.protocol == "mirp" else MIRP
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
         if self.runs < 1:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
         if self.concurrency < 1:
             raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
 
 
-def call_key(spec: str, decoding: Decoding, prompt: str, image_sha256: str, run: int) -> str:
-    blob = json.dumps(
-        {
-            "model": spec,
-            "decoding": decoding.to_json(),
-            "prompt": prompt,
-            "image": image_sha256,
-            "run": run,
-        },
-        sort_keys=True,
-    )
+def call_key(
+    spec: str,
+    decoding: Decoding,
+    prompt: str,
+    image_sha256: str,
+    run: int,
+    text_first: bool = False,
+) -> str:
+    fields = {
+        "model": spec,
+        "decoding": decoding.to_json(),
+        "prompt": prompt,
+        "image": image_sha256,
+        "run": run,
+    }
+    if text_first:  # only then, so keys of runs made before the option stay valid
+        fields["text_first"] = True
+    blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -93,19 +111,54 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
         "object1": item.object1 if named else None,
         "object2": item.object2 if named else None,
         "object3": item.extra.get("object3") if named else None,
-        # for oracle localizers only (the mask localizer); never shown to a model
+        # for oracles only (the mask localizer, baseline:standard-view); never shown to a model
         **{
             k: item.extra[k]
-            for k in ("mask", "labels", "grouping", "ct", "slice_index")
-            if k in item.extra
+            for k in (
+                "mask",
+                "labels",
+                "grouping",
+                "ct",
+                "slice_index",
+                "center1_canonical",
+                "center2_canonical",
+            )
+            if item.extra.get(k) is not None
         },
         "transform": item.transform,
     }
 
 
+def mirp_examples(items: Sequence[EvalItem], runs: int) -> dict[tuple[str, int], tuple[str, int]]:
+    """MIRP's protocol: each (item, run) gets another item's question and answer as example."""
+    groups: dict[tuple[str, str, str], list[tuple[str, str, int]]] = {}
+    for item in sorted(items, key=lambda i: (i.extra.get("order", 0), i.id)):
+        key = (item.setup, item.marker, item.question_type)
+        groups.setdefault(key, []).append((item.id, item.question, item.expected))
+    return draw_examples(groups, runs)
+
+
+def prompts_for(items: Sequence[EvalItem], config: EvalConfig) -> dict[tuple[str, int], str]:
+    """The rendered prompt of every (item id, run)."""
+    template = config.prompt_template
+    if config.protocol == "mirp":
+        examples = mirp_examples(items, config.runs)
+        return {
+            (i.id, run): template.render(i, examples[(i.id, run)])
+            for i in items
+            for run in range(config.runs)
+        }
+    out = {}
+    for i in items:
+        prompt = template.render(i)
+        out.update({(i.id, run): prompt for run in range(config.runs)})
+    return out
+
+
 def _chunks(
     items: Sequence[EvalItem],
     config: EvalConfig,
+    prompts: dict[tuple[str, int], str],
     done: dict[str, dict],
     size: int,
     where: dict[str, tuple[str, int]],
@@ -115,27 +168,40 @@ def _chunks(
     Fills ``where`` with key -> (item id, run) for every call, pending or done.
     """
     batch: list[Request] = []
+    text_first = config.protocol == "mirp"
     for item in items:
         png = item.image.read_bytes()
         sha = hashlib.sha256(png).hexdigest()
-        prompt = config.template.render(item)
         for run in range(config.runs):
-            key = call_key(config.model, config.decoding, prompt, sha, run)
+            prompt = prompts[(item.id, run)]
+            key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
             where[key] = (item.id, run)
             row = done.get(key)
             if row is not None and row.get("error") is None:
                 continue
-            batch.append(Request(key, prompt, png, {**_item_meta(item), "run": run}))
+            meta = {**_item_meta(item), "run": run}
+            batch.append(Request(key, prompt, png, meta, text_first=text_first))
             if len(batch) >= size:
                 yield batch
                 batch = []
     yield batch
 
 
-def result_row(item: EvalItem, run: int, call: dict | None) -> dict:
+def result_row(
+    item: EvalItem, run: int, call: dict | None, prompt: str = "", protocol: str = "radspatial"
+) -> dict:
     reply = call.get("reply") if call else None
     error = call.get("error") if call else "not run"
-    parsed = parse_answer(reply, item.question) if reply is not None and not error else None
+    answered = reply is not None and not error
+    parsed_mirp = parse_mirp(reply, item.question, prompt) if answered else None
+    if protocol == "mirp":
+        parsed = parsed_mirp
+    else:
+        parsed = parse_answer(reply, item.question) if answered else None
+
+    def correct(target: int | None) -> bool | None:
+        return None if target is None else parsed == target
+
     row = {
         "id": item.id,
         "run": run,
@@ -148,13 +214,16 @@ def result_row(item: EvalItem, run: int, call: dict | None) -> dict:
         "variant": item.variant,
         "pair": item.pair,
         "expected": item.expected,
-        "expected_canonical": item.expected_canonical,
+        "expected_standard": item.expected_standard,
+        "expected_anatomical": item.expected_anatomical,
+        "image": str(item.image),
+        "prompt": prompt,
         "reply": reply,
         "parsed": parsed,
+        "parsed_mirp": parsed_mirp,
         "correct": parsed == item.expected,
-        "correct_canonical": (
-            None if item.expected_canonical is None else parsed == item.expected_canonical
-        ),
+        "correct_standard": correct(item.expected_standard),
+        "correct_anatomical": correct(item.expected_anatomical),
         "latency_s": call.get("latency_s") if call else None,
         "error": error,
     }
@@ -193,7 +262,8 @@ def run_eval(
         "markers": list(config.markers) if config.markers else None,
         "question_types": list(config.question_types) if config.question_types else None,
         "decoding": config.decoding.to_json(),
-        "template": config.template.to_json(),
+        "protocol": config.protocol,
+        "template": config.prompt_template.to_json(),
         "n_items": len(items),
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
@@ -204,6 +274,7 @@ def run_eval(
     bar = tqdm(total=total, desc=config.model, unit="call", disable=None if progress else True)
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, tuple[str, int]] = {}
+    prompts = prompts_for(items, config)
     with open(log_path, "a", encoding="utf-8") as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
@@ -224,7 +295,7 @@ def run_eval(
 
         try:
             chunk = max(256, 16 * config.concurrency)
-            for batch in _chunks(items, config, done, chunk, where):
+            for batch in _chunks(items, config, prompts, done, chunk, where):
                 if batch:
                     backend.generate(batch, on_reply)
         finally:
@@ -233,7 +304,7 @@ def run_eval(
             bar.close()
     by_pos = {pos: done.get(key) for key, pos in where.items()}
     rows = [
-        result_row(item, run, by_pos.get((item.id, run)))
+        result_row(item, run, by_pos.get((item.id, run)), prompts[(item.id, run)], config.protocol)
         for run in range(config.runs)
         for item in items
     ]

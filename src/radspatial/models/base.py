@@ -17,7 +17,7 @@ class Decoding:
     """Decoding settings, identical across backends unless the user overrides them."""
 
     temperature: float = 0.0
-    max_tokens: int = 64
+    max_tokens: int = 1024  # a reasoning model's <think> block alone exceeds 64
     top_p: float = 1.0
     seed: int | None = 0
 
@@ -36,6 +36,7 @@ class Request:
     prompt: str  # the full text prompt (template already applied)
     image_png: bytes | None  # PNG bytes of the shown image, or None for text-only
     meta: dict[str, Any] = field(default_factory=dict)  # item fields a baseline may read
+    text_first: bool = False  # text before the image in the message (MIRP's order)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,21 @@
-"""Reference backends that need no model: ``baseline:random|yes|no|anatomy-prior``.
+"""Reference backends that need no model: ``baseline:random|yes|no|anatomy-prior|standard-view``.
 
-``baseline:anatomy-prior`` answers as if every image were shown in standard view, from an atlas
-of typical canonical-frame centres per structure: what "reciting anatomy" scores. It reads only
-what a model could read: structure names that the question itself contains (RQ1/RQ2); for
-marker-only questions and unknown structures it answers at random. The atlas is built in
-(learned from the bundled example CT) or learned from a dataset's manifest:
-``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). SPAR-VQA types:
-distance from the atlas centres, orientation "not mirrored" (the standard view), and a coin for
-size, symmetry and count (the atlas holds no areas).
+``baseline:anatomy-prior`` is the reader MIRP describes: it recites patient anatomy, ignoring
+the image. From an atlas of typical standard-view centres per structure it answers left/right as
+the patient's left/right ("the spleen is to the left of the liver": the spleen lies on the
+patient's left) and above/below as anterior/posterior. It reads only what a model could read:
+structure names that the question itself contains (RQ1/RQ2); for marker-only questions and
+unknown structures it answers at random. High in the anatomical frame, near chance in the image
+frame. The atlas is built in (learned from the bundled example CT) or learned from a dataset's
+manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). SPAR-VQA
+types: distance from the atlas centres, orientation "not mirrored", a coin for size, symmetry and
+count (the atlas holds no areas).
+
+``baseline:standard-view`` is an oracle that sees every structure where it is but ignores the
+rotation/flip: it answers the question's words on the standard-view image, from the item's own
+standard-view centres (the manifest's ``center_xy_canonical`` or MIRP's centres file; the atlas
+where those are missing). 100% in the standard frame by construction; how it scores in the image
+frame shows what ignoring the view costs.
 """
 
 from __future__ import annotations
@@ -24,9 +32,10 @@ from typing import Any
 from radspatial.labels import side_of
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.questions.distance import distance_holds
-from radspatial.questions.relative_position import relation_holds
+from radspatial.questions.relative_position import anatomical_holds, relation_holds
 
-KINDS = ("random", "yes", "no", "anatomy-prior")
+KINDS = ("random", "yes", "no", "anatomy-prior", "standard-view")
+_ATLAS_KINDS = ("anatomy-prior", "standard-view")
 Atlas = dict[str, tuple[float, float]]  # name -> (x, y) in [0, 1], canonical frame
 
 
@@ -91,23 +100,30 @@ class Baseline:
             return "1"
         if self.kind == "no":
             return "0"
-        if self.kind == "anatomy-prior":
+        if self.kind in _ATLAS_KINDS:
             prior = self._prior(req.meta)
             if prior is not None:
                 return str(prior)
         return str(_coin(req.key))
 
     def _prior(self, m: dict[str, Any]) -> int | None:
-        """What typical anatomy in standard view says; None where it says nothing (size, count:
-        the atlas holds no areas)."""
+        """What typical anatomy (anatomy-prior) or the standard view (standard-view) says; None
+        where it says nothing (size, count: the atlas holds no areas)."""
         kind, rel = m.get("question_type", "relative_position"), m.get("relation")
         if kind == "orientation":
             return 0  # a reader who assumes the standard view never sees a mirror image
         names = [m.get(k) for k in ("object1", "object2", "object3")]
         centres = [(self.atlas.get(n) or _side_guess(n)) if n else None for n in names]
         c1, c2, c3 = centres
+        if kind == "relative_position" and rel and self.kind == "standard-view":
+            seen = m.get("center1_canonical"), m.get("center2_canonical")
+            if seen[0] and seen[1]:  # the oracle: this item's own standard-view centres
+                return int(relation_holds(rel, tuple(seen[0]), tuple(seen[1])))
+            if c1 and c2 and c1 != c2:
+                return int(relation_holds(rel, c1, c2))
+            return None
         if kind == "relative_position" and rel and c1 and c2 and c1 != c2:
-            return int(relation_holds(rel, c1, c2))
+            return int(anatomical_holds(rel, c1, c2))
         if kind == "distance" and rel and c1 and c2 and c3:
             return int(distance_holds(rel, math.dist(c1, c2), math.dist(c1, c3)))
         return None
@@ -122,9 +138,9 @@ def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) 
     kind, _, source = rest.partition("@")
     if kind not in KINDS:
         raise ValueError(f"baseline:{rest}: unknown baseline; choose one of {', '.join(KINDS)}")
-    if kind != "anatomy-prior":
+    if kind not in _ATLAS_KINDS:
         if source:
-            raise ValueError(f"baseline:{rest}: only anatomy-prior takes @atlas-source")
+            raise ValueError(f"baseline:{rest}: only anatomy-prior/standard-view take @atlas")
         return Baseline(f"baseline:{rest}", kind, None, "")
     atlas = load_atlas(source) if source else builtin_atlas()
     return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in")

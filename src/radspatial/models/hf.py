@@ -171,7 +171,7 @@ class HFBackend:
         for req in batch:
             content: list[dict[str, Any]] = [{"type": "text", "text": req.prompt}]
             if req.image_png is not None:
-                content.insert(0, {"type": "image"})
+                content.insert(len(content) if req.text_first else 0, {"type": "image"})
                 images.append([Image.open(io.BytesIO(req.image_png)).convert("RGB")])
             else:
                 images.append([])

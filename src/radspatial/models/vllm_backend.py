@@ -41,7 +41,8 @@ def _message(req: Request) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = [{"type": "text", "text": req.prompt}]
     if req.image_png is not None:
         url = "data:image/png;base64," + base64.b64encode(req.image_png).decode("ascii")
-        content.insert(0, {"type": "image_url", "image_url": {"url": url}})
+        part = {"type": "image_url", "image_url": {"url": url}}
+        content.insert(len(content) if req.text_first else 0, part)
     return [{"role": "user", "content": content}]
 
 

@@ -20,7 +20,8 @@ SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "cou
 
 @dataclass(frozen=True)
 class Candidate:
-    """A structure in one slice. Coordinates: shown frame (after the variant) and canonical."""
+    """A structure in one slice. Coordinates: shown frame (after the variant) and standard
+    radiological view (``*_canonical``: before rotation/flip; patient's right on image left)."""
 
     label_id: int
     name: str  # snake_case, e.g. kidney_left
@@ -28,6 +29,7 @@ class Candidate:
     center_xy_canonical: tuple[float, float]
     marker_xy: tuple[float, float] | None = None  # where a marker goes, shown frame
     area_px: float = 0.0  # output pixels (the same in every variant)
+    marker_xy_canonical: tuple[float, float] | None = None  # the marker in standard view
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,20 @@ class SliceFacts:
 
 @dataclass(frozen=True)
 class QuestionSpec:
-    """What was asked, independent of how it is worded for a setup/marker."""
+    """What was asked, independent of how it is worded for a setup/marker.
+
+    Three frames: ``answer`` for the shown image; ``answer_standard`` for the same words asked
+    of the un-rotated, un-flipped radiological image; ``answer_anatomical`` in the patient's
+    frame (MIRP's anatomical truth: "left" is the patient's left), None where a type has none.
+    """
 
     question_type: str
     objects: tuple[Candidate, ...]
     relation: str
     answer: int
-    answer_canonical: int | None
+    answer_standard: int | None
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"n": 3} for count
+    answer_anatomical: int | None = None
 
     @property
     def object1(self) -> Candidate | None:

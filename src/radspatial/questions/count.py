@@ -5,8 +5,9 @@ slice of at least ``rules.min_component_px`` px; a structure with a component be
 of that and that size is skipped (its count would hang on a speck). The slice first draws a
 count class (1, 2, 3+) among those present, then a structure, so questions are not dominated by
 single-region organs. Yes asks the true count, no asks one more or one fewer (never 0). Counts
-do not change under rotation or flip, so ``answer_canonical == answer``. Names only (RQ1): a
-marker sits on one region and would not say which regions belong to the structure.
+do not change under rotation or flip, so ``answer_standard == answer_anatomical == answer``.
+Names only (RQ1): a marker sits on one region and would not say which regions belong to the
+structure.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ class Count(KeepVariant):
         wrong = n + 1 if n == 1 or rng.random() < 0.5 else n - 1
         asked = n if target else wrong
         answer = int(asked == n)
-        return QuestionSpec(self.name, (c,), RELATION, answer, answer, {"n": asked, "regions": n})
+        return QuestionSpec(
+            self.name, (c,), RELATION, answer, answer, {"n": asked, "regions": n}, answer
+        )
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         return (

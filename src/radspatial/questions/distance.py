@@ -4,13 +4,15 @@ Three structures: an anchor and two others. Distances are between centres of mas
 wording and between marker points for the marker wording; a triple is only used when both
 readings agree and the two distances differ by at least ``rules.margin_px`` and
 ``rules.size_tolerance`` of the larger, with every pair at least ``rules.min_distance_px`` apart.
-Distances do not change under rotation or flip, so ``answer_canonical == answer``. "closer to"
-and "farther from" are asked equally often.
+Distances do not change under rotation or flip, so
+``answer_standard == answer_anatomical == answer``. "closer to" and "farther from" are asked
+equally often.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -76,7 +78,8 @@ class Distance(KeepVariant):
             b, c = c, b
             d_b, d_c = d_c, d_b
         answer = int(distance_holds(relation, d_b, d_c))
-        return QuestionSpec(self.name, (a, b, c), relation, answer, answer)
+        spec = QuestionSpec(self.name, (a, b, c), relation, answer, answer)
+        return replace(spec, answer_anatomical=answer)
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         rel = RELATIONS[spec.relation]

@@ -1,9 +1,20 @@
 """Relative position: "Is the {structure 1} {above|below|to the left of|to the right of} the {2}?".
 
-Answers come from centres of mass in image terms: "above" means a smaller y (y grows downward),
-"to the left of" a smaller x. A question is only asked when the two centres are far enough apart
-and differ by at least a margin along the asked axis in BOTH the shown and the canonical frame,
-so neither ``answer`` nor ``answer_canonical`` hangs on a pixel.
+Three frames, as MIRP defines them:
+
+- ``answer`` (image): the words read on the shown image. "above" means a smaller y (y grows
+  downward), "to the left of" a smaller x.
+- ``answer_standard``: the same words read on the un-rotated, un-flipped image in standard
+  radiological view (patient's right on the image left, anterior up).
+- ``answer_anatomical`` (patient frame, MIRP's ``RQ3-1_calculate_results_anatomy.py``): "A to
+  the left of B" is true when A lies on the *patient's* left, which in standard view is the image
+  right (a larger x); above/below reads anterior/posterior, which equals the standard view.
+
+A pair is asked about only when the two centres are far enough apart and differ by at least a
+margin along the asked axis in both the shown and the standard frame, and the markers drawn at
+the structures' interior points (not always the centres: a concave structure's centre of mass
+can lie outside it) order the same way with the same margin, so a marker-only question never
+contradicts or blurs the named one.
 """
 
 from __future__ import annotations
@@ -45,6 +56,44 @@ def axis_of(relation: str) -> int:
     return _AXIS[relation]
 
 
+def anatomical_holds(relation: str, xy1: tuple[float, float], xy2: tuple[float, float]) -> bool:
+    """Whether object 1 is ``relation`` object 2 in the patient's frame, from standard-view
+    coordinates: left/right are the patient's (image right is patient left), above/below are
+    anterior/posterior (image up in standard view). MIRP's anatomical definition."""
+    if _AXIS[relation] == 0:
+        return relation_holds(OPPOSITE[relation], xy1, xy2)
+    return relation_holds(relation, xy1, xy2)
+
+
+def anatomical_from_standard(relation: str | None, standard: int | None) -> int | None:
+    """The patient-frame answer from the standard-view answer (left/right swap, above/below
+    keep); for datasets that stored only the standard view."""
+    if standard is None or relation not in _AXIS:
+        return None
+    return int(standard) if _AXIS[relation] == 1 else 1 - int(standard)
+
+
+def _separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
+    """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
+    standard frame, and in the same order (markers agree with the centres)."""
+    pairs = [
+        (a.center_xy, b.center_xy),
+        (a.center_xy_canonical, b.center_xy_canonical),
+        (a.marker_xy, b.marker_xy),
+        (a.marker_xy_canonical, b.marker_xy_canonical),
+    ]
+    signs = []
+    for p, q in pairs:
+        if p is None or q is None:
+            continue
+        d = p[axis] - q[axis]
+        if abs(d) < margin:
+            return False
+        signs.append(d > 0)
+    # within each frame, the markers order the same way as the centres
+    return signs[0:2] == signs[2:4] if len(signs) == 4 else True
+
+
 class RelativePosition(KeepVariant):
     name = "relative_position"
     setups = ("rq1", "rq2", "rq3")
@@ -61,10 +110,8 @@ class RelativePosition(KeepVariant):
                 if math.dist(a.center_xy, b.center_xy) < rules.min_distance_px:
                     continue
                 for axis in (0, 1):
-                    shown = abs(a.center_xy[axis] - b.center_xy[axis])
-                    # The same words asked of the canonical image read the same image axis.
-                    canon = abs(a.center_xy_canonical[axis] - b.center_xy_canonical[axis])
-                    if shown >= rules.margin_px and canon >= rules.margin_px:
+                    # The same words asked of the standard image read the same image axis.
+                    if _separated(a, b, axis, rules.margin_px):
                         options.append((a, b, axis))
         if not options:
             return None
@@ -76,8 +123,12 @@ class RelativePosition(KeepVariant):
         relation = smaller_rel if first_is_smaller == bool(target) else OPPOSITE[smaller_rel]
         answer = int(relation_holds(relation, a.center_xy, b.center_xy))
         assert answer == target
-        canonical = int(relation_holds(relation, a.center_xy_canonical, b.center_xy_canonical))
-        return QuestionSpec(self.name, (a, b), relation, answer, canonical)
+        std_a, std_b = a.center_xy_canonical, b.center_xy_canonical
+        standard = int(relation_holds(relation, std_a, std_b))
+        anatomical = int(anatomical_holds(relation, std_a, std_b))
+        return QuestionSpec(
+            self.name, (a, b), relation, answer, standard, answer_anatomical=anatomical
+        )
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         if wording.setup == "rq3":

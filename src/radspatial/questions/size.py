@@ -1,11 +1,11 @@
 """Size and bilateral symmetry: "Is the liver larger than the spleen in this image?" (SPAR-VQA).
 
 Both compare the areas two structures cover in the slice (output pixels; the same in every
-rotation/flip variant, so ``answer_canonical == answer``). ``symmetry`` asks about the two sides
-of one paired structure ("Is the left kidney larger than the right kidney?", the patient's
-sides as labelled); ``size`` about two different structures. A pair is only asked about when the
-areas differ by at least ``rules.size_tolerance`` of the larger one, so no answer hangs on a
-few pixels; "larger than" and "smaller than" are asked equally often.
+rotation/flip variant, so ``answer_standard == answer_anatomical == answer``). ``symmetry``
+asks about the two sides of one paired structure ("Is the left kidney larger than the right
+kidney?", the patient's sides as labelled); ``size`` about two different structures. A pair is
+only asked about when the areas differ by at least ``rules.size_tolerance`` of the larger one,
+so no answer hangs on a few pixels; "larger than" and "smaller than" are asked equally often.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class SizeComparison(KeepVariant):
         if size_holds(relation, a.area_px, b.area_px) != bool(target):
             a, b = b, a
         answer = int(size_holds(relation, a.area_px, b.area_px))
-        return QuestionSpec(self.name, (a, b), relation, answer, answer)
+        return QuestionSpec(self.name, (a, b), relation, answer, answer, answer_anatomical=answer)
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         return f"Is {wording.thing(0)} {RELATIONS[spec.relation]} {wording.thing(1)} in this image?"
