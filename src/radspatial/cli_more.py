@@ -187,7 +187,38 @@ def cmd_probe_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a run or dataset in another tool's layout")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    m = kinds.add_parser(
+        "mirp",
+        help="an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
+        description="One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
+        "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres file. Run "
+        "MIRP's evaluation scripts inside each folder.",
+    )
+    m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
+    m.add_argument("--out", type=Path, required=True, help="output folder")
+    m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    m.set_defaults(func=cmd_export_mirp)
+
+
+def cmd_export_mirp(args: argparse.Namespace) -> int:
+    from radspatial.mirp_export import export_mirp
+
+    done = export_mirp(args.run, args.out, overwrite=args.overwrite)
+    print(f"MIRP layout: {done.out.resolve()}")
+    print(f"  {len(done.folders)} setup/marker folder(s): {', '.join(done.folders)}")
+    print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) empty")
+    if done.centres:
+        print(f"  centres file from {done.centres}")
+    else:
+        print("  no centres file: MIRP's anatomy script cannot run on this export")
+    return 0
+
+
 def add_all(sub: argparse._SubParsersAction) -> None:
     add_phantom(sub)
     add_counterfactual(sub)
     add_probe(sub)
+    add_export(sub)

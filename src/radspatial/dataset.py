@@ -29,6 +29,7 @@ from radspatial.generate import (
     keyed_rng,
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
+from radspatial.mirp import MIRP_CENTRES
 from radspatial.questions import chance_levels
 from radspatial.volumes import Case
 
@@ -98,25 +99,31 @@ def prepare_out(out: Path, overwrite: bool) -> Path:
 def _mirp_item(row: dict) -> dict:
     """One published-MIRP-schema question entry from a manifest row.
 
-    Relative position rows are exactly MIRP's schema. Other question types (SPAR-VQA) use the
-    same fields for each of their objects (``object3_*`` for distance, none for orientation)
-    and add ``question_type`` (and ``count`` for count questions).
+    Relative position rows are exactly MIRP's schema, quirks included (see docs/format.md):
+    RQ1-RQ3 letters say ``object*_label``, everything else ``object*_gray``; numbers are ints;
+    AS entries have no names and integer centres (keys are written sorted). Other
+    question types (SPAR-VQA) use the same fields for each of their objects (``object3_*`` for
+    distance, none for orientation) and add ``question_type`` (and ``count``).
     """
-    key = "label" if row["marker"] == "letters" else "gray"
+    blank = row["setup"] == "as"
+    key = "label" if row["marker"] == "letters" and not blank else "gray"
     objects = [(k, row.get(f"object{k}")) for k in (1, 2, 3)]
     objects = [(k, o) for k, o in objects if o]
     item: dict = {}
-    if row["setup"] != "as":
+    if not blank:
         for k, o in objects:
             item[f"object{k}_name"] = o["display_name"]
     for k, o in objects:
-        if row["marker"] == "none" or row["marker"] == "numbers" and row["setup"] != "as":
+        if row["marker"] == "none" or row["marker"] == "numbers" and not blank:
             item[f"object{k}_{key}"] = o["label_id"]
+        elif row["marker"] == "numbers":
+            item[f"object{k}_{key}"] = int(o["marker_text"])
         else:
             item[f"object{k}_{key}"] = o["marker_text"]
     for k, o in objects:
-        item[f"object{k}_center_x"] = o["center_xy"][0]
-        item[f"object{k}_center_y"] = o["center_xy"][1]
+        x, y = o["center_xy"]
+        item[f"object{k}_center_x"] = int(round(x)) if blank else x  # AS: ints, as published
+        item[f"object{k}_center_y"] = int(round(y)) if blank else y
     if row.get("question_type", "relative_position") != "relative_position":
         item["question_type"] = row["question_type"]
         if "n" in row.get("params", {}):
@@ -226,6 +233,9 @@ def build_dataset(
             rows += _ablation_rows(config, stage)
         rows.sort(key=lambda r: r["id"])
         write_mirp_json(stage, rows)
+        centres = sorted((c for o in outputs for c in o.centres), key=lambda c: c["filename"])
+        if centres:
+            (stage / MIRP_CENTRES).write_text(dumps(centres))
         atomic_write_jsonl(stage / "manifest.jsonl", rows)
         counts: dict[str, dict[str, int]] = {}
         by_type: dict[str, dict[str, int]] = {}

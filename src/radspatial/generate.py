@@ -287,6 +287,25 @@ class CaseOutput:
     rows: list[dict]  # manifest rows
     n_slices: int
     n_selected: int  # slices with a question
+    centres: list[dict] = field(default_factory=list)  # MIRP's standard-view centres file
+
+
+def centres_entry(filename: str, stats: dict[int, StructureStat], names: dict[int, str]) -> dict:
+    """One entry of MIRP's ``center_of_anatomical_stuctures_in_standard_radiological_
+    orientation.json``: every named structure of the slice, centre of mass in standard view
+    (output px), under the class name MIRP's anatomy script looks questions up by."""
+    from radspatial.mirp import class_name
+
+    info = [
+        {
+            "class_name": class_name(display_name(names[i])),
+            "center_x": round(s.center_xy[0], 3),
+            "center_y": round(s.center_xy[1], 3),
+        }
+        for i, s in sorted(stats.items())
+        if i in names
+    ]
+    return {"filename": filename, "label_info": info}
 
 
 def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict | None:
@@ -343,10 +362,12 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     vol = load_case(case, group=config.group)
     plans = plan_case(vol, config)
     rows: list[dict] = []
+    centres: list[dict] = []
     z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
     for plan in plans:
         images = render_plan(vol, plan, config)
         filename = f"{plan.base_name}.png"
+        centres.append(centres_entry(filename, plan.stats, vol.table.names))
         if "mask" in images:
             _write(stage / "masks" / filename, images["mask"])
         for setup, marker in combos_for(config, plan):
@@ -393,7 +414,7 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
                 row["mask"] = f"masks/{filename}"
             rows.append(row)
     n_used = len({p.z for p in plans})
-    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used)
+    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used, centres)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
+from radspatial.mirp import MIRP_CENTRES
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
@@ -29,7 +30,6 @@ from radspatial.questions.relative_position import (
 )
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
-MIRP_CENTRES = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
 _RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)
 _RELATION_KEY = {
     "above": "above",

@@ -42,6 +42,8 @@ _ANSWER_IS = re.compile(
 _DIRECTIONS = (("above", "below"), ("below", "above"), ("left", "right"), ("right", "left"))
 ANATOMY_QUESTION = re.compile(r"is the (.+?) to the (left|right) of the (.+?)\?", re.IGNORECASE)
 EXAMPLE_SEED = 2025  # MIRP's inference scripts: random.seed(2025) per setup and marker
+# MIRP's file name, typo included: its anatomy script and download use exactly this name
+MIRP_CENTRES = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
 
 
 def _relation_word(question: str, reply: str) -> int | None:
