@@ -174,7 +174,8 @@ def test_mirp_layout_and_schema(ras_out):
             )
             assert (folder / e["filename"]).is_file()
             (qa,) = e["question_answer"]
-            key = "label" if "letters" in rel else "gray"
+            # MIRP's quirk: RQ letter files say "label", AS letter files "gray" like the rest
+            key = "label" if "letters" in rel and not rel.startswith("AS") else "gray"
             assert f"object1_{key}" in qa and f"object2_{key}" in qa
             assert qa["answer"] in (0, 1) and qa["question"].endswith("?")
             if not rel.startswith("AS"):
