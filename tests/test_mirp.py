@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_server import FakeChatServer, prompt_text
 
 from radspatial.cli import main
 from radspatial.dataset import build_dataset
@@ -25,7 +26,6 @@ from radspatial.items import load_items
 from radspatial.mirp import MIRP_CENTRES, class_name, draw_examples, parse_mirp
 from radspatial.runner import EvalConfig, mirp_examples, run_eval
 from radspatial.volumes import Case
-from fake_server import FakeChatServer, prompt_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 MIRP_EVAL = SHARED / "mirp_eval"

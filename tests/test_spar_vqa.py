@@ -68,7 +68,8 @@ def test_size_and_symmetry_answers_follow_areas():
                 assert ({a.name, b.name} == {"kidney_left", "kidney_right"}) == paired
                 bigger = a.area_px > b.area_px
                 truth = bigger if spec.relation == "larger_than" else not bigger
-                assert spec.answer == target == int(truth) == spec.answer_canonical
+                assert spec.answer == target == int(truth) == spec.answer_standard
+                assert spec.answer_anatomical == spec.answer
 
 
 def test_size_skips_near_equal_areas():
@@ -125,7 +126,7 @@ def test_orientation_variant_follows_target():
             code = qt.choose_variant(target, "B1", rng)
             assert Variant(code).flip == bool(target)
             spec = qt.propose(SliceFacts(code, 512, ()), target, rng, RULES)
-            assert (spec.answer, spec.answer_canonical) == (target, 0)
+            assert (spec.answer, spec.answer_standard, spec.answer_anatomical) == (target, 0, None)
             seen.add(code)
     assert seen == set(VARIANTS)
 
