@@ -1,7 +1,9 @@
 """Metrics from result rows: per run, across runs (mean +- std), Wilson CIs, breakdowns,
 image-frame vs canonical-frame (anatomical) correctness, McNemar between runs.
 
-Invalid answers (parsed None) count as wrong and are reported as the invalid rate.
+Invalid answers (parsed None) count as wrong and are reported as the invalid rate. Errors (calls
+that failed after every retry: no answer at all) are left out of every metric and counted apart
+(``n_errors``).
 """
 
 from __future__ import annotations
@@ -114,11 +116,13 @@ def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
 
 def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, Any]:
     errors = sum(1 for r in rows if r.get("error"))
+    rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
     return {
         "model": model,
         "runs": runs,
-        "n_rows": len(rows),
+        "n_rows": len(rows) + errors,
         "errors": errors,
+        "n_errors": errors,
         "overall": group_metrics(rows, runs),
         "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),
         "by_setup": _by(rows, lambda r: r["setup"], runs),

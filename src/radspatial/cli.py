@@ -182,12 +182,86 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument(
+        "--timeout", type=float, help="openai/openai-compat: seconds per HTTP call (default 120)"
+    )
+    p.add_argument(
+        "--retries", type=int, help="openai/openai-compat: retries of a failed call (default 5)"
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="send the API key in this environment variable (openai: default OPENAI_API_KEY; "
+        "openai-compat: no key unless given)",
+    )
+    p.add_argument(
+        "--hf-allow-download",
+        action="store_true",
+        help="hf: fetch a hub id missing from the local cache (default: local files only)",
+    )
+    p.add_argument(
+        "--hf-trust-remote-code",
+        action="store_true",
+        help="hf: run Python code shipped with the model repository (only for models you trust)",
+    )
     p.set_defaults(func=cmd_eval)
 
 
+_HTTP_PREFIXES = ("openai", "openai-compat")
+
+
+def _backend_options(args: argparse.Namespace) -> dict:
+    """Backend options from the eval flags; a flag that does not apply to the spec is an error."""
+    import math
+
+    prefix = args.model.partition(":")[0]
+    given = {
+        "--timeout": args.timeout is not None,
+        "--retries": args.retries is not None,
+        "--api-key-env": args.api_key_env is not None,
+        "--hf-allow-download": args.hf_allow_download,
+        "--hf-trust-remote-code": args.hf_trust_remote_code,
+    }
+    for flag, on in given.items():
+        wants = ("hf",) if flag.startswith("--hf-") else _HTTP_PREFIXES
+        if on and prefix not in wants:
+            raise ValueError(f"{args.model}: {flag} applies to {'/'.join(wants)} models only")
+    options: dict = {}
+    if args.timeout is not None:
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise ValueError(f"--timeout must be a finite number > 0 (seconds), got {args.timeout}")
+        options["timeout_s"] = args.timeout
+    if args.retries is not None:
+        if args.retries < 0:
+            raise ValueError(f"--retries must be >= 0, got {args.retries}")
+        options["max_attempts"] = args.retries + 1
+    if args.api_key_env is not None:
+        options["api_key_env"] = args.api_key_env
+    if args.hf_allow_download:
+        options["allow_download"] = True
+    if args.hf_trust_remote_code:
+        options["trust_remote_code"] = True
+    return options
+
+
+def _show_retries() -> None:
+    """Backend warnings (retries of failed calls) go to stderr as ``radspatial: ...`` lines."""
+    import logging
+
+    logger = logging.getLogger("radspatial")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("radspatial: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    import shlex
+
     from radspatial.models.base import Decoding
     from radspatial.prompts import load_template
+    from radspatial.runguard import sigterm_as_interrupt
     from radspatial.runner import EvalConfig, run_eval
 
     config = EvalConfig(
@@ -200,23 +274,44 @@ def cmd_eval(args: argparse.Namespace) -> int:
         question_types=args.questions,
         decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
         template=load_template(args.prompt),
+        backend_options=_backend_options(args),
     )
-    rows = run_eval(args.data, args.out, config)
-    _print_eval(args.out, rows)
+    _show_retries()
+    with sigterm_as_interrupt():
+        try:
+            rows = run_eval(args.data, args.out, config)
+        except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            raise ValueError(f"{exc.filename}: {exc.strerror}") from None
+    n_err = _print_eval(args.out, rows)
+    if n_err:
+        again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
+        print(
+            f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
+            f"see {args.out / 'results.jsonl'}); to resume, rerun the same command: {again}",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 
-def _print_eval(out: Path, rows: list[dict]) -> None:
+def _print_eval(out: Path, rows: list[dict]) -> int:
+    """Print the run's summary; returns the number of errors (calls without an answer)."""
     import json
 
     metrics = json.loads((out / "metrics.json").read_text())
     o = metrics["overall"]
-    print(
-        f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
-        f"{100 * o['accuracy_std']:.1f}% over {o['runs']} run(s) of {o['n_items']} items, "
-        f"invalid {100 * o['invalid_rate']:.1f}%, errors {metrics['errors']}"
-    )
+    n_err = metrics["errors"]
+    if o.get("accuracy_mean") is None:
+        print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
+    else:
+        print(
+            f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
+            f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
+            f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
+            f"errors {n_err} (not counted in accuracy)"
+        )
     print(f"results: {out / 'results.jsonl'}")
+    return n_err
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -433,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     from radspatial.volumes import InputError
 
     try:
@@ -441,9 +537,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = " ".join(str(exc).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(f"radspatial {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return 143 if type(exc).__name__ == "Terminated" else 130
 
 
 if __name__ == "__main__":
