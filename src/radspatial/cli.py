@@ -161,6 +161,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_eval(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import add_backend_flags
+
     p = sub.add_parser(
         "eval",
         help="evaluate a model on a dataset (radspatial or MIRP layout)",
@@ -182,83 +184,14 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument(
-        "--timeout", type=float, help="openai/openai-compat: seconds per HTTP call (default 120)"
-    )
-    p.add_argument(
-        "--retries", type=int, help="openai/openai-compat: retries of a failed call (default 5)"
-    )
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="send the API key in this environment variable (openai: default OPENAI_API_KEY; "
-        "openai-compat: no key unless given)",
-    )
-    p.add_argument(
-        "--hf-allow-download",
-        action="store_true",
-        help="hf: fetch a hub id missing from the local cache (default: local files only)",
-    )
-    p.add_argument(
-        "--hf-trust-remote-code",
-        action="store_true",
-        help="hf: run Python code shipped with the model repository (only for models you trust)",
-    )
+    add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
-
-
-_HTTP_PREFIXES = ("openai", "openai-compat")
-
-
-def _backend_options(args: argparse.Namespace) -> dict:
-    """Backend options from the eval flags; a flag that does not apply to the spec is an error."""
-    import math
-
-    prefix = args.model.partition(":")[0]
-    given = {
-        "--timeout": args.timeout is not None,
-        "--retries": args.retries is not None,
-        "--api-key-env": args.api_key_env is not None,
-        "--hf-allow-download": args.hf_allow_download,
-        "--hf-trust-remote-code": args.hf_trust_remote_code,
-    }
-    for flag, on in given.items():
-        wants = ("hf",) if flag.startswith("--hf-") else _HTTP_PREFIXES
-        if on and prefix not in wants:
-            raise ValueError(f"{args.model}: {flag} applies to {'/'.join(wants)} models only")
-    options: dict = {}
-    if args.timeout is not None:
-        if not (math.isfinite(args.timeout) and args.timeout > 0):
-            raise ValueError(f"--timeout must be a finite number > 0 (seconds), got {args.timeout}")
-        options["timeout_s"] = args.timeout
-    if args.retries is not None:
-        if args.retries < 0:
-            raise ValueError(f"--retries must be >= 0, got {args.retries}")
-        options["max_attempts"] = args.retries + 1
-    if args.api_key_env is not None:
-        options["api_key_env"] = args.api_key_env
-    if args.hf_allow_download:
-        options["allow_download"] = True
-    if args.hf_trust_remote_code:
-        options["trust_remote_code"] = True
-    return options
-
-
-def _show_retries() -> None:
-    """Backend warnings (retries of failed calls) go to stderr as ``radspatial: ...`` lines."""
-    import logging
-
-    logger = logging.getLogger("radspatial")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("radspatial: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.WARNING)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
+    from radspatial.cli_eval import backend_options, show_retries
     from radspatial.models.base import Decoding
     from radspatial.prompts import load_template
     from radspatial.runguard import sigterm_as_interrupt
@@ -274,9 +207,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         question_types=args.questions,
         decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
         template=load_template(args.prompt),
-        backend_options=_backend_options(args),
+        backend_options=backend_options(args),
     )
-    _show_retries()
+    show_retries()
     with sigterm_as_interrupt():
         try:
             rows = run_eval(args.data, args.out, config)
