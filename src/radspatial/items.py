@@ -173,7 +173,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
             image_dir = f"{folder}/{'images' if marker == 'none' else f'image_{marker}'}"
             for where, entry, qas in read_mirp_qa(qa_file):
                 filename = entry["filename"]
-                image = inside(root, f"{image_dir}/{filename}", where=where, what="filename")
+                image = inside(root / image_dir, filename, where=where, what="filename")
                 for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
                     relation = relation_of(question)
