@@ -107,9 +107,11 @@ def raw(server: AgentServer, data: bytes, *, timeout: float = 10.0) -> tuple[int
     return int(head.split()[1]), body
 
 
-def run_backend(spec: str, reqs: list[Request], concurrency: int = 8) -> dict[str, Reply]:
+def run_backend(
+    spec: str, reqs: list[Request], concurrency: int = 8, **opts: Any
+) -> dict[str, Reply]:
     got: dict[str, Reply] = {}
-    backend = create_backend(spec, concurrency=concurrency, max_attempts=1)
+    backend = create_backend(spec, concurrency=concurrency, max_attempts=1, **opts)
     backend.generate(reqs, lambda req, reply: got.__setitem__(req.key, reply))
     return got
 
@@ -256,8 +258,10 @@ def test_api_key_required_on_every_route(
         )
         spec = f"openai-compat:agent:markers@{server.url}"
         assert run_backend(spec, mirp_requests([item]))[item.id].error.startswith("HTTP 401")
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        assert parse_answer(run_backend(spec, mirp_requests([item]))[item.id].text) == item.expected
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)  # not sent implicitly to openai-compat
+        assert run_backend(spec, mirp_requests([item]))[item.id].error.startswith("HTTP 401")
+        keyed = run_backend(spec, mirp_requests([item]), api_key_env="OPENAI_API_KEY")
+        assert parse_answer(keyed[item.id].text) == item.expected
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert KEY not in logged and "wrong" not in logged
     assert "POST /v1/chat/completions 401" in logged and "GET /v1/models 200" in logged

@@ -85,6 +85,7 @@ def test_hf_tiny_llava_batch(tiny_llava: Path) -> None:
     assert info["device"] == "cpu" and info["dtype"] == "float32" and info["batch_size"] == 5
     assert info["model_class"] == "LlavaForConditionalGeneration"
     assert set(info["versions"]) == {"transformers", "torch"}
+    assert info["allow_download"] is False and info["trust_remote_code"] is False  # issue 11
 
 
 def test_hf_sampling_seeded(tiny_llava: Path) -> None:

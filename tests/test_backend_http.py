@@ -223,7 +223,9 @@ def test_api_key_sent_but_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     leaky = f"Incorrect API key provided: {SECRET}"  # real servers do echo the key back
     with FakeChatServer(fail_first=1, fail_status=401, error_message=leaky) as server:
-        backend = create_backend(f"openai-compat:m@{server.base_url}", **FAST_RETRY)
+        backend = create_backend(  # openai-compat sends a key only when asked (issue 11)
+            f"openai-compat:m@{server.base_url}", api_key_env="OPENAI_API_KEY", **FAST_RETRY
+        )
         replies = run(backend, requests(2))
     assert {h["authorization"] for h in server.headers} == {f"Bearer {SECRET}"}
     errors = [r.error for r in replies.values() if r.error]

@@ -4,7 +4,9 @@ own statistics (``mirp``: computed by MIRP's rules for every run, whatever its p
 
 Invalid answers (parsed None) count as wrong and are reported as the invalid rate. The headline
 (``headline``) is relative position on RQ1-RQ3, as MIRP's "Overall"; the blank-image ablation
-and the SPAR-VQA types have their own entries, not pooled into it.
+and the SPAR-VQA types have their own entries, not pooled into it. Errors (calls
+that failed after every retry: no answer at all) are left out of every metric and counted
+apart (``n_errors``).
 """
 
 from __future__ import annotations
@@ -155,11 +157,13 @@ def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
 
 def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, Any]:
     errors = sum(1 for r in rows if r.get("error"))
+    rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
     return {
         "model": model,
         "runs": runs,
-        "n_rows": len(rows),
+        "n_rows": len(rows) + errors,
         "errors": errors,
+        "n_errors": errors,
         "overall": group_metrics(rows, runs),
         "headline": group_metrics([r for r in rows if _is_headline(r)], runs),
         "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),

@@ -161,6 +161,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_eval(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import add_backend_flags
+
     p = sub.add_parser(
         "eval",
         help="evaluate a model on a dataset (radspatial or MIRP layout)",
@@ -192,12 +194,17 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=1024, help="new tokens per reply (default 1024)"
     )
+    add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    import shlex
+
+    from radspatial.cli_eval import backend_options, show_retries
     from radspatial.models.base import Decoding
     from radspatial.prompts import load_template
+    from radspatial.runguard import sigterm_as_interrupt
     from radspatial.runner import EvalConfig, run_eval
 
     config = EvalConfig(
@@ -211,23 +218,44 @@ def cmd_eval(args: argparse.Namespace) -> int:
         decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
         template=load_template(args.prompt) if args.prompt else None,
         protocol=args.protocol,
+        backend_options=backend_options(args),
     )
-    rows = run_eval(args.data, args.out, config)
-    _print_eval(args.out, rows)
+    show_retries()
+    with sigterm_as_interrupt():
+        try:
+            rows = run_eval(args.data, args.out, config)
+        except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            raise ValueError(f"{exc.filename}: {exc.strerror}") from None
+    n_err = _print_eval(args.out, rows)
+    if n_err:
+        again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
+        print(
+            f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
+            f"see {args.out / 'results.jsonl'}); to resume, rerun the same command: {again}",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 
-def _print_eval(out: Path, rows: list[dict]) -> None:
+def _print_eval(out: Path, rows: list[dict]) -> int:
+    """Print the run's summary; returns the number of errors (calls without an answer)."""
     import json
 
     metrics = json.loads((out / "metrics.json").read_text())
     o = metrics["overall"]
-    print(
-        f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
-        f"{100 * o['accuracy_std']:.1f}% over {o['runs']} run(s) of {o['n_items']} items, "
-        f"invalid {100 * o['invalid_rate']:.1f}%, errors {metrics['errors']}"
-    )
+    n_err = metrics["errors"]
+    if o.get("accuracy_mean") is None:
+        print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
+    else:
+        print(
+            f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
+            f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
+            f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
+            f"errors {n_err} (not counted in accuracy)"
+        )
     print(f"results: {out / 'results.jsonl'}")
+    return n_err
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -444,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     from radspatial.volumes import InputError
 
     try:
@@ -452,9 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = " ".join(str(exc).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(f"radspatial {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return 143 if type(exc).__name__ == "Terminated" else 130
 
 
 if __name__ == "__main__":

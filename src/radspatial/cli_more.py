@@ -209,7 +209,7 @@ def cmd_export_mirp(args: argparse.Namespace) -> int:
     done = export_mirp(args.run, args.out, overwrite=args.overwrite)
     print(f"MIRP layout: {done.out.resolve()}")
     print(f"  {len(done.folders)} setup/marker folder(s): {', '.join(done.folders)}")
-    print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) empty")
+    print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) left out")
     if done.centres:
         print(f"  centres file from {done.centres}")
     else:

@@ -13,13 +13,20 @@ anatomical truth) are derived from it. Datasets written before the three frames 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radspatial.datafiles import (
+    DataFileError,
+    answer01,
+    check_unique_ids,
+    read_json,
+    read_manifest,
+    read_mirp_qa,
+)
 from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
 from radspatial.mirp import MIRP_CENTRES
@@ -28,6 +35,7 @@ from radspatial.questions.relative_position import (
     anatomical_holds,
     relation_holds,
 )
+from radspatial.safepath import inside
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
 _RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)
@@ -97,6 +105,7 @@ def load_items(
         raise ValueError(f"{missing[0]}: image missing ({len(missing)} of {len(items)} missing)")
     if not items:
         raise ValueError(f"{root}: no items match the chosen setups/markers/question types")
+    check_unique_ids([i.id for i in items], root)
     return sorted(items, key=lambda i: i.id)
 
 
@@ -105,18 +114,20 @@ def _case_tables(root: Path) -> dict[str, dict]:
     meta_path = root / "dataset.json"
     if not meta_path.is_file():
         return {}
-    meta = json.loads(meta_path.read_text())
+    cases = read_json(meta_path, want=dict).get("cases") or []
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise DataFileError(f"{meta_path}: 'cases' must be a list of objects")
     return {
         c["case_id"]: {"labels": c.get("labels"), "grouping": c.get("grouping")}
-        for c in meta.get("cases", [])
-        if "case_id" in c
+        for c in cases
+        if isinstance(c.get("case_id"), str)
     }
 
 
 def _from_manifest(root: Path) -> list[EvalItem]:
     items = []
     tables = _case_tables(root)
-    for row in read_jsonl(root / "manifest.jsonl"):
+    for where, row in read_manifest(root / "manifest.jsonl"):
         o1, o2 = row.get("object1") or {}, row.get("object2") or {}
         extra: dict[str, Any] = {
             "center1_canonical": o1.get("center_xy_canonical"),
@@ -130,7 +141,7 @@ def _from_manifest(root: Path) -> list[EvalItem]:
         if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
             extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
         if row.get("mask"):
-            extra["mask"] = str(root / row["mask"])
+            extra["mask"] = str(inside(root, row["mask"], where=where, what="mask"))
             case = (row.get("source") or {}).get("case_id")
             extra.update(tables.get(case, {}))
         qtype = row.get("question_type") or "relative_position"
@@ -147,10 +158,10 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 id=row["id"],
                 setup=row["setup"],
                 marker=row["marker"],
-                image=root / row["image"],
+                image=inside(root, row["image"], where=where, what="image"),
                 question=row["question"],
                 expected=int(row["answer"]),
-                expected_standard=standard,
+                expected_standard=None if standard is None else int(standard),
                 expected_anatomical=anatomical,
                 relation=row.get("relation"),
                 transform=row.get("transform"),
@@ -176,14 +187,11 @@ def _from_mirp(root: Path) -> list[EvalItem]:
         for qa_file in sorted((root / folder).glob("qa*.json")):
             stem = qa_file.stem  # qa | qa_dots | ...
             marker = "none" if stem == "qa" else stem.split("_", 1)[1]
-            image_dir = root / folder / ("images" if marker == "none" else f"image_{marker}")
-            try:
-                entries = json.loads(qa_file.read_text())
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{qa_file}: not valid JSON ({exc})") from None
-            for entry in entries:
+            image_dir = f"{folder}/{'images' if marker == 'none' else f'image_{marker}'}"
+            for where, entry, qas in read_mirp_qa(qa_file):
                 filename = entry["filename"]
-                for k, qa in enumerate(entry.get("question_answer", [])):
+                image = inside(root / image_dir, filename, where=where, what="filename")
+                for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
                     relation = relation_of(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
@@ -200,9 +208,9 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             id=f"{setup}/{marker}/{filename}/q{k}",
                             setup=setup,
                             marker=marker,
-                            image=image_dir / filename,
+                            image=image,
                             question=question,
-                            expected=int(qa["answer"]),
+                            expected=answer01(qa["answer"], qwhere),
                             expected_standard=standard,
                             expected_anatomical=anatomical,
                             relation=relation,
@@ -222,11 +230,14 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
     if not path.is_file():
         return {}
     out: dict[str, dict[str, tuple[float, float]]] = {}
-    for entry in json.loads(path.read_text()):
-        out[entry["filename"]] = {
-            normalize_name(li["class_name"]): (float(li["center_x"]), float(li["center_y"]))
-            for li in entry.get("label_info", [])
-        }
+    for i, entry in enumerate(read_json(path, want=list)):
+        try:
+            out[entry["filename"]] = {
+                normalize_name(li["class_name"]): (float(li["center_x"]), float(li["center_y"]))
+                for li in entry.get("label_info", [])
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DataFileError(f"{path}: entry {i}: bad filename/label_info ({exc!r})") from None
     return out
 
 

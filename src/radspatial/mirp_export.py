@@ -13,8 +13,8 @@ it runs in. Layout written::
 
 Run MIRP's scripts inside each folder, e.g. ``cd OUT/RQ1_qa && python
 RQ3-1_calculate_results_anatomy.py``. Relative-position items only (MIRP's question type). A
-failed call (no reply) is written as an empty answer, which MIRP's rules score as unsure
-(wrong); the run's ``metrics.json`` ``mirp`` block treats it the same way.
+failed call (no reply: an error, not an answer) is left out, as the run's metrics leave it out;
+resume the run first to have every item.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class MirpExport:
     folders: list[str]  # one per setup and marker, e.g. RQ1_qa, RQ2_qa_dots
     runs: int
     n_items: int
-    n_errors: int  # failed calls written as empty answers
+    n_errors: int  # failed calls, left out (as the run's metrics leave them out)
     centres: str | None  # where the centres file came from, or None when unavailable
 
 
@@ -60,7 +60,7 @@ def _answers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entries.setdefault(file_name(r), []).append(
             {
                 "question": r["question"],
-                "model_answer": r["reply"] if r.get("reply") is not None else "",
+                "model_answer": r["reply"],
                 "expected_answer": int(r["expected"]),
                 "entire_prompt": r.get("prompt") or "",
             }
@@ -118,8 +118,10 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
     ]
     if not rows:
         raise ValueError(f"{results}: no relative-position items to export")
+    n_errors = sum(1 for r in rows if r.get("error") or r.get("reply") is None)
+    answered = [r for r in rows if not (r.get("error") or r.get("reply") is None)]
     groups: dict[tuple[str, str], dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in sorted(rows, key=lambda r: (r["run"], r["id"])):
+    for r in sorted(answered, key=lambda r: (r["run"], r["id"])):
         groups[(r["setup"], r["marker"])][r["run"]].append(r)
     centres, source = _centres(run_dir)
     folders = []
@@ -141,6 +143,6 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
         folders,
         n_runs,
         len(rows) // max(n_runs, 1),
-        sum(1 for r in rows if r.get("reply") is None),
+        n_errors,
         source,
     )

@@ -5,10 +5,16 @@ image bytes, run index) and appended to ``calls.jsonl`` as soon as it returns, b
 handed out. Rerunning the same command skips every successful call in the log (failed calls are
 retried), so Ctrl-C or kill -9 followed by the same command ends with the same ``results.jsonl``
 and ``metrics.json`` as an uninterrupted run.
+
+The run folder is locked for the whole run (``runguard.run_lock``): a second eval on the same
+folder is refused. Ctrl-C or SIGTERM leaves ``run.json`` saying ``interrupted``. Calls that still
+failed after the backend's retries are errors: kept out of accuracy, counted in ``run.json`` and
+``metrics.json``, retried by the same command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,11 +27,19 @@ from typing import Any
 from tqdm import tqdm
 
 from radspatial import __version__
-from radspatial.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from radspatial.io import atomic_write_json, atomic_write_jsonl
 from radspatial.items import EvalItem, load_items
 from radspatial.mirp import draw_examples, parse_mirp
-from radspatial.models.base import Backend, Decoding, Reply, Request, create_backend
+from radspatial.models.base import (
+    Backend,
+    Decoding,
+    MissingDependency,
+    Reply,
+    Request,
+    create_backend,
+)
 from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.runguard import LOCK_NAME, run_lock
 from radspatial.scoring import parse_answer
 
 CALLS = "calls.jsonl"
@@ -44,6 +58,7 @@ class EvalConfig:
     decoding: Decoding = field(default_factory=Decoding)
     template: PromptTemplate | None = None  # None: MIRP's prompts (per protocol)
     protocol: str = "radspatial"  # or "mirp": MIRP's examples, order, prompt and parser
+    backend_options: dict[str, Any] = field(default_factory=dict)  # e.g. timeout_s, max_attempts
 
     @property
     def prompt_template(self) -> PromptTemplate:
@@ -54,6 +69,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {self.limit}")
         if self.runs < 1:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
         if self.concurrency < 1:
@@ -82,7 +99,10 @@ def call_key(
 
 
 def _load_log(path: Path) -> dict[str, dict]:
-    """Latest row per key from the call log; drops a torn last line left by a crash."""
+    """Latest row per key from the call log; drops a torn last line left by a crash.
+
+    Any other line that is not a call record is corruption: refused, naming the line.
+    """
     if not path.exists():
         return {}
     raw = path.read_bytes()
@@ -90,8 +110,20 @@ def _load_log(path: Path) -> dict[str, dict]:
         cut = raw.rfind(b"\n") + 1
         with open(path, "r+b") as fh:
             fh.truncate(cut)
+        raw = raw[:cut]
     latest: dict[str, dict] = {}
-    for row in read_jsonl(path):
+    for n, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            row = None
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+            raise ValueError(
+                f"{path}: line {n}: not a call record (corrupt log; move the file aside to "
+                "start the run over)"
+            )
         prev = latest.get(row["key"])
         if prev is None or prev.get("error") is not None:  # a success is never replaced
             latest[row["key"]] = row
@@ -239,18 +271,51 @@ def run_eval(
     progress: bool = True,
 ) -> list[dict]:
     """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
-    from radspatial.aggregate import compute_metrics
-
     items = load_items(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
     if config.limit is not None:
         items = items[: config.limit]
     out = Path(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    backend = backend or create_backend(
-        config.model, decoding=config.decoding, concurrency=config.concurrency
-    )
+    with run_lock(out):
+        done = _load_log(out / CALLS)
+        if backend is None:
+            try:
+                backend = _open_backend(config)
+            except BaseException:
+                if created:  # a bad model spec leaves no empty run folder behind
+                    (out / LOCK_NAME).unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        out.rmdir()
+                raise
+        return _run_locked(data, out, config, items, backend, done, progress)
+
+
+def _open_backend(config: EvalConfig) -> Backend:
+    try:
+        return create_backend(
+            config.model,
+            decoding=config.decoding,
+            concurrency=config.concurrency,
+            **config.backend_options,
+        )
+    except MissingDependency as exc:
+        raise ValueError(f"{config.model}: {exc}") from None
+
+
+def _run_locked(
+    data: Path,
+    out: Path,
+    config: EvalConfig,
+    items: list[EvalItem],
+    backend: Backend,
+    done: dict[str, dict],
+    progress: bool,
+) -> list[dict]:
+    from radspatial.aggregate import compute_metrics
+
     run_info = {
         "data": str(data),
         "model": config.model,
@@ -269,7 +334,6 @@ def run_eval(
     }
     atomic_write_json(out / "run.json", {**run_info, "status": "running"})
     log_path = out / CALLS
-    done = _load_log(log_path)
     total = len(items) * config.runs
     bar = tqdm(total=total, desc=config.model, unit="call", disable=None if progress else True)
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
@@ -298,6 +362,12 @@ def run_eval(
             for batch in _chunks(items, config, prompts, done, chunk, where):
                 if batch:
                     backend.generate(batch, on_reply)
+        except BaseException as exc:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            n_done = sum(1 for r in done.values() if r.get("error") is None)
+            info = {**run_info, "status": status, "calls_done": n_done}
+            atomic_write_json(out / "run.json", info)
+            raise
         finally:
             log.flush()
             os.fsync(log.fileno())

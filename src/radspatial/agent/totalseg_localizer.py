@@ -9,12 +9,15 @@ made by ``radspatial generate`` passes all three.
 TotalSegmentator is optional and imported only here: ``pip install TotalSegmentator``; it fetches
 its weights on first use, which this project's build machines cannot do, so tests run the same
 path on an existing TotalSegmentator output (``Context.extra["seg_path"]``, also useful when you
-already have one). Segmentations are cached per CT file.
+already have one). Segmentations are cached per user (``$XDG_CACHE_HOME/radspatial/totalseg``,
+default ``~/.cache/radspatial/totalseg``, mode 0700), keyed by the sha256 of the CT's content, so
+a renamed copy hits the cache and an edited file at the same path does not.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -43,6 +46,35 @@ def run_totalsegmentator(ct: Path, out: Path, *, fast: bool, device: str) -> Pat
     return out
 
 
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/radspatial/totalseg`` (default ``~/.cache``): per user, never /tmp."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "radspatial" / "totalseg"
+
+
+def content_key(ct: Path) -> str:
+    """sha256 of a CT file's bytes, or of a DICOM folder's file names and bytes (sorted).
+
+    Remembered per (path, size, mtime) within the process: each question asks again.
+    """
+    ct = Path(ct)
+    files = sorted(p for p in ct.rglob("*") if p.is_file()) if ct.is_dir() else [ct]
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return _content_key(str(ct), stamp)
+
+
+@lru_cache(maxsize=64)
+def _content_key(ct: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    h = hashlib.sha256()
+    for name, _, _ in stamp:
+        if name != ct:  # a folder: the file's name inside it counts too
+            h.update(os.path.relpath(name, ct).encode() + b"\0")
+        with open(name, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()
+
+
 @lru_cache(maxsize=4)
 def _volume(ct: str, seg: str):
     return load_case(Case("question", Path(ct), Path(seg)))
@@ -61,18 +93,24 @@ class TotalSegLocalizer:
 
     def __init__(self, *, fast: bool = True, device: str = "cpu", cache_dir: Path | None = None):
         self.fast, self.device = fast, device
-        self.cache_dir = Path(cache_dir or Path(tempfile.gettempdir()) / "radspatial_totalseg")
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self._lock = threading.Lock()
 
+    def cache_path(self, ct: Path) -> Path:
+        return self.cache_dir / f"{content_key(ct)}_{'fast' if self.fast else 'full'}.nii.gz"
+
     def _segmentation(self, ct: Path) -> Path:
-        key = hashlib.sha256(str(Path(ct).resolve()).encode()).hexdigest()[:16]
-        out = self.cache_dir / f"{key}_{'fast' if self.fast else 'full'}.nii.gz"
+        out = self.cache_path(ct)
         with self._lock:
             if not out.is_file():
-                self.cache_dir.mkdir(parents=True, exist_ok=True)
-                tmp = out.with_suffix(".tmp.nii.gz")
-                run_totalsegmentator(Path(ct), tmp, fast=self.fast, device=self.device)
-                tmp.replace(out)
+                self.cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(suffix=".nii.gz", dir=self.cache_dir)
+                os.close(fd)
+                try:
+                    run_totalsegmentator(Path(ct), Path(tmp), fast=self.fast, device=self.device)
+                    os.replace(tmp, out)
+                finally:
+                    Path(tmp).unlink(missing_ok=True)
         return out
 
     def locate(

@@ -31,6 +31,7 @@ import numpy as np
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.io import read_jsonl
 from radspatial.labels import letter_to_id, load_table, normalize_name
+from radspatial.safepath import inside
 
 if TYPE_CHECKING:
     import torch
@@ -193,6 +194,9 @@ def read_slices(data: Path) -> list[SliceItem]:
         raise ValueError(f"{manifest}: no rq1 rows (generate with the rq1 setup)")
     items = []
     for mask, rows in groups.items():
+        where = f"{manifest}: row {rows[0].get('id')}"
+        inside(data, mask, where=where, what="mask")  # refuse paths leading out of the dataset
+        inside(data, rows[0]["image"], where=where, what="image")
         src = rows[0].get("source") or {}
         items.append(
             SliceItem(

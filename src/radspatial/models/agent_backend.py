@@ -76,4 +76,8 @@ def _agent(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> 
     localizer, _, model_dir = (rest or "markers").partition("@")
     options: dict[str, Any] = {"model_dir": model_dir} if model_dir else {}
     spec = "agent:" + (rest or "markers")
-    return AgentBackend(spec, localizer, options, threads=min(concurrency, 8))
+    try:
+        return AgentBackend(spec, localizer, options, threads=min(concurrency, 8))
+    except (TypeError, OSError) as exc:  # a model folder given/missing where it must not be
+        usage = "expected agent:<localizer> or agent:unet@<model_dir>"
+        raise ValueError(f"{spec}: {exc} ({usage})") from None

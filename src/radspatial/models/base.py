@@ -7,6 +7,7 @@ before anything else is sent (crash-safe resume).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +21,14 @@ class Decoding:
     max_tokens: int = 1024  # a reasoning model's <think> block alone exceeds 64
     top_p: float = 1.0
     seed: int | None = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +57,10 @@ class Reply:
 
 
 OnReply = Callable[[Request, Reply], None]
+
+
+class MissingDependency(ImportError):
+    """An optional dependency a backend needs is not installed (the message says what to do)."""
 
 
 class Backend(Protocol):
@@ -94,7 +107,12 @@ def create_backend(
 ) -> Backend:
     """``create_backend("openai-compat:qwen@http://127.0.0.1:8000/v1")`` -> a Backend."""
     _load_builtin_backends()
-    prefix, _, rest = spec.partition(":")
+    prefix, colon, rest = spec.partition(":")
+    if colon and not rest.strip():
+        raise ValueError(
+            f"model spec {spec!r}: nothing after ':'; "
+            "expected <prefix>:<model>, e.g. 'hf:/models/llava'"
+        )
     if prefix not in _REGISTRY:
         raise ValueError(
             f"unknown model spec {spec!r}; known prefixes: {', '.join(list_backends())}"

@@ -10,7 +10,12 @@ Options (``create_backend("hf:...", batch_size=4, device="cuda:1", dtype="float1
 
 - ``batch_size`` (default 8): requests per ``generate`` call;
 - ``device`` (default ``"auto"``: cuda, else mps, else cpu);
-- ``dtype`` (default ``"auto"``: bfloat16 on cuda, float32 elsewhere).
+- ``dtype`` (default ``"auto"``: bfloat16 on cuda, float32 elsewhere);
+- ``allow_download`` (default False, or env ``RADSPATIAL_HF_ALLOW_DOWNLOAD=1``): fetch a hub id
+  that is not in the local cache; off by default, so an eval never reaches the network unasked
+  (``local_files_only=True``);
+- ``trust_remote_code`` (default False): run Python code shipped with the model repository; only
+  for models you trust.
 
 A batch that raises (e.g. CUDA out of memory) is retried one request at a time; a request that
 still fails gets ``Reply(text=None, error=...)``. Needs ``pip install radspatial[hf]``.
@@ -25,13 +30,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 
 _DTYPES = ("bfloat16", "float16", "float32")
+ALLOW_DOWNLOAD_ENV = "RADSPATIAL_HF_ALLOW_DOWNLOAD"
 
 
 @register_backend("hf")
@@ -43,10 +51,24 @@ def create_hf_backend(
     batch_size: int = 8,
     device: str = "auto",
     dtype: str = "auto",
+    allow_download: bool | None = None,
+    trust_remote_code: bool = False,
 ) -> HFBackend:
     if not rest:
         raise ValueError("hf backend needs a model: 'hf:<local path or hub id>'")
-    return HFBackend(rest, decoding=decoding, batch_size=batch_size, device=device, dtype=dtype)
+    if rest.startswith(("/", "./", "../", "~")) and not Path(rest).expanduser().is_dir():
+        raise ValueError(f"hf:{rest}: no such model folder")
+    if allow_download is None:
+        allow_download = os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("", "0")
+    return HFBackend(
+        rest,
+        decoding=decoding,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        allow_download=allow_download,
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def _resolve_device(device: str) -> str:
@@ -86,6 +108,8 @@ class HFBackend:
         batch_size: int = 8,
         device: str = "auto",
         dtype: str = "auto",
+        allow_download: bool = False,
+        trust_remote_code: bool = False,
     ) -> None:
         import torch
         import transformers
@@ -104,9 +128,19 @@ class HFBackend:
         # transformers renamed ``torch_dtype`` to ``dtype`` in 4.56.
         major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
         dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-        self.model = AutoModelForImageTextToText.from_pretrained(model, **{dtype_kw: torch_dtype})
+        self.allow_download = allow_download
+        self.trust_remote_code = trust_remote_code
+        load = {"local_files_only": not allow_download, "trust_remote_code": trust_remote_code}
+        try:
+            self.model = AutoModelForImageTextToText.from_pretrained(
+                model, **{dtype_kw: torch_dtype}, **load
+            )
+            self.processor = AutoProcessor.from_pretrained(model, **load)
+        except (OSError, ValueError) as exc:
+            hint = "" if allow_download else " (downloads are off: see --hf-allow-download)"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"hf:{model}: cannot load the model{hint}: {first}") from None
         self.model.to(self.device).eval()
-        self.processor = AutoProcessor.from_pretrained(model)
         self.tokenizer = self.processor.tokenizer
         self.encoder_decoder = bool(getattr(self.model.config, "is_encoder_decoder", False))
         if not self.encoder_decoder:
@@ -124,6 +158,8 @@ class HFBackend:
             "device": self.device,
             "dtype": self.dtype,
             "batch_size": self.batch_size,
+            "allow_download": self.allow_download,
+            "trust_remote_code": self.trust_remote_code,
             "decoding": self.decoding.to_json(),
             "versions": dict(self._versions),
         }

@@ -15,8 +15,12 @@ jitter, honouring ``Retry-After``; an item that still fails becomes
 attempts and backoff is excluded), or, when the item failed, the total time spent on it.
 ``Reply.meta["total_s"]`` is always the total, retries and backoff included.
 
-The API key is read from the environment (``OPENAI_API_KEY`` unless ``api_key_env=`` says
-otherwise), sent as ``Authorization: Bearer``, and kept out of ``describe()``, ``repr`` and errors.
+The API key is read from the environment and sent as ``Authorization: Bearer``: ``openai:`` reads
+``OPENAI_API_KEY`` (or ``api_key_env=``); ``openai-compat:`` sends a key only when asked with
+``api_key_env=NAME`` (``--api-key-env NAME``), never ``OPENAI_API_KEY`` implicitly, and warns on
+stderr when the key would travel over plain http to a host that is not this machine. The key is
+kept out of ``describe()``, ``repr`` and errors. Each retry is logged (logger
+``radspatial.models.openai_compat``, shown on stderr) so a server that never answers is visible.
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ import asyncio
 import base64
 import contextlib
 import email.utils
+import ipaddress
+import logging
 import os
 import random
 import re
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -46,6 +54,7 @@ RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocol
 # httpcore's pool does O(connections^2) work per request: 256 requests through one client with
 # 64 connections took 3.9 s against 1.0 s with 32; a few smaller clients avoid that cost.
 SLOTS_PER_CLIENT = 16
+log = logging.getLogger(__name__)
 _SPEC_RE = re.compile(r"^(?P<model>[^@\s]+(?:@[^@\s]+)*?)@(?P<url>https?://\S+)$")
 
 
@@ -283,7 +292,16 @@ class OpenAIChatBackend:
                 return request, Reply(text=outcome.text, latency_s=now - t0, meta=meta)
             if not outcome.retryable or attempt == self.retry.max_attempts:
                 break
-            await asyncio.sleep(self.retry.delay(attempt - 1, outcome.retry_after, self._rng))
+            wait = self.retry.delay(attempt - 1, outcome.retry_after, self._rng)
+            log.warning(
+                "%s: %s (attempt %d of %d), retrying in %.1f s",
+                request.meta.get("id", request.key[:12]),
+                self._redact(outcome.reason),
+                attempt,
+                self.retry.max_attempts,
+                wait,
+            )
+            await asyncio.sleep(wait)
         total = time.perf_counter() - start
         error = self._redact(f"{outcome.reason} after {attempt} attempt{'s' * (attempt > 1)}")
         meta = {"attempts": attempt, "status": outcome.status, "total_s": total}
@@ -326,22 +344,46 @@ def _split(total: int, part: int) -> list[int]:
     return [min(part, total - start) for start in range(0, total, part)]
 
 
+def is_loopback(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _key_from_env(name: str, spec: str) -> str:
+    key = os.environ.get(name)
+    if not key:
+        raise ValueError(f"{spec}: --api-key-env {name}: the variable {name} is not set or empty")
+    return key
+
+
 @register_backend("openai-compat")
 def create_openai_compat(
     rest: str,
     *,
     decoding: Decoding,
     concurrency: int,
-    api_key_env: str = DEFAULT_KEY_ENV,
+    api_key_env: str | None = None,
     **opts: Any,
 ) -> OpenAIChatBackend:
-    """``openai-compat:<model>@<base_url>``; the API key (env ``api_key_env``) is optional.
+    """``openai-compat:<model>@<base_url>``; sends a key only from env ``api_key_env`` if given.
 
     Options: ``timeout_s`` (read/write, default 120), ``connect_timeout_s`` (10),
     ``max_attempts`` (6), ``backoff_base_s`` (1), ``backoff_cap_s`` (60).
     """
     model, base_url = parse_compat_spec(rest)
-    api_key = os.environ.get(api_key_env) or None
+    api_key = _key_from_env(api_key_env, f"openai-compat:{rest}") if api_key_env else None
+    if api_key and base_url.startswith("http:") and not is_loopback(base_url):
+        print(
+            f"radspatial: warning: the API key from {api_key_env} will be sent unencrypted "
+            f"over plain http to {urlsplit(base_url).hostname}; use https",
+            file=sys.stderr,
+        )
     spec = f"openai-compat:{rest.strip()}"
     return OpenAIChatBackend(
         spec=spec,
@@ -376,7 +418,7 @@ def create_openai(
         )
     api_key = os.environ.get(api_key_env)
     if not api_key:
-        raise ValueError(f"spec 'openai:{model}' needs an API key: set the {api_key_env} variable")
+        raise ValueError(f"openai:{model}: needs an API key: set the {api_key_env} variable")
     return OpenAIChatBackend(
         spec=f"openai:{model}",
         backend="openai",

@@ -23,7 +23,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+from radspatial.models.base import (
+    Decoding,
+    MissingDependency,
+    OnReply,
+    Reply,
+    Request,
+    register_backend,
+)
 
 MISSING_VLLM = "the vllm backend needs vLLM: install radspatial[vllm] on a machine with a GPU"
 
@@ -53,7 +60,7 @@ class VLLMBackend:
         try:
             import vllm
         except ImportError as exc:
-            raise ImportError(MISSING_VLLM) from exc
+            raise MissingDependency(MISSING_VLLM) from exc
 
         self.spec = f"vllm:{model}"
         self.model_path = model

@@ -1,0 +1,140 @@
+"""Strict readers for the files a dataset is made of; every problem is a ``DataFileError`` that
+names the file, the line or entry, and what is wrong.
+
+- ``manifest.jsonl`` (written atomically by ``radspatial generate``): every line must be a JSON
+  object with the fields eval reads; a torn or garbage line anywhere is refused, never skipped.
+- MIRP ``qa*.json``: a list of ``{"filename", "question_answer": [{"question", "answer"}, ...]}``.
+- other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
+
+Answers are 0/1 (also ``"0"``/``"1"`` and booleans, as some exports write them); anything else
+(``"maybe"``, 2, null) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class DataFileError(ValueError):
+    """A dataset file that cannot be read as what it claims to be."""
+
+
+# field -> allowed types, for the manifest fields eval reads
+_REQUIRED: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "setup": (str,),
+    "marker": (str,),
+    "image": (str,),
+    "question": (str,),
+}
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "mask": (str,),
+    "object1": (dict,),
+    "object2": (dict,),
+    "object3": (dict,),
+    "source": (dict,),
+    "relation": (str,),
+    "transform": (str,),
+    "variant": (str,),
+    "question_type": (str,),
+}
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list"}
+
+
+def answer01(value: Any, where: str, key: str = "answer") -> int:
+    """0 or 1 from ``value`` (int, bool, "0"/"1"), else a ``DataFileError``."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return value
+    if isinstance(value, str) and value.strip() in ("0", "1"):
+        return int(value.strip())
+    raise DataFileError(f"{where}: {key!r} must be 0 or 1, got {value!r}")
+
+
+def _check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
+    for key, types in required.items():
+        if key not in row:
+            raise DataFileError(f"{where}: missing required field {key!r}")
+        if not isinstance(row[key], types) or (types == (str,) and not row[key].strip()):
+            raise DataFileError(
+                f"{where}: {key!r} must be {_TYPE_NAMES[types[0]]} (non-empty), got {row[key]!r}"
+            )
+    for key, types in optional.items():
+        if row.get(key) is not None and not isinstance(row[key], types):
+            raise DataFileError(
+                f"{where}: {key!r} must be {_TYPE_NAMES[types[0]]} or null, got {row[key]!r}"
+            )
+
+
+def read_manifest(path: Path) -> list[tuple[str, dict]]:
+    """``(where, row)`` per row of a ``manifest.jsonl``; ``where`` is ``"<path>: line <n>"``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataFileError(f"{path}: not UTF-8 text") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}: line {n}"
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            torn = " (torn: the file was cut mid-line)" if n == text.count("\n") + 1 else ""
+            raise DataFileError(f"{where}: not valid JSON{torn}") from None
+        if not isinstance(row, dict):
+            raise DataFileError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
+        _check_fields(row, where, _REQUIRED, _OPTIONAL)
+        answer01(row.get("answer"), where)
+        for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
+            if row.get(key) is not None:
+                answer01(row[key], where, key)
+        out.append((where, row))
+    return out
+
+
+def read_json(path: Path, *, want: type) -> Any:
+    """JSON document of type ``want`` (list or dict) from ``path``."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise DataFileError(f"{path}: not valid JSON ({why})") from None
+    if not isinstance(data, want):
+        raise DataFileError(
+            f"{path}: expected {_TYPE_NAMES[want]} at the top level, got {type(data).__name__}"
+        )
+    return data
+
+
+def read_mirp_qa(path: Path) -> list[tuple[str, dict, list[tuple[str, dict]]]]:
+    """``(where, entry, [(where, qa), ...])`` per entry of a MIRP ``qa*.json``."""
+    out = []
+    for i, entry in enumerate(read_json(path, want=list)):
+        where = f"{path}: entry {i}"
+        if not isinstance(entry, dict):
+            raise DataFileError(f"{where}: must be a JSON object, got {type(entry).__name__}")
+        _check_fields(entry, where, {"filename": (str,)}, {"question_answer": (list,)})
+        qas = []
+        for k, qa in enumerate(entry.get("question_answer") or []):
+            qwhere = f"{where} question_answer[{k}]"
+            if not isinstance(qa, dict):
+                raise DataFileError(f"{qwhere}: must be a JSON object, got {type(qa).__name__}")
+            _check_fields(qa, qwhere, {"question": (str,)}, {"question_type": (str,)})
+            answer01(qa.get("answer"), qwhere)
+            qas.append((qwhere, qa))
+        out.append((where, entry, qas))
+    return out
+
+
+def check_unique_ids(ids: list[str], root: Path) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise DataFileError(f"{root}: item id {i!r} appears twice")
+        seen.add(i)
