@@ -539,6 +539,29 @@ def test_unauthenticated_bodies_are_never_read() -> None:
         status, body = raw(server, request)  # no body follows: a 401 without waiting for it
         assert status == 401 and time.perf_counter() - t0 < 3
         assert json.loads(body)["error"]["code"] == "invalid_api_key"
+        expect = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        body = b'{"messages": []}'
+        length = b"Content-Length: %d\r\n" % len(body)
+        status, _ = raw(server, expect + b"Authorization: Bearer nope\r\n" + length + b"\r\n")
+        assert status == 401  # the final answer at once: no 100 Continue asking for the body
+        port = server.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(expect + f"Authorization: Bearer {KEY}\r\n".encode() + length + b"\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            s.sendall(body)
+            reply = b""
+            while b'"}}' not in reply and (chunk := s.recv(65536)):
+                reply += chunk
+        assert reply.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"  # after auth: read
+        assert b'"invalid_messages"' in reply
+    with make_server(agents=build_agents(("markers",))) as server:  # GET with a body: skipped
+        request = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+            s.sendall(request + b"x" * 100_000 + b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while got.count(b"HTTP/1.1 200 OK") < 2 and (chunk := s.recv(65536)):
+                got += chunk
+        assert got.count(b"HTTP/1.1 200 OK") == 2  # both answered on one connection
 
 
 def test_idle_connections_make_room_working_ones_get_503(items: list[EvalItem]) -> None:

@@ -60,7 +60,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         """One request; the header deadline also bounds an idle keep-alive connection."""
         srv = self.server
         self._status: int | None = None
-        self._body_read, self._working, self._held = False, False, 0
+        self._body_read, self._working, self._held, self._expects = False, False, 0, False
         self._headers_out, self._t0 = {}, time.perf_counter()
         self.command, self.path, self.requestline = None, "", ""
         self.request_version = self.default_request_version
@@ -110,6 +110,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         if not super().parse_request():
             return False
         self._raw.deadline = time.monotonic() + self.server.read_timeout_s  # for the body
+        return True
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue``: the 100 is sent only once the body is wanted (after auth),
+        so an unauthenticated client never sends its body at all."""
+        self._expects = True
         return True
 
     def send_response(self, code: int, message: str | None = None) -> None:
@@ -189,16 +195,21 @@ class RequestHandler(BaseHTTPRequestHandler):
                 raise ApiError(503, "the server is busy receiving other requests", "busy")
             self._held = length
         try:
+            if self._expects and length:
+                self._expects = False
+                self.send_response_only(HTTPStatus.CONTINUE)
+                self.end_headers()
             if keep:
                 data = self.rfile.read(length)
-            else:
+                short = len(data) < length
+            else:  # skipped in chunks, never held whole
                 data, left = b"", length
                 while left > 0 and (chunk := self.rfile.read(min(left, 65536))):
                     left -= len(chunk)
-                length -= left
+                short = left > 0
         except TimeoutError:
             raise ApiError(408, "timed out reading the request body", "timeout") from None
-        if len(data) < length:
+        if short:
             raise ApiError(400, "the body is shorter than Content-Length", "truncated_body")
         self._body_read = True
         self._raw.deadline = None
@@ -228,8 +239,10 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._headers_out = {"Retry-After": "1"}
         if not self._body_read:  # keep the connection only if the unread body can be skipped
             has_body = self.headers.get("Content-Length", "0").strip() != "0"
-            if not self._working and (has_body or "Transfer-Encoding" in self.headers):
-                self.close_connection = True  # never read a body for an unauthenticated client
+            if self._expects or (
+                not self._working and (has_body or "Transfer-Encoding" in self.headers)
+            ):  # never read an unauthenticated body, nor ask for one only to skip it
+                self.close_connection = True
             else:
                 try:
                     self._read_body(keep=False)
