@@ -368,8 +368,14 @@ def test_routes_and_methods(server: AgentServer) -> None:
     response = httpx.get(f"{server.url}/chat/completions")
     assert error_of(response, 405)["code"] == "method_not_allowed"
     assert response.headers["allow"] == "POST"
-    assert httpx.post(f"{server.url}/models", json={}).headers["allow"] == "GET"
+    assert httpx.post(f"{server.url}/models", json={}).headers["allow"] == "GET, HEAD"
     error_of(httpx.delete(f"{server.url}/models"), 405)
+    head, get = httpx.head(f"{server.url}/models"), httpx.get(f"{server.url}/models")
+    assert head.status_code == 200 and head.content == b""  # HEAD works where GET does
+    assert head.headers["content-length"] == get.headers["content-length"] == str(len(get.content))
+    assert head.headers["content-type"] == "application/json"
+    assert httpx.head(f"{server.url}/chat/completions").status_code == 405
+    assert httpx.head(f"{server.url}/nowhere").status_code == 404
     status, body = raw(server, b"BREW /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 501 and json.loads(body)["error"]["message"]
     status, body = raw(server, b"GET /a b HTTP/1.1\r\n\r\n")
@@ -403,21 +409,6 @@ def test_slow_clients_are_cut_off() -> None:
 
 
 # --------------------------------------------------------------------------------- concurrency
-
-
-def test_connections_over_the_cap_get_503() -> None:
-    with make_server(max_connections=2, agents=build_agents(("markers",))) as server:
-        address = ("127.0.0.1", server.server_address[1])
-        idle = [socket.create_connection(address) for _ in range(2)]
-        try:
-            time.sleep(0.2)  # both accepted, each holding a thread
-            status, body = raw(server, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert status == 503 and json.loads(body)["error"]["code"] == "busy"
-        finally:
-            for s in idle:
-                s.close()
-        time.sleep(0.2)
-        assert httpx.get(f"{server.url}/models").status_code == 200
 
 
 class SlowAgent(Agent):
@@ -483,3 +474,283 @@ def test_thread_unsafe_localizers_are_serialized(items: list[EvalItem]) -> None:
         )
     assert {r.text for r in replies.values()} == {"1" if item.relation == "above" else "0"}
     assert localizer.max_in_flight == 1
+
+
+# ------------------------------------------------------------------ denial of service (issue 11)
+
+
+def one_bit_png(width: int, height: int) -> bytes:
+    """A blank 1-bit PNG: a few kB that decode to width x height RGB pixels."""
+    buf = io.BytesIO()
+    Image.new("1", (width, height)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def slow_sockets(server: AgentServer, count: int) -> list[socket.socket]:
+    """``count`` connections that send a request line and one header, and never finish."""
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    return socks
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    s.settimeout(0)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_slow_sockets_cannot_lock_out_an_authenticated_client(items: list[EvalItem]) -> None:
+    item = next(i for i in items if i.marker == "dots" and i.setup == "rq3")
+    body = chat(item.question, data_url(item.image.read_bytes()))
+    good = {"Authorization": f"Bearer {KEY}"}
+    with make_server(api_key=KEY, agents=build_agents(("markers",))) as server:
+        assert server.max_connections == 128  # 4 x 32 threads
+        socks = slow_sockets(server, 130)  # more than the cap, none authenticated
+        try:
+            time.sleep(0.5)  # all accepted: the oldest two already evicted
+            for _ in range(3):  # fresh connections, as a new client would make
+                t0 = time.perf_counter()
+                reply = post(server, body, headers=good)
+                assert reply.status_code == 200 and time.perf_counter() - t0 < 5, reply.text
+                assert reply.json()["choices"][0]["message"]["content"] == str(item.expected)
+                t0 = time.perf_counter()
+                assert httpx.get(f"{server.url}/models", headers=good).status_code == 200
+                assert time.perf_counter() - t0 < 5
+            # unauthenticated complete requests are answered, and never count as working
+            error_of(post(server, body, headers={"Authorization": "Bearer nope"}), 401)
+            evicted = [closed_by_server(s) for s in socks]
+            assert evicted[:2] == [True, True] and sum(evicted) >= 2  # the oldest went first
+            assert len(server.connections) <= server.max_connections
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_unauthenticated_bodies_are_never_read() -> None:
+    with make_server(api_key=KEY, agents=build_agents(("markers",))) as server:
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n"
+            b"Content-Length: 10000000\r\n\r\n"
+        )
+        t0 = time.perf_counter()
+        status, body = raw(server, request)  # no body follows: a 401 without waiting for it
+        assert status == 401 and time.perf_counter() - t0 < 3
+        assert json.loads(body)["error"]["code"] == "invalid_api_key"
+        expect = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        body = b'{"messages": []}'
+        length = b"Content-Length: %d\r\n" % len(body)
+        status, _ = raw(server, expect + b"Authorization: Bearer nope\r\n" + length + b"\r\n")
+        assert status == 401  # the final answer at once: no 100 Continue asking for the body
+        port = server.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(expect + f"Authorization: Bearer {KEY}\r\n".encode() + length + b"\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            s.sendall(body)
+            reply = b""
+            while b'"}}' not in reply and (chunk := s.recv(65536)):
+                reply += chunk
+        assert reply.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"  # after auth: read
+        assert b'"invalid_messages"' in reply
+    with make_server(agents=build_agents(("markers",))) as server:  # GET with a body: skipped
+        request = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+            s.sendall(request + b"x" * 100_000 + b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while got.count(b"HTTP/1.1 200 OK") < 2 and (chunk := s.recv(65536)):
+                got += chunk
+        assert got.count(b"HTTP/1.1 200 OK") == 2  # both answered on one connection
+
+
+def test_idle_connections_make_room_working_ones_get_503(items: list[EvalItem]) -> None:
+    agent = SlowAgent(1.5)
+    item = next(i for i in items if i.marker == "dots" and i.setup == "rq3")
+    body = chat(item.question, data_url(item.image.read_bytes()))
+    agents = {"agent:slow": agent}
+    with make_server(max_connections=2, agents=agents, default_model="agent:slow") as server:
+        address = ("127.0.0.1", server.server_address[1])
+        idle = [socket.create_connection(address) for _ in range(2)]
+        time.sleep(0.2)  # both accepted, waiting for a request
+        assert httpx.get(f"{server.url}/models").status_code == 200  # the oldest idle one goes
+        assert closed_by_server(idle[0]) and not closed_by_server(idle[1])
+        for s in idle:
+            s.close()
+        statuses: list[int] = []
+        working = [
+            threading.Thread(target=lambda: statuses.append(post(server, body).status_code))
+            for _ in range(2)
+        ]
+        for t in working:
+            t.start()
+        time.sleep(0.7)  # both inside the agent: nothing to evict
+        status, payload = raw(server, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 503 and json.loads(payload)["error"]["code"] == "busy"
+        for t in working:
+            t.join()
+        assert statuses == [200, 200]
+        assert httpx.get(f"{server.url}/models").status_code == 200
+
+
+class PixelCountingAgent(Agent):
+    """The real agent, slowed, recording the decoded pixels held by the calls in flight."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__("markers")
+        self.delay_s, self.pixels, self.max_pixels, self.max_calls, self.calls = delay_s, 0, 0, 0, 0
+        self._lock = threading.Lock()
+
+    def answer(self, image: Any, question: str, **kwargs: Any) -> AgentAnswer:
+        with self._lock:
+            self.pixels += image.shape[0] * image.shape[1]
+            self.calls += 1
+            self.max_pixels, self.max_calls = (
+                max(self.max_pixels, self.pixels),
+                max(self.max_calls, self.calls),
+            )
+        time.sleep(self.delay_s)
+        with self._lock:
+            self.pixels -= image.shape[0] * image.shape[1]
+            self.calls -= 1
+        return super().answer(image, question, **kwargs)
+
+
+def test_decoded_pixels_stay_within_the_budget() -> None:
+    side = 1024
+    body = chat("Is the red dot above the blue dot?", data_url(one_bit_png(side, side)))
+    agent = PixelCountingAgent(0.3)
+    agents = {"agent:count": agent}
+    with make_server(
+        agents=agents, default_model="agent:count", max_total_pixels=2 * side * side
+    ) as server:
+        statuses: list[int] = []
+        threads = [
+            threading.Thread(target=lambda: statuses.append(post(server, body).status_code))
+            for _ in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert statuses == [200] * 8  # all served, two at a time
+        assert agent.max_pixels == 2 * side * side and agent.max_calls == 2
+        assert server.pixels.peak == 2 * side * side and server.pixels.used == 0
+        # a request that cannot fit the budget at all is refused before decoding
+        mask = data_url(one_bit_png(side, side))
+        too_much = chat("q", data_url(one_bit_png(side, side + 1)), radspatial_mask=mask)
+        assert error_of(post(server, too_much), 400)["code"] in ("image_too_large", "invalid_mask")
+
+
+def test_waiting_for_the_budget_is_bounded() -> None:
+    side = 1024
+    body = chat("Is the red dot above the blue dot?", data_url(one_bit_png(side, side)))
+    agent = PixelCountingAgent(1.5)
+    with make_server(
+        agents={"agent:count": agent},
+        default_model="agent:count",
+        max_total_pixels=side * side,
+        queue_timeout_s=0.5,
+    ) as server:
+        replies: list[httpx.Response] = []
+        threads = [
+            threading.Thread(target=lambda: replies.append(post(server, body))) for _ in range(3)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(r.status_code for r in replies) == [200, 503, 503]
+    for reply in replies:
+        if reply.status_code == 503:
+            assert error_of(reply, 503)["code"] == "busy" and reply.headers["retry-after"] == "1"
+    assert agent.max_calls == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"hello\r\n\r\n", b"GET /\r\n\r\n", b"GET /v1/models HTTP/1.1 extra\r\n\r\n", b"\r\n\r\n",
+     b"\x00\xff\xfe garbage\r\n\r\n", b"GET /v1/models FOO/1.1\r\n\r\n",
+     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40)],  # a TLS hello: no newline
+)  # fmt: skip
+def test_garbage_request_lines_get_400(server: AgentServer, line: bytes) -> None:
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+        s.sendall(line)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    assert time.perf_counter() - t0 < 3  # answered at once, not after a deadline
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), got[:100]  # a status line, even for HTTP/0.9
+    assert b"Content-Type: application/json" in head and b"Connection: close" in head
+    assert json.loads(body)["error"]["code"] == "bad_request"
+
+
+def test_cli_api_key_from_an_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from radspatial.cli import main
+
+    monkeypatch.delenv("RS_TEST_KEY", raising=False)
+    assert main(["serve", "--api-key-env", "RS_TEST_KEY", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "RS_TEST_KEY" in err and "not set" in err
+    with pytest.raises(SystemExit):
+        main(["serve", "--api-key", "x", "--api-key-env", "RS_TEST_KEY"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_worst_case_images_stay_within_a_bounded_rss() -> None:
+    """``radspatial serve`` in its own process (key from --api-key-env): 16 concurrent 1-bit
+    2048^2 PNGs (~60 MB of decoding each) with a budget of two at a time."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    side = 2048
+    env = os.environ | {"RS_TEST_KEY": KEY}
+    code = "import sys; from radspatial.cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", code, "serve", "--port", "0", "--localizer", "markers",
+           "--api-key-env", "RS_TEST_KEY", "--max-total-pixels", str(2 * side * side)]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "API key required" in line and KEY not in " ".join(cmd), line
+        url = re.search(r"(http://\S+/v1)", line).group(1)
+        body = json.dumps(
+            chat("Is the red dot above the blue dot?", data_url(one_bit_png(side, side)))
+        )
+        good = {"Authorization": f"Bearer {KEY}"}
+
+        def rss_kb(field: str) -> int:
+            text = Path(f"/proc/{proc.pid}/status").read_text()
+            return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.M).group(1))
+
+        small = chat("Is the red dot above the blue dot?", data_url(one_bit_png(64, 64)))
+        assert httpx.post(f"{url}/chat/completions", json=small, headers=good).status_code == 200
+        base = rss_kb("VmRSS")
+        statuses: list[int] = []
+
+        def one() -> None:
+            reply = httpx.post(f"{url}/chat/completions", content=body, headers=good, timeout=120)
+            statuses.append(reply.status_code)
+
+        threads = [threading.Thread(target=one) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        grown_mb = (rss_kb("VmHWM") - base) / 1024
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert statuses == [200] * 16
+    assert grown_mb < 300, f"peak RSS grew by {grown_mb:.0f} MB"  # 16 at once: 689 MB

@@ -362,32 +362,6 @@ def _agent_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_serve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the agent as an OpenAI-compatible API")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", help="require this bearer key (default: env RADSPATIAL_API_KEY)")
-    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
-    p.add_argument("--model", type=Path, help="model folder for the unet localizer")
-    p.set_defaults(func=cmd_serve)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
-    from radspatial.agent.server import serve
-
-    api_key = args.api_key or os.environ.get("RADSPATIAL_API_KEY")
-    serve(
-        host=args.host,
-        port=args.port,
-        api_key=api_key,
-        localizers=args.localizer,
-        model_dir=args.model,
-    )
-    return 0
-
-
 DEMO_MODELS = (
     "baseline:random",
     "baseline:yes",
@@ -463,9 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_demo(sub)
     _add_agent(sub)
-    _add_serve(sub)
-    from radspatial.cli_more import add_all
+    from radspatial.cli_more import add_all, add_serve
 
+    add_serve(sub)
     add_all(sub)
     return parser
 

@@ -217,6 +217,76 @@ def cmd_export_mirp(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the agent as an OpenAI-compatible API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="require the bearer key in environment variable NAME (default: RADSPATIAL_API_KEY "
+        "when set); unlike --api-key it does not show in ps",
+    )
+    key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
+    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
+    p.add_argument("--model", type=Path, help="model folder for the unet localizer")
+    p.add_argument("--threads", type=_positive(int), default=32, help="agent calls at once")
+    p.add_argument(
+        "--max-connections", type=_positive(int), help="open connections (default 4 x threads)"
+    )
+    p.add_argument("--max-pixels", type=_positive(int), help="pixels of one image (4096^2)")
+    p.add_argument(
+        "--max-total-pixels",
+        type=_positive(int),
+        help="decoded pixels of all requests at once (default 2 x 4096^2, about 0.5 GB)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from radspatial.agent.server import serve
+
+    api_key = args.api_key
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ValueError(f"--api-key-env {args.api_key_env}: that variable is not set or empty")
+    elif api_key is None:
+        api_key = os.environ.get("RADSPATIAL_API_KEY")
+    try:
+        serve(
+            host=args.host,
+            port=args.port,
+            api_key=api_key,
+            localizers=args.localizer,
+            model_dir=args.model,
+            threads=args.threads,
+            max_connections=args.max_connections,
+            max_pixels=args.max_pixels,
+            max_total_pixels=args.max_total_pixels,
+        )
+    except OSError as exc:  # e.g. the port is taken
+        why = exc.strerror or exc
+        raise ValueError(f"cannot serve on {args.host}:{args.port}: {why}") from None
+    return 0
+
+
 def add_all(sub: argparse._SubParsersAction) -> None:
     add_phantom(sub)
     add_counterfactual(sub)

@@ -114,10 +114,12 @@ def decode_data_url(url: str) -> bytes:
 
 
 def open_image(data: bytes, max_pixels: int, *, labels: bool = False) -> np.ndarray:
-    """RGB uint8 (with ``labels``: a 2-D label array) from PNG/JPEG bytes.
+    """RGB uint8 (with ``labels``: a 2-D label array) from PNG/JPEG bytes."""
+    return decode_image(probe_image(data, max_pixels, labels=labels), labels=labels)
 
-    ``Image.open`` reads only the header, so the size is checked before any pixel is decoded.
-    """
+
+def probe_image(data: bytes, max_pixels: int, *, labels: bool = False) -> Image.Image:
+    """The image with only its header read: format and size checked, no pixel decoded yet."""
     what = "label image" if labels else "image"
     try:
         img = Image.open(io.BytesIO(data))
@@ -130,6 +132,12 @@ def open_image(data: bytes, max_pixels: int, *, labels: bool = False) -> np.ndar
     if img.width * img.height > max_pixels:
         msg = f"{what} of {img.width} x {img.height} px is over the limit of {max_pixels} px"
         raise ApiError(400, msg, "image_too_large")
+    return img
+
+
+def decode_image(img: Image.Image, *, labels: bool = False) -> np.ndarray:
+    """Decode the pixels of a :func:`probe_image` result."""
+    what = "label image" if labels else "image"
     try:
         img.load()
         arr = np.asarray(img) if labels else np.asarray(img.convert("RGB"))

@@ -10,213 +10,51 @@ The reply content is ``"1"``, ``"0"`` or ``"abstain: <reason>"``, with the agent
 extra field ``radspatial_trace``. ``stream: true`` is refused (400). Extension: a top-level
 ``radspatial_mask`` data URL (label PNG in the shown frame) feeds the ``mask`` localizer.
 
-Safety: optional Bearer key on every route (constant-time compare, never logged); Content-Length
-checked before the body is read (411/413); one deadline per request for its line, headers and
-body (slowloris: 408 or close); text over ``MAX_TEXT_CHARS`` and images over ``max_pixels``
-refused before parsing / decoding; at most ``threads`` agent calls and ``max_connections``
-connections at once. Errors are OpenAI-style JSON ``{"error": {"message", "type", "code"}}``.
+Safety: optional Bearer key on every route (constant-time compare, never logged), checked before
+the body is read or a connection counts as working; Content-Length checked before the body is
+read (411/413); a short deadline for the request line and headers (``header_timeout_s``, then
+close) and one for the body (``read_timeout_s``, then 408); text over ``MAX_TEXT_CHARS`` and
+images over ``max_pixels`` refused before parsing / decoding. Shared budgets, waited for in
+arrival order (503 with Retry-After after ``queue_timeout_s``): ``max_total_pixels`` decoded
+pixels and ``max_total_body_bytes`` of bodies in flight, ``threads`` agent calls. At most
+``max_connections`` connections: when full, the one waiting longest for its request (slow or
+unauthenticated headers, idle keep-alive) is closed to let a newcomer in; 503 only when all
+are working. A request line that is not ``METHOD /path HTTP/x.y`` gets a 400; ``HEAD`` works
+where ``GET`` does. Errors are OpenAI-style JSON ``{"error": {"message", "type", "code"}}``.
 One log line per request (method, path, status, ms), never a body or a header.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import io
 import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import Sequence
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from radspatial.agent.chat_format import (
-    ApiError,
-    ChatCall,
-    completion,
-    json_default,
-    open_image,
-    parse_chat,
-)
+from radspatial.agent.chat_format import ApiError, ChatCall, decode_image, probe_image
 from radspatial.agent.core import Agent, AgentAnswer
+from radspatial.agent.server_http import RequestHandler
+from radspatial.agent.server_limits import Budget, Connections, return_freed_buffers
 from radspatial.agent.types import Context
 
 log = logging.getLogger(__name__)
 THREAD_SAFE_LOCALIZERS = frozenset({"markers", "mask", "unet"})  # others get a lock each
-_DRAIN_BYTES = 2**20  # unread body read before a close, so the client sees our reply, not a RST
-
-
-class _DeadlineReader(io.RawIOBase):
-    """Socket reads sharing one deadline, so a request cannot be dribbled in forever."""
-
-    def __init__(self, sock: socket.socket, idle_s: float) -> None:
-        self.sock, self.idle_s, self.deadline = sock, idle_s, None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        left = self.idle_s if self.deadline is None else self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("request read deadline passed")
-        self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive
-    disable_nagle_algorithm = True
-    server_version, sys_version = "radspatial", ""
-    server: AgentServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.rfile.close()  # replaced by a reader with a per-request deadline
-        self._raw = _DeadlineReader(self.connection, self.server.read_timeout_s)
-        self.rfile = io.BufferedReader(self._raw, 65536)
-
-    def handle_one_request(self) -> None:
-        self._raw.deadline = time.monotonic() + self.server.read_timeout_s
-        self._status: int | None = None
-        self._body_read, self._headers_out, self._t0 = False, {}, time.perf_counter()
-        super().handle_one_request()
-        if self._status is not None:
-            ms = 1000 * (time.perf_counter() - self._t0)
-            path = urlsplit(getattr(self, "path", "")).path[:200]  # no query string
-            who, method = self.client_address[0], getattr(self, "command", None) or "-"
-            log.info("%s %s %s %d %.1f ms", who, method, path, self._status, ms)
-
-    def parse_request(self) -> bool:
-        self._t0 = time.perf_counter()  # time from the request line, not from keep-alive idling
-        return super().parse_request()
-
-    def send_response(self, code: int, message: str | None = None) -> None:
-        self._status = code
-        super().send_response(code, message)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.client_address[0], *args)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (bad request line, 414, 431, unknown method 501) as JSON."""
-        self.close_connection = True
-        phrase = HTTPStatus(code).phrase
-        self._send_json(code, ApiError(code, message or phrase, phrase.lower()).body())
-
-    def do_GET(self) -> None:
-        try:
-            self._route()
-        except ApiError as exc:
-            self._fail(exc)
-        except Exception:
-            log.exception("internal error on %s %s", self.command, urlsplit(self.path).path)
-            self._fail(ApiError(500, "internal server error", "internal_error"))
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = do_GET
-
-    def _route(self) -> None:
-        self._check_auth()
-        path = urlsplit(self.path).path.rstrip("/")
-        routes = {"/v1/models": ("GET", self._models), "/v1/chat/completions": ("POST", self._chat)}
-        if path not in routes:
-            raise ApiError(404, f"no route {path or '/'}", "not_found", "not_found_error")
-        method, handler = routes[path]
-        if self.command != method:
-            self._headers_out = {"Allow": method}
-            raise ApiError(405, f"use {method} on {path}", "method_not_allowed")
-        handler()
-
-    def _check_auth(self) -> None:
-        key = self.server.api_key
-        if key is None:
-            return
-        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
-        token_ok = hmac.compare_digest(token.strip().encode("latin-1", "replace"), key.encode())
-        if not (token_ok and scheme.lower() == "bearer"):
-            self._headers_out = {"WWW-Authenticate": "Bearer"}
-            msg = "missing or wrong API key (send 'Authorization: Bearer <key>')"
-            raise ApiError(401, msg, "invalid_api_key", "authentication_error")
-
-    def _declared_length(self) -> int:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            raise ApiError(411, "chunked bodies are not accepted; send Content-Length", "length")
-        values = set(self.headers.get_all("Content-Length") or [])
-        if not values:
-            if self.command in ("POST", "PUT", "PATCH"):
-                raise ApiError(411, "Content-Length is required", "length_required")
-            return 0
-        text = values.pop().strip()
-        if values or not (text.isascii() and text.isdigit()):
-            raise ApiError(400, "invalid Content-Length header", "invalid_content_length")
-        if int(text) > self.server.max_body_bytes:
-            msg = f"body of {int(text)} bytes is over the limit of {self.server.max_body_bytes}"
-            raise ApiError(413, msg, "body_too_large")
-        return int(text)
-
-    def _read_body(self) -> bytes:
-        length = self._declared_length()
-        try:
-            data = self.rfile.read(length)
-        except TimeoutError:
-            raise ApiError(408, "timed out reading the request body", "timeout") from None
-        if len(data) < length:
-            raise ApiError(400, "the body is shorter than Content-Length", "truncated_body")
-        self._body_read = True
-        self._raw.deadline = None
-        self.connection.settimeout(self.server.read_timeout_s)  # for writing the reply
-        return data
-
-    def _models(self) -> None:
-        self._read_body()
-        card = {"object": "model", "created": self.server.created, "owned_by": "radspatial"}
-        data = [{"id": model} | card for model in self.server.agents]
-        self._send_json(200, {"object": "list", "data": data})
-
-    def _chat(self) -> None:
-        raw = self._read_body()
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # ValueError covers JSON and UTF-8 errors
-            raise ApiError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
-        call = parse_chat(body, list(self.server.agents), self.server.default_model)
-        result = self.server.run_agent(call)
-        self._send_json(200, completion(call.model, result, call.text))
-
-    def _fail(self, exc: ApiError) -> None:
-        if not self._body_read:  # keep the connection only if the unread body can be skipped
-            try:
-                self._read_body()
-            except (ApiError, OSError):
-                self.close_connection = True
-        self._send_json(exc.status, exc.body())
-
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload, default=json_default).encode()
-        headers = {"Content-Type": "application/json", "Content-Length": str(len(data))}
-        headers |= getattr(self, "_headers_out", {})
-        if self.close_connection:
-            headers["Connection"] = "close"
-        try:
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-        except OSError:  # the client went away
-            self.close_connection = True
+_DRAIN_BYTES, _DRAIN_S = 2**20, 1.0  # read at most this before a close, so the client sees our
+# reply, not a reset
 
 
 class AgentServer(ThreadingHTTPServer):
     """A bound server: ``serve_forever()`` blocks, ``with`` serves in a background thread.
 
-    One thread per connection (at most ``max_connections``; more get a 503), at most ``threads``
-    agent calls at once; an agent whose localizer is not known to be thread-safe is locked.
+    One thread per connection (at most ``max_connections``, see :class:`Connections`), at most
+    ``threads`` agent calls and ``max_total_pixels`` decoded pixels at once; an agent whose
+    localizer is not known to be thread-safe is locked.
     """
 
     daemon_threads, block_on_close = True, False  # a stalled connection must not block shutdown
@@ -226,18 +64,24 @@ class AgentServer(ThreadingHTTPServer):
     api_key: str | None
     max_body_bytes: int
     max_pixels: int
+    max_total_pixels: int
+    max_total_body_bytes: int
+    header_timeout_s: float
     read_timeout_s: float
+    queue_timeout_s: float
     max_connections: int
 
     def __init__(self, address: tuple[str, int], **config: Any) -> None:
         self.__dict__.update(config)
         self.created = int(time.time())
         self.slots = threading.BoundedSemaphore(config["threads"])
+        self.pixels = Budget(self.max_total_pixels)
+        self.body_budget = Budget(self.max_total_body_bytes)
+        self.connections = Connections(self.max_connections)
         self.guards = {m: _guard_for(a) for m, a in self.agents.items()}
-        self._active, self._count_lock = 0, threading.Lock()
         self._serving = False
         self._background: threading.Thread | None = None
-        super().__init__(address, _Handler)
+        super().__init__(address, RequestHandler)
 
     @property
     def url(self) -> str:
@@ -270,53 +114,65 @@ class AgentServer(ThreadingHTTPServer):
         self.shutdown()
 
     def run_agent(self, call: ChatCall) -> AgentAnswer:
-        with self.slots:  # decoding inside the slot bounds the memory of decoded images too
-            image = open_image(call.image, self.max_pixels)
-            mask = (
-                None if call.mask is None else open_image(call.mask, self.max_pixels, labels=True)
-            )
-            if mask is not None and mask.shape != image.shape[:2]:
-                msg = f"label image shape {mask.shape} != image shape {image.shape[:2]}"
-                raise ApiError(400, msg, "invalid_mask")
-            agent, context = self.agents[call.model], Context(mask=mask)
-            with self.guards[call.model]:
-                try:
-                    return agent.answer(image, call.text, context=context, from_prompt=True)
-                except ValueError as exc:  # e.g. the mask localizer without a label image
-                    raise ApiError(400, f"the agent cannot answer: {exc}", "agent_error") from None
+        """Sizes from the image headers, then decoded pixels from the shared budget, then a
+        work slot: memory for decoded images is bounded however many requests arrive."""
+        image = probe_image(call.image, self.max_pixels)
+        mask = None if call.mask is None else probe_image(call.mask, self.max_pixels, labels=True)
+        if mask is not None and mask.size != image.size:
+            shapes = (mask.height, mask.width), (image.height, image.width)
+            msg = "label image shape {} != image shape {}".format(*shapes)
+            raise ApiError(400, msg, "invalid_mask")
+        pixels = image.width * image.height + (0 if mask is None else mask.width * mask.height)
+        if pixels > self.pixels.total:
+            msg = f"{pixels} px of images is over the server's limit of {self.pixels.total} px"
+            raise ApiError(400, msg, "image_too_large")
+        with self.pixels.hold(pixels, self.queue_timeout_s) as ok:
+            if not ok:
+                raise ApiError(503, "the server is busy decoding other images", "busy")
+            with self.slots:
+                decoded = decode_image(image)
+                labels = None if mask is None else decode_image(mask, labels=True)
+                del image, mask  # their decoded cores: only the arrays are kept
+                agent, context = self.agents[call.model], Context(mask=labels)
+                with self.guards[call.model]:
+                    try:
+                        return agent.answer(decoded, call.text, context=context, from_prompt=True)
+                    except ValueError as exc:  # e.g. the mask localizer without a label image
+                        msg = f"the agent cannot answer: {exc}"
+                        raise ApiError(400, msg, "agent_error") from None
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._count_lock:
-            busy = self._active >= self.max_connections
-            if not busy:
-                self._active += 1
-        if not busy:
+        if self.connections.admit(request):
             super().process_request(request, client_address)  # a thread per connection
             return
         body = json.dumps(ApiError(503, "too many connections", "busy").body()).encode()
         head = f"HTTP/1.1 503 Service Unavailable\r\nContent-Length: {len(body)}\r\n"
         with contextlib.suppress(OSError):  # on the accept thread: never wait for this client
             request.settimeout(0)
-            tail = "Content-Type: application/json\r\nConnection: close\r\n\r\n"
+            tail = "Content-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
             request.sendall(f"{head}{tail}".encode() + body)
             request.shutdown(socket.SHUT_WR)
         self.close_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.exception("error on a connection from %s", client_address[0])
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            with self._count_lock:
-                self._active -= 1
+            self.connections.remove(request)
 
     def shutdown_request(self, request: Any) -> None:
-        """Half-close, then read a little of what the client still sends: closing a socket
-        with unread data resets it, and the client could lose our reply (e.g. a 413)."""
+        """Half-close, then read a little of what the client still sends (at most 1 MiB for
+        1 s): closing a socket with unread data resets it, and the client could lose our reply."""
         with contextlib.suppress(OSError):
             request.shutdown(socket.SHUT_WR)
-            request.settimeout(0.5)
-            left = _DRAIN_BYTES
-            while left > 0 and (chunk := request.recv(min(left, 65536))):
+            left, deadline = _DRAIN_BYTES, time.monotonic() + _DRAIN_S
+            while left > 0 and (wait := deadline - time.monotonic()) > 0:
+                request.settimeout(wait)
+                if not (chunk := request.recv(min(left, 65536))):
+                    break
                 left -= len(chunk)
         self.close_request(request)
 
@@ -343,18 +199,34 @@ def make_server(
     agents: dict[str, Agent] | None = None,
     default_model: str = "agent:markers",
     max_body_bytes: int = 20 * 2**20,
-    max_pixels: int = 4096 * 4096,
+    max_pixels: int | None = None,
+    max_total_pixels: int | None = None,
+    max_total_body_bytes: int | None = None,
     threads: int = 32,
+    header_timeout_s: float = 10.0,
     read_timeout_s: float = 30.0,
+    queue_timeout_s: float = 60.0,
     max_connections: int | None = None,
 ) -> AgentServer:
     """Bind now (port 0: a free port), serve later. ``agents`` defaults to markers + mask;
-    ``max_connections`` to ``4 * threads``."""
+    ``max_pixels`` (one image) to ``min(4096**2, max_total_pixels)``, ``max_total_pixels``
+    (decoded at once) to ``max(2 * 4096**2, max_pixels)``: about 0.5 GB at the ~14 bytes a
+    pixel that decoding and the markers agent take; ``max_total_body_bytes`` to
+    ``4 * max_body_bytes``,
+    ``max_connections`` to ``4 * threads``. The header deadline is
+    ``min(header_timeout_s, read_timeout_s)``."""
     agents = build_agents() if agents is None else dict(agents)
     if default_model not in agents:
         raise ValueError(f"default model {default_model!r} is not one of {', '.join(agents)}")
-    if min(threads, max_body_bytes, max_pixels, read_timeout_s) <= 0:
-        raise ValueError("threads, max_body_bytes, max_pixels and read_timeout_s must be > 0")
+    max_pixels = max_pixels or min(4096 * 4096, max_total_pixels or 4096 * 4096)
+    total_pixels = max_total_pixels or max(2 * 4096 * 4096, max_pixels)
+    total_body = max_total_body_bytes or 4 * max_body_bytes
+    numbers = (threads, max_body_bytes, max_pixels, header_timeout_s, read_timeout_s)
+    if not min(numbers + (queue_timeout_s, max_connections or 1)) > 0:  # NaN fails too
+        raise ValueError("every limit and timeout of the server must be > 0")
+    if total_pixels < max_pixels or total_body < max_body_bytes:
+        raise ValueError("max_total_pixels / max_total_body_bytes must be at least the "
+                         "per-request max_pixels / max_body_bytes")  # fmt: skip
     return AgentServer(
         (host, port),
         agents=agents,
@@ -362,8 +234,12 @@ def make_server(
         api_key=api_key or None,
         max_body_bytes=max_body_bytes,
         max_pixels=max_pixels,
+        max_total_pixels=total_pixels,
+        max_total_body_bytes=total_body,
         threads=threads,
+        header_timeout_s=header_timeout_s,
         read_timeout_s=read_timeout_s,
+        queue_timeout_s=queue_timeout_s,
         max_connections=max_connections or 4 * threads,
     )
 
@@ -382,6 +258,7 @@ def serve(
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     server = make_server(agents=agents, **kwargs)
+    return_freed_buffers()
     auth = "API key required" if kwargs.get("api_key") else "no API key"
     print(f"radspatial: serving {', '.join(agents)} at {server.url} ({auth})", flush=True)
     try:
