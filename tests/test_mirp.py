@@ -288,3 +288,60 @@ def test_export_copies_centres_next_to_the_anatomy_script(runs, tmp_path):
         "entire_prompt",
     }
     shutil.rmtree(out)
+
+
+def _concave_slice():
+    """A C-shaped structure (label 1: its centre of mass lies in the C's hole, so its marker
+    goes to an interior point) and a disc (label 2) placed so that the centres say "the disc is
+    above" while the drawn markers say the opposite."""
+    import numpy as np
+
+    yy, xx = np.mgrid[0:200, 0:200]
+    r = np.hypot(xx - 100, yy - 100)
+    lab = np.zeros((200, 200), np.int32)
+    lab[(r >= 40) & (r <= 60) & (xx <= 100)] = 1  # left half ring, opening to the right
+    lab[np.hypot(xx - 110, yy - 80) <= 9] = 2
+    return lab
+
+
+def test_markers_of_a_concave_structure_never_contradict_the_answer():
+    import math
+
+    import numpy as np
+
+    from radspatial.generate import _candidate
+    from radspatial.questions import QuestionRules, SliceFacts, get_question_type
+    from radspatial.slices import VARIANTS, Geometry, Variant, structure_stats
+
+    lab = _concave_slice()
+    geom = Geometry.for_slice(lab.shape, (1.0, 1.0), 200)
+    stats = structure_stats(lab, geom)
+    assert not stats[1].inside  # concave: the marker is not at the centre of mass
+    c, m = stats, {k: s.marker_xy for k, s in stats.items()}
+    # precondition: along y the centres differ by >= 10 px, but the markers order the other way
+    assert abs(c[1].center_xy[1] - c[2].center_xy[1]) >= 10
+    assert (c[1].center_xy[1] < c[2].center_xy[1]) != (m[1][1] < m[2][1])
+    rules = QuestionRules(min_distance_px=20.0)
+    assert math.dist(c[1].center_xy, c[2].center_xy) >= rules.min_distance_px
+    qtype = get_question_type("relative_position")
+    asked = 0
+    for code in VARIANTS:
+        variant = Variant(code)
+        cands = tuple(_candidate(stats[k], f"s{k}", variant, 200) for k in (1, 2))
+        facts = SliceFacts(variant=code, size=200, candidates=cands)
+        for seed in range(20):
+            spec = qtype.propose(facts, seed % 2, np.random.default_rng(seed), rules)
+            if spec is None:
+                continue
+            asked += 1
+            a, b = spec.objects
+            axis = 0 if spec.relation in ("left_of", "right_of") else 1
+            for p, q, answer in (
+                (a.marker_xy, b.marker_xy, spec.answer),
+                (a.marker_xy_canonical, b.marker_xy_canonical, spec.answer_standard),
+            ):
+                assert abs(p[axis] - q[axis]) >= rules.margin_px
+                first_smaller = p[axis] < q[axis]
+                says = first_smaller if spec.relation in ("left_of", "above") else not first_smaller
+                assert int(says) == answer, (code, spec.relation)
+    assert asked  # the other axis (left/right) still gives questions
