@@ -1,6 +1,7 @@
 """MIRP fidelity check: markers agree with answers, and the anatomy prior in MIRP's frame.
 
-For seeds 0-9 on the bundled real CT and on small phantoms (normal, situs inversus), generate
+For seeds 0-9 on the bundled real CT and on small phantoms (normal; situs inversus, where
+typical anatomy is wrong, so the prior must fail in the anatomical frame too), generate
 the relative-position benchmark and count marked questions (RQ2/RQ3) whose drawn markers
 contradict the answer or lie closer than the margin along the asked axis (in the shown frame;
 also in standard view where the manifest records it). Then evaluate ``baseline:anatomy-prior``
@@ -83,7 +84,12 @@ def _cases(tmp: Path) -> dict[str, list[Case]]:
         variant=["normal", "situs_inversus"],
         progress=False,
     )
-    return {"bundled CT": [Case("example", ct, seg)], "phantoms": read_cases_csv(csv)}
+    phantoms = read_cases_csv(csv)
+    return {
+        "bundled CT": [Case("example", ct, seg)],
+        "phantom normal": [c for c in phantoms if c.variant == "normal"],
+        "phantom situs_inversus": [c for c in phantoms if c.variant == "situs_inversus"],
+    }
 
 
 def main() -> None:
@@ -124,11 +130,19 @@ def main() -> None:
             print(json.dumps(result))
     bad = sum(r["marker_violations"] for r in results)
     total = sum(r["marked_questions"] for r in results)
-    anat = [r["prior_mirp_anatomy_lr"] for r in results if r["prior_mirp_anatomy_lr"] is not None]
     print(f"marked questions whose markers contradict or blur the answer: {bad} of {total}")
-    if anat:
-        mean = sum(anat) / len(anat)
-        print(f"anatomy prior, MIRP anatomical L/R: min {min(anat):.3f}, mean {mean:.3f}")
+    for source in dict.fromkeys(r["source"] for r in results):
+        anat = [
+            r["prior_mirp_anatomy_lr"]
+            for r in results
+            if r["source"] == source and r["prior_mirp_anatomy_lr"] is not None
+        ]
+        img = [r["prior_image_rq1"] for r in results if r["source"] == source]
+        if anat:
+            print(
+                f"{source}: anatomy prior, MIRP anatomical L/R min {min(anat):.3f}, mean "
+                f"{sum(anat) / len(anat):.3f}; image frame RQ1 mean {sum(img) / len(img):.3f}"
+            )
     worst = max(r["agent_rq3_invalid"] for r in results)
     print(f"marker agent RQ3 invalid (abstain) rate, max over runs: {worst:.3f}")
 

@@ -359,3 +359,19 @@ def test_cli_eval_on_mirp_sample(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["overall"]["n_items"] == 30 and m["overall"]["yes_rate"] == 0.0
     assert main(["eval", "--data", str(tmp_path), "--model", "baseline:no", "--out", str(out)]) == 2
+
+
+def test_older_dataset_with_answer_canonical_still_reads(tmp_path, dataset):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(dataset, old)
+    rows = [json.loads(x) for x in (old / "manifest.jsonl").read_text().splitlines()]
+    for r in rows:  # the format before the three frames had names
+        r["answer_canonical"] = r.pop("answer_standard")
+        r.pop("answer_anatomical")
+    (old / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    new = {i.id: i for i in load_items(dataset)}
+    for item in load_items(old):
+        assert item.expected_standard == new[item.id].expected_standard
+        assert item.expected_anatomical == new[item.id].expected_anatomical
