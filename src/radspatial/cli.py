@@ -366,6 +366,7 @@ DEMO_MODELS = (
     "baseline:random",
     "baseline:yes",
     "baseline:anatomy-prior",
+    "baseline:standard-view",
     "agent:markers",
     "agent:mask",
 )
