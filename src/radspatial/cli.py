@@ -85,7 +85,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
 
 
 def _cases_from_args(args: argparse.Namespace):
-    from radspatial.volumes import Case, read_cases_csv
+    from radspatial.volumes import Case, check_case_id, read_cases_csv
 
     if args.cases:
         if args.seg or args.seg_dir:
@@ -96,7 +96,10 @@ def _cases_from_args(args: argparse.Namespace):
         if seg is None:
             raise SystemExit("radspatial generate: --ct needs --seg or --seg-dir")
         labels = "totalsegmentator" if args.seg_dir else args.labels
-        case_id = args.case_id or _case_id_for(args.ct)
+        if args.case_id is not None:
+            case_id = check_case_id(args.case_id, "--case-id")
+        else:
+            case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
         return [Case(case_id, args.ct, seg, labels)]
     if args.seg or args.seg_dir:
         raise SystemExit("radspatial generate: --seg/--seg-dir need --ct")

@@ -6,11 +6,12 @@ Everything is written into ``OUT.partial/`` and renamed to ``OUT`` only once com
 
 from __future__ import annotations
 
+import errno
+import os
 import platform
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from tqdm import tqdm
 
 from radspatial import __version__
 from radspatial.ablation import generate_ablation
+from radspatial.executor import TaskFailed, check_workers, run_ordered, sigterm_as_interrupt
 from radspatial.generate import (
     SETUP_DIRS,
     CaseOutput,
@@ -30,7 +32,10 @@ from radspatial.generate import (
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.questions import chance_levels
-from radspatial.volumes import Case
+from radspatial.volumes import Case, InputError
+
+# errors of the output disk, not of one case: stop at once, never retried or skipped
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -74,25 +79,69 @@ def staged(out: Path, overwrite: bool) -> Iterator[Path]:
     out = Path(out)
     stage = prepare_out(out, overwrite)
     try:
-        yield stage
-        if out.exists():
-            shutil.rmtree(out)
-        stage.rename(out)
+        with sigterm_as_interrupt():
+            yield stage
+        swap_in(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
 
 
+def swap_in(new: Path, out: Path) -> None:
+    """Put folder ``new`` at ``out``: the old ``out`` is renamed aside, ``new`` renamed in, and
+    only then the old one deleted; if the second rename fails the old one is put back."""
+    old = None
+    if out.exists() or out.is_symlink():
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+
+
+def check_out(out: Path) -> None:
+    """Refuse output folders whose replacement would destroy more than a dataset."""
+    resolved, cwd = out.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or not out.name or out.name in (".", ".."):
+        raise InputError(
+            f"--out {out}: is the current folder or one above it; name a new folder for the output"
+        )
+
+
 def prepare_out(out: Path, overwrite: bool) -> Path:
     """Refuse a non-empty ``out`` unless ``overwrite``; return a fresh staging folder."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+    check_out(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError(f"{out}: exists and is not a folder; remove it or choose another --out")
+    if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out}: output folder exists and is not empty (use --overwrite)")
     stage = out.with_name(out.name + ".partial")
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
+        raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
+    try:
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir(parents=True)
+    except OSError as exc:
+        raise InputError(disk_error_line(exc, stage)) from None
     return stage
+
+
+def disk_error_line(exc: OSError, where: Path) -> str:
+    """One line for an OSError of the output disk (full, read-only, no permission)."""
+    path = exc.filename or where
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path}: no space left on the output disk (free some space and rerun)"
+    return f"{path}: cannot write the output ({exc.strerror or exc})"
 
 
 def _mirp_item(row: dict) -> dict:
@@ -182,22 +231,44 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
     return rows
 
 
+@dataclass(frozen=True)
+class CaseFailure:
+    """A case that could not be generated: bad input, or (``fatal``) the output disk."""
+
+    case_id: str
+    reason: str  # one line naming the file and the problem
+    fatal: bool = False
+
+
+def case_task(job: tuple[Case, GenerateConfig, Path]) -> CaseOutput | CaseFailure:
+    """One case on any executor; expected failures come back as values (never retried)."""
+    case, config, stage = job
+    try:
+        return generate_case(case, config, stage)
+    except InputError as exc:
+        return CaseFailure(case.case_id, " ".join(str(exc).split()))
+    except ValueError as exc:
+        return CaseFailure(case.case_id, f"{case.ct}: {' '.join(str(exc).split())}")
+    except OSError as exc:
+        if exc.errno in _DISK_ERRNOS:
+            return CaseFailure(case.case_id, disk_error_line(exc, stage), fatal=True)
+        raise
+
+
 def _run_cases(
     cases: Sequence[Case], config: GenerateConfig, stage: Path, workers: int
 ) -> list[CaseOutput]:
     bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
     outputs: list[CaseOutput] = []
+    jobs = [(c, config, stage) for c in cases]
     try:
-        if workers <= 1 or len(cases) <= 1:
-            for case in cases:
-                outputs.append(generate_case(case, config, stage))
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(generate_case, c, config, stage) for c in cases]
-                for fut in futures:
-                    outputs.append(fut.result())
-                    bar.update()
+        for i, result in run_ordered(case_task, jobs, workers=workers):
+            if isinstance(result, TaskFailed):
+                raise InputError(f"{cases[i].ct}: case {cases[i].case_id} failed: {result.message}")
+            if isinstance(result, CaseFailure):
+                raise InputError(result.reason)
+            outputs.append(result)
+            bar.update()
     finally:
         bar.close()
     return outputs
@@ -213,11 +284,24 @@ def build_dataset(
     log: Callable[[str], None] = print,
 ) -> DatasetSummary:
     """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring)."""
+    check_workers(workers, "local")
     ids = [c.case_id for c in cases]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate case ids: {', '.join(dup)}")
     out = Path(out)
+    _check_inputs_outside(cases, out)
+    try:
+        return _build(cases, config, out, workers=workers, overwrite=overwrite)
+    except OSError as exc:
+        if exc.errno in _DISK_ERRNOS:
+            raise InputError(disk_error_line(exc, out)) from None
+        raise
+
+
+def _build(
+    cases: Sequence[Case], config: GenerateConfig, out: Path, *, workers: int, overwrite: bool
+) -> DatasetSummary:
     with staged(out, overwrite) as stage:
         outputs = _run_cases(cases, config, stage, workers)
         rows = [r for o in outputs for r in o.rows]
@@ -256,3 +340,12 @@ def build_dataset(
         }
         atomic_write_json(stage / "dataset.json", meta)
     return DatasetSummary(out, len(rows), meta["counts"], meta["question_types"], case_info)
+
+
+def _check_inputs_outside(cases: Sequence[Case], out: Path) -> None:
+    """--overwrite replaces ``out`` whole: refuse when an input file lies inside it."""
+    root = out.resolve()
+    for case in cases:
+        for path in (case.ct, case.seg):
+            if root == path.resolve() or root in path.resolve().parents:
+                raise InputError(f"{path}: input lies inside --out {out}; choose another --out")

@@ -44,6 +44,7 @@ from radspatial.volumes import Case, Volume, load_case
 
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
+MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,20 @@ class GenerateConfig:
         bad = set(self.markers) - set(MARKER_TYPES)
         if bad or not self.markers:
             raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
-        if self.size < 64:
-            raise ValueError(f"size must be >= 64 px, got {self.size}")
+        if not 64 <= self.size <= MAX_SIZE:
+            raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
+        if not all(math.isfinite(v) for v in self.window):
+            raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
         if self.window[0] <= 0:
             raise ValueError(f"window width must be > 0, got {self.window[0]}")
+        for option, value in (
+            ("--min-distance", self.rules.min_distance_px),
+            ("--margin", self.rules.margin_px),
+            ("--size-tolerance", self.rules.size_tolerance),
+            ("--min-component", self.rules.min_component_px),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{option} must be a finite number >= 0, got {value}")
         if not self.question_types or len(set(self.question_types)) != len(self.question_types):
             raise ValueError(
                 f"question_types must be distinct and non-empty: {self.question_types}"
