@@ -6,36 +6,46 @@ Everything is written into ``OUT.partial/`` and renamed to ``OUT`` only once com
 
 from __future__ import annotations
 
-import errno
+import heapq
+import json
 import os
 import platform
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from tqdm import tqdm
 
 from radspatial import __version__
 from radspatial.ablation import generate_ablation
-from radspatial.executor import TaskFailed, check_workers, run_ordered, sigterm_as_interrupt
+from radspatial.executor import check_workers, sigterm_as_interrupt
 from radspatial.generate import (
     SETUP_DIRS,
-    CaseOutput,
     GenerateConfig,
     encode_png,
-    generate_case,
     image_relpath,
     keyed_rng,
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.questions import chance_levels
+from radspatial.stage import (
+    ASSEMBLY,
+    DISK_ERRNOS,
+    DONE,
+    ON_ERROR,
+    ROWS,
+    SHARDS,
+    ShardDone,
+    disk_error_line,
+    link_tree,
+    locked_stage,
+    run_shards,
+)
 from radspatial.volumes import Case, InputError
-
-# errors of the output disk, not of one case: stop at once, never retried or skipped
-_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -48,6 +58,7 @@ class DatasetSummary:
     counts: dict[str, dict[str, int]]  # "rq2/dots" -> {"n", "yes"}
     question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
+    failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
 
 
 def software_versions() -> dict[str, str]:
@@ -116,14 +127,19 @@ def check_out(out: Path) -> None:
         )
 
 
-def prepare_out(out: Path, overwrite: bool) -> Path:
-    """Refuse a non-empty ``out`` unless ``overwrite``; return a fresh staging folder."""
-    out = Path(out)
+def check_out_folder(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty ``out`` unless ``overwrite``, and outputs that are not folders."""
     check_out(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise InputError(f"{out}: exists and is not a folder; remove it or choose another --out")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out}: output folder exists and is not empty (use --overwrite)")
+
+
+def prepare_out(out: Path, overwrite: bool) -> Path:
+    """Refuse a non-empty ``out`` unless ``overwrite``; return a fresh staging folder."""
+    out = Path(out)
+    check_out_folder(out, overwrite)
     stage = out.with_name(out.name + ".partial")
     if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
         raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
@@ -134,14 +150,6 @@ def prepare_out(out: Path, overwrite: bool) -> Path:
     except OSError as exc:
         raise InputError(disk_error_line(exc, stage)) from None
     return stage
-
-
-def disk_error_line(exc: OSError, where: Path) -> str:
-    """One line for an OSError of the output disk (full, read-only, no permission)."""
-    path = exc.filename or where
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{path}: no space left on the output disk (free some space and rerun)"
-    return f"{path}: cannot write the output ({exc.strerror or exc})"
 
 
 def _mirp_item(row: dict) -> dict:
@@ -174,29 +182,65 @@ def _mirp_item(row: dict) -> dict:
     return item
 
 
+def _mirp_entry(row: dict) -> dict:
+    setup = row["setup"]
+    entry: dict = {"filename": Path(row["image"]).name}
+    if setup != "as":
+        sl = row["slice"]
+        entry.update(
+            base_name=row["source"]["case_id"],
+            slice_index=row["source"]["slice_index"],
+            classes_count=sl["classes_count"],
+            multiple_components_same_label=sl["multiple_components_same_label"],
+        )
+    entry["question_answer"] = [_mirp_item(row)]
+    if setup != "as":
+        entry["rotate_flip_short"] = row["transform"]
+        entry["rotate_flip_long"] = row["transform_name"]
+    return entry
+
+
+def _mirp_path(stage: Path, setup: str, marker: str) -> Path:
+    name = "qa.json" if marker == "none" else f"qa_{marker}.json"
+    return stage / SETUP_DIRS[setup] / name
+
+
 def write_mirp_json(stage: Path, rows: Sequence[dict]) -> None:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         groups[(row["setup"], row["marker"])].append(row)
     for (setup, marker), items in groups.items():
-        entries = []
-        for row in sorted(items, key=lambda r: r["image"]):
-            entry: dict = {"filename": Path(row["image"]).name}
-            if setup != "as":
-                sl = row["slice"]
-                entry.update(
-                    base_name=row["source"]["case_id"],
-                    slice_index=row["source"]["slice_index"],
-                    classes_count=sl["classes_count"],
-                    multiple_components_same_label=sl["multiple_components_same_label"],
-                )
-            entry["question_answer"] = [_mirp_item(row)]
-            if setup != "as":
-                entry["rotate_flip_short"] = row["transform"]
-                entry["rotate_flip_long"] = row["transform_name"]
-            entries.append(entry)
-        name = "qa.json" if marker == "none" else f"qa_{marker}.json"
-        (stage / SETUP_DIRS[setup] / name).write_text(dumps(entries))
+        entries = [_mirp_entry(row) for row in sorted(items, key=lambda r: r["image"])]
+        _mirp_path(stage, setup, marker).write_text(dumps(entries))
+
+
+class MirpStreams:
+    """MIRP's qa*.json files written entry by entry, the same bytes as ``write_mirp_json``.
+
+    Entries come in manifest (id) order, which is image order within a file: ids and image
+    names differ only by their suffix ("/q0" vs ".png") after the same base name."""
+
+    def __init__(self, stage: Path) -> None:
+        self.stage = stage
+        self.files: dict[tuple[str, str], TextIO] = {}
+
+    def add(self, row: dict) -> None:
+        key = (row["setup"], row["marker"])
+        fh = self.files.get(key)
+        if fh is None:
+            path = _mirp_path(self.stage, *key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = self.files[key] = path.open("w", encoding="utf-8")
+            fh.write("[\n")
+        else:
+            fh.write(",\n")
+        text = json.dumps(_mirp_entry(row), sort_keys=True, ensure_ascii=False, indent=2)
+        fh.write("\n".join("  " + line for line in text.split("\n")))
+
+    def close(self) -> None:
+        for fh in self.files.values():
+            fh.write("\n]\n")
+            fh.close()
 
 
 def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
@@ -208,7 +252,7 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
         rel = image_relpath("as", marker, f"image_{k + 1}.png")
         path = stage / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(encode_png(img))
+        path.write_bytes(encode_png(img, config.png_level))
         for obj in ("object1", "object2"):
             fields[obj].update(
                 name=None, display_name=None, label_id=None, center_xy_canonical=None, area_px=None
@@ -231,49 +275,6 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
     return rows
 
 
-@dataclass(frozen=True)
-class CaseFailure:
-    """A case that could not be generated: bad input, or (``fatal``) the output disk."""
-
-    case_id: str
-    reason: str  # one line naming the file and the problem
-    fatal: bool = False
-
-
-def case_task(job: tuple[Case, GenerateConfig, Path]) -> CaseOutput | CaseFailure:
-    """One case on any executor; expected failures come back as values (never retried)."""
-    case, config, stage = job
-    try:
-        return generate_case(case, config, stage)
-    except InputError as exc:
-        return CaseFailure(case.case_id, " ".join(str(exc).split()))
-    except ValueError as exc:
-        return CaseFailure(case.case_id, f"{case.ct}: {' '.join(str(exc).split())}")
-    except OSError as exc:
-        if exc.errno in _DISK_ERRNOS:
-            return CaseFailure(case.case_id, disk_error_line(exc, stage), fatal=True)
-        raise
-
-
-def _run_cases(
-    cases: Sequence[Case], config: GenerateConfig, stage: Path, workers: int
-) -> list[CaseOutput]:
-    bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
-    outputs: list[CaseOutput] = []
-    jobs = [(c, config, stage) for c in cases]
-    try:
-        for i, result in run_ordered(case_task, jobs, workers=workers):
-            if isinstance(result, TaskFailed):
-                raise InputError(f"{cases[i].ct}: case {cases[i].case_id} failed: {result.message}")
-            if isinstance(result, CaseFailure):
-                raise InputError(result.reason)
-            outputs.append(result)
-            bar.update()
-    finally:
-        bar.close()
-    return outputs
-
-
 def build_dataset(
     cases: Sequence[Case],
     config: GenerateConfig,
@@ -281,38 +282,110 @@ def build_dataset(
     *,
     workers: int = 1,
     overwrite: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    on_error: str = "stop",
     log: Callable[[str], None] = print,
 ) -> DatasetSummary:
-    """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring)."""
-    check_workers(workers, "local")
+    """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring).
+
+    Each case is a shard in ``OUT.partial/shards`` (radspatial.stage): rerunning an interrupted
+    or failed command reuses the finished cases. ``executor`` is "local" (``workers``
+    processes) or "ray" (``address`` or RAY_ADDRESS, else a local Ray with ``workers`` CPUs);
+    the bytes written are the same. ``on_error="skip"`` records failing cases in
+    ``failures.jsonl`` and ``dataset.json`` instead of stopping.
+    """
+    check_workers(workers, executor)
+    if on_error not in ON_ERROR:
+        raise ValueError(f"--on-error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
     ids = [c.case_id for c in cases]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+    if not cases:
+        raise ValueError("no cases")
     out = Path(out)
     _check_inputs_outside(cases, out)
+    check_out_folder(out, overwrite)
+    stage = out.with_name(out.name + ".partial")
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
+        raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
     try:
-        return _build(cases, config, out, workers=workers, overwrite=overwrite)
+        with locked_stage(stage), sigterm_as_interrupt():
+            try:
+                summary = _build(cases, config, stage, workers, executor, address, on_error, log)
+            except BaseException:
+                shutil.rmtree(stage / ASSEMBLY, ignore_errors=True)
+                if not any(p.is_dir() for p in (stage / SHARDS).glob("[!.]*")):
+                    shutil.rmtree(stage, ignore_errors=True)  # nothing worth resuming
+                raise
+            swap_in(stage / ASSEMBLY, out)
+        shutil.rmtree(stage, ignore_errors=True)
     except OSError as exc:
-        if exc.errno in _DISK_ERRNOS:
+        if exc.errno in DISK_ERRNOS:
             raise InputError(disk_error_line(exc, out)) from None
         raise
+    return DatasetSummary(out, *summary)
 
 
-def _build(
-    cases: Sequence[Case], config: GenerateConfig, out: Path, *, workers: int, overwrite: bool
-) -> DatasetSummary:
-    with staged(out, overwrite) as stage:
-        outputs = _run_cases(cases, config, stage, workers)
-        rows = [r for o in outputs for r in o.rows]
-        if "as" in config.setups and config.as_count:
-            rows += _ablation_rows(config, stage)
-        rows.sort(key=lambda r: r["id"])
-        write_mirp_json(stage, rows)
-        atomic_write_jsonl(stage / "manifest.jsonl", rows)
-        counts: dict[str, dict[str, int]] = {}
-        by_type: dict[str, dict[str, int]] = {}
-        for row in rows:
+def _build(cases, config, stage, workers, executor, address, on_error, log) -> tuple:
+    bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
+    try:
+        results = run_shards(
+            cases,
+            config,
+            stage,
+            workers=workers,
+            executor=executor,
+            address=address,
+            on_error=on_error,
+            progress=bar.update,
+            log=log,
+        )
+    finally:
+        bar.close()
+    return _assemble(stage, results, config)
+
+
+def _allow_open_files(n: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+def _shard_rows(path: Path) -> Iterator[dict]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)
+
+
+def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
+    """The dataset folder from the shards, rows streamed from disk and merged in id order."""
+    dst = stage / ASSEMBLY
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    done = [r for r in results if isinstance(r, ShardDone)]
+    failures = [
+        {"case_id": r.case_id, "reason": r.reason} for r in results if not isinstance(r, ShardDone)
+    ]
+    for r in done:
+        link_tree(stage / SHARDS / r.case_id, dst, skip={ROWS, DONE})
+    _allow_open_files(len(done) + 64)  # the merge holds every shard's rows file open
+    streams = [_shard_rows(stage / SHARDS / r.case_id / ROWS) for r in done]
+    if "as" in config.setups and config.as_count:
+        streams.append(iter(sorted(_ablation_rows(config, dst), key=lambda r: r["id"])))
+    counts: dict[str, dict[str, int]] = {}
+    by_type: dict[str, dict[str, int]] = {}
+    variants: Counter = Counter()
+    n_rows = 0
+    mirp = MirpStreams(dst)
+    with (dst / "manifest.jsonl").open("w", encoding="utf-8") as fh:
+        for row in heapq.merge(*streams, key=lambda r: r["id"]):
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+            mirp.add(row)
+            n_rows += 1
             for key, table in (
                 (f"{row['setup']}/{row['marker']}", counts),
                 (row["question_type"], by_type),
@@ -320,26 +393,29 @@ def _build(
                 c = table.setdefault(key, {"n": 0, "yes": 0})
                 c["n"] += 1
                 c["yes"] += row["answer"]
-        variants = Counter(r["transform"] for r in rows if r["setup"] == "rq1")
-        case_info = [
-            {**o.source, "n_slices": o.n_slices, "n_selected": o.n_selected} for o in outputs
-        ]
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config.to_json(),
-            "seed": config.seed,
-            "n_questions": len(rows),
-            "counts": dict(sorted(counts.items())),
-            "question_types": {
-                name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
-            },
-            "rq1_transforms": dict(sorted(variants.items())),
-            "cases": case_info,
-            "versions": software_versions(),
-        }
-        atomic_write_json(stage / "dataset.json", meta)
-    return DatasetSummary(out, len(rows), meta["counts"], meta["question_types"], case_info)
+            if row["setup"] == "rq1":
+                variants[row["transform"]] += 1
+    mirp.close()
+    if failures:
+        atomic_write_jsonl(dst / "failures.jsonl", failures)
+    case_info = [r.info for r in done]
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_json(),
+        "seed": config.seed,
+        "n_questions": n_rows,
+        "counts": dict(sorted(counts.items())),
+        "question_types": {
+            name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
+        },
+        "rq1_transforms": dict(sorted(variants.items())),
+        "cases": case_info,
+        "failures": failures,
+        "versions": software_versions(),
+    }
+    atomic_write_json(dst / "dataset.json", meta)
+    return n_rows, meta["counts"], meta["question_types"], case_info, failures
 
 
 def _check_inputs_outside(cases: Sequence[Case], out: Path) -> None:
