@@ -90,7 +90,13 @@ def test_killed_generate_leaves_no_workers_and_reruns_identically(tmp_path, sig)
         time.sleep(0.05)
     assert not [w for w in workers if _alive(w)], "workers outlived their parent"
     assert not out.exists()
+    shards = tmp_path / "out.partial" / "shards"
+    left = list(shards.iterdir()) if shards.is_dir() else []  # SIGTERM keeps finished cases only
+    finished = [p for p in left if (p / "done.json").is_file()]
+    assert sig == signal.SIGKILL or not [p for p in left if p.name.startswith(".tmp")]
     res = subprocess.run(_cmd(cases, out), capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+    if finished:  # finished cases are reused, the rest recomputed
+        assert f"resuming: {len(finished)} of 6 case(s)" in res.stderr
     assert _tree(out) == _tree(reference)
     assert not (tmp_path / "out.partial").exists()

@@ -202,7 +202,11 @@ def _run_ray(
     address = address or os.environ.get("RAY_ADDRESS") or None
     started = False
     if not ray.is_initialized():
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        options: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": "ERROR",
+        }
         if address is None:
             options["num_cpus"] = workers
         ray.init(address=address, **options)
