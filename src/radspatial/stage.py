@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from radspatial.volumes import Case, InputError
 
 SHARDS, ASSEMBLY, ROWS, DONE, LOCK = "shards", "dataset", "rows.jsonl", "done.json", ".lock"
 ON_ERROR = ("stop", "skip")
+LOCK_WAIT_S = 10.0
 # errors of the output disk, not of one case: stop at once, never retried or skipped
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
@@ -150,12 +152,17 @@ def locked_stage(stage: Path) -> Iterator[Path]:
     except OSError as exc:
         raise InputError(disk_error_line(exc, stage)) from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InputError(
-                f"{stage}: another radspatial generate is writing this output; wait for it"
-            ) from None
+        deadline = time.monotonic() + LOCK_WAIT_S  # workers of a killed run exit just after it
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InputError(
+                        f"{stage}: another radspatial generate is writing this output; wait for it"
+                    ) from None
+                time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         (stage / SHARDS).mkdir(exist_ok=True)
