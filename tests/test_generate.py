@@ -239,7 +239,11 @@ def test_refuses_non_empty_out_and_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "never"
     with pytest.raises(ValueError):
         build_dataset([Case("ok", ct, seg), Case("bad", bad, seg)], CONFIG, target)
-    assert not target.exists() and not (tmp_path / "never.partial").exists()
+    # the finished case stays as a shard for the rerun; nothing looks like a dataset
+    stage = tmp_path / "never.partial"
+    assert not target.exists()
+    assert sorted(p.name for p in (stage / "shards").iterdir()) == ["ok"]
+    assert not list(stage.rglob("dataset.json")) and not (stage / "dataset").exists()
 
 
 def test_export_masks_match_shown_frame(tmp_path):

@@ -79,13 +79,37 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)",
     )
     p.add_argument("--export-masks", action="store_true", help="write each slice's label image")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
+    add_executor_options(p)
+    p.add_argument(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="a failing case: stop with exit 2 (default; finished cases are kept for the "
+        "rerun) or skip it, recorded in failures.jsonl and dataset.json",
+    )
+    p.add_argument(
+        "--png-level", type=int, default=3, help="PNG zlib level 0-9 (default 3: fast, ~1%% larger)"
+    )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_generate)
 
 
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local process pool, or Ray (pip install 'radspatial[ray]'): same output bytes",
+    )
+    p.add_argument(
+        "--ray-address",
+        help="Ray cluster to join (default: env RAY_ADDRESS, else a local Ray with --workers CPUs)",
+    )
+
+
 def _cases_from_args(args: argparse.Namespace):
-    from radspatial.volumes import Case, read_cases_csv
+    from radspatial.volumes import Case, check_case_id, read_cases_csv
 
     if args.cases:
         if args.seg or args.seg_dir:
@@ -96,7 +120,10 @@ def _cases_from_args(args: argparse.Namespace):
         if seg is None:
             raise SystemExit("radspatial generate: --ct needs --seg or --seg-dir")
         labels = "totalsegmentator" if args.seg_dir else args.labels
-        case_id = args.case_id or _case_id_for(args.ct)
+        if args.case_id is not None:
+            case_id = check_case_id(args.case_id, "--case-id")
+        else:
+            case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
         return [Case(case_id, args.ct, seg, labels)]
     if args.seg or args.seg_dir:
         raise SystemExit("radspatial generate: --seg/--seg-dir need --ct")
@@ -147,9 +174,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
         question_types=args.questions,
         group=False if args.no_group else None,
         export_masks=args.export_masks,
+        png_level=args.png_level,
     )
     cases = _cases_from_args(args)
-    summary = build_dataset(cases, config, args.out, workers=args.workers, overwrite=args.overwrite)
+    summary = build_dataset(
+        cases,
+        config,
+        args.out,
+        workers=args.workers,
+        overwrite=args.overwrite,
+        executor=args.executor,
+        address=args.ray_address,
+        on_error=args.on_error,
+        log=lambda line: print(line, file=sys.stderr),
+    )
     print(f"dataset: {summary.out.resolve()}")
     print(f"questions: {summary.n_questions} from {len(summary.cases)} case(s)")
     for case in summary.cases:
@@ -157,6 +195,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for key, c in {**summary.counts, **summary.question_types}.items():
         print(f"  {key:<17} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
+    if summary.failures:
+        print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
     return 0
 
 

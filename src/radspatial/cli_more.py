@@ -38,7 +38,14 @@ def add_phantom(sub: argparse._SubParsersAction) -> None:
         "--variant", type=_csv, default=("normal",), help="normal | situs_inversus | displaced"
     )
     p.add_argument("--workers", type=int, default=1)
+    _executor_options(p)
     p.set_defaults(func=cmd_phantom)
+
+
+def _executor_options(p: argparse.ArgumentParser) -> None:
+    from radspatial.cli import add_executor_options
+
+    add_executor_options(p)
 
 
 def cmd_phantom(args: argparse.Namespace) -> int:
@@ -53,6 +60,8 @@ def cmd_phantom(args: argparse.Namespace) -> int:
         spacing=args.spacing,
         variant=variant,
         workers=args.workers,
+        executor=args.executor,
+        address=args.ray_address,
     )
     print(f"phantoms: {args.out} ({args.n} case(s))")
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
@@ -91,6 +100,7 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--tasks", type=_csv)
     b.add_argument("--max-per-case", type=int)
     b.add_argument("--workers", type=int, default=1)
+    _executor_options(b)
     b.add_argument("--overwrite", action="store_true")
     b.set_defaults(func=cmd_probe_build)
     t = ps.add_parser("train", help="train probe heads on an encoder (frozen or finetuned)")
@@ -140,6 +150,8 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
         max_per_case=args.max_per_case,
         workers=args.workers,
         overwrite=args.overwrite,
+        executor=args.executor,
+        address=args.ray_address,
     )
     print(f"probes: {args.out}")
     for name, task in info["tasks"].items():

@@ -6,32 +6,48 @@ Everything is written into ``OUT.partial/`` and renamed to ``OUT`` only once com
 
 from __future__ import annotations
 
+import heapq
+import json
+import os
 import platform
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from tqdm import tqdm
 
 from radspatial import __version__
 from radspatial.ablation import generate_ablation
+from radspatial.executor import check_workers, sigterm_as_interrupt
 from radspatial.generate import (
     SETUP_DIRS,
-    CaseOutput,
     GenerateConfig,
     encode_png,
-    generate_case,
     image_relpath,
     keyed_rng,
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
 from radspatial.questions import chance_levels
-from radspatial.volumes import Case
+from radspatial.stage import (
+    ASSEMBLY,
+    CENTRES,
+    DISK_ERRNOS,
+    DONE,
+    ON_ERROR,
+    ROWS,
+    SHARDS,
+    ShardDone,
+    disk_error_line,
+    link_tree,
+    locked_stage,
+    run_shards,
+)
+from radspatial.volumes import Case, InputError
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -44,6 +60,7 @@ class DatasetSummary:
     counts: dict[str, dict[str, int]]  # "rq2/dots" -> {"n", "yes"}
     question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
+    failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
 
 
 def software_versions() -> dict[str, str]:
@@ -75,24 +92,65 @@ def staged(out: Path, overwrite: bool) -> Iterator[Path]:
     out = Path(out)
     stage = prepare_out(out, overwrite)
     try:
-        yield stage
-        if out.exists():
-            shutil.rmtree(out)
-        stage.rename(out)
+        with sigterm_as_interrupt():
+            yield stage
+        swap_in(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
 
 
+def swap_in(new: Path, out: Path) -> None:
+    """Put folder ``new`` at ``out``: the old ``out`` is renamed aside, ``new`` renamed in, and
+    only then the old one deleted; if the second rename fails the old one is put back."""
+    old = None
+    if out.exists() or out.is_symlink():
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+
+
+def check_out(out: Path) -> None:
+    """Refuse output folders whose replacement would destroy more than a dataset."""
+    resolved, cwd = out.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or not out.name or out.name in (".", ".."):
+        raise InputError(
+            f"--out {out}: is the current folder or one above it; name a new folder for the output"
+        )
+
+
+def check_out_folder(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty ``out`` unless ``overwrite``, and outputs that are not folders."""
+    check_out(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError(f"{out}: exists and is not a folder; remove it or choose another --out")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out}: output folder exists and is not empty (use --overwrite)")
+
+
 def prepare_out(out: Path, overwrite: bool) -> Path:
     """Refuse a non-empty ``out`` unless ``overwrite``; return a fresh staging folder."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise FileExistsError(f"{out}: output folder exists and is not empty (use --overwrite)")
+    check_out_folder(out, overwrite)
     stage = out.with_name(out.name + ".partial")
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
+        raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
+    try:
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir(parents=True)
+    except OSError as exc:
+        raise InputError(disk_error_line(exc, stage)) from None
     return stage
 
 
@@ -132,29 +190,65 @@ def _mirp_item(row: dict) -> dict:
     return item
 
 
+def _mirp_entry(row: dict) -> dict:
+    setup = row["setup"]
+    entry: dict = {"filename": Path(row["image"]).name}
+    if setup != "as":
+        sl = row["slice"]
+        entry.update(
+            base_name=row["source"]["case_id"],
+            slice_index=row["source"]["slice_index"],
+            classes_count=sl["classes_count"],
+            multiple_components_same_label=sl["multiple_components_same_label"],
+        )
+    entry["question_answer"] = [_mirp_item(row)]
+    if setup != "as":
+        entry["rotate_flip_short"] = row["transform"]
+        entry["rotate_flip_long"] = row["transform_name"]
+    return entry
+
+
+def _mirp_path(stage: Path, setup: str, marker: str) -> Path:
+    name = "qa.json" if marker == "none" else f"qa_{marker}.json"
+    return stage / SETUP_DIRS[setup] / name
+
+
 def write_mirp_json(stage: Path, rows: Sequence[dict]) -> None:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         groups[(row["setup"], row["marker"])].append(row)
     for (setup, marker), items in groups.items():
-        entries = []
-        for row in sorted(items, key=lambda r: r["image"]):
-            entry: dict = {"filename": Path(row["image"]).name}
-            if setup != "as":
-                sl = row["slice"]
-                entry.update(
-                    base_name=row["source"]["case_id"],
-                    slice_index=row["source"]["slice_index"],
-                    classes_count=sl["classes_count"],
-                    multiple_components_same_label=sl["multiple_components_same_label"],
-                )
-            entry["question_answer"] = [_mirp_item(row)]
-            if setup != "as":
-                entry["rotate_flip_short"] = row["transform"]
-                entry["rotate_flip_long"] = row["transform_name"]
-            entries.append(entry)
-        name = "qa.json" if marker == "none" else f"qa_{marker}.json"
-        (stage / SETUP_DIRS[setup] / name).write_text(dumps(entries))
+        entries = [_mirp_entry(row) for row in sorted(items, key=lambda r: r["image"])]
+        _mirp_path(stage, setup, marker).write_text(dumps(entries))
+
+
+class MirpStreams:
+    """MIRP's qa*.json files written entry by entry, the same bytes as ``write_mirp_json``.
+
+    Entries come in manifest (id) order, which is image order within a file: ids and image
+    names differ only by their suffix ("/q0" vs ".png") after the same base name."""
+
+    def __init__(self, stage: Path) -> None:
+        self.stage = stage
+        self.files: dict[tuple[str, str], TextIO] = {}
+
+    def add(self, row: dict) -> None:
+        key = (row["setup"], row["marker"])
+        fh = self.files.get(key)
+        if fh is None:
+            path = _mirp_path(self.stage, *key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = self.files[key] = path.open("w", encoding="utf-8")
+            fh.write("[\n")
+        else:
+            fh.write(",\n")
+        text = json.dumps(_mirp_entry(row), sort_keys=True, ensure_ascii=False, indent=2)
+        fh.write("\n".join("  " + line for line in text.split("\n")))
+
+    def close(self) -> None:
+        for fh in self.files.values():
+            fh.write("\n]\n")
+            fh.close()
 
 
 def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
@@ -166,7 +260,7 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
         rel = image_relpath("as", marker, f"image_{k + 1}.png")
         path = stage / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(encode_png(img))
+        path.write_bytes(encode_png(img, config.png_level))
         for obj in ("object1", "object2"):
             fields[obj].update(
                 name=None, display_name=None, label_id=None, center_xy_canonical=None, area_px=None
@@ -190,27 +284,6 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
     return rows
 
 
-def _run_cases(
-    cases: Sequence[Case], config: GenerateConfig, stage: Path, workers: int
-) -> list[CaseOutput]:
-    bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
-    outputs: list[CaseOutput] = []
-    try:
-        if workers <= 1 or len(cases) <= 1:
-            for case in cases:
-                outputs.append(generate_case(case, config, stage))
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(generate_case, c, config, stage) for c in cases]
-                for fut in futures:
-                    outputs.append(fut.result())
-                    bar.update()
-    finally:
-        bar.close()
-    return outputs
-
-
 def build_dataset(
     cases: Sequence[Case],
     config: GenerateConfig,
@@ -218,28 +291,126 @@ def build_dataset(
     *,
     workers: int = 1,
     overwrite: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    on_error: str = "stop",
     log: Callable[[str], None] = print,
 ) -> DatasetSummary:
-    """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring)."""
+    """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring).
+
+    Each case is a shard in ``OUT.partial/shards`` (radspatial.stage): rerunning an interrupted
+    or failed command reuses the finished cases. ``executor`` is "local" (``workers``
+    processes) or "ray" (``address`` or RAY_ADDRESS, else a local Ray with ``workers`` CPUs);
+    the bytes written are the same. ``on_error="skip"`` records failing cases in
+    ``failures.jsonl`` and ``dataset.json`` instead of stopping.
+    """
+    check_workers(workers, executor)
+    if on_error not in ON_ERROR:
+        raise ValueError(f"--on-error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
     ids = [c.case_id for c in cases]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+    if not cases:
+        raise ValueError("no cases")
     out = Path(out)
-    with staged(out, overwrite) as stage:
-        outputs = _run_cases(cases, config, stage, workers)
-        rows = [r for o in outputs for r in o.rows]
-        if "as" in config.setups and config.as_count:
-            rows += _ablation_rows(config, stage)
-        rows.sort(key=lambda r: r["id"])
-        write_mirp_json(stage, rows)
-        centres = sorted((c for o in outputs for c in o.centres), key=lambda c: c["filename"])
-        if centres:
-            (stage / MIRP_CENTRES).write_text(dumps(centres))
-        atomic_write_jsonl(stage / "manifest.jsonl", rows)
-        counts: dict[str, dict[str, int]] = {}
-        by_type: dict[str, dict[str, int]] = {}
-        for row in rows:
+    _check_inputs_outside(cases, out)
+    check_out_folder(out, overwrite)
+    stage = out.with_name(out.name + ".partial")
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
+        raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
+    try:
+        with locked_stage(stage), sigterm_as_interrupt():
+            try:
+                summary = _build(cases, config, stage, workers, executor, address, on_error, log)
+            except BaseException:
+                shutil.rmtree(stage / ASSEMBLY, ignore_errors=True)
+                if not any(p.is_dir() for p in (stage / SHARDS).glob("[!.]*")):
+                    shutil.rmtree(stage, ignore_errors=True)  # nothing worth resuming
+                raise
+            swap_in(stage / ASSEMBLY, out)
+        shutil.rmtree(stage, ignore_errors=True)
+    except OSError as exc:
+        if exc.errno in DISK_ERRNOS:
+            raise InputError(disk_error_line(exc, out)) from None
+        raise
+    return DatasetSummary(out, *summary)
+
+
+def _build(cases, config, stage, workers, executor, address, on_error, log) -> tuple:
+    bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
+    try:
+        results = run_shards(
+            cases,
+            config,
+            stage,
+            workers=workers,
+            executor=executor,
+            address=address,
+            on_error=on_error,
+            progress=bar.update,
+            log=log,
+        )
+    finally:
+        bar.close()
+    return _assemble(stage, results, config)
+
+
+def _allow_open_files(n: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+def _shard_rows(path: Path) -> Iterator[dict]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)
+
+
+def _write_centres(path: Path, shard_files: list[Path]) -> None:
+    """MIRP's centres file (a JSON list, one entry per RQ1 image), streamed from the shards in
+    file-name order; not written when no case has a slice with questions."""
+    streams = [_shard_rows(f) for f in shard_files if f.is_file()]
+    first = True
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("[")
+        for entry in heapq.merge(*streams, key=lambda e: e["filename"]):
+            fh.write(("\n" if first else ",\n") + json.dumps(entry, sort_keys=True))
+            first = False
+        fh.write("\n]\n")
+    if first:
+        path.unlink()
+
+
+def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
+    """The dataset folder from the shards, rows streamed from disk and merged in id order."""
+    dst = stage / ASSEMBLY
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir()
+    done = [r for r in results if isinstance(r, ShardDone)]
+    failures = [
+        {"case_id": r.case_id, "reason": r.reason} for r in results if not isinstance(r, ShardDone)
+    ]
+    for r in done:
+        link_tree(stage / SHARDS / r.case_id, dst, skip={ROWS, DONE, CENTRES})
+    _write_centres(dst / MIRP_CENTRES, [stage / SHARDS / r.case_id / CENTRES for r in done])
+    _allow_open_files(len(done) + 64)  # the merge holds every shard's rows file open
+    streams = [_shard_rows(stage / SHARDS / r.case_id / ROWS) for r in done]
+    if "as" in config.setups and config.as_count:
+        streams.append(iter(sorted(_ablation_rows(config, dst), key=lambda r: r["id"])))
+    counts: dict[str, dict[str, int]] = {}
+    by_type: dict[str, dict[str, int]] = {}
+    variants: Counter = Counter()
+    n_rows = 0
+    mirp = MirpStreams(dst)
+    with (dst / "manifest.jsonl").open("w", encoding="utf-8") as fh:
+        for row in heapq.merge(*streams, key=lambda r: r["id"]):
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+            mirp.add(row)
+            n_rows += 1
             for key, table in (
                 (f"{row['setup']}/{row['marker']}", counts),
                 (row["question_type"], by_type),
@@ -247,23 +418,35 @@ def build_dataset(
                 c = table.setdefault(key, {"n": 0, "yes": 0})
                 c["n"] += 1
                 c["yes"] += row["answer"]
-        variants = Counter(r["transform"] for r in rows if r["setup"] == "rq1")
-        case_info = [
-            {**o.source, "n_slices": o.n_slices, "n_selected": o.n_selected} for o in outputs
-        ]
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config.to_json(),
-            "seed": config.seed,
-            "n_questions": len(rows),
-            "counts": dict(sorted(counts.items())),
-            "question_types": {
-                name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
-            },
-            "rq1_transforms": dict(sorted(variants.items())),
-            "cases": case_info,
-            "versions": software_versions(),
-        }
-        atomic_write_json(stage / "dataset.json", meta)
-    return DatasetSummary(out, len(rows), meta["counts"], meta["question_types"], case_info)
+            if row["setup"] == "rq1":
+                variants[row["transform"]] += 1
+    mirp.close()
+    if failures:
+        atomic_write_jsonl(dst / "failures.jsonl", failures)
+    case_info = [r.info for r in done]
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_json(),
+        "seed": config.seed,
+        "n_questions": n_rows,
+        "counts": dict(sorted(counts.items())),
+        "question_types": {
+            name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
+        },
+        "rq1_transforms": dict(sorted(variants.items())),
+        "cases": case_info,
+        "failures": failures,
+        "versions": software_versions(),
+    }
+    atomic_write_json(dst / "dataset.json", meta)
+    return n_rows, meta["counts"], meta["question_types"], case_info, failures
+
+
+def _check_inputs_outside(cases: Sequence[Case], out: Path) -> None:
+    """--overwrite replaces ``out`` whole: refuse when an input file lies inside it."""
+    root = out.resolve()
+    for case in cases:
+        for path in (case.ct, case.seg):
+            if root == path.resolve() or root in path.resolve().parents:
+                raise InputError(f"{path}: input lies inside --out {out}; choose another --out")

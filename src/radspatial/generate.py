@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +45,8 @@ from radspatial.volumes import Case, Volume, load_case
 
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
+MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
+PNG_LEVEL = 3
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class GenerateConfig:
     question_types: tuple[str, ...] = ("relative_position",)
     group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
     export_masks: bool = False
+    # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
+    # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
+    png_level: int = PNG_LEVEL
 
     def __post_init__(self) -> None:
         bad = set(self.setups) - set(SETUPS)
@@ -66,16 +72,28 @@ class GenerateConfig:
         bad = set(self.markers) - set(MARKER_TYPES)
         if bad or not self.markers:
             raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
-        if self.size < 64:
-            raise ValueError(f"size must be >= 64 px, got {self.size}")
+        if not 64 <= self.size <= MAX_SIZE:
+            raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
+        if not all(math.isfinite(v) for v in self.window):
+            raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
         if self.window[0] <= 0:
             raise ValueError(f"window width must be > 0, got {self.window[0]}")
+        for option, value in (
+            ("--min-distance", self.rules.min_distance_px),
+            ("--margin", self.rules.margin_px),
+            ("--size-tolerance", self.rules.size_tolerance),
+            ("--min-component", self.rules.min_component_px),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{option} must be a finite number >= 0, got {value}")
         if not self.question_types or len(set(self.question_types)) != len(self.question_types):
             raise ValueError(
                 f"question_types must be distinct and non-empty: {self.question_types}"
             )
         for name in self.question_types:
             get_question_type(name)  # unknown names fail here, naming the known ones
+        if not isinstance(self.png_level, int) or not 0 <= self.png_level <= 9:
+            raise ValueError(f"--png-level must be 0..9, got {self.png_level}")
         if self.as_count < 0 or self.as_count % 2:
             raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
 
@@ -269,9 +287,11 @@ def combos_for(config: GenerateConfig, plan: SlicePlan) -> list[tuple[str, str]]
     return [c for c in config.combos() if c[0] in plan.question_type.setups]
 
 
-def encode_png(rgb: np.ndarray) -> bytes:
+def encode_png(rgb: np.ndarray, level: int | None = None) -> bytes:
+    """PNG bytes; ``level`` is the zlib level (None: Pillow's default, 6)."""
     buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG")
+    options = {} if level is None else {"compress_level": level}
+    Image.fromarray(rgb).save(buf, format="PNG", **options)
     return buf.getvalue()
 
 
@@ -338,23 +358,21 @@ def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[st
     markers_needed = {m for s, m in combos_for(config, plan)}
     for marker in sorted(markers_needed):
         if marker == "none":
-            out[marker] = encode_png(shown)
+            out[marker] = encode_png(shown, config.png_level)
             continue
         marks = [
             Mark(marker, text, obj.marker_xy)
             for text, obj in zip(_marker_texts(plan, marker), plan.spec.objects, strict=True)
         ]
-        out[marker] = encode_png(draw_marks(shown, marks))
+        out[marker] = encode_png(draw_marks(shown, marks), config.png_level)
     if config.export_masks:
         lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
-        out["mask"] = encode_png_16(plan.variant.apply_image(lab))
+        out["mask"] = encode_png_16(plan.variant.apply_image(lab), config.png_level)
     return out
 
 
-def encode_png_16(lab: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(lab.astype(np.uint16)).save(buf, format="PNG")
-    return buf.getvalue()
+def encode_png_16(lab: np.ndarray, level: int | None = None) -> bytes:
+    return encode_png(lab.astype(np.uint16), level)
 
 
 def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
@@ -370,9 +388,14 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
         centres.append(centres_entry(filename, plan.stats, vol.table.names))
         if "mask" in images:
             _write(stage / "masks" / filename, images["mask"])
+        written: dict[str, Path] = {}  # RQ2 and RQ3 show the same image: one file, two links
         for setup, marker in combos_for(config, plan):
             rel = image_relpath(setup, marker, filename)
-            _write(stage / rel, images[marker])
+            if marker in written:
+                _link(written[marker], stage / rel, images[marker])
+            else:
+                _write(stage / rel, images[marker])
+                written[marker] = stage / rel
             row = {
                 "id": f"{setup}/{marker}/{plan.base_name}/q0",
                 "setup": setup,
@@ -420,3 +443,11 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+def _link(existing: Path, path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(existing, path)
+    except OSError:  # no hard links on this file system: write the bytes again
+        path.write_bytes(data)

@@ -91,10 +91,14 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
             raw = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: JSON nested too deeply for a label table") from None
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read label table ({exc.strerror})") from None
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected a JSON object id -> name")
         base = raw.pop("extends", None)  # {"extends": "totalsegmentator", "200": "mass"}
-        if base is not None and base not in BUILTIN_TABLES:
+        if base is not None and (not isinstance(base, str) or base not in BUILTIN_TABLES):
             raise ValueError(f"{path}: extends {base!r}, not a built-in table")
         names = {**(_builtin(base) if base else {}), **_parse_table(raw, str(path))}
         table_name = str(path)

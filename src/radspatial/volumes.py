@@ -10,7 +10,6 @@ Example: ``vol = load_case(Case("ex", Path("ct.nii.gz"), Path("seg.nii.gz")))``.
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import logging
 import re
@@ -27,6 +26,7 @@ from nibabel.wrapstruct import WrapStructError
 
 from radspatial.io import sha256_file
 from radspatial.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
+from radspatial.nifti import check_affine, check_declared_size, load_nifti_gz, max_volume_bytes
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,18 @@ class InputError(ValueError):
     """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
 
 
+# A case id becomes part of file names: letters, digits, '.', '_', '-', not starting with '.'.
+_CASE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+CASE_ID_RULE = "letters, digits, '.', '_', '-', not starting with '.', at most 128 characters"
+
+
+def check_case_id(case_id: str, where: str) -> str:
+    """``case_id`` if it is safe in a file name, else InputError naming ``where`` it came from."""
+    if not isinstance(case_id, str) or not _CASE_ID.fullmatch(case_id):
+        raise InputError(f"{where}: case id {case_id!r} is not allowed ({CASE_ID_RULE})")
+    return case_id
+
+
 @dataclass(frozen=True)
 class Case:
     case_id: str
@@ -51,6 +63,7 @@ class Case:
     variant: str = "normal"  # anatomy variant tag recorded in the manifest
 
     def __post_init__(self) -> None:
+        check_case_id(self.case_id, "case")
         object.__setattr__(self, "ct", Path(self.ct))
         object.__setattr__(self, "seg", Path(self.seg))
 
@@ -121,22 +134,29 @@ def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, 
     if path.is_dir():
         raise InputError(f"{path}: is a folder, expected a NIfTI {what} file")
     try:
-        if path.name.endswith(".nii.gz"):
-            # nibabel stops before the gzip trailer, so a corrupted .nii.gz would load silently;
-            # decompressing it whole checks the CRC and length (and is no slower).
-            raw = gzip.decompress(path.read_bytes())
-            nifti2 = raw[:4] in (b"\x1c\x02\x00\x00", b"\x00\x00\x02\x1c")  # sizeof_hdr 540
-            img = (nib.Nifti2Image if nifti2 else nib.Nifti1Image).from_bytes(raw)
-        else:
-            img = nib.load(path)
-    except _READ_ERRORS as exc:
+        with nib.imageglobals.LoggingOutputSuppressor():  # header fixes: not for our stderr
+            img = _load_bounded(path)
+    except InputError:
+        raise
+    except (*_READ_ERRORS, MemoryError) as exc:
         raise InputError(f"{path}: cannot read {what} as NIfTI ({_one_line(exc)})") from None
     shape = tuple(int(s) for s in img.shape)
     while len(shape) > 3 and shape[-1] == 1:  # (X, Y, Z, 1) is still one volume
         shape = shape[:-1]
     if len(shape) != 3:
         raise InputError(f"{path}: {what} has shape {tuple(img.shape)}, expected a 3D volume")
+    check_affine(path, img.affine, what, InputError)
     return img, shape
+
+
+def _load_bounded(path: Path) -> nib.spatialimages.SpatialImage:
+    if path.name.endswith(".nii.gz"):
+        # nibabel stops before the gzip trailer, so a corrupted .nii.gz would load silently;
+        # inflating it whole (size-checked first, see radspatial.nifti) checks CRC and length.
+        return load_nifti_gz(path, InputError)
+    img = nib.load(path)
+    check_declared_size(path, img.header, InputError)
+    return img
 
 
 def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
@@ -162,10 +182,15 @@ def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.nda
     raw = _read_data(path, proxy.get_unscaled).reshape(shape)
     data, affine = _canonical(raw, affine, np.float32)
     slope, inter = float(proxy.slope), float(proxy.inter)
+    if not (np.isfinite(slope) and np.isfinite(inter)):
+        raise InputError(f"{path}: CT scaling scl_slope={slope}, scl_inter={inter} is not finite")
     if slope != 1.0:
         data *= np.float32(slope)
     if inter != 0.0:
         data += np.float32(inter)
+    if data.dtype.kind == "f" and not np.isfinite(data).all():
+        bad = int(np.count_nonzero(~np.isfinite(data)))
+        raise InputError(f"{path}: CT has {bad} NaN or infinite voxel(s)")
     return data, affine, info
 
 
@@ -182,6 +207,13 @@ def _dicom_geometry(path: Path, ds) -> tuple[tuple[int, int], np.ndarray, np.nda
         raise InputError(f"{path}: DICOM slice lacks {need}") from None
     if (iop.size, spacing.size, ipp.size) != tuple(_GEOMETRY.values()):
         raise InputError(f"{path}: DICOM slice has malformed {need}")
+    if not all(np.isfinite(v).all() for v in (iop, spacing, ipp)):
+        raise InputError(f"{path}: DICOM slice has NaN or infinite {need}")
+    if (spacing <= 0).any():
+        raise InputError(f"{path}: DICOM PixelSpacing {spacing.tolist()} must be > 0")
+    row, col = iop[:3], iop[3:]
+    if min(np.linalg.norm(row), np.linalg.norm(col), np.linalg.norm(np.cross(row, col))) < 1e-3:
+        raise InputError(f"{path}: DICOM ImageOrientationPatient {iop.tolist()} is degenerate")
     return size, iop, spacing, ipp
 
 
@@ -246,6 +278,8 @@ def _read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray
             f"and {along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
         )
 
+    if rows * cols * len(slices) * 4 > max_volume_bytes():
+        raise InputError(f"{folder}: {cols} x {rows} x {len(slices)} voxels exceed the size limit")
     volume = np.empty((cols, rows, len(slices)), dtype=np.float32, order="F")
     for k, idx in enumerate(order):
         p, ds = slices[idx]
@@ -265,6 +299,9 @@ def _read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray
     lps[:3, 2] = (last - first) / (len(slices) - 1)
     lps[:3, 3] = first
     ras = np.diag([-1.0, -1.0, 1.0, 1.0]) @ lps  # DICOM patient space is LPS
+    check_affine(folder, ras, "DICOM series", InputError)
+    if not np.isfinite(volume).all():
+        raise InputError(f"{folder}: CT has NaN or infinite voxel values")
     info = {"ct_format": "dicom", "ct_orientation": _axcodes(ras), "n_slices": len(slices)}
     return volume, ras, info
 
@@ -409,6 +446,9 @@ def read_cases_csv(path: Path) -> list[Case]:
     cases: list[Case] = []
     seen: dict[str, int] = {}
     for line, raw in enumerate(rows, start=2):
+        if None in raw:  # DictReader files surplus fields under the key None
+            n = len(raw) - 1 + len(raw[None])
+            raise InputError(f"{path}: line {line}: {n} fields, the header has {len(raw) - 1}")
         row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
         if not row["ct"] or not row["seg"]:
             raise InputError(f"{path}: line {line}: empty ct or seg")
@@ -416,6 +456,7 @@ def read_cases_csv(path: Path) -> list[Case]:
         if labels is not None and labels not in BUILTIN_TABLES:
             labels = str(resolve(labels))
         case_id = row.get("case_id") or re.sub(r"\.nii(\.gz)?$", "", ct.name)
+        check_case_id(case_id, f"{path}: line {line}")
         if case_id in seen:
             raise InputError(
                 f"{path}: duplicate case_id {case_id!r} (lines {seen[case_id]}, {line})"

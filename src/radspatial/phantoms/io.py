@@ -11,7 +11,6 @@ import csv
 import gzip
 import io
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nibabel as nib
@@ -19,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from radspatial.counterfactual import EXTENSION_NAMES
+from radspatial.executor import TaskFailed, run_ordered, sigterm_as_interrupt
 from radspatial.io import atomic_write_bytes, atomic_write_json
 from radspatial.labels import load_table
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
@@ -94,6 +94,8 @@ def write_phantoms(
     variant: str | Sequence[str] = "normal",
     workers: int = 1,
     progress: bool = True,
+    executor: str = "local",
+    address: str | None = None,
 ) -> Path:
     """Write ``n`` phantoms into folder ``out``; returns the path of ``out/cases.csv``.
 
@@ -101,7 +103,8 @@ def write_phantoms(
     ``labels.json`` (TotalSegmentator v2 + 200 "mass" + 201), ``phantoms.json`` (per-case
     habitus and variant details) and ``cases.csv`` (case_id, ct, seg, labels, variant; paths
     relative to ``out``). Case i is ``phantom_<i>`` (+ ``_<variant>`` unless normal) and
-    depends only on (seed, i, variant, shape, spacing).
+    depends only on (seed, i, variant, shape, spacing). ``executor="ray"`` runs one phantom per
+    Ray task (``address`` or RAY_ADDRESS, else a local Ray); the files are the same.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -111,15 +114,15 @@ def write_phantoms(
     bar = tqdm(total=n, desc="phantoms", unit="case", disable=not progress or None)
     rows: list[dict] = []
     try:
-        if workers <= 1 or n == 1:
-            for job in jobs:
-                rows.append(_write_one(job))
+        with sigterm_as_interrupt():
+            done = run_ordered(
+                _write_one, jobs, workers=workers, executor=executor, address=address
+            )
+            for i, row in done:
+                if isinstance(row, TaskFailed):
+                    raise ValueError(f"{out}: phantom {i} failed: {row.message}")
+                rows.append(row)
                 bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                for row in pool.map(_write_one, jobs):
-                    rows.append(row)
-                    bar.update()
     finally:
         bar.close()
     # extends the built-in table, so MIRP's vertebra/rib grouping still applies to these cases

@@ -30,10 +30,7 @@ import io
 import math
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +38,7 @@ from PIL import Image, ImageDraw
 from tqdm import tqdm
 
 from radspatial.dataset import software_versions, staged
+from radspatial.executor import TaskFailed, run_ordered
 from radspatial.generate import keyed_rng
 from radspatial.io import atomic_write_json, atomic_write_jsonl
 from radspatial.markers import DOT_COLORS
@@ -394,13 +392,26 @@ def _quartile(fraction: float, edges: Sequence[float]) -> int:
     return int(np.searchsorted(edges, fraction, side="right")) if edges else 0
 
 
-def _run(cases, config, stage, workers: int, progress: bool) -> list[CaseProbes]:
-    parallel = workers > 1 and len(cases) > 1
-    with ProcessPoolExecutor(workers) if parallel else nullcontext() as pool:
-        args = (cases, repeat(config), repeat(stage))
-        done = pool.map(probe_case, *args) if pool else map(probe_case, *args)
-        bar = tqdm(done, total=len(cases), desc="probe cases", disable=None if progress else True)
-        return list(bar)
+def _probe_job(job: tuple) -> CaseProbes | ValueError:
+    try:
+        return probe_case(*job)
+    except ValueError as exc:  # bad input: returned, not retried, raised by the caller
+        return exc
+
+
+def _run(
+    cases, config, stage, workers: int, progress: bool, executor: str, address: str | None
+) -> list[CaseProbes]:
+    jobs = [(case, config, stage) for case in cases]
+    done = run_ordered(_probe_job, jobs, workers=workers, executor=executor, address=address)
+    out: list[CaseProbes] = []
+    for i, result in tqdm(done, total=len(cases), desc="probe cases", disable=not progress or None):
+        if isinstance(result, ValueError):
+            raise result
+        if isinstance(result, TaskFailed):
+            raise ValueError(f"{cases[i].ct}: probe case {cases[i].case_id}: {result.message}")
+        out.append(result)
+    return out
 
 
 def build_probes(
@@ -417,6 +428,8 @@ def build_probes(
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
+    executor: str = "local",
+    address: str | None = None,
 ) -> dict:
     """Build the probe datasets for ``cases`` into ``out``; returns probes.json's content.
 
@@ -425,8 +438,9 @@ def build_probes(
     ``TASK_NAMES`` (default all); ``max_per_case``: at most this many samples per task per case;
     ``slice_samples``: draws per case for whole-slice tasks (e.g. ``{"relpos": 8}``, default 1;
     see the module docstring);
-    ``workers`` > 1 runs cases in a process pool (same bytes as serial); ``overwrite`` replaces
-    a non-empty ``out`` (otherwise FileExistsError).
+    ``workers`` > 1 runs cases in a process pool, ``executor="ray"`` one case per Ray task
+    (same bytes as serial); ``overwrite`` replaces a non-empty ``out`` (otherwise
+    FileExistsError).
 
     Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
     """
@@ -445,7 +459,7 @@ def build_probes(
         raise ValueError(f"duplicate case ids: {', '.join(dup)}" if dup else "no cases")
     out = Path(out)
     with staged(out, overwrite) as stage:
-        outputs = _run(cases, config, stage, workers, progress)
+        outputs = _run(cases, config, stage, workers, progress, executor, address)
         split_of = assign_splits(ids, seed, config.splits)
         infos = {}
         for task in config.tasks:
