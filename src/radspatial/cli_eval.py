@@ -1,7 +1,8 @@
 """``radspatial eval``'s backend flags: which apply to which model spec, checked up front.
 
 ``--timeout``/``--retries``/``--api-key-env`` go to ``openai:`` and ``openai-compat:``;
-``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``. A flag given for a spec it does
+``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``; ``--executor ray`` (with
+``--replicas``, ``--ray-address``) to ``hf:`` and ``vllm:``. A flag given for a spec it does
 not apply to is an error, not silently ignored.
 """
 
@@ -35,6 +36,21 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         "--hf-trust-remote-code",
         action="store_true",
         help="hf: run Python code shipped with the model repository (only for models you trust)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="hf/vllm: ray runs hf: replicas on Ray actors and vllm: through Ray Data "
+        "(pip install 'radspatial[ray]'); same calls, same call log",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        help="with --executor ray: model replicas (default: one per GPU, else one per CPU)",
+    )
+    parser.add_argument(
+        "--ray-address", help="with --executor ray: join this cluster (default RAY_ADDRESS)"
     )
 
 
@@ -70,7 +86,21 @@ def backend_options(args: argparse.Namespace) -> dict:
         options["allow_download"] = True
     if args.hf_trust_remote_code:
         options["trust_remote_code"] = True
-    return options
+    return {**options, **_executor_options(args, prefix)}
+
+
+def _executor_options(args: argparse.Namespace, prefix: str) -> dict:
+    executor = getattr(args, "executor", "local")
+    replicas, address = getattr(args, "replicas", None), getattr(args, "ray_address", None)
+    if executor != "ray":
+        if replicas is not None or address is not None:
+            raise ValueError("--replicas and --ray-address need --executor ray")
+        return {}
+    if prefix not in ("hf", "vllm"):
+        raise ValueError(f"{args.model}: --executor ray applies to hf/vllm models only")
+    if replicas is not None and replicas < 1:
+        raise ValueError(f"--replicas must be >= 1, got {replicas}")
+    return {"executor": "ray", "replicas": replicas, "address": address}
 
 
 def show_retries() -> None:
