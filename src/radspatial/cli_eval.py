@@ -38,6 +38,11 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         help="hf: run Python code shipped with the model repository (only for models you trust)",
     )
     parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="hf/vllm: requests per model call (default: hf 8, vllm with --executor ray 16)",
+    )
+    parser.add_argument(
         "--executor",
         choices=("local", "ray"),
         default="local",
@@ -86,6 +91,13 @@ def backend_options(args: argparse.Namespace) -> dict:
         options["allow_download"] = True
     if args.hf_trust_remote_code:
         options["trust_remote_code"] = True
+    batch_size = getattr(args, "batch_size", None)
+    if batch_size is not None:
+        if prefix not in ("hf", "vllm") or (prefix == "vllm" and args.executor != "ray"):
+            raise ValueError(f"{args.model}: --batch-size applies to hf models (and vllm on ray)")
+        if batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        options["batch_size"] = batch_size
     return {**options, **_executor_options(args, prefix)}
 
 
