@@ -214,10 +214,14 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
     done = {c["key"] for c in _calls(out) if c["error"] is None}
     assert 0 < len(done) < LIMIT and not (out / "results.jsonl").exists()
 
-    deadline = time.time() + 120  # Ray's agents notice a dead raylet within ~45 s
+    killed = time.time()
+    deadline = killed + 120  # Ray's agents notice a dead raylet within ~45 s
     while _session_procs(proc.pid) and time.time() < deadline:
+        replicas = [p for p in _session_procs(proc.pid) if "Replica" in p]
+        assert not replicas or time.time() - killed < 15, replicas  # the model holders go first
         time.sleep(0.5)
     assert _session_procs(proc.pid) == []
+    print(f"every process of the killed driver gone after {time.time() - killed:.1f} s")
 
     run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
     keys = [c["key"] for c in _calls(out) if c["error"] is None]
