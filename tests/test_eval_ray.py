@@ -168,6 +168,14 @@ def test_no_replica_left_gives_errors_that_a_resume_retries(tiny, data, referenc
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
 
+def test_a_replica_that_cannot_load_the_model_is_a_one_line_error(tmp_path):
+    (tmp_path / "not-a-model").mkdir()
+    with pytest.raises(ValueError, match=r"a replica failed to start: .*cannot load the model"):
+        create_backend(f"hf:{tmp_path / 'not-a-model'}", executor="ray", replicas=1)
+    with pytest.raises(ValueError, match="the Ray cluster has 2 CPU"):
+        create_backend(f"hf:{tmp_path}", executor="ray", replicas=3)
+
+
 def _session_procs(sid: int) -> list[str]:
     """Live (not zombie) processes of session ``sid``: ``pid name`` each."""
     out = []
