@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,27 +170,23 @@ def mirp_examples(items: Sequence[EvalItem], runs: int) -> dict[tuple[str, int],
     return draw_examples(groups, runs)
 
 
-def prompts_for(items: Sequence[EvalItem], config: EvalConfig) -> dict[tuple[str, int], str]:
-    """The rendered prompt of every (item id, run)."""
+PromptOf = Callable[[EvalItem, int], str]
+
+
+def prompts_for(items: Sequence[EvalItem], config: EvalConfig) -> PromptOf:
+    """``prompt(item, run)``: the rendered prompt of a call, rendered when asked (only MIRP's
+    per-run examples are drawn up front: a question and an answer per call)."""
     template = config.prompt_template
     if config.protocol == "mirp":
         examples = mirp_examples(items, config.runs)
-        return {
-            (i.id, run): template.render(i, examples[(i.id, run)])
-            for i in items
-            for run in range(config.runs)
-        }
-    out = {}
-    for i in items:
-        prompt = template.render(i)
-        out.update({(i.id, run): prompt for run in range(config.runs)})
-    return out
+        return lambda item, run: template.render(item, examples[(item.id, run)])
+    return lambda item, run: template.render(item)
 
 
 def _chunks(
     items: Sequence[EvalItem],
     config: EvalConfig,
-    prompts: dict[tuple[str, int], str],
+    prompts: PromptOf,
     done: dict[str, dict],
     size: int,
     where: dict[str, tuple[str, int]],
@@ -205,7 +201,7 @@ def _chunks(
         png = item.image.read_bytes()
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
-            prompt = prompts[(item.id, run)]
+            prompt = prompts(item, run)
             key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
             where[key] = (item.id, run)
             row = done.get(key)
@@ -374,7 +370,7 @@ def _run_locked(
             bar.close()
     by_pos = {pos: done.get(key) for key, pos in where.items()}
     rows = [
-        result_row(item, run, by_pos.get((item.id, run)), prompts[(item.id, run)], config.protocol)
+        result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
         for run in range(config.runs)
         for item in items
     ]
