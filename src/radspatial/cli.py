@@ -62,7 +62,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         type=_question_types,
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP, default), orientation, "
-        "symmetry, size, distance, count; 'spar' = the five SPAR-VQA types, 'all' = every type",
+        "symmetry, size, distance, count, laterality, direction, identification, counting; "
+        "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
     )
     p.add_argument(
         "--size-tolerance",
@@ -105,11 +106,12 @@ def _cases_from_args(args: argparse.Namespace):
 
 
 def _question_types(text: str) -> tuple[str, ...]:
-    from radspatial.questions import SPAR_VQA, list_question_types
+    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
 
     out: list[str] = []
     for name in _csv(text):
-        group = {"all": list_question_types(), "spar": list(SPAR_VQA)}.get(name, [name])
+        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        group = groups.get(name, [name])
         out += [n for n in group if n not in out]
     known = list_question_types()
     bad = [n for n in out if n not in known]
@@ -155,7 +157,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for case in summary.cases:
         print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
     for key, c in {**summary.counts, **summary.question_types}.items():
-        print(f"  {key:<17} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
+        if "classes" in c and not c["yes"]:  # an open type: answers per class
+            spread = ", ".join(f"{k}: {v}" for k, v in sorted(c["classes"].items())[:6])
+            more = " ..." if len(c["classes"]) > 6 else ""
+            print(f"  {key:<17} {c['n']:>5} questions, {spread}{more}")
+            continue
+        n_open = sum(c.get("classes", {}).values())
+        tail = f" (+{n_open} open)" if n_open else ""
+        yes, no = c["yes"], c["n"] - n_open - c["yes"]
+        print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
     return 0
 

@@ -30,7 +30,8 @@ from radspatial.generate import (
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
-from radspatial.questions import chance_levels
+from radspatial.questions import chance_levels, get_question_type
+from radspatial.questions.open_common import is_open
 from radspatial.volumes import Case
 
 FORMAT = "radspatial-dataset"
@@ -211,6 +212,16 @@ def _run_cases(
     return outputs
 
 
+def _chance(name: str, rows: Sequence[dict]) -> float | None:
+    """The type's chance level; where it depends on the item (identification), the mean."""
+    chance = chance_levels()[name]
+    item_chance = getattr(get_question_type(name), "item_chance", None)
+    if chance is None and item_chance is not None:
+        values = [item_chance(r.get("params") or {}) for r in rows if r["question_type"] == name]
+        return round(sum(values) / len(values), 6) if values else None
+    return chance
+
+
 def build_dataset(
     cases: Sequence[Case],
     config: GenerateConfig,
@@ -246,7 +257,11 @@ def build_dataset(
             ):
                 c = table.setdefault(key, {"n": 0, "yes": 0})
                 c["n"] += 1
-                c["yes"] += row["answer"]
+                if is_open(row["question_type"]):  # a word or a number: count the classes
+                    classes = c.setdefault("classes", {})
+                    classes[str(row["answer"])] = classes.get(str(row["answer"]), 0) + 1
+                else:
+                    c["yes"] += row["answer"]
         variants = Counter(r["transform"] for r in rows if r["setup"] == "rq1")
         case_info = [
             {**o.source, "n_slices": o.n_slices, "n_selected": o.n_selected} for o in outputs
@@ -259,7 +274,7 @@ def build_dataset(
             "n_questions": len(rows),
             "counts": dict(sorted(counts.items())),
             "question_types": {
-                name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
+                name: {**by_type[name], "chance": _chance(name, rows)} for name in sorted(by_type)
             },
             "rq1_transforms": dict(sorted(variants.items())),
             "cases": case_info,

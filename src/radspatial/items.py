@@ -21,7 +21,7 @@ from typing import Any
 
 from radspatial.datafiles import (
     DataFileError,
-    answer01,
+    check_answer,
     check_unique_ids,
     read_json,
     read_manifest,
@@ -30,6 +30,7 @@ from radspatial.datafiles import (
 from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
 from radspatial.mirp import MIRP_CENTRES
+from radspatial.questions.open_common import is_open
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
@@ -54,9 +55,9 @@ class EvalItem:
     marker: str  # none | numbers | letters | dots
     image: Path
     question: str
-    expected: int  # answer in the shown image
-    expected_standard: int | None = None  # same words, un-rotated/un-flipped standard view
-    expected_anatomical: int | None = None  # patient's frame (MIRP): left = patient's left
+    expected: int | str  # answer in the shown image (open types: canonical text or integer)
+    expected_standard: int | str | None = None  # same words, un-rotated/un-flipped view
+    expected_anatomical: int | str | None = None  # patient's frame (MIRP): patient's left
     relation: str | None = None
     transform: str | None = None
     object1: str | None = None  # snake_case structure name, when known
@@ -160,8 +161,8 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 marker=row["marker"],
                 image=inside(root, row["image"], where=where, what="image"),
                 question=row["question"],
-                expected=int(row["answer"]),
-                expected_standard=None if standard is None else int(standard),
+                expected=row["answer"] if is_open(qtype) else int(row["answer"]),
+                expected_standard=standard if standard is None or is_open(qtype) else int(standard),
                 expected_anatomical=anatomical,
                 relation=row.get("relation"),
                 transform=row.get("transform"),
@@ -210,7 +211,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             marker=marker,
                             image=image,
                             question=question,
-                            expected=answer01(qa["answer"], qwhere),
+                            expected=check_answer(qa["answer"], qa.get("question_type"), qwhere),
                             expected_standard=standard,
                             expected_anatomical=anatomical,
                             relation=relation,
