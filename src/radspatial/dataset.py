@@ -264,7 +264,8 @@ def build_dataset(
                     c["yes"] += row["answer"]
         variants = Counter(r["transform"] for r in rows if r["setup"] == "rq1")
         case_info = [
-            {**o.source, "n_slices": o.n_slices, "n_selected": o.n_selected} for o in outputs
+            {**o.source, "modality": "CT", "n_slices": o.n_slices, "n_selected": o.n_selected}
+            for o in outputs
         ]
         meta = {
             "format": FORMAT,

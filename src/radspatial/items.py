@@ -119,7 +119,11 @@ def _case_tables(root: Path) -> dict[str, dict]:
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise DataFileError(f"{meta_path}: 'cases' must be a list of objects")
     return {
-        c["case_id"]: {"labels": c.get("labels"), "grouping": c.get("grouping")}
+        c["case_id"]: {
+            "labels": c.get("labels"),
+            "grouping": c.get("grouping"),
+            "modality": c.get("modality"),
+        }
         for c in cases
         if isinstance(c.get("case_id"), str)
     }
@@ -128,6 +132,7 @@ def _case_tables(root: Path) -> dict[str, dict]:
 def _from_manifest(root: Path) -> list[EvalItem]:
     items = []
     tables = _case_tables(root)
+    centres = _mirp_centres(root / MIRP_CENTRES)
     for where, row in read_manifest(root / "manifest.jsonl"):
         o1, o2 = row.get("object1") or {}, row.get("object2") or {}
         extra: dict[str, Any] = {
@@ -141,10 +146,14 @@ def _from_manifest(root: Path) -> list[EvalItem]:
         source = row.get("source") or {}
         if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
             extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
+        case_info = tables.get(source.get("case_id"), {})
+        extra["modality"] = case_info.get("modality") or "CT"  # generate reads CT only, so far
+        named = centres.get(Path(row["image"]).name)
+        if named:  # every named structure of the slice, for the anatomy-region subgroups
+            extra["structures"] = sorted(named)
         if row.get("mask"):
             extra["mask"] = str(inside(root, row["mask"], where=where, what="mask"))
-            case = (row.get("source") or {}).get("case_id")
-            extra.update(tables.get(case, {}))
+            extra.update({k: v for k, v in case_info.items() if k != "modality"})
         qtype = row.get("question_type") or "relative_position"
         standard = row.get("answer_standard", row.get("answer_canonical"))
         if "answer_anatomical" in row:
@@ -197,7 +206,11 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                     relation = relation_of(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
                     standard = anatomical = None
-                    extra: dict[str, Any] = {"order": len(items), "filename": filename}
+                    extra: dict[str, Any] = {
+                        "order": len(items),
+                        "filename": filename,
+                        "modality": "CT",
+                    }
                     if setup != "as" and relation and n1 and n2 and filename in centres:
                         c = centres[filename]
                         if n1 in c and n2 in c:
