@@ -204,6 +204,14 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=1024, help="new tokens per reply (default 1024)"
     )
+    p.add_argument(
+        "--judge",
+        help="LLM judge for open answers the rules cannot read, any model spec "
+        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl",
+    )
+    p.add_argument(
+        "--judge-all", action="store_true", help="judge every open answer, not only undecided"
+    )
     add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
 
@@ -229,6 +237,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         template=load_template(args.prompt) if args.prompt else None,
         protocol=args.protocol,
         backend_options=backend_options(args),
+        judge=args.judge,
+        judge_all=args.judge_all,
     )
     show_retries()
     with sigterm_as_interrupt():
@@ -271,6 +281,7 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="tables and figures from one or more eval run folders")
     p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
+    p.add_argument("--review", type=Path, help="human review marks (JSONL; docs/open_questions.md)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_report)
 
@@ -278,7 +289,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.report import build_report
 
-    summary = build_report(args.runs, args.out)
+    summary = build_report(args.runs, args.out, review=args.review)
     print(f"report: {summary.summary_md}")
     for fig in summary.figures:
         print(f"figure: {fig}")
