@@ -62,7 +62,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         type=_question_types,
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP, default), orientation, "
-        "symmetry, size, distance, count; 'spar' = the five SPAR-VQA types, 'all' = every type",
+        "symmetry, size, distance, count, laterality, direction, identification, counting; "
+        "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
     )
     p.add_argument(
         "--size-tolerance",
@@ -132,11 +133,12 @@ def _cases_from_args(args: argparse.Namespace):
 
 
 def _question_types(text: str) -> tuple[str, ...]:
-    from radspatial.questions import SPAR_VQA, list_question_types
+    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
 
     out: list[str] = []
     for name in _csv(text):
-        group = {"all": list_question_types(), "spar": list(SPAR_VQA)}.get(name, [name])
+        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        group = groups.get(name, [name])
         out += [n for n in group if n not in out]
     known = list_question_types()
     bad = [n for n in out if n not in known]
@@ -193,7 +195,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for case in summary.cases:
         print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
     for key, c in {**summary.counts, **summary.question_types}.items():
-        print(f"  {key:<17} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
+        if "classes" in c and not c["yes"]:  # an open type: answers per class
+            spread = ", ".join(f"{k}: {v}" for k, v in sorted(c["classes"].items())[:6])
+            more = " ..." if len(c["classes"]) > 6 else ""
+            print(f"  {key:<17} {c['n']:>5} questions, {spread}{more}")
+            continue
+        n_open = sum(c.get("classes", {}).values())
+        tail = f" (+{n_open} open)" if n_open else ""
+        yes, no = c["yes"], c["n"] - n_open - c["yes"]
+        print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
@@ -234,6 +244,14 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=1024, help="new tokens per reply (default 1024)"
     )
+    p.add_argument(
+        "--judge",
+        help="LLM judge for open answers the rules cannot read, any model spec "
+        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl",
+    )
+    p.add_argument(
+        "--judge-all", action="store_true", help="judge every open answer, not only undecided"
+    )
     add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
 
@@ -259,6 +277,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         template=load_template(args.prompt) if args.prompt else None,
         protocol=args.protocol,
         backend_options=backend_options(args),
+        judge=args.judge,
+        judge_all=args.judge_all,
     )
     show_retries()
     with sigterm_as_interrupt():
@@ -301,6 +321,7 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="tables and figures from one or more eval run folders")
     p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
+    p.add_argument("--review", type=Path, help="human review marks (JSONL; docs/open_questions.md)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_report)
 
@@ -308,7 +329,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.report import build_report
 
-    summary = build_report(args.runs, args.out)
+    summary = build_report(args.runs, args.out, review=args.review)
     print(f"report: {summary.summary_md}")
     for fig in summary.figures:
         print(f"figure: {fig}")

@@ -467,11 +467,16 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
 # ---------------------------------------------------------------- entry point
 
 
-def build_report(run_dirs: Sequence[Path], out: Path) -> ReportSummary:
-    """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``."""
+def build_report(
+    run_dirs: Sequence[Path], out: Path, *, review: Path | None = None
+) -> ReportSummary:
+    """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``; with
+    ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section."""
     from radspatial import figures as fig
+    from radspatial.report_open import open_markdown, review_for
 
     runs = load_runs(run_dirs)
+    reviewed = review_for(runs, review) if review is not None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     s = summarize(runs)
@@ -479,5 +484,8 @@ def build_report(run_dirs: Sequence[Path], out: Path) -> ReportSummary:
     written = [out / name for name, skipped in made.items() if not skipped]
     md, js = out / "summary.md", out / "summary.json"
     atomic_write_json(js, {**s, "figures": made})
-    atomic_write_bytes(md, render_markdown(s, made).encode())
+    if reviewed is not None:
+        atomic_write_json(out / "review.json", reviewed)
+    text = render_markdown(s, made) + open_markdown(runs, reviewed)
+    atomic_write_bytes(md, text.encode())
     return ReportSummary(out, md, js, written, [r.label for r in runs])

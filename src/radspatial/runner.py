@@ -39,6 +39,7 @@ from radspatial.models.base import (
     create_backend,
 )
 from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.questions.open_common import is_open
 from radspatial.runguard import LOCK_NAME, run_lock
 from radspatial.scoring import parse_answer
 
@@ -59,6 +60,8 @@ class EvalConfig:
     template: PromptTemplate | None = None  # None: MIRP's prompts (per protocol)
     protocol: str = "radspatial"  # or "mirp": MIRP's examples, order, prompt and parser
     backend_options: dict[str, Any] = field(default_factory=dict)  # e.g. timeout_s, max_attempts
+    judge: str | None = None  # backend spec of the LLM judge for open answers (grading.judge)
+    judge_all: bool = False  # judge every open answer, not only those the rules leave open
 
     @property
     def prompt_template(self) -> PromptTemplate:
@@ -158,6 +161,8 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
             if item.extra.get(k) is not None
         },
         "transform": item.transform,
+        # open identification: the slice's structures (what a uniform guess picks from)
+        **({"options": o} if (o := (item.extra.get("params") or {}).get("options")) else {}),
     }
 
 
@@ -218,6 +223,10 @@ def _chunks(
 def result_row(
     item: EvalItem, run: int, call: dict | None, prompt: str = "", protocol: str = "radspatial"
 ) -> dict:
+    if is_open(item.question_type):
+        from radspatial.grading.rows import open_result_row
+
+        return {**open_result_row(item, run, call, prompt), **subgroup_fields(item)}
     reply = call.get("reply") if call else None
     error = call.get("error") if call else "not run"
     answered = reply is not None and not error
@@ -254,8 +263,22 @@ def result_row(
         "correct_anatomical": correct(item.expected_anatomical),
         "latency_s": call.get("latency_s") if call else None,
         "error": error,
+        **subgroup_fields(item),
     }
     return row
+
+
+def subgroup_fields(item: EvalItem) -> dict[str, Any]:
+    """What the subgroup tables group by (``radspatial.subgroups``)."""
+    from radspatial.subgroups import anatomy_region
+
+    asked = [o for o in (item.object1, item.object2, item.extra.get("object3")) if o]
+    structures = item.extra.get("structures")
+    return {
+        "structures_asked": asked,
+        "region": anatomy_region(structures) if structures else None,
+        "modality": item.extra.get("modality"),
+    }
 
 
 def run_eval(
@@ -325,6 +348,7 @@ def _run_locked(
         "decoding": config.decoding.to_json(),
         "protocol": config.protocol,
         "template": config.prompt_template.to_json(),
+        **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
         "n_items": len(items),
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
@@ -374,8 +398,17 @@ def _run_locked(
         for run in range(config.runs)
         for item in items
     ]
+    judge = None
+    if config.judge and any("answer_expected" in r for r in rows):
+        from radspatial.grading.judge import apply_judge
+
+        rows, judge = apply_judge(
+            rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
+        )
     atomic_write_jsonl(out / "results.jsonl", rows)
     metrics = compute_metrics(rows, model=config.model, runs=config.runs)
+    if judge is not None:
+        metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
     atomic_write_json(out / "metrics.json", metrics)
     n_err = sum(1 for r in rows if r["error"])
     status = "complete" if n_err == 0 else "incomplete"

@@ -41,7 +41,7 @@ MAX_PIXELS = 4096 * 4096
 
 @dataclass(frozen=True)
 class AgentAnswer:
-    answer: int | None  # 1 yes, 0 no, None abstain
+    answer: int | str | None  # 1 yes, 0 no, None abstain; open types: the word or number
     text: str  # "1", "0", or "abstain: <reason>"
     trace: dict[str, Any]
 
@@ -111,6 +111,15 @@ class Agent:
         trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
         arr = load_image(image)
         trace["image_size"] = [int(arr.shape[1]), int(arr.shape[0])]
+        from radspatial.agent.open_answer import answer_open, parse_open
+
+        try:
+            open_q = parse_open(question, from_prompt=from_prompt)
+        except ParseError:
+            open_q = None
+        if open_q is not None:  # an open question: a word or a number (agent/open_answer.py)
+            value, text = answer_open(self, arr, open_q, context or Context(), trace)
+            return AgentAnswer(value, text, trace)
         try:
             names = (context.labels or {}).values() if context else ()
             parsed = parse_question(question, from_prompt=from_prompt, names=names)
