@@ -256,7 +256,10 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=config.lr, total_steps=config.steps, pct_start=0.05
+        opt,
+        max_lr=config.lr,
+        total_steps=config.steps,
+        pct_start=min(0.5, max(0.05, 2 / config.steps)),
     )
     loss_fn = DiceCELoss(to_onehot_y=True, softmax=True, batch=True)
     history: list[float] = []
