@@ -328,3 +328,40 @@ def test_serve_command_defaults_to_model_agent(volume):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+def test_organs_augmentation_moves_image_and_labels_together():
+    import torch
+
+    from radspatial.agent.organs_train import augment
+
+    hu = torch.full((8, 64, 64), -1000.0)
+    lab = torch.zeros((8, 64, 64), dtype=torch.uint8)
+    hu[:, 8:20, 40:56], lab[:, 8:20, 40:56] = 300.0, 3  # an off-centre, asymmetric block
+    hu[:, 44:60, 6:12], lab[:, 44:60, 6:12] = 300.0, 5
+    x, y = augment(hu, lab, torch.Generator().manual_seed(0), label_hu_jitter=0.0)
+    assert x.shape == (8, 1, 64, 64) and y.shape == (8, 1, 64, 64)
+    for k in range(8):
+        bright, labelled = x[k, 0] > 0, y[k, 0] > 0
+        overlap = (bright & labelled).sum() / max(int(labelled.sum()), 1)
+        assert overlap > 0.8, k
+        assert set(torch.unique(y[k]).tolist()) <= {0, 3, 5}
+    centres = {tuple((y[k, 0] == 3).nonzero().float().mean(0).round().tolist()) for k in range(8)}
+    assert len(centres) > 3  # the samples really differ in view
+
+
+def test_organs_train_tiny_run_writes_a_loadable_recorded_model(tmp_path):
+    from radspatial.agent.organs_train import OrgansConfig, train_organs
+
+    config = OrgansConfig(
+        n_phantoms=1, phantom_shape=(64, 64, 16), size=64, steps=4, batch_size=2, threads=1
+    )
+    record = train_organs(tmp_path / "m", config, progress=False)
+    assert record["weights"]["sha256"] == sha256_file(tmp_path / "m" / "model.safetensors")
+    assert record["seed"] == 0 and record["data"]["phantoms"]["n"] == 1
+    assert record["data"]["real"]["ct_sha256"].startswith("e50c00b2")
+    loc = OrgansLocalizer(tmp_path / "m")
+    image = np.zeros((128, 128, 3), np.uint8)
+    image[32:96, 32:96] = 120
+    found = loc.locate(image, [Ref(name="liver"), Ref(name="unicorn_gland")], CTX)
+    assert len(found) == 2 and found[1] is None
