@@ -347,8 +347,13 @@ def _add_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
     p.add_argument("--question", help="the yes/no spatial question")
-    p.add_argument("--localizer", default="markers", help="markers | mask | unet | ...")
-    p.add_argument("--model", type=Path, help="model folder (unet localizer)")
+    p.add_argument(
+        "--localizer",
+        default="auto",
+        help="auto (default: markers for marker refs, the shipped organs model otherwise) | "
+        "organs | markers | mask | unet | ...",
+    )
+    p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
     p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
     p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
     p.add_argument("--margin", type=float, default=10.0, help="px: abstain below this")
@@ -359,6 +364,7 @@ def _add_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
     p.add_argument("--size", type=int, help="train: network input size in px")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="train: torch CPU threads")
     p.set_defaults(func=cmd_agent)
 
 
@@ -407,7 +413,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from radspatial.agent.unet import TrainConfig, train_unet
+    from radspatial.agent.unet_train import TrainConfig, train_unet
 
     if args.data is None or args.out is None:
         raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
@@ -416,7 +422,9 @@ def _agent_train(args: argparse.Namespace) -> int:
         config = replace(config, epochs=args.epochs)
     if args.size is not None:
         config = replace(config, size=args.size)
-    metrics = train_unet(args.data, args.out, config)
+    if args.threads is not None:
+        config = replace(config, threads=args.threads)
+    metrics = train_unet(args.data, args.out, config, progress=False)
     print(f"model: {args.out}")
     for key, value in metrics.items():
         print(f"  {key}: {value}")
