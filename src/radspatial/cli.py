@@ -314,6 +314,12 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
             f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
             f"errors {n_err} (not counted in accuracy)"
         )
+    h = metrics.get("headline") or {}
+    if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
+        print(
+            f"  relative position RQ1-RQ3 (MIRP's overall): {100 * h['accuracy_mean']:.1f} +- "
+            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items"
+        )
     print(f"results: {out / 'results.jsonl'}")
     return n_err
 
