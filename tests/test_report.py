@@ -273,7 +273,8 @@ def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs
         spec: {r["id"]: r for r in read_jsonl(runs[spec] / "results.jsonl") if r["run"] == 0}
         for spec in MODELS
     }
-    ids = sorted(rows[MODELS[0]])
+    order = ("rq1", "rq2", "rq3", "as")
+    ids = sorted(rows[MODELS[0]], key=lambda i: (order.index(rows[MODELS[0]][i]["setup"]), i))
     assert [c["data"]["data-setup"] for c in page.cards] == [
         rows[MODELS[0]][i]["setup"] for i in ids
     ]

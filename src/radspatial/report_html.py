@@ -126,8 +126,8 @@ def _rows(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def gallery_items(labels: Sequence[str], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-    """One record per item id: its fields (from the first run that has it) and per model the
-    run-0 reply and every run's parsed answer."""
+    """One record per item id (RQ1, RQ2, RQ3, then AS; by id within): its fields (from the
+    first run that has it) and per model the run-0 reply and every run's parsed answer."""
     items: dict[str, dict[str, Any]] = {}
     for label, run_dir in zip(labels, run_dirs, strict=True):
         for row in _rows(Path(run_dir)):
@@ -136,7 +136,13 @@ def gallery_items(labels: Sequence[str], run_dirs: Sequence[Path]) -> list[dict[
             model["runs"][row["run"]] = (row.get("parsed"), row.get("correct"), row.get("error"))
             if row["run"] == 0 or "reply" not in model:
                 model.update(reply=row.get("reply"), error=row.get("error"))
-    return [items[k] for k in sorted(items)]
+    return [items[k] for k in sorted(items, key=lambda k: (_setup_rank(items[k]["row"]), k))]
+
+
+def _setup_rank(row: dict[str, Any]) -> int:
+    """RQ1-RQ3 (CT images) before the blank-image ablation."""
+    order = ("rq1", "rq2", "rq3", "as")
+    return order.index(row.get("setup")) if row.get("setup") in order else len(order)
 
 
 def _spread(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
