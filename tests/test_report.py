@@ -315,3 +315,14 @@ def test_gallery_agreement_flag_and_cap(runs, tmp_path):
     # spread: every setup of the dataset is among 11 items
     setups = {r["setup"] for r in read_jsonl(runs["baseline:yes"] / "results.jsonl")}
     assert {c["data"]["data-setup"] for c in capped.cards} == setups
+
+
+def test_legend_labels_are_shortened():
+    from radspatial.figures import short_label
+
+    long = "openai-compat:Qwen/Qwen2-VL-72B-Instruct-AWQ@http://10.0.0.5:8000/v1"
+    assert short_label(long) == "openai-compat:Qwen2-VL-72B-Instruct-AWQ"  # no URL, no org
+    longer = short_label("hf:/m/" + "x" * 60)
+    assert len(longer) == 40 and "…" in longer and longer.startswith("hf:xxx")
+    assert short_label("hf:/models/llava-1.5-7b") == "hf:llava-1.5-7b"
+    assert short_label("baseline:yes (run_a)") == "baseline:yes (run_a)"
