@@ -258,3 +258,43 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
 def load_rows(root: Path) -> list[dict]:
     """Raw manifest rows (for tools that need every field)."""
     return read_jsonl(Path(root) / "manifest.jsonl")
+
+
+def sample_items(items: Sequence[EvalItem], n: int, *, seed: int = 0) -> list[EvalItem]:
+    """``n`` items spread over setups, markers and question types, seeded; in ``items``' order.
+
+    Items are grouped by (setup, marker, question type); each group is shuffled with a generator
+    keyed by ``seed`` and interleaved yes/no, then the groups are taken round-robin. So a small
+    ``n`` covers every group before any group gets a second item, the answers stay balanced, and
+    the sample for ``n`` is contained in the sample for ``n + 1``.
+
+    Example:
+        >>> sample_items(load_items(root), 12, seed=0)  # doctest: +SKIP
+    """
+    import random
+
+    if n >= len(items):
+        return list(items)
+    groups: dict[tuple[str, str, str], list[EvalItem]] = {}
+    for item in sorted(items, key=lambda i: i.id):
+        groups.setdefault((item.setup, item.marker, item.question_type), []).append(item)
+    queues = []
+    for key in sorted(groups):
+        rng = random.Random(f"{seed}|{'|'.join(key)}")
+        by_answer = [[i for i in groups[key] if i.expected == a] for a in (1, 0)]
+        for part in by_answer:
+            rng.shuffle(part)
+        if rng.random() < 0.5:  # which answer leads, per group
+            by_answer.reverse()
+        first, second = by_answer
+        mixed = [i for pair in zip(first, second, strict=False) for i in pair]
+        mixed += first[len(second) :] + second[len(first) :]
+        queues.append(mixed)
+    chosen: set[str] = set()
+    depth = 0
+    while len(chosen) < n:
+        for queue in queues:
+            if depth < len(queue) and len(chosen) < n:
+                chosen.add(queue[depth].id)
+        depth += 1
+    return [i for i in items if i.id in chosen]

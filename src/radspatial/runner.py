@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from radspatial import __version__
 from radspatial.io import atomic_write_json, atomic_write_jsonl
-from radspatial.items import EvalItem, load_items
+from radspatial.items import EvalItem, load_items, sample_items
 from radspatial.mirp import draw_examples, parse_mirp
 from radspatial.models.base import (
     Backend,
@@ -52,7 +52,8 @@ class EvalConfig:
     model: str
     runs: int = 3
     concurrency: int = 8
-    limit: int | None = None
+    limit: int | None = None  # N items spread over setups/markers/types (items.sample_items)
+    limit_seed: int = 0
     setups: tuple[str, ...] | None = None
     markers: tuple[str, ...] | None = None
     question_types: tuple[str, ...] | None = None
@@ -294,7 +295,7 @@ def run_eval(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
     if config.limit is not None:
-        items = items[: config.limit]
+        items = sample_items(items, config.limit, seed=config.limit_seed)
     out = Path(out)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -342,6 +343,7 @@ def _run_locked(
         "runs": config.runs,
         "concurrency": config.concurrency,
         "limit": config.limit,
+        **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
         "setups": list(config.setups) if config.setups else None,
         "markers": list(config.markers) if config.markers else None,
         "question_types": list(config.question_types) if config.question_types else None,
