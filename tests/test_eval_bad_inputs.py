@@ -265,7 +265,9 @@ def test_bad_input_exits_2_with_one_line(
     out = tmp_path / "run"
     before = _snapshot(out)
     capsys.readouterr()
-    argv = ["eval", "--data", str(ds), "--model", "baseline:yes", "--out", str(out), *extra]
+    # --model is repeatable (several models in one command): a case's own spec replaces the base
+    model = [] if "--model" in extra else ["--model", "baseline:yes"]
+    argv = ["eval", "--data", str(ds), *model, "--out", str(out), *extra]
     code = main(argv)  # a traceback would raise here
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.strip()]

@@ -200,7 +200,7 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
     cmd = [sys.executable, "-m", "radspatial.cli", "eval", "--data", str(data), "--model",
            f"hf:{tiny}", "--out", str(out), "--runs", "1", "--limit", str(LIMIT),
            "--max-tokens", "6", "--executor", "ray", "--replicas", "2",
-           "--batch-size", "2"]  # fmt: skip
+           "--model-args", "batch_size=2"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen(
         cmd,

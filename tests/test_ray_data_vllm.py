@@ -105,22 +105,23 @@ def _args(*extra: str):
 
 
 def test_executor_flags_apply_to_hf_and_vllm_only() -> None:
-    assert backend_options(_args("--model", "hf:/m")) == {}
-    opts = backend_options(
-        _args("--model", "hf:/m", "--executor", "ray", "--replicas", "3", "--batch-size", "4")
-    )
-    assert opts == {"batch_size": 4, "executor": "ray", "replicas": 3, "address": None}
-    opts = backend_options(_args("--model", "vllm:m", "--executor", "ray", "--ray-address", "a"))
-    assert opts == {"executor": "ray", "replicas": None, "address": "a"}
+    def opts(spec: str, *extra: str) -> dict:
+        return backend_options(_args("--model", spec, *extra), spec)
+
+    assert opts("hf:/m") == {}
+    got = opts("hf:/m", "--executor", "ray", "--replicas", "3", "--model-args", "batch_size=4")
+    assert got == {"batch_size": 4, "executor": "ray", "replicas": 3, "address": None}
+    got = opts("vllm:m", "--executor", "ray", "--ray-address", "a",
+               "--model-args", "batch_size=32,tensor_parallel_size=2")  # fmt: skip
+    assert got == {"batch_size": 32, "tensor_parallel_size": 2, "executor": "ray",
+                   "replicas": None, "address": "a"}  # fmt: skip
     for extra, message in [
-        (["--model", "hf:/m", "--replicas", "2"], "need --executor ray"),
-        (["--model", "baseline:yes", "--executor", "ray"], "hf/vllm models only"),
-        (["--model", "hf:/m", "--executor", "ray", "--replicas", "0"], "--replicas must be"),
-        (["--model", "vllm:m", "--batch-size", "4"], "--batch-size applies"),
-        (["--model", "baseline:yes", "--batch-size", "4"], "--batch-size applies"),
+        (["hf:/m", "--replicas", "2"], "need --executor ray"),
+        (["baseline:yes", "--executor", "ray"], "hf/vllm models only"),
+        (["hf:/m", "--executor", "ray", "--replicas", "0"], "--replicas must be"),
     ]:
         with pytest.raises(ValueError, match=message):
-            backend_options(_args(*extra))
+            opts(*extra)
     with pytest.raises(ValueError, match="needs --executor ray"):
         create_backend("hf:/m", replicas=2)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,157 @@ def test_mirp_data_without_transforms(tmp_path):
     assert (tmp_path / "r" / "accuracy_by_setup.png").is_file()
     no_frames = md.count("No items with a known standard-view answer") == 2
     assert no_frames == ("`frames.png` skipped" in md)  # figure and tables agree
+
+
+class _Page(HTMLParser):
+    """Collects what the checks need from index.html: tables, figures, gallery cards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = 0
+        self.figures: list[str] = []
+        self.cards: list[dict] = []
+        self.selects: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._in_card = 0
+        self._text: list[str] = []
+        self.scripts = 0
+        self.review: list[dict] = []  # review buttons: one group per model reply
+        self.ids: set[str] = set()  # ids of the page's buttons, e.g. "download"
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "span" and a.get("class") == "rv":
+            self.review.append({"model": a["data-model"], "id": a["data-id"], "values": []})
+        elif tag == "button" and self.review and self._in_card:
+            self.review[-1]["values"].append(a["value"])
+        if tag == "table":
+            self.tables += 1
+        elif tag == "img" and a.get("class") == "fig":
+            self.figures.append(a["src"])
+        elif tag == "div" and a.get("class") == "item":
+            self.cards.append({"data": a, "imgs": [], "replies": 0, "text": ""})
+            self._in_card, self._text = 1, []
+        elif tag == "div" and self._in_card:
+            self._in_card += 1
+            if a.get("class") == "reply":
+                self.cards[-1]["replies"] += 1
+        elif tag == "img" and self._in_card:
+            self.cards[-1]["imgs"].append(a["src"])
+        elif tag == "select":
+            self._select = a["name"]
+            self.selects[self._select] = []
+        elif tag == "option" and self._select:
+            self.selects[self._select].append(a["value"])
+        elif tag == "script":
+            self.scripts += 1
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._in_card:
+            self._in_card -= 1
+            if not self._in_card:
+                self.cards[-1]["text"] = "".join(self._text)
+        elif tag == "select":
+            self._select = None
+
+    def handle_data(self, data):
+        if self._in_card:
+            self._text.append(data)
+
+
+def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs):
+    page = _Page()
+    page.feed(report.index_html.read_text())
+    md = report.summary_md.read_text()
+    assert page.tables == sum(1 for x in md.splitlines() if x.startswith("|---"))
+    assert page.figures == [p.name for p in report.figures]
+    assert page.scripts == 1
+    rows = {
+        spec: {r["id"]: r for r in read_jsonl(runs[spec] / "results.jsonl") if r["run"] == 0}
+        for spec in MODELS
+    }
+    order = ("rq1", "rq2", "rq3", "as")
+    ids = sorted(rows[MODELS[0]], key=lambda i: (order.index(rows[MODELS[0]][i]["setup"]), i))
+    assert [c["data"]["data-setup"] for c in page.cards] == [
+        rows[MODELS[0]][i]["setup"] for i in ids
+    ]
+    for card, item_id in zip(page.cards, ids, strict=True):
+        row = rows[MODELS[0]][item_id]
+        assert item_id in card["text"] and row["question"] in card["text"]
+        assert card["replies"] == len(MODELS)  # every model's reply
+        # the image by a path relative to the report folder, and it is the item's image
+        [src] = card["imgs"]
+        assert not Path(src).is_absolute()
+        assert (report.out / src).resolve() == Path(row["image"]).resolve()
+        # expected answer in the three frames
+        frames = [{1: "yes", 0: "no", None: "–"}[row[k]] for k in
+                  ("expected", "expected_standard", "expected_anatomical")]  # fmt: skip
+        assert (
+            f"expected: image {frames[0]} · standard view {frames[1]} · anatomical {frames[2]}"
+            in card["text"]
+        )
+        parsed = {rows[m][item_id]["parsed"] for m in MODELS}
+        assert card["data"]["data-disagree"] == ("1" if len(parsed) > 1 else "0")
+        assert card["data"]["data-variant"] == row["variant"]
+    # filter options: exactly the values present
+    assert page.selects["setup"] == ["", *sorted({r["setup"] for r in rows[MODELS[0]].values()})]
+    variants = sorted({r["variant"] for r in rows[MODELS[0]].values()})
+    assert page.selects["variant"] == ["", *variants] and "situs_inversus" in variants
+    assert set(page.selects) == {"setup", "marker", "qtype", "variant"}
+
+
+def test_gallery_agreement_flag_and_cap(runs, tmp_path):
+    from radspatial.report_html import render_html
+
+    # two identical runs never disagree; yes vs no always do
+    same = render_html("# t", ["a", "b"], [runs["baseline:yes"]] * 2, tmp_path)
+    assert 'data-disagree="1"' not in same and 'data-disagree="0"' in same
+    capped = _Page()
+    capped.feed(render_html("# t", ["y"], [runs["baseline:yes"]], tmp_path, max_items=11))
+    assert len(capped.cards) == 11
+    # spread: every setup of the dataset is among 11 items
+    setups = {r["setup"] for r in read_jsonl(runs["baseline:yes"] / "results.jsonl")}
+    assert {c["data"]["data-setup"] for c in capped.cards} == setups
+
+
+def test_legend_labels_are_shortened():
+    from radspatial.figures import short_label
+
+    long = "openai-compat:Qwen/Qwen2-VL-72B-Instruct-AWQ@http://10.0.0.5:8000/v1"
+    assert short_label(long) == "openai-compat:Qwen2-VL-72B-Instruct-AWQ"  # no URL, no org
+    longer = short_label("hf:/m/" + "x" * 60)
+    assert len(longer) == 40 and "…" in longer and longer.startswith("hf:xxx")
+    assert short_label("hf:/models/llava-1.5-7b") == "hf:llava-1.5-7b"
+    assert short_label("baseline:yes (run_a)") == "baseline:yes (run_a)"
+
+
+def test_gallery_review_marks_round_trip_through_report_review(report, runs, tmp_path):
+    """The gallery's review buttons carry what a mark needs; marks built from them (as the
+    page's script builds them) fold into ``report --review``."""
+    from radspatial.cli import main
+
+    page = _Page()
+    page.feed(report.index_html.read_text())
+    assert {"reviewer", "download", "n-marks"} <= page.ids
+    assert len(page.review) == len(page.cards) * len(MODELS)
+    assert all(r["values"] == ["correct", "incorrect", "ambiguous"] for r in page.review)
+    ids = {r["id"] for r in read_jsonl(runs[MODELS[0]] / "results.jsonl")}
+    assert {r["id"] for r in page.review} <= ids and {r["model"] for r in page.review} == set(
+        MODELS
+    )
+    chosen = [r for r in page.review if r["model"] == "baseline:yes"][:6]
+    marks = tmp_path / "marks.jsonl"
+    marks.write_text(
+        "".join(
+            json.dumps({"id": r["id"], "run": 0, "model": r["model"], "mark": mark}) + "\n"
+            for r, mark in zip(chosen, ["correct", "incorrect"] * 3, strict=True)
+        )
+    )
+    out = tmp_path / "rep"
+    assert main(["report", *map(str, (runs[m] for m in MODELS)), "--out", str(out),
+                 "--review", str(marks)]) == 0  # fmt: skip
+    review = json.loads((out / "review.json").read_text())
+    assert review["n_marks"] == 6 and review["unmatched"] == 0
+    assert review["models"]["baseline:yes"]["n_reviewed"] == 6

@@ -156,3 +156,37 @@ def test_mcnemar_chi_square():
 def test_mcnemar_rejects_unpaired():
     with pytest.raises(ValueError, match="3 != 2"):
         mcnemar([True, False, True], [True, False])
+
+
+def _wilson_closed_form(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The hand-written interval radspatial used before scipy (kept here as the reference)."""
+    p, z2 = k / n, z * z
+    center = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return (0.0 if k == 0 else center - half), (1.0 if k == n else center + half)
+
+
+def _mcnemar_closed_form(b: int, c: int) -> float:
+    n = b + c
+    if n < 25:
+        tail = math.fsum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
+        return min(1.0, 2 * tail)
+    return math.erfc(math.sqrt(max(abs(b - c) - 1, 0) ** 2 / n / 2))
+
+
+def test_scipy_statistics_equal_the_former_closed_forms():
+    # every k of every n up to 60, and the ends exactly
+    for n in range(1, 61):
+        for k in range(n + 1):
+            got, want = wilson_interval(k, n), _wilson_closed_form(k, n)
+            assert got == pytest.approx(want, abs=1e-12), (k, n)
+    assert wilson_interval(0, 37)[0] == 0.0 and wilson_interval(37, 37)[1] == 1.0
+    assert wilson_interval(5, 20, z=2.575829) == pytest.approx(
+        _wilson_closed_form(5, 20, z=2.575829), abs=1e-12
+    )
+    # McNemar: exact (b + c < 25) and chi-square, both orders
+    for b in range(0, 31, 3):
+        for c in range(0, 31):
+            r = mcnemar(*_pairs(b, c))
+            assert r.p_value == pytest.approx(_mcnemar_closed_form(b, c), rel=1e-9, abs=1e-15)
+            assert r.method == ("exact" if b + c < 25 else "chi2_cc")

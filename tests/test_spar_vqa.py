@@ -45,8 +45,11 @@ def cand(label_id, name, xy, area, marker_xy=None):
 
 
 def test_every_type_registered_with_chance():
-    assert set(SPAR_VQA) | {"relative_position"} == set(list_question_types())
-    assert chance_levels() == {name: 0.5 for name in list_question_types()}
+    from radspatial.questions import OPEN
+
+    assert set(SPAR_VQA) | set(OPEN) | {"relative_position"} == set(list_question_types())
+    binary = [n for n in list_question_types() if n not in OPEN]
+    assert {n: chance_levels()[n] for n in binary} == {name: 0.5 for name in binary}
 
 
 # ------------------------------------------------------------------ question types (pure)
@@ -461,7 +464,8 @@ def test_cli_question_type_selection(tmp_path, capsys):
 
     assert _question_types("spar") == SPAR_VQA
     assert _question_types("relative_position,all")[0] == "relative_position"
-    assert len(_question_types("all")) == 6
+    assert len(_question_types("all")) == 10  # 6 yes/no types + 4 open types (issue 16)
+    assert _question_types("open") == ("laterality", "direction", "identification", "counting")
     with pytest.raises(SystemExit) as exc:
         main(["generate", "--out", str(tmp_path / "x"), "--questions", "sizes"])
     assert exc.value.code == 2

@@ -1,16 +1,74 @@
-"""radspatial: spatial-reasoning benchmarks, evaluation, agents and probes for CT."""
+"""radspatial: spatial-reasoning benchmarks, evaluation, agents and probes for CT.
+
+The Python API (docs/python_api.md), each name imported on first use so ``import radspatial``
+stays instant:
+
+- ``generate(out, ...)``: a MIRP-style benchmark from CT + organ masks (or the bundled CT);
+- ``evaluate(data, model, out, ...)``: one model on a dataset, results in a run folder;
+- ``report(runs, out)``: tables, figures and the browsable ``index.html``;
+- ``Agent(localizer)``: the modular agent (``.answer(image, question)``);
+- ``write_phantoms``, ``mirror_case``: synthetic and counterfactual cases;
+- ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
+- ``export_mirp``, ``export_hf``: MIRP's layout, Hugging Face datasets;
+- ``parse_answer``, ``bundled_example``.
+"""
 
 from __future__ import annotations
 
+import sys
+import types
+from importlib import import_module
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "parse_answer"]
+_LAZY = {
+    "generate": "radspatial.api:generate",
+    "evaluate": "radspatial.api:evaluate",
+    "report": "radspatial.api:report",
+    "EvalRun": "radspatial.api:EvalRun",
+    "export_hf": "radspatial.api:export_hf",
+    "export_mirp": "radspatial.mirp_export:export_mirp",
+    "Agent": "radspatial.agent.core:Agent",
+    "write_phantoms": "radspatial.phantoms:write_phantoms",
+    "mirror_case": "radspatial.counterfactual:mirror_case",
+    "build_probes": "radspatial.probes.build:build_probes",
+    "train_probe": "radspatial.probes.train:train_probe",
+    "evaluate_probe": "radspatial.probes.evaluate:evaluate_probe",
+    "probe_table": "radspatial.probes.table:write_table",
+    "parse_answer": "radspatial.scoring:parse_answer",
+    "bundled_example": "radspatial.cli:bundled_example",
+}
+__all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str):
-    # Lazy so `import radspatial` stays instant.
-    if name == "parse_answer":
-        from radspatial.scoring import parse_answer
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'radspatial' has no attribute {name!r}")
+    module, _, attr = target.partition(":")
+    value = getattr(import_module(module), attr)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-        return parse_answer
-    raise AttributeError(name)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """``radspatial.generate`` and ``radspatial.report`` name API functions *and* submodules.
+
+    Importing a submodule binds it as an attribute of its package; here that binding is
+    skipped for the API names, so ``radspatial.report(...)`` stays the function after anything
+    imported ``radspatial.report`` the module. The modules are reached as usual with
+    ``from radspatial.report import build_report`` (not ``import radspatial.report as m``,
+    which would give the function).
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.grading.summary import open_metrics
 from radspatial.mirp import mirp_block
 from radspatial.questions import chance_levels
 from radspatial.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
+from radspatial.subgroups import subgroup_metrics
 
 Row = dict[str, Any]
 _RELPOS = "relative_position"
@@ -191,4 +193,6 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
         },
         "run_agreement": run_agreement(rows, runs),
         "mirp": mirp_block(rows, runs) if all("parsed_mirp" in r for r in rows) else {},
+        "subgroups": subgroup_metrics(rows),
+        **({"open": open_metrics(rows)} if any("answer_expected" in r for r in rows) else {}),
     }

@@ -62,7 +62,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         type=_question_types,
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP, default), orientation, "
-        "symmetry, size, distance, count; 'spar' = the five SPAR-VQA types, 'all' = every type",
+        "symmetry, size, distance, count, laterality, direction, identification, counting; "
+        "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
     )
     p.add_argument(
         "--size-tolerance",
@@ -132,11 +133,12 @@ def _cases_from_args(args: argparse.Namespace):
 
 
 def _question_types(text: str) -> tuple[str, ...]:
-    from radspatial.questions import SPAR_VQA, list_question_types
+    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
 
     out: list[str] = []
     for name in _csv(text):
-        group = {"all": list_question_types(), "spar": list(SPAR_VQA)}.get(name, [name])
+        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        group = groups.get(name, [name])
         out += [n for n in group if n not in out]
     known = list_question_types()
     bad = [n for n in out if n not in known]
@@ -193,7 +195,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for case in summary.cases:
         print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
     for key, c in {**summary.counts, **summary.question_types}.items():
-        print(f"  {key:<17} {c['n']:>5} questions, {c['yes']} yes / {c['n'] - c['yes']} no")
+        if "classes" in c and not c["yes"]:  # an open type: answers per class
+            spread = ", ".join(f"{k}: {v}" for k, v in sorted(c["classes"].items())[:6])
+            more = " ..." if len(c["classes"]) > 6 else ""
+            print(f"  {key:<17} {c['n']:>5} questions, {spread}{more}")
+            continue
+        n_open = sum(c.get("classes", {}).values())
+        tail = f" (+{n_open} open)" if n_open else ""
+        yes, no = c["yes"], c["n"] - n_open - c["yes"]
+        print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
@@ -201,38 +211,78 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _add_eval(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli_eval import add_backend_flags
+    from radspatial.cli_eval import (
+        MODEL_ARGS_HELP,
+        EvalHelpParser,
+        HelpFormatter,
+        add_backend_flags,
+    )
 
     p = sub.add_parser(
         "eval",
-        help="evaluate a model on a dataset (radspatial or MIRP layout)",
+        help="evaluate one or more models on a dataset (radspatial or MIRP layout)",
         description="Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
-        "hf:<path or id>, vllm:<path or id>, baseline:random|yes|no|anatomy-prior[@manifest]. "
+        "hf:<path or id>, vllm:<path or id>, "
+        "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
+        "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
         "Rerunning the same command resumes: finished calls are never repeated.",
+        formatter_class=HelpFormatter,
     )
+    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
     p.add_argument("--data", type=Path, required=True, help="dataset folder")
-    p.add_argument("--model", required=True, help="model spec")
-    p.add_argument("--out", type=Path, required=True, help="run folder")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--limit", type=int, help="first N items (sorted by id)")
-    p.add_argument("--setups", type=_csv, help="e.g. rq1,rq2")
-    p.add_argument("--markers", type=_csv, help="e.g. dots,letters")
     p.add_argument(
-        "--questions", type=_question_types, help="question types, e.g. spar or size,distance"
+        "--model",
+        required=True,
+        nargs="+",
+        action="extend",
+        metavar="SPEC",
+        help="model spec(s); with several, each gets its run folder OUT/<spec> and one report "
+        "is written to OUT/report",
     )
-    p.add_argument("--prompt", type=Path, help="custom prompt template file ({question} etc.)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="run folder (with several models: parent folder)"
+    )
+    p.add_argument("--model-args", metavar="K=V,...", help=MODEL_ARGS_HELP + " (default: none)")
+    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
+    p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="evaluate N items sampled across setups, markers and question types, answers "
+        "balanced, seeded by --limit-seed (default: all items)",
+    )
+    p.add_argument("--limit-seed", type=int, default=0, help="seed of the --limit sample")
+    p.add_argument("--setups", type=_csv, help="only these setups, e.g. rq1,rq2 (default: all)")
+    p.add_argument(
+        "--markers", type=_csv, help="only these marker types, e.g. dots,letters (default: all)"
+    )
+    p.add_argument(
+        "--questions",
+        type=_question_types,
+        help="only these question types, e.g. spar or size,distance (default: all)",
+    )
+    p.add_argument(
+        "--prompt",
+        type=Path,
+        help="custom prompt template file ({question} etc.; default: MIRP's prompts)",
+    )
     p.add_argument(
         "--protocol",
         choices=("radspatial", "mirp"),
         default="radspatial",
-        help="radspatial: fixed balanced example per item, our parser (default); mirp: MIRP's "
+        help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
         "replication protocol (example drawn from another item per run, text before image, "
         "MIRP's prompt for every setup, MIRP's answer parser)",
     )
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
+    p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
     p.add_argument(
-        "--max-tokens", type=int, default=1024, help="new tokens per reply (default 1024)"
+        "--judge",
+        help="LLM judge for open answers the rules cannot read, any model spec "
+        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl",
+    )
+    p.add_argument(
+        "--judge-all", action="store_true", help="judge every open answer, not only undecided"
     )
     add_backend_flags(p)
     p.set_defaults(func=cmd_eval)
@@ -241,37 +291,56 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
-    from radspatial.cli_eval import backend_options, show_retries
+    from radspatial.cli_eval import backend_options, run_dir_for, show_retries
     from radspatial.models.base import Decoding
     from radspatial.prompts import load_template
     from radspatial.runguard import sigterm_as_interrupt
     from radspatial.runner import EvalConfig, run_eval
 
-    config = EvalConfig(
-        model=args.model,
-        runs=args.runs,
-        concurrency=args.concurrency,
-        limit=args.limit,
-        setups=args.setups,
-        markers=args.markers,
-        question_types=args.questions,
-        decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
-        template=load_template(args.prompt) if args.prompt else None,
-        protocol=args.protocol,
-        backend_options=backend_options(args),
-    )
+    specs = list(dict.fromkeys(args.model))
+    if len(specs) != len(args.model):
+        raise ValueError("--model: the same spec is given twice")
+    options = {spec: backend_options(args, spec) for spec in specs}  # all checked up front
+    template = load_template(args.prompt) if args.prompt else None
+    out_dirs = {s: args.out if len(specs) == 1 else run_dir_for(args.out, s) for s in specs}
+    if len(set(out_dirs.values())) != len(specs):
+        raise ValueError("--model: two specs map to the same run folder name")
     show_retries()
-    with sigterm_as_interrupt():
-        try:
-            rows = run_eval(args.data, args.out, config)
-        except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-            raise ValueError(f"{exc.filename}: {exc.strerror}") from None
-    n_err = _print_eval(args.out, rows)
+    n_err = 0
+    for spec in specs:
+        config = EvalConfig(
+            model=spec,
+            runs=args.runs,
+            concurrency=args.concurrency,
+            limit=args.limit,
+            limit_seed=args.limit_seed,
+            setups=args.setups,
+            markers=args.markers,
+            question_types=args.questions,
+            decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
+            template=template,
+            protocol=args.protocol,
+            backend_options=options[spec],
+            judge=args.judge,
+            judge_all=args.judge_all,
+        )
+        with sigterm_as_interrupt():
+            try:
+                rows = run_eval(args.data, out_dirs[spec], config)
+            except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+                raise ValueError(f"{exc.filename}: {exc.strerror}") from None
+        n_err += _print_eval(out_dirs[spec], rows)
+    if len(specs) > 1:
+        from radspatial.report import build_report
+
+        report = build_report(list(out_dirs.values()), args.out / "report")
+        print(f"report: {report.index_html}")
     if n_err:
         again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
+        where = args.out / "results.jsonl" if len(specs) == 1 else "each run's results.jsonl"
         print(
             f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
-            f"see {args.out / 'results.jsonl'}); to resume, rerun the same command: {again}",
+            f"see {where}); to resume, rerun the same command: {again}",
             file=sys.stderr,
         )
         return 3
@@ -294,22 +363,43 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
             f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
             f"errors {n_err} (not counted in accuracy)"
         )
+    h = metrics.get("headline") or {}
+    if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
+        print(
+            f"  relative position RQ1-RQ3 (MIRP's overall): {100 * h['accuracy_mean']:.1f} +- "
+            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items"
+        )
     print(f"results: {out / 'results.jsonl'}")
     return n_err
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="tables and figures from one or more eval run folders")
+    from radspatial.cli_eval import HelpFormatter
+
+    p = sub.add_parser(
+        "report",
+        help="tables, figures and a browsable HTML report from one or more eval run folders",
+        description="Writes summary.md, summary.json, the figures and index.html (tables, "
+        "figures and an item gallery with filters; open it in a browser, no server needed).",
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="report folder")
+    p.add_argument(
+        "--review",
+        type=Path,
+        help="human review marks (JSONL, e.g. downloaded from the gallery; "
+        "docs/open_questions.md): folded in beside the automatic grades, never over them",
+    )
     p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.report import build_report
 
-    summary = build_report(args.runs, args.out)
+    summary = build_report(args.runs, args.out, review=args.review)
     print(f"report: {summary.summary_md}")
+    print(f"html: {summary.index_html}")
     for fig in summary.figures:
         print(f"figure: {fig}")
     return 0
@@ -326,8 +416,13 @@ def _add_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
     p.add_argument("--question", help="the yes/no spatial question")
-    p.add_argument("--localizer", default="markers", help="markers | mask | unet | ...")
-    p.add_argument("--model", type=Path, help="model folder (unet localizer)")
+    p.add_argument(
+        "--localizer",
+        default="auto",
+        help="auto (default: markers for marker refs, the shipped organs model otherwise) | "
+        "organs | markers | mask | unet | ...",
+    )
+    p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
     p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
     p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
     p.add_argument("--margin", type=float, default=10.0, help="px: abstain below this")
@@ -338,6 +433,7 @@ def _add_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
     p.add_argument("--size", type=int, help="train: network input size in px")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="train: torch CPU threads")
     p.set_defaults(func=cmd_agent)
 
 
@@ -386,7 +482,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from radspatial.agent.unet import TrainConfig, train_unet
+    from radspatial.agent.unet_train import TrainConfig, train_unet
 
     if args.data is None or args.out is None:
         raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
@@ -395,7 +491,9 @@ def _agent_train(args: argparse.Namespace) -> int:
         config = replace(config, epochs=args.epochs)
     if args.size is not None:
         config = replace(config, size=args.size)
-    metrics = train_unet(args.data, args.out, config)
+    if args.threads is not None:
+        config = replace(config, threads=args.threads)
+    metrics = train_unet(args.data, args.out, config, progress=False)
     print(f"model: {args.out}")
     for key, value in metrics.items():
         print(f"  {key}: {value}")

@@ -88,43 +88,62 @@ def cmd_counterfactual(args: argparse.Namespace) -> int:
 
 
 def add_probe(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="SPAR probes of vision encoders: build, train, eval, table")
+    from radspatial.cli_eval import HelpFormatter
+
+    fmt = {"formatter_class": HelpFormatter}
+    p = sub.add_parser(
+        "probe", help="SPAR probes of vision encoders: build, train, eval, table", **fmt
+    )
     ps = p.add_subparsers(dest="probe_command", required=True)
-    b = ps.add_parser("build", help="probe datasets from cases (real CT or phantoms)")
-    b.add_argument("--cases", type=Path, help="cases CSV (default: the bundled example CT)")
-    b.add_argument("--out", type=Path, required=True)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--size", type=int, default=224)
-    b.add_argument("--crop", type=int, default=96)
-    b.add_argument("--splits", type=_triple(float), default=(0.7, 0.15, 0.15))
-    b.add_argument("--tasks", type=_csv)
-    b.add_argument("--max-per-case", type=int)
-    b.add_argument("--workers", type=int, default=1)
+    b = ps.add_parser("build", help="probe datasets from cases (real CT or phantoms)", **fmt)
+    b.add_argument(
+        "--cases", type=Path, help="cases CSV ct,seg[,labels,case_id,variant] (default: the "
+        "bundled example CT)"
+    )  # fmt: skip
+    b.add_argument("--out", type=Path, required=True, help="probe dataset folder to write")
+    b.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
+    b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
+    b.add_argument(
+        "--splits", type=_triple(float), default=(0.7, 0.15, 0.15),
+        help="train,val,test fractions of the cases",
+    )  # fmt: skip
+    b.add_argument("--tasks", type=_csv, help="comma-separated subset of tasks (default: all)")
+    b.add_argument(
+        "--max-per-case", type=int, help="at most this many samples per task and case "
+        "(default: no limit)"
+    )  # fmt: skip
+    b.add_argument("--workers", type=int, default=1, help="cases built in parallel processes")
     _executor_options(b)
-    b.add_argument("--overwrite", action="store_true")
+    b.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
     b.set_defaults(func=cmd_probe_build)
-    t = ps.add_parser("train", help="train probe heads on an encoder (frozen or finetuned)")
-    t.add_argument("--data", type=Path, required=True)
+    t = ps.add_parser("train", help="train probe heads on an encoder (frozen or finetuned)", **fmt)
+    t.add_argument("--data", type=Path, required=True, help="probe dataset (probe build)")
     t.add_argument("--encoder", required=True, help="e.g. resnet-small, vit-tiny, resnet50, hf:DIR")
-    t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"])
-    t.add_argument("--frozen", help="encoder checkpoint to freeze (our run folder or hf:DIR)")
-    t.add_argument("--tasks", type=_csv)
-    t.add_argument("--epochs", type=int)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--lr", type=float)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="cpu")
-    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"], help="head")
+    t.add_argument(
+        "--frozen", help="encoder checkpoint to freeze: our run folder or hf:DIR (default: "
+        "finetune the encoder from scratch)"
+    )  # fmt: skip
+    t.add_argument("--tasks", type=_csv, help="comma-separated subset of tasks (default: all)")
+    t.add_argument("--epochs", type=int, help="training epochs (default: 30)")
+    t.add_argument("--batch-size", type=int, help="samples per step (default: 32)")
+    t.add_argument("--lr", type=float, help="peak learning rate (default: 0.001)")
+    t.add_argument("--seed", type=int, default=0, help="seed of initialisation and batches")
+    t.add_argument("--device", default="cpu", help="torch device, e.g. cuda:0")
+    t.add_argument("--out", type=Path, required=True, help="probe run folder to write")
     t.set_defaults(func=cmd_probe_train)
-    e = ps.add_parser("eval", help="zero-shot transfer of trained probes to another dataset")
-    e.add_argument("--model", type=Path, required=True)
-    e.add_argument("--data", type=Path, required=True)
-    e.add_argument("--split", default="test")
-    e.add_argument("--out", type=Path)
+    e = ps.add_parser("eval", help="zero-shot transfer of trained probes to another dataset", **fmt)
+    e.add_argument("--model", type=Path, required=True, help="probe run folder (probe train)")
+    e.add_argument("--data", type=Path, required=True, help="probe dataset to evaluate on")
+    e.add_argument("--split", default="test", help="split of --data: train, val or test")
+    e.add_argument(
+        "--out", type=Path, help="folder for results.json (default: print only, write nothing)"
+    )
     e.set_defaults(func=cmd_probe_eval)
-    tb = ps.add_parser("table", help="Table 1 (markdown + figure) from result folders")
-    tb.add_argument("results", nargs="+", type=Path)
-    tb.add_argument("--out", type=Path, required=True)
+    tb = ps.add_parser("table", help="Table 1 (markdown + figure) from result folders", **fmt)
+    tb.add_argument("results", nargs="+", type=Path, help="probe run or transfer folders")
+    tb.add_argument("--out", type=Path, required=True, help="folder for table1.md and table1.png")
     tb.set_defaults(func=cmd_probe_table)
 
 
@@ -153,11 +172,48 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
         executor=args.executor,
         address=args.ray_address,
     )
-    print(f"probes: {args.out}")
-    for name, task in info["tasks"].items():
-        counts = ", ".join(f"{k} {v}" for k, v in task["counts"].items())
-        print(f"  {name:<12} {counts}; chance {task['chance']}")
+    tasks = info["tasks"]
+    print(f"probes: {args.out} ({len(tasks)} task(s), {len(cases)} case(s), seed {args.seed})")
+    print(f"  {'task':<12} {'level':>5}  {'kind':<14} {'train':>6} {'val':>6} {'test':>6}  chance")
+    for name, task in tasks.items():
+        c = task["counts"]
+        metric = task.get("metric") or "accuracy"
+        note = "  (no samples)" if not sum(c.values()) else ""
+        print(
+            f"  {name:<12} {task.get('level', ''):>5}  {task.get('kind', ''):<14} "
+            f"{c.get('train', 0):>6} {c.get('val', 0):>6} {c.get('test', 0):>6}  "
+            f"{_metric_value(metric, task['chance'])}{note}"
+        )
     return 0
+
+
+_METRIC_NAMES = {"accuracy": "accuracy", "mean_euclidean_distance_px": "distance (lower=better)"}
+
+
+def _metric_value(metric: str, value: float | None) -> str:
+    """Accuracy as a percentage, distances in px, missing as a dash."""
+    if value is None:
+        return "–"
+    if metric.endswith("accuracy"):
+        return f"{100 * value:.1f}%"
+    return f"{value:.1f} px" if metric.endswith("_px") else f"{value:.3g}"
+
+
+def _print_probe_results(results: dict, splits: tuple[str, ...]) -> None:
+    """One line per task: its metric on each split and the chance level."""
+    head = "".join(f" {s:>8}" for s in splits)
+    print(f"  {'task':<12} {'level':>5}  {'metric':<26}{head}   chance   n")
+    for name, task in results.get("tasks", {}).items():
+        metric = task.get("metric") or next(iter(task.get("chance", {})), "accuracy")
+        values = "".join(
+            f" {_metric_value(metric, task.get(s, {}).get(metric)):>8}" for s in splits
+        )
+        chance = _metric_value(metric, task.get("chance", {}).get(metric))
+        n = task.get(splits[-1], {}).get("n", "–")
+        label = _METRIC_NAMES.get(metric, metric)
+        print(f"  {name:<12} {task.get('level', ''):>5}  {label:<26}{values} {chance:>8} {n:>3}")
+    for name, why in results.get("skipped", {}).items():
+        print(f"  {name:<12} skipped: {why}")
 
 
 def cmd_probe_train(args: argparse.Namespace) -> int:
@@ -177,7 +233,10 @@ def cmd_probe_train(args: argparse.Namespace) -> int:
         device=args.device,
         **options,
     )
-    print(f"probe run: {args.out} ({len(results.get('tasks', {}))} task(s))")
+    n = len(results.get("tasks", {}))
+    mode = results.get("mode") or ("frozen" if args.frozen else "finetuned")
+    print(f"probe run: {args.out} ({args.encoder} + {args.head}, {mode}, {n} task(s) trained)")
+    _print_probe_results(results, ("train", "val", "test"))
     return 0
 
 
@@ -185,9 +244,9 @@ def cmd_probe_eval(args: argparse.Namespace) -> int:
     from radspatial.probes.evaluate import evaluate_probe
 
     results = evaluate_probe(args.model, args.data, args.out, split=args.split)
-    print(f"transfer results: {args.out or '(not written)'}")
-    for name, task in results.get("tasks", {}).items():
-        print(f"  {name}: {task}")
+    where = args.out or "(not written: no --out)"
+    print(f"transfer: {args.model} on {args.data}, split {args.split}; results: {where}")
+    _print_probe_results(results, (args.split,))
     return 0
 
 
@@ -200,6 +259,8 @@ def cmd_probe_table(args: argparse.Namespace) -> int:
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import HelpFormatter
+
     p = sub.add_parser("export", help="write a run or dataset in another tool's layout")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     m = kinds.add_parser(
@@ -208,11 +269,53 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         description="One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
         "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres file. Run "
         "MIRP's evaluation scripts inside each folder.",
+        formatter_class=HelpFormatter,
     )
     m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
     m.add_argument("--out", type=Path, required=True, help="output folder")
     m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
     m.set_defaults(func=cmd_export_mirp)
+    h = kinds.add_parser(
+        "hf",
+        help="a generated dataset as Hugging Face datasets parquet shards with a dataset card",
+        description="OUT/data/test-*.parquet (one row per question: every manifest field, the "
+        "image as an Image feature) and OUT/README.md (dataset card: YAML header, counts, "
+        "columns, licence and provenance of the source CTs). Load it with "
+        'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
+        "pip install 'radspatial[hf-export]'.",
+        formatter_class=HelpFormatter,
+    )
+    h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
+    h.add_argument("--out", type=Path, required=True, help="output folder")
+    h.add_argument(
+        "--license",
+        help="licence id for the card, e.g. cc-by-4.0 (default: apache-2.0 for the bundled "
+        "example CT, else 'other' and the card says it is not stated)",
+    )
+    h.add_argument("--name", help="dataset name in the card (default: the --data folder name)")
+    h.add_argument(
+        "--max-shard-mb", type=float, default=256.0, help="image bytes per parquet shard (MB)"
+    )
+    h.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    h.set_defaults(func=cmd_export_hf)
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from radspatial.hf_export import export_hf
+
+    done = export_hf(
+        args.data,
+        args.out,
+        license=args.license,
+        name=args.name,
+        max_shard_mb=args.max_shard_mb,
+        overwrite=args.overwrite,
+    )
+    print(f"Hugging Face dataset: {done.out.resolve()}")
+    print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")
+    print(f"  columns: {', '.join(done.columns)}")
+    print(f'  load: datasets.load_dataset("parquet", data_dir="{done.out / "data"}")')
+    return 0
 
 
 def cmd_export_mirp(args: argparse.Namespace) -> int:

@@ -7,7 +7,9 @@ names the file, the line or entry, and what is wrong.
 - other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
 
 Answers are 0/1 (also ``"0"``/``"1"`` and booleans, as some exports write them); anything else
-(``"maybe"``, 2, null) is refused.
+(``"maybe"``, 2, null) is refused. Rows of the open question types (``question_type``
+laterality, direction, identification, counting) hold a word, a name or an integer instead
+(``check_answer``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,29 @@ def answer01(value: Any, where: str, key: str = "answer") -> int:
     raise DataFileError(f"{where}: {key!r} must be 0 or 1, got {value!r}")
 
 
+_OPEN_WORDS = {"laterality": ("left", "right"), "direction": ("left", "right", "above", "below")}
+
+
+def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
+    """The answer of a row of ``question_type``: 0/1 for yes/no types; for the open types a
+    side (laterality), a direction word (direction), a non-empty name (identification) or an
+    integer >= 0 (counting). Anything else is a ``DataFileError``."""
+    if question_type in _OPEN_WORDS:
+        if value not in _OPEN_WORDS[question_type]:
+            allowed = "/".join(_OPEN_WORDS[question_type])
+            raise DataFileError(f"{where}: {key!r} must be one of {allowed}, got {value!r}")
+        return value
+    if question_type == "identification":
+        if not isinstance(value, str) or not value.strip():
+            raise DataFileError(f"{where}: {key!r} must be a structure name, got {value!r}")
+        return value
+    if question_type == "counting":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DataFileError(f"{where}: {key!r} must be an integer >= 0, got {value!r}")
+        return value
+    return answer01(value, where, key)
+
+
 def _check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
     for key, types in required.items():
         if key not in row:
@@ -89,10 +114,11 @@ def read_manifest(path: Path) -> list[tuple[str, dict]]:
         if not isinstance(row, dict):
             raise DataFileError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
         _check_fields(row, where, _REQUIRED, _OPTIONAL)
-        answer01(row.get("answer"), where)
+        qtype = row.get("question_type")
+        check_answer(row.get("answer"), qtype, where)
         for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
             if row.get(key) is not None:
-                answer01(row[key], where, key)
+                check_answer(row[key], qtype, where, key)
         out.append((where, row))
     return out
 
@@ -126,7 +152,7 @@ def read_mirp_qa(path: Path) -> list[tuple[str, dict, list[tuple[str, dict]]]]:
             if not isinstance(qa, dict):
                 raise DataFileError(f"{qwhere}: must be a JSON object, got {type(qa).__name__}")
             _check_fields(qa, qwhere, {"question": (str,)}, {"question_type": (str,)})
-            answer01(qa.get("answer"), qwhere)
+            check_answer(qa.get("answer"), qa.get("question_type"), qwhere)
             qas.append((qwhere, qa))
         out.append((where, entry, qas))
     return out

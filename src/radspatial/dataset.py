@@ -32,7 +32,8 @@ from radspatial.generate import (
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
-from radspatial.questions import chance_levels
+from radspatial.questions import chance_levels, get_question_type
+from radspatial.questions.open_common import is_open
 from radspatial.stage import (
     ASSEMBLY,
     CENTRES,
@@ -385,6 +386,28 @@ def _write_centres(path: Path, shard_files: list[Path]) -> None:
         path.unlink()
 
 
+class _Chance:
+    """Each type's chance level; where it depends on the item (identification: one of the
+    structures in the slice), the mean over the type's items, accumulated row by row."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, list[float]] = {}
+
+    def add(self, row: dict) -> None:
+        name = row["question_type"]
+        item_chance = getattr(get_question_type(name), "item_chance", None)
+        if chance_levels()[name] is None and item_chance is not None:
+            acc = self.sums.setdefault(name, [0.0, 0])
+            acc[0] += item_chance(row.get("params") or {})
+            acc[1] += 1
+
+    def of(self, name: str) -> float | None:
+        if name in self.sums:
+            total, n = self.sums[name]
+            return round(total / n, 6) if n else None
+        return chance_levels()[name]
+
+
 def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     """The dataset folder from the shards, rows streamed from disk and merged in id order."""
     dst = stage / ASSEMBLY
@@ -404,6 +427,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     counts: dict[str, dict[str, int]] = {}
     by_type: dict[str, dict[str, int]] = {}
     variants: Counter = Counter()
+    chance = _Chance()
     n_rows = 0
     mirp = MirpStreams(dst)
     with (dst / "manifest.jsonl").open("w", encoding="utf-8") as fh:
@@ -417,7 +441,12 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
             ):
                 c = table.setdefault(key, {"n": 0, "yes": 0})
                 c["n"] += 1
-                c["yes"] += row["answer"]
+                if is_open(row["question_type"]):  # a word or a number: count the classes
+                    classes = c.setdefault("classes", {})
+                    classes[str(row["answer"])] = classes.get(str(row["answer"]), 0) + 1
+                else:
+                    c["yes"] += row["answer"]
+            chance.add(row)
             if row["setup"] == "rq1":
                 variants[row["transform"]] += 1
     mirp.close()
@@ -432,7 +461,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
         "n_questions": n_rows,
         "counts": dict(sorted(counts.items())),
         "question_types": {
-            name: {**by_type[name], "chance": chance_levels()[name]} for name in sorted(by_type)
+            name: {**by_type[name], "chance": chance.of(name)} for name in sorted(by_type)
         },
         "rq1_transforms": dict(sorted(variants.items())),
         "cases": case_info,

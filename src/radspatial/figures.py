@@ -85,8 +85,23 @@ def _legend(fig: Any, ax: Any, n: int) -> None:
     """One legend under the plot, the chance line last."""
     handles, labels = ax.get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("chance"))
-    fig.legend([handles[i] for i in order], [labels[i] for i in order],
+    fig.legend([handles[i] for i in order], [short_label(labels[i]) for i in order],
                loc="outside lower center", ncols=min(n, 5), frameon=False)  # fmt: skip
+
+
+def short_label(label: str, width: int = 40) -> str:
+    """A model label for a legend: no endpoint URL, the last path part of a model path, and
+    the middle elided past ``width`` characters (the tables keep the full label)."""
+    spec, sep, rest = label.partition(" (")
+    prefix, colon, name = spec.partition(":")
+    if colon:
+        name = name.split("@http", 1)[0].rstrip("/").rsplit("/", 1)[-1] or name
+        spec = f"{prefix}:{name}"
+    text = spec + (f" ({rest}" if sep else "")
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 3] + "…" + text[len(text) - keep // 3 :]
 
 
 def _wrap(label: str, width: int = 20) -> str:
@@ -128,7 +143,7 @@ def draw_accuracy_by_setup(s: Summary) -> bytes | str:
     cols, by = s["setup_markers"], s["by_setup_marker"]
     if not cols:
         return "no setup/marker breakdown in the runs"
-    fig, ax = _accuracy_figure(by, cols, 6.5)
+    fig, ax = _accuracy_figure(by, cols, 6.5, values=True)
     for i in range(1, len(cols)):  # thin separators between setups
         if cols[i].split("/")[0] != cols[i - 1].split("/")[0]:
             ax.axvline(i - 0.5, color="0.75", lw=0.8)

@@ -232,14 +232,19 @@ def _plan_type(
     suffix = "" if relpos else f"_{qtype.name}"
     plans: list[SlicePlan] = []
     pair_targets: list[int] = []
+    # open types balance over their answer classes in blocks of one variant (identification,
+    # unbalanced, has none: blocks of 1); yes/no types in pairs, as always
+    block = len(getattr(qtype, "classes", (0, 1))) or 1
     for info in usable:
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
-        if k % 2 == 0:  # each pair of accepted slices: one variant, one yes and one no
+        if k % block == 0 and block != 2:
+            pair_targets = [int(t) for t in rng.permutation(block)]
+        elif k % 2 == 0 and block == 2:  # each pair of accepted slices: one yes and one no
             first = int(rng.integers(2))
             pair_targets = [first, 1 - first]
-        target = pair_targets[k % 2]
-        variant = Variant(qtype.choose_variant(target, cycle[(k // 2) % len(cycle)], rng))
+        target = pair_targets[k % block]
+        variant = Variant(qtype.choose_variant(target, cycle[(k // block) % len(cycle)], rng))
         facts = SliceFacts(
             variant=variant.code,
             size=config.size,
@@ -262,7 +267,7 @@ def _plan_type(
             dots = tuple(str(c) for c in rng.permutation(DOT_ORDER[: len(spec.objects)]))
         base = f"{vol.case_id}_slice{z:03d}{suffix}"
         plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)]))
-    if len(plans) % 2:  # an unfinished pair would unbalance yes/no
+    while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
         plans.pop()
     return plans
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from radspatial.datafiles import (
     DataFileError,
-    answer01,
+    check_answer,
     check_unique_ids,
     read_json,
     read_manifest,
@@ -30,6 +30,7 @@ from radspatial.datafiles import (
 from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
 from radspatial.mirp import MIRP_CENTRES
+from radspatial.questions.open_common import is_open
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
@@ -54,9 +55,9 @@ class EvalItem:
     marker: str  # none | numbers | letters | dots
     image: Path
     question: str
-    expected: int  # answer in the shown image
-    expected_standard: int | None = None  # same words, un-rotated/un-flipped standard view
-    expected_anatomical: int | None = None  # patient's frame (MIRP): left = patient's left
+    expected: int | str  # answer in the shown image (open types: canonical text or integer)
+    expected_standard: int | str | None = None  # same words, un-rotated/un-flipped view
+    expected_anatomical: int | str | None = None  # patient's frame (MIRP): patient's left
     relation: str | None = None
     transform: str | None = None
     object1: str | None = None  # snake_case structure name, when known
@@ -118,7 +119,11 @@ def _case_tables(root: Path) -> dict[str, dict]:
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise DataFileError(f"{meta_path}: 'cases' must be a list of objects")
     return {
-        c["case_id"]: {"labels": c.get("labels"), "grouping": c.get("grouping")}
+        c["case_id"]: {
+            "labels": c.get("labels"),
+            "grouping": c.get("grouping"),
+            "modality": c.get("modality"),
+        }
         for c in cases
         if isinstance(c.get("case_id"), str)
     }
@@ -127,6 +132,7 @@ def _case_tables(root: Path) -> dict[str, dict]:
 def _from_manifest(root: Path) -> list[EvalItem]:
     items = []
     tables = _case_tables(root)
+    centres = _mirp_centres(root / MIRP_CENTRES)
     for where, row in read_manifest(root / "manifest.jsonl"):
         o1, o2 = row.get("object1") or {}, row.get("object2") or {}
         extra: dict[str, Any] = {
@@ -140,10 +146,14 @@ def _from_manifest(root: Path) -> list[EvalItem]:
         source = row.get("source") or {}
         if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
             extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
+        case_info = tables.get(source.get("case_id"), {})
+        extra["modality"] = case_info.get("modality") or "CT"  # generate reads CT only, so far
+        named = centres.get(Path(row["image"]).name)
+        if named:  # every named structure of the slice, for the anatomy-region subgroups
+            extra["structures"] = sorted(named)
         if row.get("mask"):
             extra["mask"] = str(inside(root, row["mask"], where=where, what="mask"))
-            case = (row.get("source") or {}).get("case_id")
-            extra.update(tables.get(case, {}))
+            extra.update({k: v for k, v in case_info.items() if k != "modality"})
         qtype = row.get("question_type") or "relative_position"
         standard = row.get("answer_standard", row.get("answer_canonical"))
         if "answer_anatomical" in row:
@@ -160,8 +170,8 @@ def _from_manifest(root: Path) -> list[EvalItem]:
                 marker=row["marker"],
                 image=inside(root, row["image"], where=where, what="image"),
                 question=row["question"],
-                expected=int(row["answer"]),
-                expected_standard=None if standard is None else int(standard),
+                expected=row["answer"] if is_open(qtype) else int(row["answer"]),
+                expected_standard=standard if standard is None or is_open(qtype) else int(standard),
                 expected_anatomical=anatomical,
                 relation=row.get("relation"),
                 transform=row.get("transform"),
@@ -196,7 +206,11 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                     relation = relation_of(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
                     standard = anatomical = None
-                    extra: dict[str, Any] = {"order": len(items), "filename": filename}
+                    extra: dict[str, Any] = {
+                        "order": len(items),
+                        "filename": filename,
+                        "modality": "CT",
+                    }
                     if setup != "as" and relation and n1 and n2 and filename in centres:
                         c = centres[filename]
                         if n1 in c and n2 in c:
@@ -210,7 +224,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             marker=marker,
                             image=image,
                             question=question,
-                            expected=answer01(qa["answer"], qwhere),
+                            expected=check_answer(qa["answer"], qa.get("question_type"), qwhere),
                             expected_standard=standard,
                             expected_anatomical=anatomical,
                             relation=relation,
@@ -244,3 +258,43 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
 def load_rows(root: Path) -> list[dict]:
     """Raw manifest rows (for tools that need every field)."""
     return read_jsonl(Path(root) / "manifest.jsonl")
+
+
+def sample_items(items: Sequence[EvalItem], n: int, *, seed: int = 0) -> list[EvalItem]:
+    """``n`` items spread over setups, markers and question types, seeded; in ``items``' order.
+
+    Items are grouped by (setup, marker, question type); each group is shuffled with a generator
+    keyed by ``seed`` and interleaved yes/no, then the groups are taken round-robin. So a small
+    ``n`` covers every group before any group gets a second item, the answers stay balanced, and
+    the sample for ``n`` is contained in the sample for ``n + 1``.
+
+    Example:
+        >>> sample_items(load_items(root), 12, seed=0)  # doctest: +SKIP
+    """
+    import random
+
+    if n >= len(items):
+        return list(items)
+    groups: dict[tuple[str, str, str], list[EvalItem]] = {}
+    for item in sorted(items, key=lambda i: i.id):
+        groups.setdefault((item.setup, item.marker, item.question_type), []).append(item)
+    queues = []
+    for key in sorted(groups):
+        rng = random.Random(f"{seed}|{'|'.join(key)}")
+        by_answer = [[i for i in groups[key] if i.expected == a] for a in (1, 0)]
+        for part in by_answer:
+            rng.shuffle(part)
+        if rng.random() < 0.5:  # which answer leads, per group
+            by_answer.reverse()
+        first, second = by_answer
+        mixed = [i for pair in zip(first, second, strict=False) for i in pair]
+        mixed += first[len(second) :] + second[len(first) :]
+        queues.append(mixed)
+    chosen: set[str] = set()
+    depth = 0
+    while len(chosen) < n:
+        for queue in queues:
+            if depth < len(queue) and len(chosen) < n:
+                chosen.add(queue[depth].id)
+        depth += 1
+    return [i for i in items if i.id in chosen]

@@ -13,14 +13,28 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from radspatial.items import EvalItem
 from radspatial.questions import QuestionSpec, Wording, get_question_type
+from radspatial.questions.open_common import is_open
 
 MIRP_CT = (
     "The image is a 2D axial slice of an abdominal CT scan with soft tissue windowing. "
     "Answer strictly with '1' for Yes or '0' for No. No explanations, no additional text. "
     "Your output must contain exactly one character: '1' or '0'."
+    "Ignore anatomical correctness; focus solely on what the image shows.\n"
+    "Example:\n"
+    "Q: {example_question} A: {example_answer}\n"
+    "Now answer the real question:\n\n"
+    "Q: {question}"
+)
+# the open types (a word or a number as the answer): MIRP's CT prompt with the answer format
+# changed, nothing else
+OPEN_CT = (
+    "The image is a 2D axial slice of an abdominal CT scan with soft tissue windowing. "
+    "Answer with only the requested word, structure name or number. No explanations, no "
+    "additional text. "
     "Ignore anatomical correctness; focus solely on what the image shows.\n"
     "Example:\n"
     "Q: {example_question} A: {example_answer}\n"
@@ -83,6 +97,27 @@ def example_question(
     return qtype.text(spec, Wording(setup, marker, names, marks))
 
 
+# open type -> (structure names, fixed answers to pick from by the item's hash)
+_OPEN_EXAMPLES: dict[str, tuple[tuple[str, ...], tuple]] = {
+    "laterality": (("aorta",), ("left", "right")),
+    "direction": (("aorta", "spleen"), ("left", "right", "above", "below")),
+    "identification": (("spleen",), ("spleen",)),
+    "counting": (("colon",), (2,)),
+}
+
+
+def open_example(item_id: str, setup: str, marker: str, question_type: str) -> tuple[str, Any]:
+    """The fixed example of an open item: worded like its real question (same setup and
+    marker), with an answer picked by a hash of the item id (not its own answer)."""
+    names, answers = _OPEN_EXAMPLES[question_type]
+    answer = answers[hashlib.sha256(item_id.encode()).digest()[0] % len(answers)]
+    first = 1 if question_type == "identification" else 0  # "the number 1" marks the spleen
+    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][first : first + len(names)]
+    spec = QuestionSpec(question_type, (), question_type, answer, answer)
+    text = get_question_type(question_type).text(spec, Wording(setup, marker, names, marks))
+    return text, answer
+
+
 def example_answer(item_id: str) -> int:
     """Our protocol's example answer for an item: 1 or 0 by a hash of its id (about half
     each, independent of the item's own answer)."""
@@ -101,6 +136,11 @@ class PromptTemplate:
     def render(self, item: EvalItem, example: tuple[str, int] | None = None) -> str:
         """The prompt for ``item``; ``example`` (question, answer) replaces our fixed one."""
         text = self.blank if item.setup == "as" else self.ct
+        if is_open(item.question_type):
+            if self.name in ("mirp", "mirp-protocol"):  # ours: the open answer format
+                text = OPEN_CT
+            if example is None:
+                example = open_example(item.id, item.setup, item.marker, item.question_type)
         if example is None:
             answer = example_answer(item.id)
             question = example_question(item.setup, item.marker, item.question_type, answer)

@@ -1,4 +1,5 @@
-"""Tables and figures from one or more eval run folders: ``summary.md``, ``summary.json``, PNGs.
+"""Tables and figures from one or more eval run folders: ``summary.md``, ``summary.json``, PNGs
+and ``index.html`` (the same tables and figures plus an item gallery, ``report_html``).
 
 The numbers are those of each run's ``metrics.json`` (see ``aggregate.compute_metrics``), laid
 out side by side; the only new statistic is McNemar's test between models, from the per-item
@@ -12,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -54,6 +54,7 @@ class ReportSummary:
     out: Path
     summary_md: Path
     summary_json: Path
+    index_html: Path  # tables, figures and the item gallery
     figures: list[Path]  # the figures written; skipped ones are explained in summary.md
     models: list[str]  # row labels, in the order of the run folders given
 
@@ -230,254 +231,33 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- markdown
-
-
-def _num(x: Any) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def pct(x: Any) -> str:
-    v = _num(x)
-    return DASH if v is None else f"{100 * v:.1f}"
-
-
-def acc(group: Group | None) -> str:
-    """``acc_mean ± std`` in %, or a dash when the group is empty."""
-    if not group or not group.get("n_items"):
-        return DASH
-    mean, std = pct(group.get("accuracy_mean")), pct(group.get("accuracy_std"))
-    return mean if std == DASH else f"{mean} ± {std}"
-
-
-def _p(x: Any) -> str:
-    v = _num(x)
-    return DASH if v is None else (f"{v:.3g}" if v >= 1e-4 else f"{v:.1e}")
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def column_name(key: str) -> str:
-    setup, _, marker = key.partition("/")
-    return setup.upper() if marker in ("", "none") else f"{setup.upper()} {marker}"
-
-
-def _table1(s: dict[str, Any]) -> str:
-    """Relative position per setup/marker, the headline over RQ1-RQ3 (MIRP's "Overall"), then
-    the blank-image ablation and each SPAR-VQA type in their own columns."""
-    cols = s["relpos_setup_markers"] or s["setup_markers"]
-    main = [c for c in cols if not c.startswith("as/")]
-    ablation = [c for c in cols if c.startswith("as/")]
-    spar = [q for q in s["question_types"] if q != RELPOS]
-    header = ["Model", *map(column_name, main), "Overall (RQ1-3)", "95% CI"]
-    header += [*map(column_name, ablation), *spar, "Invalid", "Yes-rate"]
-    rows = []
-    for m in s["models"]:
-        label = m["label"]
-        o = s["headline"].get(label) or {}
-        by_qt = s["by_question_type_setup_marker"].get(label, {})
-        by_sm = s["by_setup_marker"][label]
-
-        def cell(c: str, by_qt: dict = by_qt, by_sm: dict = by_sm) -> str:
-            return acc(by_qt.get(f"{RELPOS}|{c}") if by_qt else by_sm.get(c))
-
-        ci = f"[{pct(o.get('ci_low'))}, {pct(o.get('ci_high'))}]" if o.get("n_items") else DASH
-        qt = s["by_question_type"].get(label, {})
-        rows.append(
-            [label, *(cell(c) for c in main), acc(o), ci, *(cell(c) for c in ablation)]
-            + [acc(qt.get(q)) for q in spar]
-            + [pct(o.get("invalid_rate")), pct(o.get("yes_rate"))]
-        )
-    return (
-        "## Accuracy by setup and marker (cf. MIRP Table 1)\n\n"
-        "Relative position, accuracy in %, mean ± standard deviation across runs. Overall: "
-        "relative position on RQ1-RQ3 (MIRP's headline); the blank-image ablation (AS) and the "
-        "SPAR-VQA types (all setups) have their own columns and are not pooled into it. 95% CI: "
-        "Wilson interval on all runs' answers pooled. Invalid: unparseable answers (scored "
-        "wrong). Yes-rate: share of valid answers that are 'yes' (answer bias; generated "
-        "datasets are balanced, 50% yes).\n\n" + table(header, rows)
-    )
-
-
-def _mirp_cell(group: Group | None, frame: str = "image") -> str:
-    g = (group or {}).get(frame)
-    if not g:
-        return DASH
-    return f"{g['accuracy_mean']:.2f} ± {g['accuracy_std']:.2f}"
-
-
-def _mirp_table(s: dict[str, Any]) -> str:
-    """MIRP's own statistics (its parser and rules, ``metrics.json`` ``mirp``) as fractions."""
-    keys = sorted({k for b in s["mirp"].values() for k in b}, key=lambda k: _rank(k.lower()))
-    if not keys:
-        return ""
-    header = ["Model", *(column_name(k.lower()) for k in keys), "RQ3(1) anatomy L/R"]
-    rows = [
-        [label, *(_mirp_cell(b.get(k)) for k in keys)]
-        + [_mirp_cell(b.get("RQ1/none"), "anatomy_left_right")]
-        for label, b in s["mirp"].items()
-    ]
-    return (
-        "## MIRP Table 1 view (MIRP's rules)\n\n"
-        "Accuracy as a fraction, mean ± standard deviation (statistics.stdev) across runs, "
-        "relative position only, computed with MIRP's answer cascade (an unsure reply counts as "
-        "the wrong answer), so these equal what MIRP's published scripts give on "
-        "`radspatial export mirp` of the same run. RQ3(1) anatomy L/R: MIRP's anatomical frame "
-        "(RQ1 left/right questions; 'left' is the patient's left).\n\n" + table(header, rows)
-    )
-
-
-def _runs_table(s: dict[str, Any]) -> str:
-    header = ["Model", "Items", "Runs", "Errors", "Status", "Run folder", "Data"]
-    rows = [
-        [m["label"], m["n_items"], m["runs"], m["errors"], m["status"] or DASH]
-        + [f"`{m['run_dir']}`", f"`{m['data']}`" if m["data"] else DASH]
-        for m in s["models"]
-    ]
-    note = "" if len(s["data"]) < 2 else "\n**The runs used different data folders.**\n"
-    return "## Runs\n\n" + table(header, rows) + note
-
-
-def _frames_tables(s: dict[str, Any]) -> str:
-    parts = ["## Image vs standard view vs anatomical frame\n"]
-    for axis, title in AXES.items():
-        rows = []
-        for label, frames in s["frames"].items():
-            for setup in SETUPS:
-                f = frames.get(setup, {}).get(axis)
-                if f:
-                    n = f.get("conflict_image", {}).get("n_items", 0)
-                    cells = [acc(f.get(c)) for c in FRAME_COLUMNS]
-                    rows.append([label, setup.upper(), *cells, n])
-        if not rows:
-            parts.append(f"### {title}\n\nNo items with a known standard-view answer.\n")
-            continue
-        header = ["Model", "Setup", *FRAME_HEADER, "Not-aligned items"]
-        header[4] = "Anatomical = MIRP RQ3(1) (all)" if axis == "left_right" else header[4]
-        parts.append(f"### {title}\n\n" + table(header, rows))
-    parts.append(
-        "Image: scored against what the shown (rotated/flipped) image shows. Standard view: the "
-        "same words read on the un-rotated, un-flipped radiological image (patient's right on the "
-        "image left). Anatomical: the patient's frame as MIRP defines it ('A to the left of B' "
-        "when A lies on the patient's left; above/below = anterior/posterior). Not aligned: items "
-        "where the image and the anatomical answer differ (MIRP's split). A model that recites "
-        "anatomy scores high in the anatomical columns and low in the image column on "
-        "not-aligned items; a model that reads the image does the opposite.\n"
-    )
-    return "\n".join(parts)
-
-
-def _transform_tables(s: dict[str, Any]) -> str:
-    cols = s["transforms"]
-    if not cols:
-        return "## Rotation and flip\n\nNo rotation/flip codes in these runs.\n"
-    parts = [f"## Rotation and flip\n\nAccuracy in % per shown variant ({TRANSFORM_KEY}).\n"]
-    blocks = [("RQ1", s["by_transform_rq1"]), ("All setups", s["by_transform"])]
-    for title, by in blocks:
-        if by:
-            rows = [[label, *(acc(g.get(c)) for c in cols)] for label, g in by.items()]
-            parts.append(f"### {title}\n\n" + table(["Model", *cols], rows))
-    return "\n".join(parts)
-
-
-def _variant_table(s: dict[str, Any]) -> str:
-    if not s["by_variant"]:
-        return ""
-    cols = s["variants"]
-    rows = [[label, *(acc(g[c]) for c in cols)] for label, g in s["by_variant"].items()]
-    return (
-        "## Normal vs counterfactual anatomy\n\nAccuracy in % per anatomy variant of the case "
-        "(all setups except AS).\n\n" + table(["Model", *cols], rows)
-    )
-
-
-def _question_type_table(s: dict[str, Any]) -> str:
-    if not s["by_question_type"]:
-        return ""
-    cols = s["question_types"]
-    chance = {}
-    for by in s["by_question_type"].values():
-        chance.update({c: g["chance"] for c, g in by.items() if g and g.get("chance") is not None})
-    rows = [[label, *(acc(g.get(c)) for c in cols)] for label, g in s["by_question_type"].items()]
-    rows.append(["chance", *(pct(chance.get(c)) for c in cols)])
-    parts = [
-        "## Question types (MIRP relative position and SPAR-VQA)\n\nAccuracy in % per question "
-        "type, all setups pooled; every type is a balanced yes/no question.\n\n"
-        + table(["Model", *cols], rows)
-    ]
-    setups = [c for c in s["setup_markers"] if not c.startswith("as/")]
-    for label, by in s["by_question_type_setup_marker"].items():
-        body = [
-            [qt, *(acc(by.get(f"{qt}|{c}")) for c in setups)]
-            for qt in cols
-            if any(by.get(f"{qt}|{c}", {}).get("n_items") for c in setups)
-        ]
-        header = ["Question type", *map(column_name, setups)]
-        parts.append(f"### {label}: question type by setup and marker\n\n" + table(header, body))
-    return "\n".join(parts)
-
-
-def _mcnemar_table(s: dict[str, Any]) -> str:
-    pairs = s["mcnemar"]["pairs"]
-    if not pairs:
-        return ""
-    header = ["Model A", "Model B", "Shared items", "b (A right, B wrong)", "c (A wrong, B right)"]
-    rows = [
-        [p["model_a"], p["model_b"], p["n_shared"], p.get("b", DASH), p.get("c", DASH)]
-        + [_p(p.get("p_value")), p.get("method") or p.get("note", DASH)]
-        for p in pairs
-    ]
-    caveat = (
-        " **The runs used different data folders: items are matched by id only.**"
-        if len(s["data"]) > 1
-        else ""
-    )
-    return (
-        "## Paired comparison (McNemar)\n\nOn per-item correctness of run 0 only, items joined "
-        "by id. Exact binomial test when b + c < 25, else chi-square with continuity correction; "
-        f"p-values are two-sided and not corrected for multiple comparisons.{caveat}\n\n"
-        + table([*header, "p", "Test"], rows)
-    )
-
-
-def _figures_section(figures: dict[str, str | None]) -> str:
-    parts = ["## Figures"]
-    for name, skipped in figures.items():
-        parts.append(f"`{name}` skipped: {skipped}." if skipped else f"![{name}]({name})")
-    return "\n\n".join(parts) + "\n"
-
-
-def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
-    data = ", ".join(f"`{d}`" for d in s["data"])
-    head = (
-        f"# radspatial report\n\n{len(s['models'])} model(s) on data {data}; "
-        f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"
-    )
-    sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
-    sections.append(_transform_tables(s))
-    sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]
-    sections.append(_figures_section(figures))
-    return "\n".join([head, *(x for x in sections if x)])
-
-
 # ---------------------------------------------------------------- entry point
 
 
-def build_report(run_dirs: Sequence[Path], out: Path) -> ReportSummary:
-    """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``."""
+def build_report(
+    run_dirs: Sequence[Path], out: Path, *, review: Path | None = None
+) -> ReportSummary:
+    """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``; with
+    ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section."""
     from radspatial import figures as fig
+    from radspatial.report_html import render_html
+    from radspatial.report_md import render_markdown
+    from radspatial.report_open import open_markdown, review_for
 
     runs = load_runs(run_dirs)
+    reviewed = review_for(runs, review) if review is not None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     s = summarize(runs)
     made = fig.write_all(s, out)  # name -> None if written, else why it was skipped
     written = [out / name for name, skipped in made.items() if not skipped]
-    md, js = out / "summary.md", out / "summary.json"
+    md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
+    markdown = render_markdown(s, made) + open_markdown(runs, reviewed)
     atomic_write_json(js, {**s, "figures": made})
-    atomic_write_bytes(md, render_markdown(s, made).encode())
-    return ReportSummary(out, md, js, written, [r.label for r in runs])
+    if reviewed is not None:
+        atomic_write_json(out / "review.json", reviewed)
+    atomic_write_bytes(md, markdown.encode())
+    labels = [r.label for r in runs]
+    page = render_html(markdown, labels, [r.path for r in runs], out)
+    atomic_write_bytes(index, page.encode())
+    return ReportSummary(out, md, js, index, written, labels)

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from radspatial import __version__
 from radspatial.io import atomic_write_json, atomic_write_jsonl
-from radspatial.items import EvalItem, load_items
+from radspatial.items import EvalItem, load_items, sample_items
 from radspatial.mirp import draw_examples, parse_mirp
 from radspatial.models.base import (
     Backend,
@@ -39,6 +39,7 @@ from radspatial.models.base import (
     create_backend,
 )
 from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.questions.open_common import is_open
 from radspatial.runguard import LOCK_NAME, run_lock
 from radspatial.scoring import parse_answer
 
@@ -51,7 +52,8 @@ class EvalConfig:
     model: str
     runs: int = 3
     concurrency: int = 8
-    limit: int | None = None
+    limit: int | None = None  # N items spread over setups/markers/types (items.sample_items)
+    limit_seed: int = 0
     setups: tuple[str, ...] | None = None
     markers: tuple[str, ...] | None = None
     question_types: tuple[str, ...] | None = None
@@ -59,6 +61,8 @@ class EvalConfig:
     template: PromptTemplate | None = None  # None: MIRP's prompts (per protocol)
     protocol: str = "radspatial"  # or "mirp": MIRP's examples, order, prompt and parser
     backend_options: dict[str, Any] = field(default_factory=dict)  # e.g. timeout_s, max_attempts
+    judge: str | None = None  # backend spec of the LLM judge for open answers (grading.judge)
+    judge_all: bool = False  # judge every open answer, not only those the rules leave open
 
     @property
     def prompt_template(self) -> PromptTemplate:
@@ -158,6 +162,8 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
             if item.extra.get(k) is not None
         },
         "transform": item.transform,
+        # open identification: the slice's structures (what a uniform guess picks from)
+        **({"options": o} if (o := (item.extra.get("params") or {}).get("options")) else {}),
     }
 
 
@@ -170,27 +176,23 @@ def mirp_examples(items: Sequence[EvalItem], runs: int) -> dict[tuple[str, int],
     return draw_examples(groups, runs)
 
 
-def prompts_for(items: Sequence[EvalItem], config: EvalConfig) -> dict[tuple[str, int], str]:
-    """The rendered prompt of every (item id, run)."""
+PromptOf = Callable[[EvalItem, int], str]
+
+
+def prompts_for(items: Sequence[EvalItem], config: EvalConfig) -> PromptOf:
+    """``prompt(item, run)``: the rendered prompt of a call, rendered when asked (only MIRP's
+    per-run examples are drawn up front: a question and an answer per call)."""
     template = config.prompt_template
     if config.protocol == "mirp":
         examples = mirp_examples(items, config.runs)
-        return {
-            (i.id, run): template.render(i, examples[(i.id, run)])
-            for i in items
-            for run in range(config.runs)
-        }
-    out = {}
-    for i in items:
-        prompt = template.render(i)
-        out.update({(i.id, run): prompt for run in range(config.runs)})
-    return out
+        return lambda item, run: template.render(item, examples[(item.id, run)])
+    return lambda item, run: template.render(item)
 
 
 def _chunks(
     items: Sequence[EvalItem],
     config: EvalConfig,
-    prompts: dict[tuple[str, int], str],
+    prompts: PromptOf,
     done: dict[str, dict],
     size: int,
     where: dict[str, tuple[str, int]],
@@ -205,7 +207,7 @@ def _chunks(
         png = item.image.read_bytes()
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
-            prompt = prompts[(item.id, run)]
+            prompt = prompts(item, run)
             key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
             where[key] = (item.id, run)
             row = done.get(key)
@@ -222,6 +224,10 @@ def _chunks(
 def result_row(
     item: EvalItem, run: int, call: dict | None, prompt: str = "", protocol: str = "radspatial"
 ) -> dict:
+    if is_open(item.question_type):
+        from radspatial.grading.rows import open_result_row
+
+        return {**open_result_row(item, run, call, prompt), **subgroup_fields(item)}
     reply = call.get("reply") if call else None
     error = call.get("error") if call else "not run"
     answered = reply is not None and not error
@@ -258,8 +264,22 @@ def result_row(
         "correct_anatomical": correct(item.expected_anatomical),
         "latency_s": call.get("latency_s") if call else None,
         "error": error,
+        **subgroup_fields(item),
     }
     return row
+
+
+def subgroup_fields(item: EvalItem) -> dict[str, Any]:
+    """What the subgroup tables group by (``radspatial.subgroups``)."""
+    from radspatial.subgroups import anatomy_region
+
+    asked = [o for o in (item.object1, item.object2, item.extra.get("object3")) if o]
+    structures = item.extra.get("structures")
+    return {
+        "structures_asked": asked,
+        "region": anatomy_region(structures) if structures else None,
+        "modality": item.extra.get("modality"),
+    }
 
 
 def run_eval(
@@ -275,7 +295,7 @@ def run_eval(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
     if config.limit is not None:
-        items = items[: config.limit]
+        items = sample_items(items, config.limit, seed=config.limit_seed)
     out = Path(out)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -329,12 +349,14 @@ def _run_locked(
         "runs": config.runs,
         "concurrency": config.concurrency,
         "limit": config.limit,
+        **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
         "setups": list(config.setups) if config.setups else None,
         "markers": list(config.markers) if config.markers else None,
         "question_types": list(config.question_types) if config.question_types else None,
         "decoding": config.decoding.to_json(),
         "protocol": config.protocol,
         "template": config.prompt_template.to_json(),
+        **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
         "n_items": len(items),
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
@@ -380,12 +402,21 @@ def _run_locked(
             bar.close()
     by_pos = {pos: done.get(key) for key, pos in where.items()}
     rows = [
-        result_row(item, run, by_pos.get((item.id, run)), prompts[(item.id, run)], config.protocol)
+        result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
         for run in range(config.runs)
         for item in items
     ]
+    judge = None
+    if config.judge and any("answer_expected" in r for r in rows):
+        from radspatial.grading.judge import apply_judge
+
+        rows, judge = apply_judge(
+            rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
+        )
     atomic_write_jsonl(out / "results.jsonl", rows)
     metrics = compute_metrics(rows, model=config.model, runs=config.runs)
+    if judge is not None:
+        metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
     atomic_write_json(out / "metrics.json", metrics)
     n_err = sum(1 for r in rows if r["error"])
     status = "complete" if n_err == 0 else "incomplete"

@@ -120,7 +120,12 @@ def shard_task(job: ShardJob) -> ShardDone | CaseFailure:
         centres = sorted(out.centres, key=lambda c: c["filename"])
         text = "".join(json.dumps(c, sort_keys=True) + "\n" for c in centres)
         (tmp / CENTRES).write_text(text, encoding="utf-8")
-        info = {**out.source, "n_slices": out.n_slices, "n_selected": out.n_selected}
+        info = {
+            **out.source,
+            "modality": "CT",
+            "n_slices": out.n_slices,
+            "n_selected": out.n_selected,
+        }
         atomic_write_json(tmp / DONE, {"key": job.key, "info": info, "n_rows": len(rows)})
         final = job.shards / case.case_id
         if final.exists():

@@ -41,7 +41,7 @@ MAX_PIXELS = 4096 * 4096
 
 @dataclass(frozen=True)
 class AgentAnswer:
-    answer: int | None  # 1 yes, 0 no, None abstain
+    answer: int | str | None  # 1 yes, 0 no, None abstain; open types: the word or number
     text: str  # "1", "0", or "abstain: <reason>"
     trace: dict[str, Any]
 
@@ -111,6 +111,15 @@ class Agent:
         trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
         arr = load_image(image)
         trace["image_size"] = [int(arr.shape[1]), int(arr.shape[0])]
+        from radspatial.agent.open_answer import answer_open, parse_open
+
+        try:
+            open_q = parse_open(question, from_prompt=from_prompt)
+        except ParseError:
+            open_q = None
+        if open_q is not None:  # an open question: a word or a number (agent/open_answer.py)
+            value, text = answer_open(self, arr, open_q, context or Context(), trace)
+            return AgentAnswer(value, text, trace)
         try:
             names = (context.labels or {}).values() if context else ()
             parsed = parse_question(question, from_prompt=from_prompt, names=names)
@@ -143,6 +152,13 @@ class Agent:
         return AgentAnswer(decision.answer, text, trace)
 
     def _decide(self, parsed: ParsedQuestion, found: list[Found | None]) -> Decision:
+        roles = ROLES.get(parsed.kind, ())
+        for role, ref, f in zip(roles, parsed.refs, found, strict=False):
+            floor = 0.0 if f is None else float(f.details.get("abstain_below", 0.0))
+            if f is not None and f.score < floor:
+                what = ref.name or ref.text or role
+                reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
+                return Decision(None, reason, "abstain on low localizer confidence")
         if parsed.kind == "size":
             return verify_size(parsed.relation, *found, tolerance=self.size_tolerance)
         if parsed.kind == "distance":
@@ -172,7 +188,9 @@ def _ms(since: float) -> float:
 
 
 def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
-    """The image with what was found and the decision drawn on it."""
+    """The image with what was found and the decision drawn on it: each found structure
+    outlined (its box) with a cross at the centre used, labels on a dark plate kept inside the
+    image, the verdict on top and the question at the bottom."""
     from PIL import ImageDraw, ImageFont
 
     pil = Image.fromarray(load_image(image))
@@ -190,10 +208,14 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
         x, y = found["xy"]
         pts.append((x, y))
         r = max(6, pil.width // 60)
-        draw.ellipse((x - r, y - r, x + r, y + r), outline=colour, width=3)
+        box = (found.get("details") or {}).get("bbox")
+        if box and len(box) == 4:
+            draw.rectangle(tuple(box), outline=colour, width=2)
+        draw.line((x - r, y, x + r, y), fill=colour, width=3)
+        draw.line((x, y - r, x, y + r), fill=colour, width=3)
         ref = parsed.get(role) or {}
         label = ref.get("name") or ref.get("text") or role
-        draw.text((x + r + 2, y - r), f"{role}: {label}", fill=colour, font=font)
+        _label(draw, (x + r + 2, y - r), f"{role}: {label} ({found['score']:.2f})", colour, font)
     for p in pts[1:]:
         draw.line([pts[0], p], fill="#ffffff", width=1)
     decision = result.trace.get("decision") or {}
@@ -206,9 +228,39 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
                 ux, uy = measured[key]
                 end = (cx + length * ux, cy + length * uy)
                 draw.line([(cx, cy), end], fill=colour, width=3)
-                draw.text((end[0] + 3, end[1] + 3), tag, fill=colour, font=font)
+                _label(draw, (end[0] + 3, end[1] + 3), tag, colour, font)
     verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
-    banner = f"{verdict}: {decision.get('reason', '')}"
-    draw.rectangle((0, 0, pil.width, font.size + 8), fill="black")
-    draw.text((4, 4), banner, fill="white", font=font)
+    _banner(draw, pil.width, 0, f"{verdict}: {decision.get('reason', '')}", font, top=True)
+    question = str(result.trace.get("question", ""))
+    _banner(draw, pil.width, pil.height, f"Q: {question}", font, top=False)
     return pil
+
+
+def _label(draw: Any, xy: tuple[float, float], text: str, colour: str, font: Any) -> None:
+    """Text on a dark plate, moved inside the image when it would be cut at a border."""
+    w, h = draw.im.size
+    x0, y0, x1, y1 = draw.textbbox((0, 0), text, font=font)
+    tw, th = x1 - x0 + 6, y1 - y0 + 6
+    x = min(max(xy[0], 0), max(w - tw, 0))
+    y = min(max(xy[1], 0), max(h - th, 0))
+    draw.rectangle((x, y, x + tw, y + th), fill="black")
+    draw.text((x + 3 - x0, y + 3 - y0), text, fill=colour, font=font)
+
+
+def _banner(draw: Any, width: int, y: int, text: str, font: Any, *, top: bool) -> None:
+    """One or more lines of white text on black across the image (wrapped to fit)."""
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        trial = f"{line} {word}".strip()
+        if line and draw.textlength(trial, font=font) > width - 8:
+            lines.append(line)
+            line = word
+        else:
+            line = trial
+    lines.append(line)
+    step = font.size + 4
+    height = step * len(lines) + 4
+    y0 = y if top else y - height
+    draw.rectangle((0, y0, width, y0 + height), fill="black")
+    for k, text_line in enumerate(lines):
+        draw.text((4, y0 + 2 + k * step), text_line, fill="white", font=font)

@@ -8,3 +8,4 @@ from radspatial.agent import mask_localizer
 from radspatial.agent import unet
 from radspatial.agent import markers_localizer
 from radspatial.agent import totalseg_localizer
+from radspatial.agent import organs

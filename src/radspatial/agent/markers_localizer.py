@@ -133,15 +133,25 @@ def _frame(
     bright: np.ndarray, box: Box, near: tuple[np.ndarray, np.ndarray] | None = None
 ) -> float:
     """Share of the rectangle 2 px outside ``box`` that is bright or, with ``near`` (labels,
-    which labels count), next to such ink. 0 at the image border."""
+    which labels count), next to such ink. Outside the image counts as bright: a marker clipped
+    by (or touching) the border is framed by its box on the inner sides only."""
     x0, y0, x1, y1 = box[0] - 2, box[1] - 2, box[2] + 1, box[3] + 1
-    if x0 < 1 or y0 < 1 or x1 >= bright.shape[1] - 1 or y1 >= bright.shape[0] - 1:
-        return 0.0
-    ok = bright[y0 : y1 + 1, x0 : x1 + 1]
+    ok = _crop(bright, x0, y0, x1 + 1, y1 + 1, True)
     if near is not None:
         labels, solid = near
-        ok = ok | ndi.maximum_filter(solid[labels[y0 - 1 : y1 + 2, x0 - 1 : x1 + 2]], 3)[1:-1, 1:-1]
+        lab = _crop(labels, x0 - 1, y0 - 1, x1 + 2, y1 + 2, 0)
+        ok = ok | ndi.maximum_filter(solid[lab], 3)[1:-1, 1:-1]
     return float(np.concatenate([ok[0], ok[-1], ok[1:-1, 0], ok[1:-1, -1]]).mean())
+
+
+def _crop(a: np.ndarray, x0: int, y0: int, x1: int, y1: int, fill: Any) -> np.ndarray:
+    """``a[y0:y1, x0:x1]`` with the part outside the image set to ``fill``."""
+    h, w = a.shape
+    out = np.full((y1 - y0, x1 - x0), fill, a.dtype)
+    cy0, cx0, cy1, cx1 = max(y0, 0), max(x0, 0), min(y1, h), min(x1, w)
+    if cy1 > cy0 and cx1 > cx0:
+        out[cy0 - y0 : cy1 - y0, cx0 - x0 : cx1 - x0] = a[cy0:cy1, cx0:cx1]
+    return out
 
 
 def _inside(a: Box, b: Box) -> bool:
@@ -295,7 +305,7 @@ def _slots(ink: np.ndarray) -> _Slots:
     cuts[len(atoms)] = 0.0
     # the capital line: a Q's tail hangs below it and must not stretch its neighbours
     tall = [c[0] for c in comps if c[0].stop - c[0].start >= 0.6 * h]
-    line = (min(r.start for r in tall), min(r.stop for r in tall))
+    line = (min(r.start for r in tall), min(r.stop for r in tall)) if tall else (0, h)
     cols = np.arange(ink.shape[1])
     scores = {}
     for i in range(len(atoms)):
@@ -385,13 +395,15 @@ class MarkerLocalizer:
         """Every marker visible: dots, then each dark string read as numbers or letters."""
         image = _rgb(image)
         out = find_dots(image)
-        for box in text_regions(image):
-            slots = _slots(_ink(image, box))
+        text_image, k = _for_text(image)
+        for box in text_regions(text_image):
+            slots = _slots(_ink(text_image, box))
             reads = [(kind, _readings(slots, kind)) for kind in _ALLOWED]
             kind, top = max(reads, key=lambda kr: kr[1][0][1] if kr[1] else -9.0)
             if top and top[0][1] >= _MIN_TEXT_SCORE:
                 conf = _confidence(top[0][1], _margin(top[0][0], top[0][1], top))
-                out.append(ReadMarker(kind, top[0][0], _centre(box), box, conf, tuple(top)))
+                small = _down(box, k)
+                out.append(ReadMarker(kind, top[0][0], _centre_k(box, k), small, conf, tuple(top)))
         return out
 
     def locate(
@@ -406,11 +418,45 @@ class MarkerLocalizer:
                 out.append(_locate_dot(image, text.lower()))
             elif ref.marker in _ALLOWED and _valid(text, ref.marker):
                 if regions is None:
-                    regions = [(box, _slots(_ink(image, box))) for box in text_regions(image)]
-                out.append(_locate_text(regions, ref.marker, text))
+                    text_image, k = _for_text(image)
+                    boxes = text_regions(text_image)
+                    regions = [(box, _slots(_ink(text_image, box))) for box in boxes]
+                found = _locate_text(regions, ref.marker, text)
+                if found is not None and k > 1:  # back to the image's own pixels
+                    box = found.details["bbox"]
+                    details = {**found.details, "bbox": list(_down(tuple(box), k))}
+                    found = Found(_centre_k(tuple(box), k), found.score, found.method, details)
+                out.append(found)
             else:
                 out.append(None)
         return out
+
+
+_SMALL = 400  # narrower images: glyphs of a few px, read on a 2x upsampled copy
+_SMALL_INK_GAIN = 1.4  # thin anti-aliased strokes never reach full black: deepen them
+
+
+def _for_text(image: np.ndarray) -> tuple[np.ndarray, int]:
+    """The image the text reader works on, and its scale factor (1, or 2 for small images)."""
+    if image.shape[1] >= _SMALL:
+        return image, 1
+    from PIL import Image
+
+    big = Image.fromarray(image).resize(
+        (2 * image.shape[1], 2 * image.shape[0]), Image.Resampling.BICUBIC
+    )
+    deep = 255 - (255 - np.asarray(big, np.float32)) * _SMALL_INK_GAIN
+    return np.clip(deep, 0, 255).astype(np.uint8), 2
+
+
+def _down(box: Box, k: int) -> Box:
+    return (box[0] // k, box[1] // k, -(-box[2] // k), -(-box[3] // k))
+
+
+def _centre_k(box: Box, k: int) -> tuple[float, float]:
+    """Centre of an upsampled box in the original image's pixel coordinates."""
+    x, y = _centre(box)
+    return ((x + 0.5) / k - 0.5, (y + 0.5) / k - 0.5)
 
 
 def _valid(text: str, kind: str) -> bool:

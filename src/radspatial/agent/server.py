@@ -186,9 +186,13 @@ def _guard_for(agent: Agent) -> contextlib.AbstractContextManager[Any]:
 def build_agents(
     localizers: Sequence[str] = ("markers", "mask"), *, model_dir: str | Path | None = None
 ) -> dict[str, Agent]:
-    """``{"agent:<name>": Agent(name)}``; ``model_dir`` goes to the ``unet`` localizer."""
+    """``{"agent:<name>": Agent(name)}``, ``auto`` served as plain ``agent`` (the best built-in
+    pipeline); ``model_dir`` goes to the ``unet`` localizer."""
     options = {"unet": {"model_dir": model_dir}} if model_dir is not None else {}
-    return {f"agent:{name}": Agent(name, **options.get(name, {})) for name in localizers}
+    return {
+        "agent" if name == "auto" else f"agent:{name}": Agent(name, **options.get(name, {}))
+        for name in localizers
+    }
 
 
 def make_server(
@@ -250,11 +254,11 @@ def serve(
     model_dir: str | Path | None = None,
     **kwargs: Any,
 ) -> None:
-    """Serve until Ctrl-C: one agent per name in ``localizers``, else markers and mask (+ unet
-    with ``model_dir``). Other keywords go to :func:`make_server`."""
-    names = list(localizers or ["markers", "mask"] + ["unet"] * (model_dir is not None))
+    """Serve until Ctrl-C: one agent per name in ``localizers``, else agent (auto), markers and
+    mask (+ unet with ``model_dir``). Other keywords go to :func:`make_server`."""
+    names = list(localizers or ["auto", "markers", "mask"] + ["unet"] * (model_dir is not None))
     agents = build_agents(names, model_dir=model_dir)
-    kwargs.setdefault("default_model", f"agent:{names[0]}")
+    kwargs.setdefault("default_model", next(iter(agents)))
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     server = make_server(agents=agents, **kwargs)

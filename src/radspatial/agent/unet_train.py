@@ -331,6 +331,9 @@ def _score_questions(
     on the ``mask`` oracle's centres."""
     oracle = MaskLocalizer()
     for row in rows:
+        if row.get("question_type", "relative_position") != "relative_position":
+            counts["skipped_other_types"] += 1  # SPAR-VQA rows: sizes, counts, ... not scored here
+            continue
         objs = (row["object1"], row["object2"])
         found = unet.locate_refs(model, pred, [Ref(name=o["name"]) for o in objs])
         refs = [Ref(marker="numbers", text=str(o["label_id"])) for o in objs]
@@ -344,7 +347,7 @@ def _score_questions(
 
 def _question_summary(counts: Counter) -> dict[str, Any]:
     n = counts["n"]
-    out: dict[str, Any] = {"n": n}
+    out: dict[str, Any] = {"n": n, "skipped_other_types": counts["skipped_other_types"]}
     for key in ("unet", "oracle"):
         correct, abstain = counts[f"{key}_correct"], counts[f"{key}_abstain"]
         out[key] = {

@@ -1,5 +1,8 @@
 """``agent`` / ``agent:<localizer>[@<model_dir>]``: the modular agent as an evaluator backend.
 
+Plain ``agent`` is the ``auto`` pipeline: the marker reader for refs that carry a marker, the
+shipped ``organs`` localizer otherwise.
+
 The prompt may be a whole template (MIRP's ends with "Q: <question>"); the agent extracts the
 question from it. An abstention is a reply the answer parser reads as invalid. With the ``mask``
 localizer, the dataset must have been generated with ``--export-masks``: each request then
@@ -73,11 +76,12 @@ class AgentBackend:
 
 @register_backend("agent")
 def _agent(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> AgentBackend:
-    localizer, _, model_dir = (rest or "markers").partition("@")
+    # plain ``agent``: the best built-in pipeline (markers for marker refs, organs otherwise)
+    localizer, _, model_dir = (rest or "auto").partition("@")
     options: dict[str, Any] = {"model_dir": model_dir} if model_dir else {}
-    spec = "agent:" + (rest or "markers")
+    spec = "agent:" + rest if rest else "agent"
     try:
         return AgentBackend(spec, localizer, options, threads=min(concurrency, 8))
     except (TypeError, OSError) as exc:  # a model folder given/missing where it must not be
-        usage = "expected agent:<localizer> or agent:unet@<model_dir>"
+        usage = "expected agent, agent:<localizer> or agent:unet@<model_dir>"
         raise ValueError(f"{spec}: {exc} ({usage})") from None

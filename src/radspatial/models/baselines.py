@@ -9,7 +9,7 @@ unknown structures it answers at random. High in the anatomical frame, near chan
 frame. The atlas is built in (learned from the bundled example CT) or learned from a dataset's
 manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). SPAR-VQA
 types: distance from the atlas centres, orientation "not mirrored", a coin for size, symmetry and
-count (the atlas holds no areas).
+count (the atlas holds no areas). The open types: ``models/baselines_open.py``.
 
 ``baseline:standard-view`` is an oracle that sees every structure where it is but ignores the
 rotation/flip: it answers the question's words on the standard-view image, from the item's own
@@ -32,6 +32,7 @@ from typing import Any
 from radspatial.labels import side_of
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.questions.distance import distance_holds
+from radspatial.questions.open_common import is_open
 from radspatial.questions.relative_position import anatomical_holds, relation_holds
 
 KINDS = ("random", "yes", "no", "anatomy-prior", "standard-view")
@@ -96,6 +97,10 @@ class Baseline:
         return d
 
     def answer(self, req: Request) -> str:
+        if is_open(req.meta.get("question_type")):
+            from radspatial.models.baselines_open import open_answer
+
+            return open_answer(self.kind, req.key, req.meta, self.atlas or {}, req.image_png)
         if self.kind == "yes":
             return "1"
         if self.kind == "no":

@@ -15,7 +15,9 @@ Options (``create_backend("hf:...", batch_size=4, device="cuda:1", dtype="float1
   that is not in the local cache; off by default, so an eval never reaches the network unasked
   (``local_files_only=True``);
 - ``trust_remote_code`` (default False): run Python code shipped with the model repository; only
-  for models you trust.
+  for models you trust;
+- ``max_pixels`` (default None: as given): an image with more pixels is downscaled (aspect kept,
+  bicubic) to at most this many before the processor sees it.
 
 A batch that raises (e.g. CUDA out of memory) is retried one request at a time; a request that
 still fails gets ``Reply(text=None, error=...)``. Needs ``pip install radspatial[hf]``.
@@ -53,6 +55,7 @@ def create_hf_backend(
     dtype: str = "auto",
     allow_download: bool | None = None,
     trust_remote_code: bool = False,
+    max_pixels: int | None = None,
 ) -> HFBackend:
     if not rest:
         raise ValueError("hf backend needs a model: 'hf:<local path or hub id>'")
@@ -68,7 +71,21 @@ def create_hf_backend(
         dtype=dtype,
         allow_download=allow_download,
         trust_remote_code=trust_remote_code,
+        max_pixels=max_pixels,
     )
+
+
+def _fit(image: Any, max_pixels: int | None) -> Any:
+    """``image`` downscaled (aspect kept) to at most ``max_pixels`` pixels; as is if smaller."""
+    import math
+
+    from PIL import Image
+
+    if max_pixels is None or image.width * image.height <= max_pixels:
+        return image
+    scale = math.sqrt(max_pixels / (image.width * image.height))
+    size = (max(1, math.floor(image.width * scale)), max(1, math.floor(image.height * scale)))
+    return image.resize(size, Image.Resampling.BICUBIC)
 
 
 def _resolve_device(device: str) -> str:
@@ -110,6 +127,7 @@ class HFBackend:
         dtype: str = "auto",
         allow_download: bool = False,
         trust_remote_code: bool = False,
+        max_pixels: int | None = None,
     ) -> None:
         import torch
         import transformers
@@ -121,6 +139,9 @@ class HFBackend:
         self.model_path = model
         self.decoding = decoding
         self.batch_size = batch_size
+        if max_pixels is not None and max_pixels < 1:
+            raise ValueError(f"hf backend: max_pixels must be >= 1, got {max_pixels}")
+        self.max_pixels = max_pixels
         self.device = _resolve_device(device)
         self.dtype = _resolve_dtype(dtype, self.device)
         torch_dtype = getattr(torch, self.dtype)
@@ -158,6 +179,7 @@ class HFBackend:
             "device": self.device,
             "dtype": self.dtype,
             "batch_size": self.batch_size,
+            "max_pixels": self.max_pixels,
             "allow_download": self.allow_download,
             "trust_remote_code": self.trust_remote_code,
             "decoding": self.decoding.to_json(),
@@ -208,7 +230,8 @@ class HFBackend:
             content: list[dict[str, Any]] = [{"type": "text", "text": req.prompt}]
             if req.image_png is not None:
                 content.insert(len(content) if req.text_first else 0, {"type": "image"})
-                images.append([Image.open(io.BytesIO(req.image_png)).convert("RGB")])
+                image = Image.open(io.BytesIO(req.image_png)).convert("RGB")
+                images.append([_fit(image, self.max_pixels)])
             else:
                 images.append([])
             conversations.append([{"role": "user", "content": content}])

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import numpy as np
 
 SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "count")
+# open types: a word or a number as the answer (questions/open_common.py)
+OPEN: tuple[str, ...] = ("laterality", "direction", "identification", "counting")
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,10 @@ class QuestionSpec:
     question_type: str
     objects: tuple[Candidate, ...]
     relation: str
-    answer: int
-    answer_standard: int | None
+    answer: int | str  # 0/1; open types: the canonical text or integer
+    answer_standard: int | str | None
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"n": 3} for count
-    answer_anatomical: int | None = None
+    answer_anatomical: int | str | None = None
 
     @property
     def object1(self) -> Candidate | None:
@@ -169,11 +171,27 @@ def list_question_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def chance_levels() -> dict[str, float]:
+def chance_levels() -> dict[str, float | None]:
+    """Chance per type; None where it depends on the item (identification: see its module)."""
     _load_builtin()
     return {k: v.chance for k, v in sorted(_REGISTRY.items())}
 
 
+def answer_classes(name: str) -> tuple:
+    """The answer classes an open type balances over (empty: binary, or not balanced)."""
+    return tuple(getattr(get_question_type(name), "classes", ()))
+
+
 def _load_builtin() -> None:
     # ruff: noqa: F401
-    from radspatial.questions import count, distance, orientation, relative_position, size
+    from radspatial.questions import (
+        count,
+        counting,
+        direction,
+        distance,
+        identification,
+        laterality,
+        orientation,
+        relative_position,
+        size,
+    )

@@ -1,0 +1,219 @@
+"""The ``organs`` localizer on real slices it never saw: the DICOM patient and MIRP's RQ1 images.
+
+    .venv/bin/python benchmarks/bench_organs.py                         # shipped weights
+    .venv/bin/python benchmarks/bench_organs.py --model-dir runs/m --localizer organs --tag m
+    .venv/bin/python benchmarks/bench_organs.py --overlays docs/agent_failures
+
+Held-out sets (never used for training): ``../shared/data/totalseg_example/ct_dicom`` with its
+TotalSegmentator mask (RQ1 setup, every question type, 512 px, generated here with the project's
+generator; the truth is the mask oracle's) and the three published MIRP RQ1 images
+(``../shared/data/mirp_sample``, truth in ``qa.json``). Prints and writes (``--json``):
+accuracy with abstentions counted wrong, coverage, accuracy on answered, per question type;
+per structure found / present and centroid error (px, 512 px image) against the mask's centre;
+CPU time of the localizer on a 512 px slice (best and median of ``--repeats``, torch threads as
+set). ``--overlays`` writes each wrong or abstained item as an overlay PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from radspatial.agent.core import Agent, draw_overlay
+from radspatial.agent.types import Context, Ref
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+
+def dicom_dataset(cache: Path) -> Path:
+    from radspatial.cli import _question_types
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+    from radspatial.volumes import Case
+
+    out = cache / "dicom_all_512"
+    if (out / "manifest.jsonl").is_file():
+        return out
+    ts = SHARED / "totalseg_example"
+    cfg = GenerateConfig(
+        setups=("rq1",),
+        export_masks=True,
+        size=512,
+        as_count=0,
+        question_types=_question_types("all"),
+    )
+    case = Case("dicom", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")
+    build_dataset([case], cfg, out, overwrite=True)
+    return out
+
+
+def _items_dicom(data: Path):
+    for line in (data / "manifest.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        objs = [row.get(k) for k in ("object1", "object2", "object3") if row.get(k)]
+        yield {
+            "id": row["id"],
+            "image": data / row["image"],
+            "question": row["question"],
+            "answer": row["answer"],
+            "type": row["question_type"],
+            "objects": [(o["name"], o["center_xy"]) for o in objs if o.get("name")],
+        }
+
+
+def _items_mirp(root: Path):
+    for item in json.loads((root / "RQ1" / "qa.json").read_text()):
+        for q in item["question_answer"]:
+            yield {
+                "id": item["filename"],
+                "image": root / "RQ1" / "images" / item["filename"],
+                "question": q["question"],
+                "answer": int(q["answer"]),
+                "type": "relative_position",
+                "objects": [
+                    (q[f"object{k}_name"], [q[f"object{k}_center_x"], q[f"object{k}_center_y"]])
+                    for k in (1, 2)
+                ],
+            }
+
+
+def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
+    from radspatial.labels import normalize_name
+
+    counts: Counter = Counter()
+    by_type: dict[str, Counter] = defaultdict(Counter)
+    structures: dict[str, dict] = defaultdict(lambda: {"present": 0, "found": 0, "errors": []})
+    failures = []
+    for it in items:
+        image = np.asarray(Image.open(it["image"]).convert("RGB"))
+        result = agent.answer(image, it["question"])
+        ok = result.answer == it["answer"]
+        for c in (counts, by_type[it["type"]]):
+            c["n"] += 1
+            c["correct"] += int(ok)
+            c["answered"] += int(result.answer is not None)
+        if not ok:
+            failures.append(
+                {
+                    "id": it["id"],
+                    "question": it["question"],
+                    "truth": it["answer"],
+                    "reply": result.text,
+                }  # fmt: skip
+            )
+            if overlays is not None:
+                overlays.mkdir(parents=True, exist_ok=True)
+                name = f"{tag}_{it['id'].replace('/', '_')}.png".replace(".png_", "_")
+                buf = io.BytesIO()
+                draw_overlay(image, result).save(buf, format="PNG")
+                (overlays / name).write_bytes(buf.getvalue())
+        if it["type"] in ("relative_position", "distance", "size"):
+            names = [normalize_name(n) for n, _ in it["objects"]]
+            found = agent.localizer.locate(image, [Ref(name=n) for n in names], Context())
+            for (name, truth), f in zip(
+                zip(names, [o[1] for o in it["objects"]], strict=True), found, strict=True
+            ):
+                s = structures[name]
+                s["present"] += 1
+                if f is not None:
+                    s["found"] += 1
+                    s["errors"].append(math.dist(f.xy, truth))
+    return {
+        "summary": _summary(counts),
+        "by_type": {k: _summary(v) for k, v in sorted(by_type.items())},
+        "structures": {
+            n: {
+                "found": s["found"],
+                "present": s["present"],
+                "median_err_px": round(statistics.median(s["errors"]), 1) if s["errors"] else None,
+                "max_err_px": round(max(s["errors"]), 1) if s["errors"] else None,
+            }
+            for n, s in sorted(structures.items())
+        },
+        "failures": failures,
+    }
+
+
+def _summary(c: Counter) -> dict:
+    n, correct, answered = c["n"], c["correct"], c["answered"]
+    return {
+        "n": n,
+        "accuracy": round(correct / n, 4) if n else None,
+        "coverage": round(answered / n, 4) if n else None,
+        "accuracy_answered": round(correct / answered, 4) if answered else None,
+    }
+
+
+def cpu_time(agent: Agent, repeats: int) -> dict:
+    image = np.asarray(
+        Image.open(SHARED / "mirp_sample" / "RQ1" / "images" / "amos_img3_slice68.png").convert(
+            "RGB"
+        )
+    )
+    refs = [Ref(name="liver"), Ref(name="spleen")]
+    agent.localizer.locate(image, refs, Context())
+    import torch
+
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        agent.localizer.locate(image, refs, Context())
+        wall.append(1000 * (time.perf_counter() - t))
+        cpu.append(1000 * (time.process_time() - c))
+    return {
+        "threads": torch.get_num_threads(),
+        "wall_best_ms": round(min(wall), 1),
+        "wall_median_ms": round(statistics.median(wall), 1),
+        "cpu_best_ms": round(min(cpu), 1),  # process CPU time: less sensitive to other jobs
+        "cpu_median_ms": round(statistics.median(cpu), 1),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--localizer", default="organs")
+    p.add_argument("--model-dir", type=Path)
+    p.add_argument("--tag", default="organs")
+    p.add_argument("--cache", type=Path, default=Path("/tmp/bench_organs"))
+    p.add_argument("--overlays", type=Path)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--json", type=Path)
+    a = p.parse_args()
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    options = {"model_dir": a.model_dir} if a.model_dir else {}
+    agent = Agent(a.localizer, **options)
+    report = {
+        "localizer": a.localizer,
+        "model_dir": str(a.model_dir or "shipped"),
+        "dicom": evaluate(agent, _items_dicom(dicom_dataset(a.cache)), a.overlays, a.tag),
+        "mirp_rq1": evaluate(agent, _items_mirp(SHARED / "mirp_sample"), a.overlays, a.tag),
+        "cpu_512px": cpu_time(agent, a.repeats),
+    }
+    for key in ("dicom", "mirp_rq1"):
+        print(key, json.dumps(report[key]["summary"]))
+        for t, s in report[key]["by_type"].items():
+            print(f"  {t}: {json.dumps(s)}")
+        for n, s in report[key]["structures"].items():
+            print(f"    {n}: {json.dumps(s)}")
+    print("cpu_512px", report["cpu_512px"])
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Fingerprint of everything radspatial writes, to prove a refactor changes no output.
+
+Generates the bundled CT with every question type, setup and marker (masks exported), and
+evaluates the baselines and the agents on it; prints one sha256 per written file (dataset and
+each run's results.jsonl/metrics.json; run.json is left out: it records versions and paths).
+Run before and after a change and diff the two listings:
+
+    python benchmarks/output_fingerprint.py --out /tmp/fp_before > before.txt
+    ... change ...
+    python benchmarks/output_fingerprint.py --out /tmp/fp_after > after.txt
+    diff before.txt after.txt && echo identical
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from radspatial.dataset import build_dataset
+from radspatial.generate import GenerateConfig
+from radspatial.questions import list_question_types
+from radspatial.runner import EvalConfig, run_eval
+from radspatial.volumes import Case
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
+MODELS = (
+    "baseline:random",
+    "baseline:yes",
+    "baseline:anatomy-prior",
+    "baseline:standard-view",
+    "agent:markers",
+    "agent:mask",
+    "agent",
+)
+SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    data = args.out / "dataset"
+    case = Case("example", DATA / "example_ct_sm.nii.gz", DATA / "example_seg.nii.gz")
+    config = GenerateConfig(
+        seed=args.seed,
+        question_types=tuple(list_question_types()),
+        export_masks=True,
+        as_count=20,
+    )
+    build_dataset([case], config, data, log=lambda _: None)
+    for path in sorted(p for p in data.rglob("*") if p.is_file()):
+        if path.name == "dataset.json":  # versions inside; its counts are in the manifest
+            continue
+        print(f"{_digest(path)}  dataset/{path.relative_to(data)}")
+    for model in MODELS:
+        run = args.out / model.replace(":", "_")
+        config = EvalConfig(model=model, runs=2, setups=SETUPS.get(model))
+        run_eval(data, run, config, progress=False)
+        rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+        for row in rows:
+            row.pop("latency_s", None)  # wall time: differs between any two runs
+        texts = {
+            "results.jsonl": "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows),
+            "metrics.json": (run / "metrics.json").read_text(),
+        }
+        for name, text in texts.items():
+            text = text.replace(str(args.out), "<OUT>")
+            print(f"{hashlib.sha256(text.encode()).hexdigest()}  {run.name}/{name}")
+
+
+if __name__ == "__main__":
+    main()

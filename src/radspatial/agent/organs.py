@@ -1,0 +1,182 @@
+"""The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
+
+``organs``: a MONAI 2D U-Net trained by the project on synthetic phantoms plus the bundled real
+CT and its mirrored counterfactual, with the 8 rotation/flip variants, zoom, shift, window, gamma,
+blur and noise as augmentation (:mod:`radspatial.agent.organs_train`). Its weights ship in
+``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed, config, command and
+sha256), so it works out of the box with no download. A ref's structure comes from its name, or
+from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot names no
+structure (None). The answer is the centroid of the largest component of the class (see
+:func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
+``min_score`` (the reason goes to the trace).
+
+``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs``; a
+marker the reader cannot find falls back to the name, when the ref has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from radspatial.agent import unet
+from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
+from radspatial.labels import letter_to_id, load_table
+
+MIN_SCORE = 0.5  # mean class probability x size factor under this: abstain
+
+
+def shipped_model_dir() -> Path:
+    return Path(str(resources.files("radspatial.data") / "organs"))
+
+
+def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
+    """(label id, how): the name first, then a number / letters marker; dots -> None."""
+    if ref.name:
+        return model.id_of_name(ref.name), "name"
+    label_id: int | None = None
+    if ref.marker == "numbers" and ref.text and ref.text.strip().isdigit():
+        label_id, how = int(ref.text.strip()), "marker-number"
+    elif ref.marker == "letters" and ref.text:
+        try:
+            label_id, how = letter_to_id(ref.text), "marker-letters"
+        except ValueError:
+            return None, "bad-letters"
+    else:
+        return None, "no-structure-named"
+    table = load_table("totalsegmentator", group=True)
+    name = table.names.get(table.apply(label_id))
+    return (None if name is None else model.id_of_name(name)), how
+
+
+class OrgansLocalizer:
+    """``create_localizer("organs")`` (shipped weights) or ``organs`` with ``model_dir=``."""
+
+    name = "organs"
+    thread_safe = True  # inference holds the model's lock
+
+    def __init__(
+        self, model_dir: str | Path | None = None, device: str = "cpu", min_score: float = MIN_SCORE
+    ) -> None:
+        self.model_dir = Path(model_dir) if model_dir else shipped_model_dir()
+        self.device = device
+        self.min_score = float(min_score)
+        unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
+
+    @property
+    def model(self) -> unet.UNetModel:
+        return unet.load_model(self.model_dir, self.device)
+
+    def locate(
+        self, image: np.ndarray, refs: Sequence[Ref], context: Context
+    ) -> list[Found | None]:
+        model = self.model
+        resolved = [resolve(r, model) for r in refs]
+        if all(label_id is None for label_id, _ in resolved) or _featureless(image):
+            return [None] * len(refs)  # nothing to look for, or nothing to look at
+        pred = predict_small(model, image)
+        sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
+        out: list[Found | None] = []
+        for label_id, via in resolved:
+            cls = None if label_id is None else model.class_of(label_id)
+            found = None if cls is None else unet.found_for_class(pred, cls, label_id, via)
+            if found is not None:  # network pixels -> image pixels (pixel centres)
+                x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
+                details = {
+                    **found.details,
+                    "area_px": round(found.details["area_px"] * sx * sy, 1),
+                    "component_areas": _component_areas(pred.labels == cls, sx * sy),
+                    "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
+                    "abstain_below": self.min_score,
+                }
+                found = Found((x, y), found.score, "organs", details)
+            out.append(found)
+        return out
+
+
+def _featureless(image: np.ndarray) -> bool:
+    """A blank or nearly uniform image (no body to find organs in): grey spread under 2 levels."""
+    grey = image[::4, ::4, :3].mean(axis=2) if image.ndim == 3 else image[::4, ::4]
+    return float(np.std(grey)) < 2.0
+
+
+def _bbox(region: np.ndarray, xy: tuple[float, float], sx: float, sy: float) -> list[int]:
+    """Box (image px) of the component that holds the centre used (else of the class)."""
+    from scipy import ndimage
+
+    comp, _ = ndimage.label(region, structure=np.ones((3, 3), bool))
+    cx, cy = int(round(xy[0])), int(round(xy[1]))
+    label = comp[min(max(cy, 0), comp.shape[0] - 1), min(max(cx, 0), comp.shape[1] - 1)]
+    ys, xs = np.nonzero(comp == label if label else region)
+    return [
+        int(xs.min() * sx),
+        int(ys.min() * sy),
+        int((xs.max() + 1) * sx),
+        int((ys.max() + 1) * sy),
+    ]
+
+
+def _component_areas(region: np.ndarray, scale: float) -> list[float]:
+    """8-connected component areas of one class, largest first, in image pixels."""
+    from scipy import ndimage
+
+    comp, n = ndimage.label(region, structure=np.ones((3, 3), bool))
+    areas = np.bincount(comp.ravel())[1:] * scale if n else np.zeros(0)
+    return [round(float(a), 1) for a in sorted(areas, reverse=True)]
+
+
+def predict_small(model: unet.UNetModel, image: np.ndarray) -> unet.Prediction:
+    """Softmax and argmax at the network's resolution (the image is resized with PIL's
+    antialiased bilinear filter, as the training slices were rendered): upsampling 40-odd
+    class maps to 512 px would cost more than the network itself."""
+    import torch
+    from PIL import Image
+
+    gray = image[:, :, :3].mean(axis=2) if image.ndim == 3 else image
+    small = Image.fromarray(np.clip(gray + 0.5, 0, 255).astype(np.uint8))
+    if small.size != (model.size, model.size):
+        small = small.resize((model.size, model.size), Image.Resampling.BILINEAR)
+    x = torch.from_numpy(np.asarray(small, np.float32) / 255.0)[None, None] * 2 - 1
+    with model._lock, torch.inference_mode():
+        probs = torch.softmax(model.net(x.to(model.device)).float(), dim=1)[0].cpu().numpy()
+    return unet.Prediction(probs, probs.argmax(axis=0))
+
+
+class AutoLocalizer:
+    """Markers for refs that carry one (falling back to the name), organs for the rest."""
+
+    name = "auto"
+    thread_safe = True
+
+    def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
+        self.markers = create_localizer("markers")
+        self.organs = OrgansLocalizer(model_dir, device)
+
+    def locate(
+        self, image: np.ndarray, refs: Sequence[Ref], context: Context
+    ) -> list[Found | None]:
+        marked = [i for i, r in enumerate(refs) if r.marker]
+        out: list[Found | None] = [None] * len(refs)
+        if marked:
+            found = self.markers.locate(image, [refs[i] for i in marked], context)
+            for i, f in zip(marked, found, strict=True):
+                out[i] = f
+        rest = [i for i, r in enumerate(refs) if out[i] is None and r.name]
+        if rest:
+            found = self.organs.locate(image, [Ref(name=refs[i].name) for i in rest], context)
+            for i, f in zip(rest, found, strict=True):
+                out[i] = f
+        return out
+
+
+@register_localizer("organs")
+def _organs(**options: object) -> OrgansLocalizer:
+    return OrgansLocalizer(**options)  # type: ignore[arg-type]
+
+
+@register_localizer("auto")
+def _auto(**options: object) -> AutoLocalizer:
+    return AutoLocalizer(**options)  # type: ignore[arg-type]

@@ -1,0 +1,395 @@
+"""Training of the shipped ``organs`` localizer: a MONAI 2D U-Net on phantoms and real CT.
+
+Data (built in memory, nothing downloaded): axial slices of ``n_phantoms`` synthetic phantoms
+(:func:`radspatial.phantoms.make_phantom`, habitus and contrast phase drawn from the seed; normal
+and displaced anatomy in turn) plus the bundled real CT (its mirrored counterfactual only with
+``--mirror-real``: see ``OrgansConfig``), rendered like the generator
+(radiological display, square image, ``size`` px) but kept in HU so the window can be drawn per
+sample. Labels: TotalSegmentator v2 ids with MIRP's grouping (vertebrae, ribs per side).
+
+Augmentation, per sample, in one affine resampling: one of the 8 rotation/flip variants, a
+small extra rotation, zoom and shift; a HU offset per structure; then window (width, level),
+gamma, blur, noise and 8-bit quantisation. Loss: MONAI DiceCELoss. Everything is drawn from
+generators keyed by ``seed``.
+
+Command (documented in docs/agent.md; the shipped weights came from it)::
+
+    python -m radspatial.agent.organs_train --out src/radspatial/data/organs --steps 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from radspatial.agent import unet
+from radspatial.generate import keyed_rng
+from radspatial.io import atomic_write_json, sha256_file
+from radspatial.labels import load_table
+from radspatial.slices import Geometry, to_display
+
+FORMAT = "radspatial-organs"
+_MIN_CLASSES = 3  # a slice with fewer labelled structures teaches little
+
+
+@dataclass(frozen=True)
+class OrgansConfig:
+    n_phantoms: int = 240
+    phantom_shape: tuple[int, int, int] = (256, 256, 64)
+    slice_step: int = 1
+    real_weight: float = 0.4  # share of each batch drawn from the real CT
+    # Normal anatomy only by default: a mirrored (or situs inversus) volume seen through a
+    # horizontal flip is the original image with the side labels swapped, so with the 8
+    # variants as augmentation it teaches the network that sides cannot be told (measured:
+    # kidney_left found on the patient's right). Use them only without flip augmentation.
+    phantom_variants: tuple[str, ...] = ("normal", "displaced")
+    mirror_real: bool = False
+    label_hu_jitter: float = 40.0  # HU sd of a per-structure offset (contrast phases, scanners)
+    size: int = 256
+    channels: tuple[int, ...] = (16, 32, 64, 128, 256)
+    num_res_units: int = 1
+    steps: int = 3000
+    batch_size: int = 32
+    lr: float = 2e-3
+    seed: int = 0
+    device: str = "cpu"
+    workers: int = 1
+    threads: int | None = None
+    max_seconds: float | None = None  # a safety stop on shared machines (recorded if hit)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["phantom_shape"] = list(self.phantom_shape)
+        d["channels"] = list(self.channels)
+        d["phantom_variants"] = list(self.phantom_variants)
+        return d
+
+
+def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    """One axial slice in the generator's display geometry, HU (float32), air outside."""
+    geom = Geometry.for_slice(ct.shape[:2], spacing[:2], size)
+    disp = to_display(ct[:, :, z]).astype(np.float32)
+    img = Image.fromarray(disp, mode="F").resize(
+        (geom.content_w, geom.content_h), Image.Resampling.BILINEAR
+    )
+    out = np.full((size, size), -1024.0, np.float32)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
+    return out
+
+
+def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    from radspatial.slices import render_labels
+
+    geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
+    return render_labels(to_display(seg[:, :, z]), geom)
+
+
+def volume_bank(
+    ct: np.ndarray, seg: np.ndarray, spacing: tuple[float, ...], size: int, step: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(HU float16 (n, S, S), grouped label ids uint16 (n, S, S)) of the useful slices."""
+    hus, labs = [], []
+    for z in range(0, ct.shape[2], step):
+        if len(np.unique(seg[:, :, z])) - 1 < _MIN_CLASSES:
+            continue
+        hus.append(render_hu(ct, z, spacing, size).astype(np.float16))
+        labs.append(render_lab(seg, z, spacing, size))
+    if not hus:
+        return np.zeros((0, size, size), np.float16), np.zeros((0, size, size), np.uint16)
+    return np.stack(hus), np.stack(labs)
+
+
+def _phantom_bank(args: tuple[int, int, tuple[int, int, int], int, int, tuple[str, ...]]):
+    from radspatial.phantoms import make_phantom
+
+    seed, i, shape, size, step, variants = args
+    variant = variants[i % len(variants)]
+    ph = make_phantom(f"organs_{i:04d}", seed=seed, shape=shape, variant=variant)
+    table = load_table("totalsegmentator", group=True)
+    lut = np.arange(256, dtype=np.uint16)
+    for src, dst in table.remap.items():
+        if src < 256:
+            lut[src] = dst
+    lut[200] = 0  # the displaced variant's mass is not a TotalSegmentator structure
+    spacing = tuple(abs(float(ph.affine[k, k])) for k in range(3))
+    hu, lab = volume_bank(ph.ct, lut[ph.seg], spacing, size, step)
+    return hu, lab.astype(np.uint8)
+
+
+def real_banks(size: int, mirror: bool) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
+    """The bundled CT (and its mirrored counterfactual if ``mirror``), every slice."""
+    from radspatial.cli import bundled_example
+    from radspatial.counterfactual import mirror_arrays, mirror_map
+    from radspatial.volumes import Case, load_case
+
+    ct_path, seg_path = bundled_example()
+    vol = load_case(Case("example_ct_sm", ct_path, seg_path, "totalsegmentator"))
+    mapping, _ = mirror_map(vol.table.names)
+    ct_m, seg_m = mirror_arrays(vol.ct, vol.seg, vol.affine, mapping)
+    a = volume_bank(vol.ct, vol.seg, vol.spacing, size, 1)
+    b = volume_bank(ct_m, seg_m, vol.spacing, size, 1) if mirror else (a[0][:0], a[1][:0])
+    source = {
+        "ct": ct_path.name,
+        "ct_sha256": sha256_file(ct_path),
+        "seg_sha256": sha256_file(seg_path),
+        "slices": int(len(a[0]) + len(b[0])),
+        "mirrored": mirror,
+    }
+    return (np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])), source
+
+
+def build_banks(config: OrgansConfig, progress: bool = True):
+    jobs = [
+        (
+            config.seed,
+            i,
+            config.phantom_shape,
+            config.size,
+            config.slice_step,
+            config.phantom_variants,
+        )
+        for i in range(config.n_phantoms)
+    ]
+    if config.workers > 1:
+        with ProcessPoolExecutor(config.workers) as pool:
+            parts = list(pool.map(_phantom_bank, jobs, chunksize=2))
+    else:
+        parts = [_phantom_bank(j) for j in jobs]
+    synth = (
+        np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
+        np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
+    )
+    real, real_source = real_banks(config.size, config.mirror_real)
+    if progress:
+        print(f"organs: {len(synth[0])} phantom slices, {len(real[0])} real slices", flush=True)
+    return synth, real, real_source
+
+
+def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
+    names = load_table("totalsegmentator", group=True).names
+    ids = sorted(set().union(*(set(np.unique(x).tolist()) for x in labs)) - {0})
+    return [(0, "background")] + [(i, names[i]) for i in ids if i in names]
+
+
+def augment(hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0) -> tuple[Any, Any]:
+    """(B, S, S) HU and class maps -> network input (B, 1, S, S) in [-1, 1] and (B, 1, S, S)."""
+    import torch
+    import torch.nn.functional as F
+
+    b, dev = hu.shape[0], hu.device
+
+    def u(lo: float, hi: float) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(b, device=dev, generator=gen)
+
+    if label_hu_jitter > 0:  # one HU offset per structure and sample, background kept
+        offsets = label_hu_jitter * torch.randn(b, 256, device=dev, generator=gen)
+        offsets[:, 0] = 0
+        hu = hu.float() + torch.gather(offsets, 1, lab.long().flatten(1)).view(hu.shape)
+    turns = torch.randint(0, 4, (b,), device=dev, generator=gen).float()
+    flip = torch.where(torch.rand(b, device=dev, generator=gen) < 0.5, -1.0, 1.0)
+    angle = turns * (math.pi / 2) + u(-0.2, 0.2)
+    zoom = torch.exp(u(math.log(0.75), math.log(1.35)))
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    theta = torch.stack(
+        [
+            torch.stack([cos * flip, -sin, u(-0.12, 0.12)], 1),
+            torch.stack([sin * flip, cos, u(-0.12, 0.12)], 1),
+        ],
+        1,
+    )
+    grid = F.affine_grid(theta, (b, 1, *hu.shape[-2:]), align_corners=False)
+    x = F.grid_sample(hu[:, None].float() + 1024, grid, align_corners=False) - 1024
+    y = F.grid_sample(lab[:, None].float(), grid, mode="nearest", align_corners=False).long()
+    width, level = u(300, 600)[:, None, None, None], u(0, 90)[:, None, None, None]
+    g = ((x - (level - width / 2)) / width).clamp(0, 1)
+    g = g ** torch.exp(u(-0.3, 0.3))[:, None, None, None]
+    sigma = float(torch.rand(1, generator=gen, device=dev)) * 1.5
+    if sigma > 0.3:
+        k = torch.arange(-3, 4, device=dev, dtype=torch.float32)
+        w = torch.exp(-(k**2) / (2 * sigma**2))
+        w = w / w.sum()
+        g = F.conv2d(F.pad(g, (3, 3, 0, 0), mode="replicate"), w.view(1, 1, 1, 7))
+        g = F.conv2d(F.pad(g, (0, 0, 3, 3), mode="replicate"), w.view(1, 1, 7, 1))
+    noise = u(0, 0.04)[:, None, None, None]
+    g = g + noise * torch.randn(g.shape, device=dev, generator=gen)
+    g = torch.round(g.clamp(0, 1) * 255) / 255
+    return g * 2 - 1, y
+
+
+def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Build the data, train, write ``model.safetensors`` + ``config.json`` to ``out``."""
+    import monai
+    import torch
+    from monai.losses import DiceCELoss
+
+    started = time.perf_counter()
+    synth, real, real_source = build_banks(config, progress)
+    data_s = time.perf_counter() - started
+    classes = class_list([synth[1], real[1]])
+    lut = np.zeros(65536, np.int64)
+    for index, (label_id, _) in enumerate(classes):
+        lut[label_id] = index
+    dev = torch.device(config.device)
+    banks = [
+        (torch.from_numpy(h).to(dev), torch.from_numpy(lut[lab].astype(np.uint8)).to(dev))
+        for h, lab in (synth, real)
+        if len(h)
+    ]
+    weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
+    threads = torch.get_num_threads()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        arch = unet.architecture(len(classes), config.channels, config.num_res_units)
+        net = unet.build_model(arch).to(dev)
+    gen = torch.Generator(device=dev).manual_seed(config.seed)
+    rng = keyed_rng(config.seed, "organs-train")
+    opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt,
+        max_lr=config.lr,
+        total_steps=config.steps,
+        pct_start=min(0.5, max(0.05, 2 / config.steps)),
+    )
+    loss_fn = DiceCELoss(to_onehot_y=True, softmax=True, batch=True)
+    history: list[float] = []
+    net.train()
+    t_train = time.perf_counter()
+    steps_done = config.steps
+    for step in range(config.steps):
+        if config.max_seconds and time.perf_counter() - t_train > config.max_seconds:
+            steps_done = step
+            break
+        n_real = int(rng.binomial(config.batch_size, weights[-1])) if len(banks) == 2 else 0
+        parts = []
+        for (h, lab), n in zip(banks, [config.batch_size - n_real, n_real], strict=False):
+            if n:
+                idx = torch.from_numpy(rng.integers(0, len(h), n)).to(dev)
+                parts.append((h[idx], lab[idx]))
+        hu = torch.cat([p[0] for p in parts])
+        lab = torch.cat([p[1] for p in parts])
+        x, y = augment(hu, lab, gen, config.label_hu_jitter)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        history.append(float(loss.item()))
+        if progress and (step % 100 == 0 or step == config.steps - 1):
+            mean = float(np.mean(history[-100:]))
+            print(
+                f"step {step}/{config.steps} loss {mean:.4f} {time.perf_counter() - t_train:.0f}s"
+            )
+    net.eval()
+    train_s = time.perf_counter() - t_train
+    torch.set_num_threads(threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _save(net.cpu(), out)
+    record = {
+        "format": FORMAT,
+        "format_version": 1,
+        "architecture": arch,
+        "classes": [{"index": k, "label_id": i, "name": n} for k, (i, n) in enumerate(classes)],
+        "size": config.size,
+        "input": "mean(RGB)/255, bilinear (antialiased) to size x size, scaled to [-1, 1]",
+        "train_config": config.to_json(),
+        "seed": config.seed,
+        "data": {
+            "phantoms": {
+                "n": config.n_phantoms,
+                "shape": list(config.phantom_shape),
+                "case_ids": f"organs_0000..organs_{config.n_phantoms - 1:04d}",
+                "variants": ", ".join(config.phantom_variants) + " in turn",
+                "slices": int(len(synth[0])),
+            },
+            "real": real_source,
+            "held_out_never_used": ["totalseg_example/ct_dicom", "mirp_sample"],
+        },
+        "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
+        "training": {
+            "command": "python -m radspatial.agent.organs_train " + _args_text(config),
+            "data_seconds": round(data_s, 1),
+            "train_seconds": round(train_s, 1),
+            "device": str(dev),
+            "steps_done": steps_done,
+            "threads": torch.get_num_threads(),
+            "loss_every_100_steps": [
+                round(float(np.mean(history[i : i + 100])), 4) for i in range(0, len(history), 100)
+            ],
+        },
+        "versions": {"torch": torch.__version__, "monai": monai.__version__},
+    }
+    atomic_write_json(out / unet.CONFIG, record)
+    return record
+
+
+def _save(net: Any, out: Path) -> None:
+    from safetensors.torch import save_file
+
+    tmp = out / f".{unet.WEIGHTS}.tmp"
+    # fp16 on disk halves the package size; loading casts back to float32
+    state = {k: v.detach().cpu().half().contiguous() for k, v in net.state_dict().items()}
+    save_file(state, str(tmp))
+    os.replace(tmp, out / unet.WEIGHTS)
+
+
+def _args_text(c: OrgansConfig) -> str:
+    return (
+        f"--n-phantoms {c.n_phantoms} --real-weight {c.real_weight} --steps {c.steps} "
+        f"--batch-size {c.batch_size} "
+        f"--lr {c.lr} --seed {c.seed} --size {c.size} --device {c.device} --workers {c.workers}"
+        f" --label-hu-jitter {c.label_hu_jitter}" + (" --mirror-real" if c.mirror_real else "")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="train the shipped organs localizer")
+    p.add_argument("--out", type=Path, required=True)
+    d = OrgansConfig()
+    p.add_argument("--real-weight", type=float, default=d.real_weight)
+    p.add_argument("--n-phantoms", type=int, default=d.n_phantoms)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--size", type=int, default=d.size)
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--workers", type=int, default=d.workers)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--max-seconds", type=float)
+    p.add_argument("--mirror-real", action="store_true")
+    p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
+    a = p.parse_args(argv)
+    config = OrgansConfig(
+        n_phantoms=a.n_phantoms,
+        real_weight=a.real_weight,
+        steps=a.steps,
+        batch_size=a.batch_size,
+        lr=a.lr,
+        seed=a.seed,
+        size=a.size,
+        device=a.device,
+        workers=a.workers,
+        threads=a.threads,
+        max_seconds=a.max_seconds,
+        mirror_real=a.mirror_real,
+        label_hu_jitter=a.label_hu_jitter,
+    )
+    record = train_organs(a.out, config)
+    print(f"organs: wrote {a.out} ({record['training']['train_seconds']} s training)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

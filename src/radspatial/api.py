@@ -1,0 +1,199 @@
+"""The Python API: one call per job, the same jobs as the command line (docs/python_api.md).
+
+``radspatial.generate``, ``radspatial.evaluate`` and ``radspatial.report`` are these functions,
+reached lazily from the package so ``import radspatial`` stays instant; everything heavy is
+imported inside them.
+
+Example:
+    >>> import radspatial
+    >>> bench = radspatial.generate("bench", size=128)  # doctest: +SKIP
+    >>> run = radspatial.evaluate("bench", "baseline:anatomy-prior", "runs/prior")  # doctest: +SKIP
+    >>> radspatial.report(["runs/prior"], "report").index_html  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from radspatial.dataset import DatasetSummary
+    from radspatial.report import ReportSummary
+    from radspatial.volumes import Case
+
+PathLike = str | Path
+
+
+def generate(
+    out: PathLike,
+    *,
+    ct: PathLike | None = None,
+    seg: PathLike | None = None,
+    labels: str | None = None,
+    case_id: str | None = None,
+    cases: PathLike | Sequence[Case] | None = None,
+    seed: int = 0,
+    size: int = 512,
+    setups: Sequence[str] = ("rq1", "rq2", "rq3", "as"),
+    markers: Sequence[str] = ("numbers", "letters", "dots"),
+    questions: Sequence[str] = ("relative_position",),
+    as_count: int = 100,
+    export_masks: bool = False,
+    workers: int = 1,
+    overwrite: bool = False,
+    verbose: bool = False,
+) -> DatasetSummary:
+    """Generate a MIRP-style benchmark into folder ``out``; returns its summary.
+
+    Give one case (``ct`` + ``seg``: NIfTI or DICOM folder, multilabel NIfTI or a
+    TotalSegmentator folder; ``labels`` names the mask's label table), several (``cases``: a
+    cases CSV or a list of ``radspatial.volumes.Case``), or nothing for the bundled real CT.
+    ``questions`` are question types (``relative_position``, ``orientation``, ``symmetry``,
+    ``size``, ``distance``, ``count``). Same inputs and seed give byte-identical output.
+
+    Example:
+        >>> summary = generate("bench", size=128, as_count=4)  # doctest: +SKIP
+        >>> summary.n_questions  # doctest: +SKIP
+        166
+    """
+    from radspatial.cli import bundled_example
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+    from radspatial.volumes import Case, read_cases_csv
+
+    if cases is not None and ct is not None:
+        raise ValueError("give ct/seg or cases, not both")
+    if cases is None and (ct is None) != (seg is None):
+        raise ValueError("ct and seg go together")
+    if isinstance(cases, str | Path):
+        case_list = read_cases_csv(Path(cases))
+    elif cases is not None:
+        case_list = list(cases)
+    elif ct is not None:
+        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
+        case_list = [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
+    else:
+        bct, bseg = bundled_example()
+        case_list = [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
+    config = GenerateConfig(
+        seed=seed,
+        size=size,
+        setups=tuple(setups),
+        markers=tuple(markers),
+        question_types=tuple(questions),
+        as_count=as_count,
+        export_masks=export_masks,
+    )
+    log = print if verbose else (lambda _: None)
+    return build_dataset(
+        case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log
+    )
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What one ``evaluate`` call wrote: the run folder and its metrics."""
+
+    out: Path
+    model: str
+    metrics: dict[str, Any]  # metrics.json
+    rows: list[dict[str, Any]]  # results.jsonl, one row per item and run
+
+    @property
+    def accuracy(self) -> float | None:
+        """Mean accuracy across runs (relative position on RQ1-RQ3 when present, else all)."""
+        head = self.metrics.get("headline") or {}
+        group = head if head.get("n_items") else self.metrics["overall"]
+        return group.get("accuracy_mean")
+
+    @property
+    def n_errors(self) -> int:
+        """Calls that failed after their retries (not counted in accuracy)."""
+        return int(self.metrics.get("errors") or 0)
+
+
+def evaluate(
+    data: PathLike,
+    model: str,
+    out: PathLike,
+    *,
+    runs: int = 3,
+    limit: int | None = None,
+    limit_seed: int = 0,
+    setups: Sequence[str] | None = None,
+    markers: Sequence[str] | None = None,
+    questions: Sequence[str] | None = None,
+    protocol: str = "radspatial",
+    model_args: Mapping[str, Any] | None = None,
+    concurrency: int = 8,
+    temperature: float = 0.0,
+    max_tokens: int = 1024,
+    progress: bool = False,
+) -> EvalRun:
+    """Evaluate ``model`` (a spec: ``openai:gpt-4o``, ``hf:/models/x``, ``baseline:yes``,
+    ``agent:markers``, ...) on the dataset ``data``; results go to the run folder ``out``.
+
+    Rerunning with the same arguments resumes (finished calls are not repeated). ``limit``
+    samples that many items across setups, markers and question types (seeded by
+    ``limit_seed``). ``model_args`` are backend options as ``radspatial eval --model-args``
+    takes them (``{"batch_size": 4}`` for hf:, ``{"timeout": 30}`` for openai:).
+
+    Example:
+        >>> run = evaluate("bench", "baseline:yes", "runs/yes", runs=1)  # doctest: +SKIP
+        >>> round(run.accuracy, 3)  # doctest: +SKIP
+    """
+    import argparse
+
+    from radspatial.cli_eval import backend_options
+    from radspatial.models.base import Decoding
+    from radspatial.runner import EvalConfig, run_eval
+
+    text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
+    flags = argparse.Namespace(
+        model=model,
+        model_args=text,
+        timeout=None,
+        retries=None,
+        api_key_env=None,
+        hf_allow_download=False,
+        hf_trust_remote_code=False,
+    )
+    config = EvalConfig(
+        model=model,
+        runs=runs,
+        concurrency=concurrency,
+        limit=limit,
+        limit_seed=limit_seed,
+        setups=tuple(setups) if setups else None,
+        markers=tuple(markers) if markers else None,
+        question_types=tuple(questions) if questions else None,
+        decoding=Decoding(temperature=temperature, max_tokens=max_tokens),
+        protocol=protocol,
+        backend_options=backend_options(flags),
+    )
+    rows = run_eval(Path(data), Path(out), config, progress=progress)
+    metrics = json.loads((Path(out) / "metrics.json").read_text())
+    return EvalRun(Path(out), model, metrics, rows)
+
+
+def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
+    """Write the report of eval run folders ``runs`` into ``out``: ``summary.md``,
+    ``summary.json``, figures and ``index.html`` (tables, figures, item gallery).
+
+    Example:
+        >>> report(["runs/prior", "runs/yes"], "report").index_html  # doctest: +SKIP
+        PosixPath('report/index.html')
+    """
+    from radspatial.report import build_report
+
+    return build_report([Path(r) for r in runs], Path(out))
+
+
+def export_hf(data: PathLike, out: PathLike, **options: Any) -> Any:
+    """A generated dataset as Hugging Face parquet shards + dataset card (``hf_export``)."""
+    from radspatial.hf_export import export_hf as _export
+
+    return _export(Path(data), Path(out), **options)

@@ -1,0 +1,278 @@
+"""The LLM judge: grades the replies the rules could not (or, if asked, all replies).
+
+``--judge SPEC`` takes any backend spec (``openai-compat:MODEL@URL``, ``hf:...``, ``vllm:...``,
+even ``agent``-less baselines for testing). The prompt is fixed (``JUDGE_PROMPT``, versioned by
+``JUDGE_VERSION`` and written into ``judge.json``); the judge sees no image, only the question,
+the reference answer with its accepted forms, and the reply. Verdicts are cached write-ahead in
+``judge_calls.jsonl`` keyed by a hash of (judge spec, decoding, prompt): a rerun of the same
+eval resumes without repeating a finished judge call, as the model calls do.
+
+Every judged run also grades the calibration set shipped with the package
+(``radspatial/data/judge_calibration.jsonl``: replies with known grades), so the report can
+show the judge's accuracy on it and its agreement with the rules (Cohen's kappa) where both
+decided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from radspatial.grading.normalize import normalize, rule_grade
+from radspatial.io import atomic_write_json
+from radspatial.models.base import Decoding, Reply, Request, create_backend
+
+JUDGE_VERSION = "radspatial-judge-1"
+JUDGE_PROMPT = (
+    "You grade a reply to a question about a CT image. You do not see the image; the reference "
+    "answer is correct by construction.\n"
+    "Question: {question}\n"
+    "Reference answer: {expected}\n"
+    "Also accepted: {accepted}\n"
+    "Reply to grade: {reply}\n\n"
+    "Rules: left/right/above/below refer to the image as shown, not the patient. The reply is "
+    "CORRECT if it commits to the reference answer (a synonym or an equivalent number counts). "
+    "It is INCORRECT if it commits to a different answer. It is INVALID if it refuses, hedges, "
+    "gives several answers, or answers in the patient's frame instead of the image's.\n"
+    "Answer with one word: CORRECT, INCORRECT or INVALID."
+)
+JUDGE_CALLS = "judge_calls.jsonl"
+VERDICTS = {"CORRECT": 1, "INCORRECT": 0, "INVALID": None}
+_VERDICT = re.compile(r"\b(CORRECT|INCORRECT|INVALID)\b", re.I)
+
+
+def accepted_forms(expected: Any, question_type: str) -> str:
+    """Other forms of the reference answer the judge should accept."""
+    if question_type == "identification" and isinstance(expected, str):
+        from radspatial.agent.parse import lookup_name
+
+        name = lookup_name(expected) or expected
+        words = name.split("_")
+        forms = {name, name.replace("_", " ")}
+        if words[-1] in ("left", "right"):
+            base = " ".join(words[:-1])
+            forms |= {f"{base} ({words[-1]})", f"{words[-1]} {base}"}
+        return ", ".join(sorted(forms - {expected}))
+    if question_type == "counting":
+        words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+        return words[int(expected)] if 0 <= int(expected) < len(words) else str(expected)
+    return "(none)"
+
+
+def judge_prompt(question: str, expected: Any, reply: str, question_type: str) -> str:
+    return JUDGE_PROMPT.format(
+        question=question,
+        expected=expected,
+        accepted=accepted_forms(expected, question_type),
+        reply=reply,
+    )
+
+
+def parse_verdict(text: str | None) -> tuple[bool, int | None]:
+    """(understood, grade): the first verdict word in the judge's reply."""
+    m = _VERDICT.search(text or "")
+    return (False, None) if m is None else (True, VERDICTS[m[1].upper()])
+
+
+def judge_key(spec: str, decoding: Decoding, prompt: str) -> str:
+    blob = json.dumps(
+        {"judge": spec, "decoding": decoding.to_json(), "prompt": prompt}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_calibration() -> list[dict[str, Any]]:
+    """The shipped calibration set: {question_type, question, expected, reply, grade}."""
+    text = resources.files("radspatial.data").joinpath("judge_calibration.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _load(path: Path) -> dict[str, dict]:
+    done: dict[str, dict] = {}
+    if not path.is_file():
+        return done
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):  # torn append after a crash: cut it
+        cut = raw.rfind(b"\n") + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+        raw = raw[:cut]
+    for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise ValueError(f"{path}: line {n}: not a judge record") from None
+        if isinstance(row, dict) and row.get("error") is None and "key" in row:
+            done[row["key"]] = row
+    return done
+
+
+def run_judge(
+    cases: Sequence[dict[str, Any]],
+    out: Path,
+    spec: str,
+    *,
+    decoding: Decoding | None = None,
+    concurrency: int = 4,
+    backend: Any = None,
+) -> dict[str, dict]:
+    """Judge ``cases`` ({question, expected, reply, question_type}); return key -> record.
+
+    Finished calls in ``out/judge_calls.jsonl`` are reused; new ones are appended as they
+    return. Each case gets ``key`` and ``prompt`` set."""
+    decoding = decoding or Decoding(max_tokens=256)
+    path = Path(out) / JUDGE_CALLS
+    done = _load(path)
+    pending: dict[str, Request] = {}
+    for case in cases:
+        prompt = judge_prompt(case["question"], case["expected"], case["reply"], case["qtype"])
+        case["prompt"], case["key"] = prompt, judge_key(spec, decoding, prompt)
+        if case["key"] not in done and case["key"] not in pending:
+            pending[case["key"]] = Request(case["key"], prompt, None, {"judge": True})
+    if pending:
+        backend = backend or create_backend(spec, decoding=decoding, concurrency=concurrency)
+        with open(path, "a", encoding="utf-8") as log:
+
+            def on_reply(req: Request, reply: Reply) -> None:
+                understood, grade = parse_verdict(reply.text)
+                row = {
+                    "key": req.key,
+                    "reply": reply.text,
+                    "error": reply.error,
+                    "understood": understood,
+                    "grade": grade,
+                }
+                log.write(json.dumps(row, ensure_ascii=False) + "\n")
+                log.flush()
+                if reply.error is None:
+                    done[req.key] = row
+
+            backend.generate(list(pending.values()), on_reply)
+    return done
+
+
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's kappa of two raters' labels (None if undefined: no items, or chance = 1)."""
+    n = len(a)
+    if n == 0 or n != len(b):
+        return None
+    labels = sorted(set(a) | set(b), key=str)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    expected = sum((list(a).count(k) / n) * (list(b).count(k) / n) for k in labels)
+    if expected >= 1:
+        return None
+    return round((observed - expected) / (1 - expected), 6)
+
+
+def _label(grade: int | None) -> str:
+    return {1: "correct", 0: "incorrect", None: "invalid"}[grade]
+
+
+def apply_judge(
+    rows: list[dict[str, Any]],
+    out: Path,
+    spec: str,
+    *,
+    judge_all: bool = False,
+    concurrency: int = 4,
+    backend: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Judge the open rows the rules left undecided (all open rows with ``judge_all``); return
+    the rows (judged ones take the judge's grade, ``grade_source`` = ``judge``, the rules' grade
+    kept in ``rules``) and the judge summary written to ``out/judge.json``."""
+    open_rows = [r for r in rows if "answer_expected" in r and not r.get("error")]
+    chosen = [
+        r for r in open_rows if judge_all or (r.get("rules") or {}).get("status") == "undecided"
+    ]
+    cases = [
+        {
+            "question": r["question"],
+            "expected": r["answer_expected"],
+            "reply": r["reply"] or "",
+            "qtype": r["question_type"],
+        }
+        for r in chosen
+    ]
+    calibration = load_calibration()
+    calib_cases = [
+        {
+            "question": c["question"],
+            "expected": c["expected"],
+            "reply": c["reply"],
+            "qtype": c["question_type"],
+        }
+        for c in calibration
+    ]
+    done = run_judge(cases + calib_cases, out, spec, concurrency=concurrency, backend=backend)
+    pairs_rules, pairs_judge = [], []
+    n_failed = 0
+    for row, case in zip(chosen, cases, strict=True):
+        rec = done.get(case["key"])
+        if rec is None or not rec.get("understood"):
+            n_failed += 1
+            row["judge"] = {"verdict": None, "reply": rec.get("reply") if rec else None}
+            continue
+        grade = rec["grade"]
+        if row["rules"]["status"] != "undecided":
+            pairs_rules.append(_label(row["parsed"]))
+            pairs_judge.append(_label(grade))
+        row.update(parsed=grade, correct=grade == 1, grade_source="judge")
+        row["judge"] = {"verdict": _label(grade), "key": case["key"]}
+    calib = []
+    for c, case in zip(calibration, calib_cases, strict=True):
+        rec = done.get(case["key"])
+        judged = rec["grade"] if rec and rec.get("understood") else "failed"
+        norm = normalize(c["reply"], c["question_type"], c["question"])
+        rules = rule_grade(norm, c["expected"], c["question_type"])
+        calib.append({**c, "judge": judged, "rules": rules, "rules_status": norm.status})
+        if norm.status != "undecided" and judged != "failed":
+            pairs_rules.append(_label(rules))
+            pairs_judge.append(_label(judged))
+    known = [c for c in calib if c["judge"] != "failed"]
+    summary = {
+        "judge": spec,
+        "version": JUDGE_VERSION,
+        "prompt": JUDGE_PROMPT,
+        "judge_all": judge_all,
+        "n_open_rows": len(open_rows),
+        "n_judged": len(chosen),
+        "judge_needed_rate": round(len(chosen) / len(open_rows), 6) if open_rows else None,
+        "n_judge_failed": n_failed,
+        "rules_vs_judge": {
+            "n": len(pairs_rules),
+            "agreement": (
+                round(
+                    sum(a == b for a, b in zip(pairs_rules, pairs_judge, strict=True))
+                    / len(pairs_rules),
+                    6,
+                )
+                if pairs_rules
+                else None
+            ),
+            "kappa": cohen_kappa(pairs_rules, pairs_judge),
+        },
+        "calibration": {
+            "n": len(calib),
+            "judge_accuracy": (
+                round(sum(c["judge"] == c["grade"] for c in known) / len(known), 6)
+                if known
+                else None
+            ),
+            "rules_accuracy_decided": _rules_acc(calib),
+            "rules_undecided": sum(c["rules_status"] == "undecided" for c in calib),
+        },
+    }
+    atomic_write_json(Path(out) / "judge.json", summary)
+    return rows, summary
+
+
+def _rules_acc(calib: list[dict]) -> float | None:
+    decided = [c for c in calib if c["rules_status"] != "undecided"]
+    if not decided:
+        return None
+    return round(sum(c["rules"] == c["grade"] for c in decided) / len(decided), 6)

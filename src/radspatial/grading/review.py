@@ -1,0 +1,113 @@
+"""Human review marks, folded into a report next to the automatic grades (never over them).
+
+Marks file (JSONL, one mark per line; what the report's gallery downloads)::
+
+    {"id": "rq1/none/case_slice012_laterality/q0", "run": 0, "model": "openai:gpt-4o",
+     "mark": "correct", "reviewer": "jd", "note": "says 'right half'"}
+
+- ``id`` (required): the item id of ``results.jsonl``; ``mark`` (required): ``correct``,
+  ``incorrect`` or ``ambiguous``;
+- ``run`` (optional, default 0): which repeat was reviewed; ``model`` (optional): the run's model
+  spec (or report label); without it the mark applies to every run folder holding the id;
+- ``reviewer``, ``note``, ``time`` (optional strings), kept as given.
+
+A later line for the same (model, id, run, reviewer) replaces an earlier one. The report shows,
+per model, how many answers were reviewed, the agreement and Cohen's kappa between reviewed and
+automatic grades (ambiguous marks are counted apart), and lists every disagreement; the
+automatic grade stays in ``results.jsonl`` and in every metric.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from radspatial.datafiles import DataFileError
+from radspatial.grading.judge import cohen_kappa
+
+MARKS = ("correct", "incorrect", "ambiguous")
+_OPTIONAL_STR = ("model", "reviewer", "note", "time")
+
+
+def read_marks(path: Path) -> list[dict[str, Any]]:
+    """The marks of ``path``; any bad line is a ``DataFileError`` naming the line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFileError(f"{path}: cannot read review marks ({exc})") from None
+    latest: dict[tuple, dict] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}: line {n}"
+        try:
+            mark = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataFileError(f"{where}: not valid JSON") from None
+        if not isinstance(mark, dict):
+            raise DataFileError(f"{where}: a mark must be a JSON object")
+        if not isinstance(mark.get("id"), str) or not mark["id"]:
+            raise DataFileError(f"{where}: missing item 'id'")
+        if mark.get("mark") not in MARKS:
+            raise DataFileError(f"{where}: 'mark' must be one of {', '.join(MARKS)}")
+        run = mark.get("run", 0)
+        if isinstance(run, bool) or not isinstance(run, int) or run < 0:
+            raise DataFileError(f"{where}: 'run' must be an integer >= 0")
+        for key in _OPTIONAL_STR:
+            if mark.get(key) is not None and not isinstance(mark[key], str):
+                raise DataFileError(f"{where}: {key!r} must be a string")
+        clean = {"id": mark["id"], "run": run, "mark": mark["mark"]}
+        clean.update({k: mark[k] for k in _OPTIONAL_STR if mark.get(k) is not None})
+        latest[(clean.get("model"), clean["id"], run, clean.get("reviewer"))] = clean
+    return list(latest.values())
+
+
+def fold_review(
+    runs: list[tuple[str, str, list[dict]]], marks: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``runs``: (label, model spec, result rows). Per model: reviewed vs automatic grades."""
+    out: dict[str, Any] = {"n_marks": len(marks), "models": {}, "unmatched": 0}
+    matched = 0
+    for label, spec, rows in runs:
+        by_key = {(r["id"], r["run"]): r for r in rows}
+        pairs, disagree, ambiguous = [], [], 0
+        for m in marks:
+            if m.get("model") not in (None, label, spec):
+                continue
+            row = by_key.get((m["id"], m["run"]))
+            if row is None:
+                continue
+            matched += 1
+            auto = "correct" if row["correct"] else "incorrect"
+            if m["mark"] == "ambiguous":
+                ambiguous += 1
+                continue
+            pairs.append((auto, m["mark"]))
+            if auto != m["mark"]:
+                disagree.append(
+                    {
+                        "id": m["id"],
+                        "run": m["run"],
+                        "automatic": auto,
+                        "reviewed": m["mark"],
+                        "grade_source": row.get("grade_source", "rules"),
+                        "reply": row.get("reply"),
+                        **{k: m[k] for k in ("reviewer", "note") if k in m},
+                    }
+                )
+        if not pairs and not ambiguous:
+            continue
+        autos, revs = [a for a, _ in pairs], [b for _, b in pairs]
+        out["models"][label] = {
+            "n_reviewed": len(pairs) + ambiguous,
+            "n_ambiguous": ambiguous,
+            "agreement": round(sum(a == b for a, b in pairs) / len(pairs), 6) if pairs else None,
+            "kappa": cohen_kappa(autos, revs),
+            "accuracy_automatic": round(autos.count("correct") / len(pairs), 6) if pairs else None,
+            "accuracy_reviewed": round(revs.count("correct") / len(pairs), 6) if pairs else None,
+            "disagreements": disagree,
+        }
+    out["unmatched"] = len(marks) - min(matched, len(marks))
+    return out

@@ -1,0 +1,50 @@
+"""Metrics of the open question types: accuracy per type in the three frames (Wilson 95% CI,
+all runs pooled), invalid rate, chance level, and how each answer was graded (rules, judge, or
+neither: undecided without a judge, scored wrong)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from radspatial.scoring import wilson_interval
+
+
+def _acc(flags: list[bool]) -> dict[str, Any]:
+    n, k = len(flags), sum(flags)
+    if not n:
+        return {"n": 0}
+    lo, hi = wilson_interval(k, n)
+    return {"n": n, "accuracy": round(k / n, 6), "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
+
+
+def open_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    from radspatial.questions import chance_levels
+
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if "answer_expected" in r and not r.get("error"):
+            groups[r["question_type"]].append(r)
+    out: dict[str, Any] = {}
+    for qtype, sub in sorted(groups.items()):
+        chance = chance_levels().get(qtype)
+        if chance is None:  # per item (identification): mean of 1 / options
+            chance = _item_chance(sub)
+        out[qtype] = {
+            "chance": None if chance is None else round(chance, 6),
+            "image": _acc([bool(r["correct"]) for r in sub]),
+            "standard": _acc([bool(r["correct_standard"]) for r in sub]),
+            "anatomical": _acc([bool(r["correct_anatomical"]) for r in sub]),
+            "invalid_rate": round(sum(r["parsed"] is None for r in sub) / len(sub), 6),
+            "graded_by": dict(sorted(Counter(r.get("grade_source", "rules") for r in sub).items())),
+            "rules_status": dict(
+                sorted(Counter((r.get("rules") or {}).get("status") for r in sub).items())
+            ),
+        }
+    return out
+
+
+def _item_chance(rows: list[dict]) -> float | None:
+    values = [1 / len(r["options"]) for r in rows if r.get("options")]
+    return sum(values) / len(values) if values else None

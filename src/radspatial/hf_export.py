@@ -1,0 +1,264 @@
+"""``radspatial export hf``: a generated dataset as Hugging Face ``datasets`` parquet shards.
+
+Writes ``OUT/data/test-0000k-of-0000n.parquet`` (one row per question: every ``manifest.jsonl``
+field, with ``image`` (and ``mask`` when exported) as an ``Image`` feature holding the PNG
+bytes) and ``OUT/README.md``, a dataset card with the YAML header the Hub reads, the counts,
+the columns, and the licence and provenance (sha256) of every source CT. ``datasets`` is not
+needed to write it (pyarrow only, ``pip install 'radspatial[hf-export]'``); it reads it with
+``load_dataset("parquet", data_dir=OUT/"data")`` or ``load_dataset(str(OUT))``.
+
+Source paths in ``source.ct``/``source.seg`` are reduced to file names (the sha256 identifies
+the file; a published dataset should not carry the generating machine's folders).
+
+Example:
+    >>> export_hf(Path("bench"), Path("bench_hf"), license="cc-by-4.0")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePath
+from typing import Any
+
+from radspatial.datafiles import read_manifest
+from radspatial.safepath import inside
+
+SPLIT = "test"  # a benchmark: every question is for evaluation
+IMAGE_COLUMNS = ("image", "mask")
+MISSING_PYARROW = "export hf needs pyarrow: pip install 'radspatial[hf-export]'"
+_BUNDLED_LICENCE = "LICENSE.totalsegmentator"
+
+
+@dataclass(frozen=True)
+class HFExport:
+    out: Path
+    shards: list[Path]
+    n_rows: int
+    license: str
+    columns: list[str]
+
+
+def _arrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        raise ValueError(MISSING_PYARROW) from exc
+    return pyarrow
+
+
+def _bundled_sha() -> set[str]:
+    root = resources.files("radspatial.data")
+    return {hashlib.sha256((root / n).read_bytes()).hexdigest() for n in ("example_ct_sm.nii.gz",)}
+
+
+def _row(root: Path, where: str, row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for col in IMAGE_COLUMNS:
+        if row.get(col) is None:
+            continue
+        path = inside(root, row[col], where=where, what=col)
+        try:
+            out[col] = {"bytes": path.read_bytes(), "path": str(row[col])}
+        except OSError as exc:
+            raise ValueError(f"{where}: {col} {row[col]!r}: {exc.strerror or exc}") from None
+    source = row.get("source")
+    if isinstance(source, dict):
+        out["source"] = {
+            k: PurePath(v).name if k in ("ct", "seg") and isinstance(v, str) else v
+            for k, v in source.items()
+        }
+    return out
+
+
+def _schema(rows: list[dict[str, Any]]) -> Any:
+    """One schema for every shard: inferred from all rows (image bytes left out), images as
+    the ``Image`` feature's struct, with the feature named in the metadata ``datasets`` reads."""
+    pa = _arrow()
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # every row's fields, not the first's
+    light = {k: [None if k in IMAGE_COLUMNS else r.get(k) for r in rows] for k in keys}
+    try:
+        inferred = pa.Table.from_pydict(light).schema
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"manifest.jsonl: fields of mixed types ({exc})") from None
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    present = [c for c in IMAGE_COLUMNS if any(r.get(c) is not None for r in rows)]
+    fields = [
+        pa.field(f.name, image) if f.name in present else f
+        for f in inferred
+        if f.name not in IMAGE_COLUMNS or f.name in present
+    ]
+    features = {c: {"_type": "Image"} for c in present}
+    meta = {"huggingface": json.dumps({"info": {"features": features}})}
+    return pa.schema(fields, metadata=meta)
+
+
+def _shards(rows: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
+    groups: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for r in rows:
+        n = sum(len(r[c]["bytes"]) for c in IMAGE_COLUMNS if isinstance(r.get(c), dict))
+        if groups[-1] and size + n > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(r)
+        size += n
+    return groups
+
+
+def export_hf(
+    data: Path,
+    out: Path,
+    *,
+    license: str | None = None,
+    name: str | None = None,
+    max_shard_mb: float = 256.0,
+    overwrite: bool = False,
+) -> HFExport:
+    """Write ``data`` (a ``radspatial generate`` folder) as parquet shards + card into ``out``.
+
+    ``license``: the dataset's licence as a Hub identifier (e.g. ``cc-by-4.0``); by default
+    ``apache-2.0`` when every source is the bundled TotalSegmentator example, else ``other``
+    (the card then says the licence is not stated). Raises ValueError on a bad dataset.
+    """
+    from radspatial.dataset import staged
+
+    pa = _arrow()
+    import pyarrow.parquet as pq
+
+    data = Path(data)
+    manifest, info_path = data / "manifest.jsonl", data / "dataset.json"
+    if not manifest.is_file() or not info_path.is_file():
+        raise ValueError(f"{data}: not a radspatial dataset (needs manifest.jsonl, dataset.json)")
+    if not max_shard_mb > 0:
+        raise ValueError(f"--max-shard-mb must be > 0, got {max_shard_mb}")
+    info = json.loads(info_path.read_text())
+    rows = [_row(data, where, row) for where, row in read_manifest(manifest)]
+    if not rows:
+        raise ValueError(f"{manifest}: no questions")
+    schema = _schema(rows)
+    bundled = _bundled_sha()
+    cases = info.get("cases", [])
+    all_bundled = bool(cases) and all(c.get("ct_sha256") in bundled for c in cases)
+    licence = license or ("apache-2.0" if all_bundled else "other")
+    groups = _shards(rows, int(max_shard_mb * 2**20))
+    out = Path(out)
+    with staged(out, overwrite) as stage:
+        (stage / "data").mkdir()
+        shards = []
+        for k, group in enumerate(groups):
+            path = stage / "data" / f"{SPLIT}-{k:05d}-of-{len(groups):05d}.parquet"
+            pq.write_table(pa.Table.from_pylist(group, schema=schema), path)
+            shards.append(out / "data" / path.name)
+        if any(c.get("ct_sha256") in bundled for c in cases):
+            src = resources.files("radspatial.data") / _BUNDLED_LICENCE
+            (stage / _BUNDLED_LICENCE).write_bytes(src.read_bytes())
+        card = dataset_card(info, schema, len(rows), licence, name or data.resolve().name, bundled)
+        (stage / "README.md").write_text(card, encoding="utf-8")
+    return HFExport(out, shards, len(rows), licence, schema.names)
+
+
+def _size_category(n: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < limit:
+            return label
+    return "100K<n<1M"
+
+
+def _type_name(t: Any) -> str:
+    text = str(t)
+    return "Image (PNG bytes)" if text.startswith("struct<bytes: binary") else text
+
+
+def dataset_card(
+    info: dict[str, Any], schema: Any, n_rows: int, licence: str, name: str, bundled: set[str]
+) -> str:
+    """The README.md: YAML header (licence, task, size, the parquet config) and the card."""
+    header = [
+        "---",
+        f"license: {licence}",
+        f"pretty_name: {json.dumps(name)}",
+        "task_categories:",
+        "- visual-question-answering",
+        "language:",
+        "- en",
+        "tags:",
+        "- medical",
+        "- computed-tomography",
+        "- spatial-reasoning",
+        "- radspatial",
+        "size_categories:",
+        f"- {_size_category(n_rows)}",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        f"  - split: {SPLIT}",
+        f"    path: data/{SPLIT}-*.parquet",
+        "---",
+        "",
+    ]
+    counts = info.get("counts", {})
+    types = info.get("question_types", {})
+    lines = [
+        f"# {name}",
+        "",
+        f"Spatial yes/no questions on CT slices, generated by radspatial "
+        f"{info.get('versions', {}).get('radspatial', '')} (MIRP-style setups RQ1-RQ3 and the "
+        f"blank-image ablation AS), {n_rows} questions, one row each, split `{SPLIT}`.",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        f'ds = load_dataset("parquet", data_dir="<this folder>/data", split="{SPLIT}")',
+        "```",
+        "",
+        "## Counts",
+        "",
+        "| setup/marker | questions | yes |",
+        "|---|---|---|",
+        *(f"| {k} | {c['n']} | {c['yes']} |" for k, c in sorted(counts.items())),
+        "",
+        "| question type | questions | yes | chance |",
+        "|---|---|---|---|",
+        *(
+            f"| {k} | {c['n']} | {c['yes']} | {c.get('chance', '')} |"
+            for k, c in sorted(types.items())
+        ),
+        "",
+        "## Columns",
+        "",
+        "Every field of radspatial's `manifest.jsonl` (see radspatial's docs/format.md): `answer` "
+        "is the answer in the shown image, `answer_standard` in the un-rotated standard view, "
+        "`answer_anatomical` in the patient's frame (MIRP's).",
+        "",
+        "| column | type |",
+        "|---|---|",
+        *(f"| `{f.name}` | {_type_name(f.type)} |" for f in schema),
+        "",
+        "## Licence and provenance",
+        "",
+    ]
+    if licence == "other":
+        lines += [
+            "**Licence not stated.** The images are derived from the source CTs below; their "
+            "licence governs this dataset. Set it with `radspatial export hf --license ID`.",
+            "",
+        ]
+    else:
+        lines += [f"Licence: `{licence}`.", ""]
+    lines += ["| case | CT | CT sha256 | mask sha256 | labels | source |", "|---" * 6 + "|"]
+    for c in info.get("cases", []):
+        origin = (
+            "TotalSegmentator example CT, Apache-2.0 (see LICENSE.totalsegmentator)"
+            if c.get("ct_sha256") in bundled
+            else "user data"
+        )
+        lines.append(
+            f"| {c.get('case_id')} | {PurePath(str(c.get('ct', ''))).name} | "
+            f"`{c.get('ct_sha256')}` | `{c.get('seg_sha256')}` | {c.get('labels')} | {origin} |"
+        )
+    config = json.dumps(info.get("config", {}), sort_keys=True)
+    lines += ["", f"Generator config (seed {info.get('seed')}): `{config}`", ""]
+    return "\n".join(header + lines)

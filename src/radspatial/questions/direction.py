@@ -1,0 +1,102 @@
+"""Direction (open): "Where is the spleen relative to the liver in this image: left, right,
+above or below?".
+
+The answer names the one image axis along which the two structures are clearly apart: along it
+the centres and the markers differ by at least ``rules.margin_px`` and by at least
+``DOMINANCE`` times their difference along the other axis, in the shown and the standard frame,
+in the same order (relative position's ``_separated`` rule plus dominance, so "left" never hides
+a "mostly above"). Frames as for relative position: ``answer_standard`` the same words on the
+standard-view image, ``answer_anatomical`` the patient's frame (``anatomical_holds``: left/right
+are the patient's sides, above/below anterior/posterior). Balanced over the four answers
+(chance 25%).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from radspatial.questions import (
+    Candidate,
+    KeepVariant,
+    QuestionRules,
+    QuestionSpec,
+    SliceFacts,
+    Wording,
+    register_question_type,
+)
+from radspatial.questions.open_common import DIRECTION_RELATION, DIRECTIONS, subject_phrase
+from radspatial.questions.relative_position import _separated, anatomical_holds
+
+DOMINANCE = 2.0
+
+
+def direction_of(xy1: tuple[float, float], xy2: tuple[float, float]) -> str:
+    """Where ``xy1`` lies relative to ``xy2`` along the axis of larger difference (image)."""
+    dx, dy = xy1[0] - xy2[0], xy1[1] - xy2[1]
+    if abs(dx) >= abs(dy):
+        return "left" if dx < 0 else "right"
+    return "above" if dy < 0 else "below"
+
+
+def _dominant(a: Candidate, b: Candidate, axis: int) -> bool:
+    pairs = [(a.center_xy, b.center_xy), (a.center_xy_canonical, b.center_xy_canonical)]
+    pairs += [(a.marker_xy, b.marker_xy), (a.marker_xy_canonical, b.marker_xy_canonical)]
+    for p, q in pairs:
+        if p is None or q is None:
+            continue
+        if abs(p[axis] - q[axis]) < DOMINANCE * abs(p[1 - axis] - q[1 - axis]):
+            return False
+    return True
+
+
+def anatomical_direction(std1: tuple[float, float], std2: tuple[float, float]) -> str:
+    """The direction word that is true in the patient's frame, from standard-view centres."""
+    word = direction_of(std1, std2)
+    rel = DIRECTION_RELATION[word]
+    if anatomical_holds(rel, std1, std2):
+        return word
+    return {"left": "right", "right": "left"}[word]
+
+
+class Direction(KeepVariant):
+    name = "direction"
+    setups = ("rq1", "rq2", "rq3")
+    n_objects = 2
+    chance = 0.25
+    classes = DIRECTIONS
+
+    def propose(
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
+    ) -> QuestionSpec | None:
+        want = DIRECTIONS[target]
+        options: list[tuple[Candidate, Candidate]] = []
+        cands = facts.candidates
+        for i, a in enumerate(cands):
+            for b in cands[i + 1 :]:
+                if math.dist(a.center_xy, b.center_xy) < rules.min_distance_px:
+                    continue
+                for axis in (0, 1):
+                    if _separated(a, b, axis, rules.margin_px) and _dominant(a, b, axis):
+                        for x, y in ((a, b), (b, a)):
+                            if direction_of(x.center_xy, y.center_xy) == want:
+                                options.append((x, y))
+        if not options:
+            return None
+        a, b = options[int(rng.integers(len(options)))]
+        standard = direction_of(a.center_xy_canonical, b.center_xy_canonical)
+        anatomical = anatomical_direction(a.center_xy_canonical, b.center_xy_canonical)
+        return QuestionSpec(
+            self.name, (a, b), "direction", want, standard, answer_anatomical=anatomical
+        )
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        verb, first = subject_phrase(wording, 0)
+        _, second = subject_phrase(wording, 1)
+        return (
+            f"Where {verb} {first} relative to {second} in this image: left, right, above or below?"
+        )
+
+
+register_question_type(Direction())

@@ -1,0 +1,56 @@
+"""Identification (open): "Which structure does the number 52 mark?" (marker-only, RQ3).
+
+One eligible structure carries the marker; the answer is its display name from the label table
+("left kidney"), and any synonym the grader knows ("kidney (left)", "L kidney") counts. The
+identity of a structure does not change with the view, so all three frames agree. Not balanced
+over classes (the answer is whatever the marker sits on); chance is a uniform guess among the
+named structures of the slice, recorded per item in ``params["options"]`` (the type's
+``chance`` is the mean over items, written to ``dataset.json``). Note MIRP's numbers are the
+label ids, so a model that knows the label table can answer numbers without looking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from radspatial.labels import display_name
+from radspatial.questions import (
+    KeepVariant,
+    QuestionRules,
+    QuestionSpec,
+    SliceFacts,
+    Wording,
+    register_question_type,
+)
+
+
+class Identification(KeepVariant):
+    name = "identification"
+    setups = ("rq3",)
+    n_objects = 1
+    chance = None  # per item: 1 / len(params["options"])
+    classes: tuple[str, ...] = ()
+
+    def propose(
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
+    ) -> QuestionSpec | None:
+        if not facts.candidates:
+            return None
+        c = facts.candidates[int(rng.integers(len(facts.candidates)))]
+        name = display_name(c.name)
+        options = sorted({display_name(p.name) for p in facts.present} | {name})
+        params = {"options": options}
+        return QuestionSpec(self.name, (c,), "identification", name, name, params, name)
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        if wording.marker == "letters":
+            return f"Which structure do the letters {wording.marks[0]} mark?"
+        if wording.marker == "dots":
+            return f"Which structure does the {wording.marks[0]} dot mark?"
+        return f"Which structure does the number {wording.marks[0]} mark?"
+
+    def item_chance(self, params: dict) -> float:
+        return 1.0 / max(1, len(params.get("options") or ()))
+
+
+register_question_type(Identification())

@@ -1,0 +1,72 @@
+"""Laterality (open): "On which side of the image is the spleen: left or right?".
+
+The answer is the half of the shown image that holds the structure: its centre and its marker
+point lie at least ``rules.margin_px`` from the vertical midline, on the same side, in the shown
+and in the standard frame (so no answer hangs on a pixel and the marker never contradicts the
+centre). Three frames: ``answer`` in the shown image, ``answer_standard`` the side in the
+un-rotated, un-flipped image, ``answer_anatomical`` the patient's side (relative position's
+``anatomical_holds`` against the midline: the patient's left is the image right in standard
+view). Balanced over the two answers; chance 50%.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from radspatial.questions import (
+    KeepVariant,
+    QuestionRules,
+    QuestionSpec,
+    SliceFacts,
+    Wording,
+    register_question_type,
+)
+from radspatial.questions.open_common import SIDES, points, subject_phrase
+from radspatial.questions.relative_position import anatomical_holds
+
+
+def side_in(x: float, size: int) -> str:
+    return "left" if x < size / 2 else "right"
+
+
+def _clear(xy: tuple[float, float], size: int, margin: float) -> bool:
+    return abs(xy[0] - size / 2) >= margin
+
+
+class Laterality(KeepVariant):
+    name = "laterality"
+    setups = ("rq1", "rq2", "rq3")
+    n_objects = 1
+    chance = 0.5
+    classes = SIDES
+
+    def propose(
+        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
+    ) -> QuestionSpec | None:
+        want = SIDES[target]
+        size, margin = facts.size, rules.margin_px
+        options = []
+        for c in facts.candidates:
+            pts = points(c)
+            if not all(_clear(p, size, margin) for pair in pts for p in pair):
+                continue
+            shown = {side_in(s[0], size) for s, _ in pts}
+            standard = {side_in(t[0], size) for _, t in pts}
+            if len(shown) == 1 and len(standard) == 1 and shown == {want}:
+                options.append(c)
+        if not options:
+            return None
+        c = options[int(rng.integers(len(options)))]
+        standard = side_in(c.center_xy_canonical[0], size)
+        mid = (size / 2, size / 2)
+        anatomical = "left" if anatomical_holds("left_of", c.center_xy_canonical, mid) else "right"
+        return QuestionSpec(
+            self.name, (c,), "laterality", want, standard, answer_anatomical=anatomical
+        )
+
+    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+        verb, ref = subject_phrase(wording, 0)
+        return f"On which side of the image {verb} {ref}: left or right?"
+
+
+register_question_type(Laterality())

@@ -1,0 +1,100 @@
+"""Report sections for the open question types, the LLM judge, subgroups and human review
+(appended to ``summary.md`` by ``report.build_report``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DASH = "–"
+
+
+def _pct(x: Any) -> str:
+    return DASH if x is None else f"{100 * float(x):.1f}"
+
+
+def _ci(g: dict | None) -> str:
+    if not g or not g.get("n"):
+        return DASH
+    return f"{_pct(g['accuracy'])} [{_pct(g['ci_low'])}, {_pct(g['ci_high'])}]"
+
+
+def _table(header: Sequence[str], rows: list[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def review_for(runs: Sequence[Any], marks_path: Path) -> dict[str, Any]:
+    from radspatial.grading.review import fold_review, read_marks
+    from radspatial.io import read_jsonl
+
+    marks = read_marks(marks_path)
+    data = []
+    for r in runs:
+        results = Path(r.path) / "results.jsonl"
+        rows = read_jsonl(results) if results.is_file() else []
+        data.append((r.label, str(r.metrics.get("model") or r.label), rows))
+    return {"marks": str(marks_path), **fold_review(data, marks)}
+
+
+def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
+    parts: list[str] = []
+    rows = []
+    for r in runs:
+        for qtype, g in (r.metrics.get("open") or {}).items():
+            graded = ", ".join(f"{k} {v}" for k, v in g.get("graded_by", {}).items())
+            rows.append(
+                [r.label, qtype, _pct(g.get("chance")), _ci(g["image"]), _ci(g["standard"])]
+                + [_ci(g["anatomical"]), _pct(g.get("invalid_rate")), graded]
+            )
+    if rows:
+        header = ["Model", "Open type", "Chance", "Image [95% CI]", "Standard view"]
+        header += ["Anatomical", "Invalid", "Graded by"]
+        parts.append(
+            "\n## Open questions (accuracy in %, all runs pooled)\n\n" + _table(header, rows)
+        )
+    judged = [(r.label, r.metrics["judge"]) for r in runs if r.metrics.get("judge")]
+    if judged:
+        jrows = [
+            [
+                label,
+                j["judge"],
+                f"{j['n_judged']} of {j['n_open_rows']} ({_pct(j['judge_needed_rate'])}%)",
+                str(j["rules_vs_judge"]["kappa"]),
+                _pct(j["calibration"]["judge_accuracy"]),
+            ]
+            for label, j in judged
+        ]
+        header = ["Model", "Judge", "Judged", "Rules vs judge kappa", "Judge acc. (calibration)"]
+        parts.append("\n## LLM judge\n\n" + _table(header, jrows))
+    for name, title in (("reasoning_type", "reasoning type"), ("region", "anatomy region")):
+        srows = []
+        for r in runs:
+            for key, g in ((r.metrics.get("subgroups") or {}).get(name) or {}).items():
+                srows.append([r.label, key, str(g["n"]), _ci(g), _pct(g["invalid_rate"])])
+        if srows:
+            header = ["Model", title.capitalize(), "Answers", "Accuracy [95% CI]", "Invalid"]
+            parts.append(f"\n## By {title}\n\n" + _table(header, srows))
+    if review is not None:
+        rrows = [
+            [
+                label,
+                str(m["n_reviewed"]),
+                str(m["n_ambiguous"]),
+                _pct(m["agreement"]),
+                str(m["kappa"]),
+                _pct(m["accuracy_automatic"]),
+                _pct(m["accuracy_reviewed"]),
+            ]
+            for label, m in review["models"].items()
+        ]
+        header = ["Model", "Reviewed", "Ambiguous", "Agreement", "Kappa", "Auto acc.", "Rev. acc."]
+        text = (
+            f"\n## Human review ({review['n_marks']} marks from `{review['marks']}`; "
+            f"{review['unmatched']} match no answer)\n\nThe automatic grades stay in every "
+            "metric; disagreements are listed in `review.json`.\n\n"
+        )
+        parts.append(text + (_table(header, rrows) if rrows else "No mark matches a run.\n"))
+    return "".join(parts)
