@@ -7,17 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
 from pathlib import Path
 
-EXAMPLE_CT = "example_ct_sm.nii.gz"
-EXAMPLE_SEG = "example_seg.nii.gz"
-
-
-def bundled_example() -> tuple[Path, Path]:
-    """Paths of the bundled real CT and its TotalSegmentator mask (Apache-2.0)."""
-    root = resources.files("radspatial.data")
-    return Path(str(root / EXAMPLE_CT)), Path(str(root / EXAMPLE_SEG))
+from radspatial.core import rules
+from radspatial.core.runtime import bundled_example
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -55,8 +48,13 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=int, default=512, help="output image size in px")
     p.add_argument("--window", type=_window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
-    p.add_argument("--min-distance", type=float, default=50.0, help="px between the two centres")
-    p.add_argument("--margin", type=float, default=10.0, help="px along the asked axis")
+    p.add_argument(
+        "--min-distance",
+        type=float,
+        default=rules.MIN_DISTANCE_PX,
+        help="px between the two centres",
+    )
+    p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px along the asked axis")
     p.add_argument(
         "--questions",
         type=_question_types,
@@ -68,11 +66,14 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--size-tolerance",
         type=float,
-        default=0.10,
+        default=rules.SIZE_TOLERANCE,
         help="size/symmetry/distance: compared values differ by >= this fraction of the larger",
     )
     p.add_argument(
-        "--min-component", type=float, default=40.0, help="count: px of the smallest region"
+        "--min-component",
+        type=float,
+        default=rules.MIN_COMPONENT_PX,
+        help="count: px of the smallest region",
     )
     p.add_argument(
         "--no-group",
@@ -156,9 +157,9 @@ def _case_id_for(ct: Path) -> str:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from radspatial.core.rules import QuestionRules
     from radspatial.dataset import build_dataset
     from radspatial.generate import GenerateConfig
-    from radspatial.questions import QuestionRules
 
     config = GenerateConfig(
         seed=args.seed,
@@ -425,7 +426,7 @@ def _add_agent(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
     p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
     p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
-    p.add_argument("--margin", type=float, default=10.0, help="px: abstain below this")
+    p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px: abstain below this")
     p.add_argument("--trace", type=Path, help="write the trace JSON here")
     p.add_argument("--overlay", type=Path, help="write an overlay PNG here")
     p.add_argument("--data", type=Path, help="train: dataset generated with --export-masks")

@@ -154,7 +154,7 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
     if args.cases:
         cases = read_cases_csv(args.cases)
     else:
-        from radspatial.cli import bundled_example
+        from radspatial.core.runtime import bundled_example
 
         ct, seg = bundled_example()
         cases = [Case("example_ct_sm", ct, seg, "totalsegmentator")]

@@ -16,6 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from radspatial.core.registry import Registry
+from radspatial.core.rules import QuestionRules
+
+__all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 
 SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "count")
 # open types: a word or a number as the answer (questions/open_common.py)
@@ -76,16 +79,6 @@ class QuestionSpec:
     @property
     def object2(self) -> Candidate | None:
         return self.objects[1] if len(self.objects) > 1 else None
-
-
-@dataclass(frozen=True)
-class QuestionRules:
-    """Thresholds in output px; an answer never hangs on a few pixels."""
-
-    min_distance_px: float = 50.0  # between centres of two structures in one question
-    margin_px: float = 10.0  # relative position: along the asked axis; distance: d1 vs d2
-    size_tolerance: float = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
-    min_component_px: float = 40.0  # count: smaller components are specks, not regions
 
 
 @dataclass(frozen=True)
