@@ -147,7 +147,7 @@ def evaluate(
     """
     import argparse
 
-    from radspatial.cli_eval import backend_options
+    from radspatial.cli.eval_options import backend_options
     from radspatial.models.base import Decoding
     from radspatial.runner import EvalConfig, run_eval
 
