@@ -50,4 +50,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"radspatial {args.command}: interrupted", file=sys.stderr)
         return 143 if type(exc).__name__ == "Terminated" else 130
-
