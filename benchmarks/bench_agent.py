@@ -41,7 +41,7 @@ from PIL import Image
 from radspatial.agent.core import Agent, load_image
 from radspatial.agent.server import build_agents
 from radspatial.agent.types import Context
-from radspatial.cli import bundled_example
+from radspatial.core.runtime import bundled_example
 from radspatial.dataset import build_dataset
 from radspatial.generate import GenerateConfig
 from radspatial.items import EvalItem, load_items

@@ -37,7 +37,7 @@ if not SHARED.is_dir():
 
 
 def dicom_dataset(cache: Path) -> Path:
-    from radspatial.cli import _question_types
+    from radspatial.cli.generate import _question_types
     from radspatial.dataset import build_dataset
     from radspatial.generate import GenerateConfig
     from radspatial.volumes import Case

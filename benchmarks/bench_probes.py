@@ -106,7 +106,7 @@ def speed(args: argparse.Namespace) -> None:
 
 
 def suite(args: argparse.Namespace) -> None:
-    from radspatial.cli import bundled_example
+    from radspatial.core.runtime import bundled_example
     from radspatial.io import atomic_write_json
     from radspatial.phantoms import write_phantoms
     from radspatial.probes import build_probes, probe_info

@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from radspatial.cli import bundled_example
+from radspatial.core.runtime import bundled_example
 from radspatial.dataset import build_dataset
 from radspatial.generate import GenerateConfig
 from radspatial.questions import SPAR_VQA

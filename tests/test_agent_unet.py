@@ -199,7 +199,10 @@ def test_refs_by_name_number_letters_dots_and_absent(trained):
 
 def test_registry_and_cheap_import():
     assert "unet" in list_localizers()
-    code = "import sys, radspatial.agent.localizers; print('torch' in sys.modules)"
+    code = (
+        "import sys; from radspatial.agent.types import list_localizers; list_localizers(); "
+        "print('torch' in sys.modules)"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "False"
     with pytest.raises(FileNotFoundError, match="config.json"):

@@ -14,7 +14,7 @@ from fake_server import FakeChatServer
 from PIL import Image
 
 from radspatial.cli import build_parser, bundled_example, main
-from radspatial.cli_eval import backend_options, parse_model_args, run_dir_for
+from radspatial.cli.eval_options import backend_options, parse_model_args, run_dir_for
 from radspatial.dataset import build_dataset
 from radspatial.generate import GenerateConfig
 from radspatial.io import read_jsonl

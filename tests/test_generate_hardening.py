@@ -269,7 +269,7 @@ def test_overwrite_keeps_the_old_dataset_when_the_new_one_fails(tmp_path):
 
 
 def test_swap_puts_the_old_folder_back_when_the_new_one_cannot_move_in(tmp_path):
-    from radspatial.dataset import swap_in
+    from radspatial.core.staging import swap_in
 
     out = tmp_path / "out"
     out.mkdir()

@@ -36,7 +36,7 @@ _LAZY = {
     "evaluate_probe": "radspatial.probes.evaluate:evaluate_probe",
     "probe_table": "radspatial.probes.table:write_table",
     "parse_answer": "radspatial.scoring:parse_answer",
-    "bundled_example": "radspatial.cli:bundled_example",
+    "bundled_example": "radspatial.core.runtime:bundled_example",
 }
 __all__ = ["__version__", *_LAZY]
 

@@ -59,7 +59,7 @@ def generate(
         >>> summary.n_questions  # doctest: +SKIP
         166
     """
-    from radspatial.cli import bundled_example
+    from radspatial.core.runtime import bundled_example
     from radspatial.dataset import build_dataset
     from radspatial.generate import GenerateConfig
     from radspatial.volumes import Case, read_cases_csv
@@ -147,7 +147,7 @@ def evaluate(
     """
     import argparse
 
-    from radspatial.cli_eval import backend_options
+    from radspatial.cli.eval_options import backend_options
     from radspatial.models.base import Decoding
     from radspatial.runner import EvalConfig, run_eval
 

@@ -8,27 +8,25 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
-import platform
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from tqdm import tqdm
 
-from radspatial import __version__
 from radspatial.ablation import generate_ablation
+from radspatial.core.errors import disk_error_line
+from radspatial.core.runtime import keyed_rng, software_versions
+from radspatial.core.staging import check_out_folder, swap_in
 from radspatial.executor import check_workers, sigterm_as_interrupt
 from radspatial.generate import (
     SETUP_DIRS,
     GenerateConfig,
     encode_png,
     image_relpath,
-    keyed_rng,
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
@@ -43,7 +41,6 @@ from radspatial.stage import (
     ROWS,
     SHARDS,
     ShardDone,
-    disk_error_line,
     link_tree,
     locked_stage,
     run_shards,
@@ -62,97 +59,6 @@ class DatasetSummary:
     question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
     failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
-
-
-def software_versions() -> dict[str, str]:
-    """Versions of everything that shapes the output, for provenance records."""
-    import nibabel
-    import numpy
-    import PIL
-    import pydicom
-    import scipy
-
-    return {
-        "radspatial": __version__,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "nibabel": nibabel.__version__,
-        "pydicom": pydicom.__version__,
-        "pillow": PIL.__version__,
-    }
-
-
-@contextmanager
-def staged(out: Path, overwrite: bool) -> Iterator[Path]:
-    """Build a folder in ``OUT.partial`` and rename it to ``OUT`` only if the block succeeds.
-
-    A non-empty ``out`` is refused unless ``overwrite``; on any error the staging folder is
-    removed, so a half-written output never looks complete.
-    """
-    out = Path(out)
-    stage = prepare_out(out, overwrite)
-    try:
-        with sigterm_as_interrupt():
-            yield stage
-        swap_in(stage, out)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-
-
-def swap_in(new: Path, out: Path) -> None:
-    """Put folder ``new`` at ``out``: the old ``out`` is renamed aside, ``new`` renamed in, and
-    only then the old one deleted; if the second rename fails the old one is put back."""
-    old = None
-    if out.exists() or out.is_symlink():
-        old = out.with_name(f"{out.name}.old-{os.getpid()}")
-        os.rename(out, old)
-    try:
-        os.rename(new, out)
-    except BaseException:
-        if old is not None:
-            os.rename(old, out)
-        raise
-    if old is not None:
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink(missing_ok=True)
-
-
-def check_out(out: Path) -> None:
-    """Refuse output folders whose replacement would destroy more than a dataset."""
-    resolved, cwd = out.resolve(), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents or not out.name or out.name in (".", ".."):
-        raise InputError(
-            f"--out {out}: is the current folder or one above it; name a new folder for the output"
-        )
-
-
-def check_out_folder(out: Path, overwrite: bool) -> None:
-    """Refuse a non-empty ``out`` unless ``overwrite``, and outputs that are not folders."""
-    check_out(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise InputError(f"{out}: exists and is not a folder; remove it or choose another --out")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out}: output folder exists and is not empty (use --overwrite)")
-
-
-def prepare_out(out: Path, overwrite: bool) -> Path:
-    """Refuse a non-empty ``out`` unless ``overwrite``; return a fresh staging folder."""
-    out = Path(out)
-    check_out_folder(out, overwrite)
-    stage = out.with_name(out.name + ".partial")
-    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
-        raise InputError(f"{stage}: staging path exists and is not a folder; remove it")
-    try:
-        if stage.exists():
-            shutil.rmtree(stage)
-        stage.mkdir(parents=True)
-    except OSError as exc:
-        raise InputError(disk_error_line(exc, stage)) from None
-    return stage
 
 
 def _mirp_item(row: dict) -> dict:

@@ -8,7 +8,6 @@ pool or on a cluster worker. Randomness comes from one generator per case keyed 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 import os
@@ -20,6 +19,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.core.runtime import keyed_rng
 from radspatial.labels import display_name, letter_code
 from radspatial.markers import DOT_ORDER, MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
 from radspatial.questions import (
@@ -113,11 +113,6 @@ class GenerateConfig:
             if setup in self.setups:
                 out += [(setup, m) for m in self.markers]
         return out
-
-
-def keyed_rng(seed: int, key: str) -> np.random.Generator:
-    digest = hashlib.sha256(key.encode()).digest()
-    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ def export_hf(
     ``apache-2.0`` when every source is the bundled TotalSegmentator example, else ``other``
     (the card then says the licence is not stated). Raises ValueError on a bad dataset.
     """
-    from radspatial.dataset import staged
+    from radspatial.core.staging import staged
 
     pa = _arrow()
     import pyarrow.parquet as pq

@@ -27,7 +27,6 @@ from radspatial.datafiles import (
     read_manifest,
     read_mirp_qa,
 )
-from radspatial.io import read_jsonl
 from radspatial.labels import normalize_name
 from radspatial.mirp import MIRP_CENTRES
 from radspatial.questions.open_common import is_open
@@ -253,11 +252,6 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFileError(f"{path}: entry {i}: bad filename/label_info ({exc!r})") from None
     return out
-
-
-def load_rows(root: Path) -> list[dict]:
-    """Raw manifest rows (for tools that need every field)."""
-    return read_jsonl(Path(root) / "manifest.jsonl")
 
 
 def sample_items(items: Sequence[EvalItem], n: int, *, seed: int = 0) -> list[EvalItem]:

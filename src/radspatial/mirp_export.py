@@ -105,7 +105,7 @@ def _centres(run_dir: Path) -> tuple[bytes | None, str | None]:
 
 def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExport:
     """Write ``run_dir``'s replies in MIRP's inference-output layout under ``out``."""
-    from radspatial.dataset import staged
+    from radspatial.core.staging import staged
 
     run_dir = Path(run_dir)
     results = run_dir / "results.jsonl"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
+from radspatial.core.errors import disk_error_line
 from radspatial.executor import TaskFailed, run_ordered
 from radspatial.generate import GenerateConfig, generate_case
 from radspatial.io import atomic_write_json, dumps
@@ -70,14 +71,6 @@ class ShardJob:
     config: GenerateConfig
     shards: Path
     key: str
-
-
-def disk_error_line(exc: OSError, where: Path) -> str:
-    """One line for an OSError of the output disk (full, read-only, no permission)."""
-    path = exc.filename or where
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{path}: no space left on the output disk (free some space and rerun)"
-    return f"{path}: cannot write the output ({exc.strerror or exc})"
 
 
 def _stat_key(path: Path) -> list:

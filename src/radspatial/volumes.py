@@ -24,6 +24,7 @@ from nibabel.filebasedimages import ImageFileError
 from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
 
+from radspatial.core.errors import InputError
 from radspatial.io import sha256_file
 from radspatial.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
 from radspatial.nifti import check_affine, check_declared_size, load_nifti_gz, max_volume_bytes
@@ -36,10 +37,6 @@ _READ_ERRORS = (
     *(OSError, EOFError, zlib.error, ValueError),
     *(ImageFileError, HeaderDataError, WrapStructError),
 )
-
-
-class InputError(ValueError):
-    """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
 
 
 # A case id becomes part of file names: letters, digits, '.', '_', '-', not starting with '.'.

@@ -34,6 +34,7 @@ from radspatial.agent.verify import (
     verify_distance,
     verify_size,
 )
+from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE
 from radspatial.labels import load_table
 
 MAX_PIXELS = 4096 * 4096
@@ -84,9 +85,9 @@ class Agent:
         self,
         localizer: str | Localizer = "markers",
         *,
-        margin: float = 10.0,
-        size_tolerance: float = 0.05,
-        min_component_px: float = 40.0,
+        margin: float = MARGIN_PX,
+        size_tolerance: float = SIZE_TOLERANCE,
+        min_component_px: float = MIN_COMPONENT_PX,
         **options: Any,
     ) -> None:
         self.localizer = (

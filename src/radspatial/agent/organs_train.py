@@ -32,7 +32,7 @@ import numpy as np
 from PIL import Image
 
 from radspatial.agent import unet
-from radspatial.generate import keyed_rng
+from radspatial.core.runtime import keyed_rng
 from radspatial.io import atomic_write_json, sha256_file
 from radspatial.labels import load_table
 from radspatial.slices import Geometry, to_display
@@ -127,7 +127,7 @@ def _phantom_bank(args: tuple[int, int, tuple[int, int, int], int, int, tuple[st
 
 def real_banks(size: int, mirror: bool) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
     """The bundled CT (and its mirrored counterfactual if ``mirror``), every slice."""
-    from radspatial.cli import bundled_example
+    from radspatial.core.runtime import bundled_example
     from radspatial.counterfactual import mirror_arrays, mirror_map
     from radspatial.volumes import Case, load_case
 

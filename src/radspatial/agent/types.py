@@ -11,8 +11,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from radspatial.core.registry import Registry
+
 RELATIONS = ("above", "below", "left_of", "right_of")
-MARKER_KINDS = ("numbers", "letters", "dots")
 # question kind -> relations it can have (SPAR-VQA kinds besides MIRP's relative position)
 KINDS: dict[str, tuple[str, ...]] = {
     "relative_position": RELATIONS,
@@ -122,31 +123,24 @@ class Localizer(Protocol):
 
 
 LocalizerFactory = Callable[..., Localizer]
-_REGISTRY: dict[str, LocalizerFactory] = {}
+# built-in localizers register themselves when imported; heavy imports stay inside functions
+LOCALIZERS: Registry[LocalizerFactory] = Registry(
+    "localizer",
+    tuple(
+        f"radspatial.agent.{m}"
+        for m in ("mask_localizer", "unet", "markers_localizer", "totalseg_localizer", "organs")
+    ),
+)
 
 
 def register_localizer(name: str) -> Callable[[LocalizerFactory], LocalizerFactory]:
-    def deco(factory: LocalizerFactory) -> LocalizerFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"localizer {name!r} registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def _load_builtin() -> None:
-    from radspatial.agent import localizers  # noqa: F401
+    return LOCALIZERS.register(name)
 
 
 def list_localizers() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return LOCALIZERS.names()
 
 
 def create_localizer(name: str, **options: Any) -> Localizer:
     """``create_localizer("markers")``, ``create_localizer("unet", model_dir=...)``."""
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown localizer {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](**options)
+    return LOCALIZERS.get(name)(**options)

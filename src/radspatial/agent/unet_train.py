@@ -26,7 +26,7 @@ from radspatial.agent import unet
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Ref
 from radspatial.agent.verify import verify
-from radspatial.generate import keyed_rng
+from radspatial.core.runtime import keyed_rng
 from radspatial.io import atomic_write_json, sha256_file
 
 FORMAT = "radspatial-unet"

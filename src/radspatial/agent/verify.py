@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radspatial.agent.types import Found
+from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE
 from radspatial.questions.count import count_regions
 from radspatial.questions.distance import distance_holds
 from radspatial.questions.relative_position import axis_of, relation_holds
@@ -59,7 +60,7 @@ _RULES = {
 
 
 def verify(
-    relation: str, subject: Found | None, reference: Found | None, *, margin: float = 10.0
+    relation: str, subject: Found | None, reference: Found | None, *, margin: float = MARGIN_PX
 ) -> Decision:
     """Answer ``subject <relation> reference`` from the two centres.
 
@@ -85,7 +86,7 @@ def verify(
 
 
 def verify_size(
-    relation: str, first: Found | None, second: Found | None, *, tolerance: float = 0.05
+    relation: str, first: Found | None, second: Found | None, *, tolerance: float = SIZE_TOLERANCE
 ) -> Decision:
     """``first`` larger/smaller than ``second`` by area; abstains within ``tolerance``."""
     rule = f"yes iff area(first) {'>' if relation == 'larger_than' else '<'} area(second)"
@@ -113,7 +114,7 @@ def verify_distance(
     first: Found | None,
     second: Found | None,
     *,
-    margin: float = 10.0,
+    margin: float = MARGIN_PX,
 ) -> Decision:
     """Anchor closer to / farther from ``first`` than ``second`` (centre distances)."""
     rule = f"yes iff d(anchor, first) {'<' if relation == 'closer_to' else '>'} d(anchor, second)"
@@ -132,7 +133,9 @@ def verify_distance(
     return Decision(answer, reason, rule, confidence=confidence, measured=measured)
 
 
-def verify_count(n: int, found: Found | None, *, min_component_px: float = 40.0) -> Decision:
+def verify_count(
+    n: int, found: Found | None, *, min_component_px: float = MIN_COMPONENT_PX
+) -> Decision:
     """Whether the structure has exactly ``n`` regions of at least ``min_component_px`` px."""
     rule = f"yes iff regions of >= {min_component_px:g} px == {n}"
     if found is None:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from radspatial.core.registry import Registry
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -74,7 +76,15 @@ class Backend(Protocol):
 
 
 BackendFactory = Callable[..., Backend]
-_REGISTRY: dict[str, BackendFactory] = {}
+# Imported on first use, not at package import, so listing specs needs no torch/httpx.
+# Each module keeps heavy imports (torch, transformers, vllm) inside its functions.
+BACKENDS: Registry[BackendFactory] = Registry(
+    "backend",
+    tuple(
+        f"radspatial.models.{m}"
+        for m in ("openai_compat", "hf", "vllm_backend", "baselines", "agent_backend")
+    ),
+)
 
 
 def register_backend(prefix: str) -> Callable[[BackendFactory], BackendFactory]:
@@ -82,24 +92,11 @@ def register_backend(prefix: str) -> Callable[[BackendFactory], BackendFactory]:
 
     The factory is called as ``factory(rest, decoding=..., concurrency=..., **options)``.
     """
-
-    def deco(factory: BackendFactory) -> BackendFactory:
-        if prefix in _REGISTRY:
-            raise ValueError(f"backend prefix {prefix!r} registered twice")
-        _REGISTRY[prefix] = factory
-        return factory
-
-    return deco
-
-
-def _load_builtin_backends() -> None:
-    # Imported here, not at package import, so listing specs needs no torch/httpx.
-    from radspatial.models import builtin  # noqa: F401
+    return BACKENDS.register(prefix)
 
 
 def list_backends() -> list[str]:
-    _load_builtin_backends()
-    return sorted(_REGISTRY)
+    return BACKENDS.names()
 
 
 EXECUTORS = ("local", "ray")
@@ -128,17 +125,16 @@ def create_backend(
         if options.get(name) is not None:
             raise ValueError(f"{spec}: {name} needs --executor ray")
         options.pop(name, None)
-    _load_builtin_backends()
     prefix, colon, rest = spec.partition(":")
     if colon and not rest.strip():
         raise ValueError(
             f"model spec {spec!r}: nothing after ':'; "
             "expected <prefix>:<model>, e.g. 'hf:/models/llava'"
         )
-    if prefix not in _REGISTRY:
+    if prefix not in BACKENDS:
         raise ValueError(
             f"unknown model spec {spec!r}; known prefixes: {', '.join(list_backends())}"
         )
-    return _REGISTRY[prefix](
+    return BACKENDS.get(prefix)(
         rest, decoding=decoding or Decoding(), concurrency=concurrency, **options
     )

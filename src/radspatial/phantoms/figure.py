@@ -59,7 +59,7 @@ def _captioned(img: np.ndarray, text: str) -> np.ndarray:
 
 def phantom_figure(out: Path, *, seed: int = 0, size: int = 256) -> Path:
     """Two rows of four tiles; returns ``out``. Takes about a minute (four full phantoms)."""
-    from radspatial.cli import bundled_example
+    from radspatial.core.runtime import bundled_example
 
     ct_path, seg_path = bundled_example()
     real = load_case(Case("example", ct_path, seg_path))

@@ -20,7 +20,6 @@ from tqdm import tqdm
 from radspatial.counterfactual import EXTENSION_NAMES
 from radspatial.executor import TaskFailed, run_ordered, sigterm_as_interrupt
 from radspatial.io import atomic_write_bytes, atomic_write_json
-from radspatial.labels import load_table
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
 
 LABELS_FILE = "labels.json"
@@ -36,11 +35,6 @@ def nifti_bytes(data: np.ndarray, affine: np.ndarray) -> bytes:
     img.header.set_qform(affine, code=1)
     img.header.set_sform(affine, code=1)
     return gzip.compress(img.to_bytes(), compresslevel=1, mtime=0)
-
-
-def labels_table() -> dict[int, str]:
-    """TotalSegmentator v2 names plus the extension ids (200 mass, 201 lung_middle_lobe_left)."""
-    return {**load_table("totalsegmentator", group=False).names, **EXTENSION_NAMES}
 
 
 def _variants(variant: str | Sequence[str], n: int) -> list[str]:

@@ -37,9 +37,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from radspatial.dataset import software_versions, staged
+from radspatial.core.runtime import keyed_rng, software_versions
+from radspatial.core.staging import staged
 from radspatial.executor import TaskFailed, run_ordered
-from radspatial.generate import keyed_rng
 from radspatial.io import atomic_write_json, atomic_write_jsonl
 from radspatial.markers import DOT_COLORS
 from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from radspatial.core.registry import Registry
 from radspatial.io import atomic_write_bytes, atomic_write_json
 
 FORMAT = "radspatial-encoder"
@@ -42,7 +43,7 @@ SCRATCH_STD = (0.25, 0.25, 0.25)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-_REGISTRY: dict[str, Callable[..., Encoder]] = {}
+ENCODERS: Registry[Callable[..., Encoder]] = Registry("encoder")
 
 
 class Features(NamedTuple):
@@ -87,29 +88,23 @@ class Encoder(nn.Module, abc.ABC):
 
 
 def register_encoder(name: str) -> Callable[[Callable[..., Encoder]], Callable[..., Encoder]]:
-    def deco(builder: Callable[..., Encoder]) -> Callable[..., Encoder]:
-        if name in _REGISTRY:
-            raise ValueError(f"encoder {name!r} registered twice")
-        _REGISTRY[name] = builder
-        return builder
-
-    return deco
+    return ENCODERS.register(name)
 
 
 def list_encoders() -> list[str]:
     """Registered names; ``hf:<path>`` is accepted on top of these."""
-    return sorted(_REGISTRY)
+    return ENCODERS.names()
 
 
 def create_encoder(name: str, **kwargs: Any) -> Encoder:
     """A randomly initialised encoder by name (seed torch first), or ``hf:<path>`` weights."""
     if name.startswith("hf:"):
         return _hf_encoder(name[3:], **kwargs)
-    if name not in _REGISTRY:
+    if name not in ENCODERS:
         raise ValueError(
             f"unknown encoder {name!r}; known: {', '.join(list_encoders())}, hf:<path>"
         )
-    return _REGISTRY[name](**kwargs)
+    return ENCODERS.get(name)(**kwargs)
 
 
 def sincos_2d(h: int, w: int, dim: int) -> torch.Tensor:

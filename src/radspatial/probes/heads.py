@@ -26,32 +26,25 @@ from typing import Any
 import torch
 from torch import nn
 
+from radspatial.core.registry import Registry
 from radspatial.probes.encoders import Features
 
-_REGISTRY: dict[str, Callable[..., nn.Module]] = {}
+HEADS: Registry[Callable[..., nn.Module]] = Registry("head")
 
 
 def register_head(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
-    def deco(cls: type[nn.Module]) -> type[nn.Module]:
-        if name in _REGISTRY:
-            raise ValueError(f"head {name!r} registered twice")
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
+    return HEADS.register(name)
 
 
 def list_heads() -> list[str]:
-    return sorted(_REGISTRY)
+    return HEADS.names()
 
 
 def create_head(
     name: str, *, dim: int, grid: Sequence[int], out_shape: Sequence[int], **kwargs: Any
 ) -> nn.Module:
     """A randomly initialised head; ``head.spec()`` is the JSON that rebuilds it."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown head {name!r}; known: {', '.join(list_heads())}")
-    return _REGISTRY[name](dim=dim, grid=tuple(grid), out_shape=tuple(out_shape), **kwargs)
+    return HEADS.get(name)(dim=dim, grid=tuple(grid), out_shape=tuple(out_shape), **kwargs)
 
 
 class _Head(nn.Module):

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
+from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, MIN_DISTANCE_PX, SIZE_TOLERANCE
 from radspatial.labels import side_pairs
 from radspatial.markers import marker_area
 from radspatial.slices import VARIANTS, StructureStat, Variant
@@ -121,11 +122,11 @@ class Rules:
     size: int
     crop: int
     reference: int = REFERENCE_PX
-    min_distance_ref: float = 50.0
-    margin_ref: float = 10.0
+    min_distance_ref: float = MIN_DISTANCE_PX
+    margin_ref: float = MARGIN_PX
     dominance: float = 1.5
-    min_component_ref: float = 40.0
-    equal_tolerance: float = 0.10
+    min_component_ref: float = MIN_COMPONENT_PX
+    equal_tolerance: float = SIZE_TOLERANCE
 
     def px(self, ref_px: float) -> float:
         return ref_px * self.size / self.reference

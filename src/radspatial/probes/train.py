@@ -382,7 +382,7 @@ def _train_task(
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
-    from radspatial.dataset import software_versions
+    from radspatial.core.runtime import software_versions
 
     out = software_versions()
     for pkg in ("torch", "monai", "einops", "transformers", "safetensors"):

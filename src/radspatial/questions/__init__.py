@@ -15,6 +15,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from radspatial.core.registry import Registry
+from radspatial.core.rules import QuestionRules
+
+__all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
+
 SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "count")
 # open types: a word or a number as the answer (questions/open_common.py)
 OPEN: tuple[str, ...] = ("laterality", "direction", "identification", "counting")
@@ -74,16 +79,6 @@ class QuestionSpec:
     @property
     def object2(self) -> Candidate | None:
         return self.objects[1] if len(self.objects) > 1 else None
-
-
-@dataclass(frozen=True)
-class QuestionRules:
-    """Thresholds in output px; an answer never hangs on a few pixels."""
-
-    min_distance_px: float = 50.0  # between centres of two structures in one question
-    margin_px: float = 10.0  # relative position: along the asked axis; distance: d1 vs d2
-    size_tolerance: float = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
-    min_component_px: float = 40.0  # count: smaller components are specks, not regions
 
 
 @dataclass(frozen=True)
@@ -149,49 +144,42 @@ class KeepVariant:
         return default
 
 
-_REGISTRY: dict[str, QuestionType] = {}
+QUESTION_TYPES: Registry[QuestionType] = Registry(
+    "question type",
+    tuple(
+        f"radspatial.questions.{m}"
+        for m in (
+            "count",
+            "counting",
+            "direction",
+            "distance",
+            "identification",
+            "laterality",
+            "orientation",
+            "relative_position",
+            "size",
+        )
+    ),
+)
 
 
 def register_question_type(qt: QuestionType) -> QuestionType:
-    if qt.name in _REGISTRY:
-        raise ValueError(f"question type {qt.name!r} registered twice")
-    _REGISTRY[qt.name] = qt
-    return qt
+    return QUESTION_TYPES.add(qt.name, qt)
 
 
 def get_question_type(name: str) -> QuestionType:
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown question type {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
+    return QUESTION_TYPES.get(name)
 
 
 def list_question_types() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return QUESTION_TYPES.names()
 
 
 def chance_levels() -> dict[str, float | None]:
     """Chance per type; None where it depends on the item (identification: see its module)."""
-    _load_builtin()
-    return {k: v.chance for k, v in sorted(_REGISTRY.items())}
+    return {k: v.chance for k, v in QUESTION_TYPES.items()}
 
 
 def answer_classes(name: str) -> tuple:
     """The answer classes an open type balances over (empty: binary, or not balanced)."""
     return tuple(getattr(get_question_type(name), "classes", ()))
-
-
-def _load_builtin() -> None:
-    # ruff: noqa: F401
-    from radspatial.questions import (
-        count,
-        counting,
-        direction,
-        distance,
-        identification,
-        laterality,
-        orientation,
-        relative_position,
-        size,
-    )

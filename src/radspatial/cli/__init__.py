@@ -1,0 +1,52 @@
+"""Command line: one module per command group, each subcommand a thin call into one public
+function. Bad input exits with status 2 and one line naming the file and the problem.
+
+``radspatial.cli:main`` is the console entry point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from radspatial.cli import agent, demo, eval, export, generate, phantom, probe
+from radspatial.core.runtime import bundled_example  # re-exported: older imports and tests
+
+__all__ = ["build_parser", "bundled_example", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from radspatial import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="radspatial", description="Spatial-reasoning benchmarks, evaluation and agents for CT"
+    )
+    parser.add_argument("--version", action="version", version=f"radspatial {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    generate.add_generate(sub)
+    eval.add_eval(sub)
+    eval.add_report(sub)
+    demo.add_demo(sub)
+    agent.add_agent(sub)
+    agent.add_serve(sub)
+    phantom.add_phantom(sub)
+    phantom.add_counterfactual(sub)
+    probe.add_probe(sub)
+    export.add_export(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    from radspatial.volumes import InputError
+
+    try:
+        return args.func(args)
+    except (InputError, FileExistsError, ValueError) as exc:
+        msg = " ".join(str(exc).split())
+        print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"radspatial {args.command}: interrupted", file=sys.stderr)
+        return 143 if type(exc).__name__ == "Terminated" else 130

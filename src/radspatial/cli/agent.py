@@ -1,0 +1,164 @@
+"""``radspatial agent`` (answer, train) and ``radspatial serve`` (the agent behind an
+OpenAI-compatible API)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from radspatial.cli.common import (
+    positive,
+)
+from radspatial.core import rules
+
+
+def add_agent(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "agent",
+        help="answer a question about an image with the modular agent (or: agent train)",
+        description="radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
+    p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
+    p.add_argument("--question", help="the yes/no spatial question")
+    p.add_argument(
+        "--localizer",
+        default="auto",
+        help="auto (default: markers for marker refs, the shipped organs model otherwise) | "
+        "organs | markers | mask | unet | ...",
+    )
+    p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
+    p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
+    p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
+    p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px: abstain below this")
+    p.add_argument("--trace", type=Path, help="write the trace JSON here")
+    p.add_argument("--overlay", type=Path, help="write an overlay PNG here")
+    p.add_argument("--data", type=Path, help="train: dataset generated with --export-masks")
+    p.add_argument("--out", type=Path, help="train: model folder to write")
+    p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
+    p.add_argument("--size", type=int, help="train: network input size in px")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="train: torch CPU threads")
+    p.set_defaults(func=cmd_agent)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    if args.action == "train":
+        return _agent_train(args)
+    if args.image is None or args.question is None:
+        raise ValueError("radspatial agent needs --image and --question (or: agent train)")
+    import json
+
+    from radspatial.agent.core import Agent, draw_overlay, load_image
+    from radspatial.agent.types import Context
+    from radspatial.io import atomic_write_bytes, atomic_write_json
+
+    if not args.image.is_file():
+        raise ValueError(f"{args.image}: no such image")
+    options = {"model_dir": args.model} if args.model else {}
+    agent = Agent(args.localizer, margin=args.margin, **options)
+    context = Context()
+    if args.mask is not None:
+        import numpy as np
+        from PIL import Image
+
+        from radspatial.labels import load_table
+
+        context = Context(
+            mask=np.asarray(Image.open(args.mask)), labels=load_table(args.labels).names
+        )
+    image = load_image(args.image)
+    result = agent.answer(image, args.question, context=context)
+    verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
+    print(f"answer: {verdict} ({result.trace['decision']['reason']})")
+    print(json.dumps(result.trace, indent=2))
+    if args.trace:
+        atomic_write_json(args.trace, result.trace)
+    if args.overlay:
+        import io
+
+        buf = io.BytesIO()
+        draw_overlay(image, result).save(buf, format="PNG")
+        atomic_write_bytes(args.overlay, buf.getvalue())
+        print(f"overlay: {args.overlay}")
+    return 0
+
+
+def _agent_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from radspatial.agent.unet_train import TrainConfig, train_unet
+
+    if args.data is None or args.out is None:
+        raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
+    config = TrainConfig(seed=args.seed)
+    if args.epochs is not None:
+        config = replace(config, epochs=args.epochs)
+    if args.size is not None:
+        config = replace(config, size=args.size)
+    if args.threads is not None:
+        config = replace(config, threads=args.threads)
+    metrics = train_unet(args.data, args.out, config, progress=False)
+    print(f"model: {args.out}")
+    for key, value in metrics.items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the agent as an OpenAI-compatible API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    key = p.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="require the bearer key in environment variable NAME (default: RADSPATIAL_API_KEY "
+        "when set); unlike --api-key it does not show in ps",
+    )
+    key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
+    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
+    p.add_argument("--model", type=Path, help="model folder for the unet localizer")
+    p.add_argument("--threads", type=positive(int), default=32, help="agent calls at once")
+    p.add_argument(
+        "--max-connections", type=positive(int), help="open connections (default 4 x threads)"
+    )
+    p.add_argument("--max-pixels", type=positive(int), help="pixels of one image (4096^2)")
+    p.add_argument(
+        "--max-total-pixels",
+        type=positive(int),
+        help="decoded pixels of all requests at once (default 2 x 4096^2, about 0.5 GB)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from radspatial.agent.server import serve
+
+    api_key = args.api_key
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ValueError(f"--api-key-env {args.api_key_env}: that variable is not set or empty")
+    elif api_key is None:
+        api_key = os.environ.get("RADSPATIAL_API_KEY")
+    try:
+        serve(
+            host=args.host,
+            port=args.port,
+            api_key=api_key,
+            localizers=args.localizer,
+            model_dir=args.model,
+            threads=args.threads,
+            max_connections=args.max_connections,
+            max_pixels=args.max_pixels,
+            max_total_pixels=args.max_total_pixels,
+        )
+    except OSError as exc:  # e.g. the port is taken
+        why = exc.strerror or exc
+        raise ValueError(f"cannot serve on {args.host}:{args.port}: {why}") from None
+    return 0

@@ -1,0 +1,211 @@
+"""``radspatial eval`` and ``radspatial report``: runs of models on a dataset, and their report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from radspatial.cli.common import csv_lower
+from radspatial.cli.generate import _question_types
+
+
+def add_eval(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import (
+        MODEL_ARGS_HELP,
+        EvalHelpParser,
+        HelpFormatter,
+        add_backend_flags,
+    )
+
+    p = sub.add_parser(
+        "eval",
+        help="evaluate one or more models on a dataset (radspatial or MIRP layout)",
+        description="Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
+        "hf:<path or id>, vllm:<path or id>, "
+        "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
+        "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
+        "Rerunning the same command resumes: finished calls are never repeated.",
+        formatter_class=HelpFormatter,
+    )
+    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
+    p.add_argument("--data", type=Path, required=True, help="dataset folder")
+    p.add_argument(
+        "--model",
+        required=True,
+        nargs="+",
+        action="extend",
+        metavar="SPEC",
+        help="model spec(s); with several, each gets its run folder OUT/<spec> and one report "
+        "is written to OUT/report",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="run folder (with several models: parent folder)"
+    )
+    p.add_argument("--model-args", metavar="K=V,...", help=MODEL_ARGS_HELP + " (default: none)")
+    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
+    p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="evaluate N items sampled across setups, markers and question types, answers "
+        "balanced, seeded by --limit-seed (default: all items)",
+    )
+    p.add_argument("--limit-seed", type=int, default=0, help="seed of the --limit sample")
+    p.add_argument(
+        "--setups", type=csv_lower, help="only these setups, e.g. rq1,rq2 (default: all)"
+    )
+    p.add_argument(
+        "--markers",
+        type=csv_lower,
+        help="only these marker types, e.g. dots,letters (default: all)",
+    )
+    p.add_argument(
+        "--questions",
+        type=_question_types,
+        help="only these question types, e.g. spar or size,distance (default: all)",
+    )
+    p.add_argument(
+        "--prompt",
+        type=Path,
+        help="custom prompt template file ({question} etc.; default: MIRP's prompts)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=("radspatial", "mirp"),
+        default="radspatial",
+        help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
+        "replication protocol (example drawn from another item per run, text before image, "
+        "MIRP's prompt for every setup, MIRP's answer parser)",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
+    p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
+    p.add_argument(
+        "--judge",
+        help="LLM judge for open answers the rules cannot read, any model spec "
+        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl "
+        "(default: no judge, the rules alone)",
+    )
+    p.add_argument(
+        "--judge-all", action="store_true", help="judge every open answer, not only undecided"
+    )
+    add_backend_flags(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import shlex
+
+    from radspatial.cli.eval_options import backend_options, run_dir_for, show_retries
+    from radspatial.models.base import Decoding
+    from radspatial.prompts import load_template
+    from radspatial.runguard import sigterm_as_interrupt
+    from radspatial.runner import EvalConfig, run_eval
+
+    specs = list(dict.fromkeys(args.model))
+    if len(specs) != len(args.model):
+        raise ValueError("--model: the same spec is given twice")
+    options = {spec: backend_options(args, spec) for spec in specs}  # all checked up front
+    template = load_template(args.prompt) if args.prompt else None
+    out_dirs = {s: args.out if len(specs) == 1 else run_dir_for(args.out, s) for s in specs}
+    if len(set(out_dirs.values())) != len(specs):
+        raise ValueError("--model: two specs map to the same run folder name")
+    show_retries()
+    n_err = 0
+    for spec in specs:
+        config = EvalConfig(
+            model=spec,
+            runs=args.runs,
+            concurrency=args.concurrency,
+            limit=args.limit,
+            limit_seed=args.limit_seed,
+            setups=args.setups,
+            markers=args.markers,
+            question_types=args.questions,
+            decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
+            template=template,
+            protocol=args.protocol,
+            backend_options=options[spec],
+            judge=args.judge,
+            judge_all=args.judge_all,
+        )
+        with sigterm_as_interrupt():
+            try:
+                rows = run_eval(args.data, out_dirs[spec], config)
+            except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+                raise ValueError(f"{exc.filename}: {exc.strerror}") from None
+        n_err += _print_eval(out_dirs[spec], rows)
+    if len(specs) > 1:
+        from radspatial.report import build_report
+
+        report = build_report(list(out_dirs.values()), args.out / "report")
+        print(f"report: {report.index_html}")
+    if n_err:
+        again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
+        where = args.out / "results.jsonl" if len(specs) == 1 else "each run's results.jsonl"
+        print(
+            f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
+            f"see {where}); to resume, rerun the same command: {again}",
+            file=sys.stderr,
+        )
+        return 3
+    return 0
+
+
+def _print_eval(out: Path, rows: list[dict]) -> int:
+    """Print the run's summary; returns the number of errors (calls without an answer)."""
+    import json
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    o = metrics["overall"]
+    n_err = metrics["errors"]
+    if o.get("accuracy_mean") is None:
+        print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
+    else:
+        print(
+            f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
+            f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
+            f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
+            f"errors {n_err} (not counted in accuracy)"
+        )
+    h = metrics.get("headline") or {}
+    if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
+        print(
+            f"  relative position RQ1-RQ3 (MIRP's overall): {100 * h['accuracy_mean']:.1f} +- "
+            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items"
+        )
+    print(f"results: {out / 'results.jsonl'}")
+    return n_err
+
+
+def add_report(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import HelpFormatter
+
+    p = sub.add_parser(
+        "report",
+        help="tables, figures and a browsable HTML report from one or more eval run folders",
+        description="Writes summary.md, summary.json, the figures and index.html (tables, "
+        "figures and an item gallery with filters; open it in a browser, no server needed).",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
+    p.add_argument("--out", type=Path, required=True, help="report folder")
+    p.add_argument(
+        "--review",
+        type=Path,
+        help="human review marks (JSONL, e.g. downloaded from the gallery; "
+        "docs/open_questions.md): folded in beside the automatic grades, never over them "
+        "(default: none)",
+    )
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from radspatial.report import build_report
+
+    summary = build_report(args.runs, args.out, review=args.review)
+    print(f"report: {summary.summary_md}")
+    print(f"html: {summary.index_html}")
+    for fig in summary.figures:
+        print(f"figure: {fig}")
+    return 0

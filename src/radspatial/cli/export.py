@@ -1,0 +1,80 @@
+"""``radspatial export`` mirp / hf: a dataset or run in another tool's layout."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import HelpFormatter
+
+    p = sub.add_parser("export", help="write a run or dataset in another tool's layout")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    m = kinds.add_parser(
+        "mirp",
+        help="an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
+        description="One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
+        "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres file. Run "
+        "MIRP's evaluation scripts inside each folder.",
+        formatter_class=HelpFormatter,
+    )
+    m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
+    m.add_argument("--out", type=Path, required=True, help="output folder")
+    m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    m.set_defaults(func=cmd_export_mirp)
+    h = kinds.add_parser(
+        "hf",
+        help="a generated dataset as Hugging Face datasets parquet shards with a dataset card",
+        description="OUT/data/test-*.parquet (one row per question: every manifest field, the "
+        "image as an Image feature) and OUT/README.md (dataset card: YAML header, counts, "
+        "columns, licence and provenance of the source CTs). Load it with "
+        'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
+        "pip install 'radspatial[hf-export]'.",
+        formatter_class=HelpFormatter,
+    )
+    h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
+    h.add_argument("--out", type=Path, required=True, help="output folder")
+    h.add_argument(
+        "--license",
+        help="licence id for the card, e.g. cc-by-4.0 (default: apache-2.0 for the bundled "
+        "example CT, else 'other' and the card says it is not stated)",
+    )
+    h.add_argument("--name", help="dataset name in the card (default: the --data folder name)")
+    h.add_argument(
+        "--max-shard-mb", type=float, default=256.0, help="image bytes per parquet shard (MB)"
+    )
+    h.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    h.set_defaults(func=cmd_export_hf)
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from radspatial.hf_export import export_hf
+
+    done = export_hf(
+        args.data,
+        args.out,
+        license=args.license,
+        name=args.name,
+        max_shard_mb=args.max_shard_mb,
+        overwrite=args.overwrite,
+    )
+    print(f"Hugging Face dataset: {done.out.resolve()}")
+    print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")
+    print(f"  columns: {', '.join(done.columns)}")
+    print(f'  load: datasets.load_dataset("parquet", data_dir="{done.out / "data"}")')
+    return 0
+
+
+def cmd_export_mirp(args: argparse.Namespace) -> int:
+    from radspatial.mirp_export import export_mirp
+
+    done = export_mirp(args.run, args.out, overwrite=args.overwrite)
+    print(f"MIRP layout: {done.out.resolve()}")
+    print(f"  {len(done.folders)} setup/marker folder(s): {', '.join(done.folders)}")
+    print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) left out")
+    if done.centres:
+        print(f"  centres file from {done.centres}")
+    else:
+        print("  no centres file: MIRP's anatomy script cannot run on this export")
+    return 0

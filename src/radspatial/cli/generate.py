@@ -1,0 +1,186 @@
+"""``radspatial generate``: a benchmark dataset from CT cases (one public call: build_dataset)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from radspatial.cli.common import (
+    add_executor_options,
+    csv_lower,
+    window,
+)
+from radspatial.core import rules
+from radspatial.core.runtime import bundled_example
+
+
+def add_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
+        description="With no --ct/--cases, uses the bundled real example CT and its mask.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--ct", type=Path, help="CT: NIfTI file or DICOM series folder")
+    src.add_argument("--cases", type=Path, help="CSV with columns ct,seg[,labels,case_id,variant]")
+    seg = p.add_mutually_exclusive_group()
+    seg.add_argument("--seg", type=Path, help="multilabel mask (NIfTI)")
+    seg.add_argument("--seg-dir", type=Path, help="TotalSegmentator per-structure output folder")
+    p.add_argument("--labels", help="totalsegmentator|btcv|amos|word or a JSON file id -> name")
+    p.add_argument("--case-id", help="case id for --ct (default: file name)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"))
+    p.add_argument("--markers", type=csv_lower, default=("numbers", "letters", "dots"))
+    p.add_argument("--size", type=int, default=512, help="output image size in px")
+    p.add_argument("--window", type=window, default=(400.0, 40.0), help="W,L in HU")
+    p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
+    p.add_argument(
+        "--min-distance",
+        type=float,
+        default=rules.MIN_DISTANCE_PX,
+        help="px between the two centres",
+    )
+    p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px along the asked axis")
+    p.add_argument(
+        "--questions",
+        type=_question_types,
+        default=("relative_position",),
+        help="question types, comma-separated: relative_position (MIRP, default), orientation, "
+        "symmetry, size, distance, count, laterality, direction, identification, counting; "
+        "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
+    )
+    p.add_argument(
+        "--size-tolerance",
+        type=float,
+        default=rules.SIZE_TOLERANCE,
+        help="size/symmetry/distance: compared values differ by >= this fraction of the larger",
+    )
+    p.add_argument(
+        "--min-component",
+        type=float,
+        default=rules.MIN_COMPONENT_PX,
+        help="count: px of the smallest region",
+    )
+    p.add_argument(
+        "--no-group",
+        action="store_true",
+        help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)",
+    )
+    p.add_argument("--export-masks", action="store_true", help="write each slice's label image")
+    p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
+    add_executor_options(p)
+    p.add_argument(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="a failing case: stop with exit 2 (default; finished cases are kept for the "
+        "rerun) or skip it, recorded in failures.jsonl and dataset.json",
+    )
+    p.add_argument(
+        "--png-level", type=int, default=3, help="PNG zlib level 0-9 (default 3: fast, ~1%% larger)"
+    )
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_generate)
+
+
+def _cases_from_args(args: argparse.Namespace):
+    from radspatial.volumes import Case, check_case_id, read_cases_csv
+
+    if args.cases:
+        if args.seg or args.seg_dir:
+            raise SystemExit("radspatial generate: --seg/--seg-dir go with --ct, not --cases")
+        return read_cases_csv(args.cases)
+    if args.ct:
+        seg = args.seg or args.seg_dir
+        if seg is None:
+            raise SystemExit("radspatial generate: --ct needs --seg or --seg-dir")
+        labels = "totalsegmentator" if args.seg_dir else args.labels
+        if args.case_id is not None:
+            case_id = check_case_id(args.case_id, "--case-id")
+        else:
+            case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
+        return [Case(case_id, args.ct, seg, labels)]
+    if args.seg or args.seg_dir:
+        raise SystemExit("radspatial generate: --seg/--seg-dir need --ct")
+    ct, seg = bundled_example()
+    return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
+
+
+def _question_types(text: str) -> tuple[str, ...]:
+    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
+
+    out: list[str] = []
+    for name in csv_lower(text):
+        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        group = groups.get(name, [name])
+        out += [n for n in group if n not in out]
+    known = list_question_types()
+    bad = [n for n in out if n not in known]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
+    return tuple(out)
+
+
+def _case_id_for(ct: Path) -> str:
+    name = ct.name
+    for suffix in (".nii.gz", ".nii"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from radspatial.core.rules import QuestionRules
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+
+    config = GenerateConfig(
+        seed=args.seed,
+        size=args.size,
+        window=args.window,
+        setups=args.setups,
+        markers=args.markers,
+        as_count=args.as_count,
+        rules=QuestionRules(
+            min_distance_px=args.min_distance,
+            margin_px=args.margin,
+            size_tolerance=args.size_tolerance,
+            min_component_px=args.min_component,
+        ),
+        question_types=args.questions,
+        group=False if args.no_group else None,
+        export_masks=args.export_masks,
+        png_level=args.png_level,
+    )
+    cases = _cases_from_args(args)
+    summary = build_dataset(
+        cases,
+        config,
+        args.out,
+        workers=args.workers,
+        overwrite=args.overwrite,
+        executor=args.executor,
+        address=args.ray_address,
+        on_error=args.on_error,
+        log=lambda line: print(line, file=sys.stderr),
+    )
+    print(f"dataset: {summary.out.resolve()}")
+    print(f"questions: {summary.n_questions} from {len(summary.cases)} case(s)")
+    for case in summary.cases:
+        print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
+    for key, c in {**summary.counts, **summary.question_types}.items():
+        if "classes" in c and not c["yes"]:  # an open type: answers per class
+            spread = ", ".join(f"{k}: {v}" for k, v in sorted(c["classes"].items())[:6])
+            more = " ..." if len(c["classes"]) > 6 else ""
+            print(f"  {key:<17} {c['n']:>5} questions, {spread}{more}")
+            continue
+        n_open = sum(c.get("classes", {}).values())
+        tail = f" (+{n_open} open)" if n_open else ""
+        yes, no = c["yes"], c["n"] - n_open - c["yes"]
+        print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
+    print(f"manifest: {summary.out / 'manifest.jsonl'}")
+    if summary.failures:
+        print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
+    return 0

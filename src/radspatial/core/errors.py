@@ -1,0 +1,18 @@
+"""Errors that end a run with one line naming the file and the problem."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+
+class InputError(ValueError):
+    """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
+
+
+def disk_error_line(exc: OSError, where: Path) -> str:
+    """One line for an OSError of the output disk (full, read-only, no permission)."""
+    path = exc.filename or where
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{path}: no space left on the output disk (free some space and rerun)"
+    return f"{path}: cannot write the output ({exc.strerror or exc})"
