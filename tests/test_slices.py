@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 from radspatial.labels import display_name, letter_code, letter_to_id, load_table, normalize_name
-from radspatial.markers import Mark, draw_marks, marker_area
+from radspatial.markers import DOT_COLORS, Mark, dot_extent, draw_marks, marker_area
 from radspatial.slices import (
     VARIANTS,
     Geometry,
+    StructureStat,
     Variant,
+    component_areas,
+    referenceable,
     render_gray,
     render_labels,
     structure_stats,
@@ -103,6 +106,39 @@ def test_markers_drawn_upright_and_sized():
     assert 200 < marker_area(512) < 1500
     with pytest.raises(ValueError, match="red, blue, green"):
         draw_marks(img, [Mark("dots", "purple", (10, 10))])
+
+
+def test_component_areas_largest_first_scaled_and_boxed():
+    lab = np.zeros((6, 9), np.int32)
+    lab[0:2, 0:3] = 4  # 6 px, top-left
+    lab[4, 7] = 4  # 1 px speck, bottom-right (diagonal neighbours join: 8-connected)
+    lab[5, 8] = 4
+    lab[3, 3] = 2
+    assert component_areas(lab, 4) == [6.0, 2.0]
+    assert component_areas(lab, 4, scale=0.5) == [3.0, 1.0]
+    assert component_areas(lab, 4, (slice(0, 3), slice(0, 5))) == [6.0]
+    assert component_areas(lab, 7) == []
+
+
+def test_referenceable_needs_name_one_component_and_area():
+    def stat(i, n, area):
+        return StructureStat(i, n, area, (0.0, 0.0), (0.0, 0.0), True)
+
+    stats = {3: stat(3, 1, 50.0), 1: stat(1, 1, 80.0), 2: stat(2, 2, 90.0), 5: stat(5, 1, 10.0)}
+    stats[9] = stat(9, 1, 99.0)  # not in the table
+    names = {1: "liver", 2: "colon", 3: "spleen", 5: "aorta"}
+    assert [s.label_id for s in referenceable(stats, names, 40.0)] == [1, 3]
+
+
+def test_dots_take_a_palette_and_reject_other_colours():
+    img = np.zeros((128, 128, 3), np.uint8)
+    out = draw_marks(img, [Mark("dots", "teal", (20.0, 100.0))], colors={"teal": (0, 128, 128)})
+    assert tuple(out[100, 20]) == (0, 128, 128)
+    assert tuple(out[100, 20 + dot_extent(128)]) == (255, 255, 255)  # the white ring
+    assert tuple(out[20, 100]) == (0, 0, 0)
+    with pytest.raises(ValueError, match="teal"):
+        draw_marks(img, [Mark("dots", "teal", (20.0, 20.0))])
+    assert "teal" not in DOT_COLORS
 
 
 def test_labels_tables_and_codes():

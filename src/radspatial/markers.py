@@ -6,7 +6,7 @@ Markers are drawn after the rotation/flip, so text is always upright. Sizes scal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -62,31 +62,43 @@ def marker_extent(size: int) -> float:
     return 0.5 * float(np.hypot(w, h))
 
 
+def dot_extent(size: int) -> int:
+    """Outer radius of a drawn dot (disc plus white ring), in px."""
+    return _scaled(_DOT_RADIUS, size) + _scaled(_DOT_RING, size)
+
+
 def _clamp_center(xy: tuple[float, float], half: tuple[float, float], size: int) -> tuple[int, int]:
     x = min(max(xy[0], half[0]), size - 1 - half[0])
     y = min(max(xy[1], half[1]), size - 1 - half[1])
     return round(x), round(y)
 
 
-def draw_marks(image: np.ndarray, marks: Sequence[Mark], *, boxed: bool = True) -> np.ndarray:
+def draw_marks(
+    image: np.ndarray,
+    marks: Sequence[Mark],
+    *,
+    boxed: bool = True,
+    colors: Mapping[str, tuple[int, int, int]] = DOT_COLORS,
+) -> np.ndarray:
     """Draw markers on an RGB uint8 image (H, W, 3); returns a new array.
 
-    ``boxed=False`` draws bare black text (MIRP's blank-image ablation style).
+    ``boxed=False`` draws bare black text (MIRP's blank-image ablation style); ``colors`` names
+    the dot colours (the SPAR probes use a four-colour palette).
     """
     size = image.shape[1]
     pil = Image.fromarray(image, "RGB")
     draw = ImageDraw.Draw(pil)
     for mark in marks:
         if mark.kind == "dots":
-            if mark.text not in DOT_COLORS:
+            if mark.text not in colors:
                 raise ValueError(
-                    f"dot colour must be one of {', '.join(DOT_COLORS)}, not {mark.text!r}"
+                    f"dot colour must be one of {', '.join(colors)}, not {mark.text!r}"
                 )
             r = _scaled(_DOT_RADIUS, size)
             ring = _scaled(_DOT_RING, size)
             cx, cy = _clamp_center(mark.xy, (r + ring, r + ring), size)
             draw.ellipse((cx - r - ring, cy - r - ring, cx + r + ring, cy + r + ring), fill="white")
-            draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=DOT_COLORS[mark.text])
+            draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=colors[mark.text])
         elif mark.kind in ("numbers", "letters"):
             w, h = text_box_size(mark.text, size)
             cx, cy = _clamp_center(mark.xy, (w / 2, h / 2), size)

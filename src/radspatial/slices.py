@@ -199,3 +199,30 @@ def structure_stats(display_lab: np.ndarray, geom: Geometry) -> dict[int, Struct
             inside=inside,
         )
     return out
+
+
+def referenceable(
+    stats: dict[int, StructureStat], names: dict[int, str], min_area: float
+) -> list[StructureStat]:
+    """Structures a marker or a crop may point at, by label id: named in the table, one
+    connected component, area >= ``min_area`` (the generator and the probes use twice the
+    largest marker's area, ``2 * markers.marker_area(size)``)."""
+    return [
+        s
+        for _, s in sorted(stats.items())
+        if s.n_components == 1 and s.area_px >= min_area and s.label_id in names
+    ]
+
+
+def component_areas(
+    labels: np.ndarray,
+    label_id: int,
+    box: tuple[slice, ...] | None = None,
+    scale: float = 1.0,
+) -> list[float]:
+    """Areas of the 8-connected components of one label (inside ``box``), largest first;
+    ``scale`` converts a pixel of ``labels`` to output px."""
+    mask = (labels if box is None else labels[box]) == label_id
+    comp, n = ndimage.label(mask, structure=_EIGHT)
+    areas = np.bincount(comp.ravel(), minlength=n + 1)[1:] * scale
+    return sorted((float(a) for a in areas), reverse=True)

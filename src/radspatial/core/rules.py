@@ -13,6 +13,7 @@ MIN_DISTANCE_PX = 50.0  # between centres of two structures in one question
 MARGIN_PX = 10.0  # relative position: along the asked axis; distance: d1 vs d2
 SIZE_TOLERANCE = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
 MIN_COMPONENT_PX = 40.0  # count: smaller components are specks, not regions
+RELPOS_DOMINANCE = 1.5  # SPAR probe relpos: the dominant axis >= 1.5x the other
 
 
 @dataclass(frozen=True)

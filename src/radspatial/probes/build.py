@@ -26,7 +26,6 @@ Output is staged in ``OUT.partial/`` and renamed to ``OUT`` when complete, probe
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -34,14 +33,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image
 from tqdm import tqdm
 
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import staged
 from radspatial.executor import TaskFailed, run_ordered
+from radspatial.generate import encode_png
 from radspatial.io import atomic_write_json, atomic_write_jsonl
-from radspatial.markers import DOT_COLORS
+from radspatial.markers import DOT_COLORS, Mark, draw_marks
 from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo
 from radspatial.probes.tasks import (
     CROP_TASKS,
@@ -50,7 +50,6 @@ from radspatial.probes.tasks import (
     REFERENCE_PX,
     TASK_NAMES,
     TASKS,
-    Dot,
     Plan,
     Rules,
     SliceView,
@@ -78,6 +77,7 @@ MULTI_DRAW_TASKS: tuple[str, ...] = (
     "relpos_organ",
 )
 _FOLDERS = {"localize": "crops", "permutation": "perm"}
+PNG_LEVEL = 1  # zlib level 1 is ~3x faster than Pillow's default at about the same size here
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,8 @@ class ProbeConfig:
             "reference_size_px": r.reference,
             "rules": {
                 "min_area_px": r.min_area,
-                "min_distance_px": r.px(r.min_distance_ref),
-                "relpos_margin_px": r.px(r.margin_ref),
+                "min_distance_px": r.min_distance,
+                "relpos_margin_px": r.margin,
                 "relpos_dominance": r.dominance,
                 "min_component_px": r.min_component,
                 "equal_tolerance": r.equal_tolerance,
@@ -164,18 +164,6 @@ def _folder_name(case_id: str) -> str:
     if safe != case_id or safe in ("", ".", ".."):
         safe += "-" + hashlib.sha256(case_id.encode()).hexdigest()[:8]
     return safe
-
-
-def draw_dots(rgb: np.ndarray, dots: Sequence[Dot], radius: int, ring: int) -> np.ndarray:
-    """Discs with a white ring at their (already clamped) centres, as ``markers.draw_marks``."""
-    pil = Image.fromarray(rgb, "RGB")
-    draw = ImageDraw.Draw(pil)
-    r = radius - ring
-    for d in dots:
-        (x, y), o = d.xy, radius
-        draw.ellipse((x - o, y - o, x + o, y + o), fill="white")
-        draw.ellipse((x - r, y - r, x + r, y + r), fill=COLOURS[d.colour])
-    return np.asarray(pil)
 
 
 def crop_square(gray: np.ndarray, labels: np.ndarray, label_id: int, crop: int) -> np.ndarray:
@@ -205,13 +193,6 @@ def shuffle_tiles(img: np.ndarray, perm: Sequence[int], grid: int = GRID) -> np.
     return out
 
 
-def encode_png(rgb: np.ndarray) -> bytes:
-    """PNG bytes; zlib level 1 is ~3x faster than Pillow's default at about the same size here."""
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
 def _rgb(gray: np.ndarray) -> np.ndarray:
     return np.repeat(gray[:, :, None], 3, axis=2)
 
@@ -222,8 +203,11 @@ def _render(plan: Plan, gray: np.ndarray, labels: np.ndarray | None, rules: Rule
         img = crop_square(gray, labels, plan.label_ids[0], rules.crop)
         return _rgb(shuffle_tiles(img, plan.perm) if plan.perm else img)
     shown = Variant(plan.variant).apply_image(_rgb(gray))
-    ring = max(1, round(2 * rules.size / 512))
-    return draw_dots(shown, plan.dots, rules.dot_radius, ring) if plan.dots else shown
+    if not plan.dots:
+        return shown
+    # dots are already clamped and rounded (Rules.drawn): draw_marks keeps them where they are
+    marks = [Mark("dots", d.colour, d.xy) for d in plan.dots]
+    return draw_marks(shown, marks, colors=COLOURS)
 
 
 def _row(case_id: str, folder: str, plan: Plan, names: dict[int, str]) -> dict:
@@ -286,7 +270,7 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
             row = _row(case.case_id, folder, plan, names)
             path = stage / row["image"]
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(encode_png(_render(plan, gray, labels, rules)))
+            path.write_bytes(encode_png(_render(plan, gray, labels, rules), PNG_LEVEL))
             rows[plan.task].append(row)
     n_slices = int(vol.seg.shape[2])
     return CaseProbes(vol.case_id, vol.source, vol.variant, n_slices, vol.table.to_json(), rows)

@@ -46,10 +46,10 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, MIN_DISTANCE_PX, SIZE_TOLERANCE
+from radspatial.core.rules import RELPOS_DOMINANCE, QuestionRules
 from radspatial.labels import side_pairs
-from radspatial.markers import marker_area
-from radspatial.slices import VARIANTS, StructureStat, Variant
+from radspatial.markers import dot_extent, marker_area
+from radspatial.slices import VARIANTS, StructureStat, Variant, component_areas, referenceable
 
 TASK_NAMES: tuple[str, ...] = (
     "localize",
@@ -117,24 +117,36 @@ DESCRIPTIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Rules:
-    """Sizes and thresholds; ``*_ref`` values are px at a 512 px reference image."""
+    """Probe image sizes, and the benchmark's thresholds (``core.rules``, px of a 512 px image)
+    scaled from ``reference`` px to ``size``."""
 
     size: int
     crop: int
     reference: int = REFERENCE_PX
-    min_distance_ref: float = MIN_DISTANCE_PX
-    margin_ref: float = MARGIN_PX
-    dominance: float = 1.5
-    min_component_ref: float = MIN_COMPONENT_PX
-    equal_tolerance: float = SIZE_TOLERANCE
+    thresholds: QuestionRules = field(default_factory=QuestionRules)
+    dominance: float = RELPOS_DOMINANCE
 
     def px(self, ref_px: float) -> float:
         return ref_px * self.size / self.reference
 
     @property
+    def min_distance(self) -> float:
+        """Smallest distance between a pair's centres (relpos, distance, relpos_organ), px."""
+        return self.px(self.thresholds.min_distance_px)
+
+    @property
+    def margin(self) -> float:
+        """Smallest offset along relpos's dominant axis, px."""
+        return self.px(self.thresholds.margin_px)
+
+    @property
+    def equal_tolerance(self) -> float:
+        return self.thresholds.size_tolerance
+
+    @property
     def min_component(self) -> float:
         """Smallest component ``count`` counts, output px (scales with the image area)."""
-        return self.min_component_ref * (self.size / self.reference) ** 2
+        return self.thresholds.min_component_px * (self.size / self.reference) ** 2
 
     @property
     def min_area(self) -> float:
@@ -142,8 +154,8 @@ class Rules:
 
     @property
     def dot_radius(self) -> int:
-        """Outer radius of a drawn dot (disc plus white ring), as in ``markers.draw_marks``."""
-        return max(1, round(7 * self.size / 512)) + max(1, round(2 * self.size / 512))
+        """Outer radius of a drawn dot (disc plus white ring), as ``markers.draw_marks`` draws."""
+        return dot_extent(self.size)
 
     def drawn(self, xy: tuple[float, float]) -> tuple[int, int]:
         """Where a dot centred at shown-frame ``xy`` is drawn (clamped inside, rounded)."""
@@ -194,18 +206,14 @@ class Plan:
 
 
 def eligible(view: SliceView, rules: Rules) -> list[StructureStat]:
-    """Structures that may carry a dot or a crop: named, one component, large enough."""
-    return [
-        s
-        for _, s in sorted(view.stats.items())
-        if s.n_components == 1 and s.area_px >= rules.min_area and s.label_id in view.names
-    ]
+    """Structures that may carry a dot or a crop: the generator's ``slices.referenceable``."""
+    return referenceable(view.stats, view.names, rules.min_area)
 
 
 def relpos_class(red: Sequence[float], blue: Sequence[float], rules: Rules) -> int | None:
     """Index into relpos classes of where blue lies from red, or None when ambiguous."""
     dx, dy = blue[0] - red[0], blue[1] - red[1]
-    ax, ay, margin = abs(dx), abs(dy), rules.px(rules.margin_ref)
+    ax, ay, margin = abs(dx), abs(dy), rules.margin
     if ax >= rules.dominance * ay and ax >= margin:
         return 0 if dx < 0 else 1
     if ay >= rules.dominance * ax and ay >= margin:
@@ -221,14 +229,6 @@ def symmetry_class(area_left: float, area_right: float, tolerance: float) -> int
 
 def count_class(n_components: int) -> int:
     return min(n_components, len(COUNT_CLASSES)) - 1
-
-
-def component_areas(view: SliceView, label_id: int, box: tuple[slice, ...] | None = None):
-    """Areas (output px) of the 8-connected components of one label (inside ``box``)."""
-    mask = (view.lab if box is None else view.lab[box]) == label_id
-    comp, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
-    areas = np.bincount(comp.ravel(), minlength=n + 1)[1:] * view.px_area
-    return sorted((float(a) for a in areas), reverse=True)  # largest first
 
 
 def paired_structures(names: dict[int, str]) -> list[tuple[str, int, int]]:
@@ -275,7 +275,7 @@ def _plan_permutation(crops, rng, rules) -> list[Plan]:
 
 def _plan_relpos(slices, rng, rules) -> list[Plan]:
     plans, targets = [], _cycle(rng, 4)
-    min_dist = rules.px(rules.min_distance_ref)
+    min_dist = rules.min_distance
     for view in slices:
         ok = eligible(view, rules)
         pairs = [
@@ -343,7 +343,7 @@ def _plan_size(slices, rng, rules) -> list[Plan]:
 
 def _plan_distance(slices, rng, rules, tries: int = 20) -> list[Plan]:
     plans, targets = [], _cycle(rng, 2)
-    min_dist, apart = rules.px(rules.min_distance_ref), 2 * rules.dot_radius + 2
+    min_dist, apart = rules.min_distance, 2 * rules.dot_radius + 2
     for view in slices:
         ok = eligible(view, rules)
         if len(ok) < 4:
@@ -379,7 +379,7 @@ def _plan_count(slices, rng, rules) -> list[Plan]:
         for label_id, s in sorted(view.stats.items()):
             if label_id not in view.names or s.area_px < rules.min_area:
                 continue
-            areas = component_areas(view, label_id, boxes[label_id - 1])
+            areas = component_areas(view.lab, label_id, boxes[label_id - 1], view.px_area)
             n = sum(a >= min_comp for a in areas)
             if n:
                 by_class.setdefault(count_class(n), []).append((s, n))
@@ -397,7 +397,7 @@ def _plan_count(slices, rng, rules) -> list[Plan]:
 def organ_pair(view: SliceView, rules: Rules) -> tuple[StructureStat, StructureStat] | None:
     """The first :data:`ORGAN_PAIRS` pair referenceable in the slice and >= 50 px (@512) apart."""
     ok = {view.names[s.label_id]: s for s in eligible(view, rules)}
-    min_dist = rules.px(rules.min_distance_ref)
+    min_dist = rules.min_distance
     for ref, tgt in ORGAN_PAIRS:
         if ref in ok and tgt in ok and math.dist(ok[ref].center_xy, ok[tgt].center_xy) >= min_dist:
             return ok[ref], ok[tgt]
