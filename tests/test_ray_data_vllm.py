@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from radspatial.cli import build_parser
-from radspatial.cli_eval import backend_options
+from radspatial.cli.eval_options import backend_options
 from radspatial.models import Decoding, Request, create_backend
 from radspatial.models.base import MissingDependency
 from radspatial.models.ray_data_vllm import (
