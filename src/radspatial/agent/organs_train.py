@@ -297,14 +297,7 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     out.mkdir(parents=True, exist_ok=True)
     _save(net.cpu(), out)
     record = {
-        "format": FORMAT,
-        "format_version": 1,
-        "architecture": arch,
-        "classes": [{"index": k, "label_id": i, "name": n} for k, (i, n) in enumerate(classes)],
-        "size": config.size,
-        "input": "mean(RGB)/255, bilinear (antialiased) to size x size, scaled to [-1, 1]",
-        "train_config": config.to_json(),
-        "seed": config.seed,
+        **unet.config_head(FORMAT, arch, classes, config),
         "data": {
             "phantoms": {
                 "n": config.n_phantoms,

@@ -157,6 +157,23 @@ class UNetModel:
         return Prediction(probs, probs.argmax(axis=0))
 
 
+def config_head(
+    fmt: str, arch: dict[str, Any], classes: Sequence[tuple[int, str]], config: Any
+) -> dict[str, Any]:
+    """The fields every trained model's config.json starts with (unet and organs training):
+    format, architecture, classes, input size and preprocessing, the training config."""
+    return {
+        "format": fmt,
+        "format_version": 1,
+        "architecture": arch,
+        "classes": [{"index": k, "label_id": i, "name": n} for k, (i, n) in enumerate(classes)],
+        "size": config.size,
+        "input": "mean(RGB)/255, bilinear (antialiased) to size x size, scaled to [-1, 1]",
+        "train_config": config.to_json(),
+        "seed": config.seed,
+    }
+
+
 def read_config(model_dir: Path) -> dict[str, Any]:
     path = Path(model_dir) / CONFIG
     if not path.is_file():

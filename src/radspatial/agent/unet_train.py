@@ -249,14 +249,7 @@ def train_unet(
     atomic_write_json(
         out / unet.CONFIG,
         {
-            "format": FORMAT,
-            "format_version": 1,
-            "architecture": arch,
-            "classes": [{"index": k, "label_id": i, "name": n} for k, (i, n) in enumerate(classes)],
-            "size": config.size,
-            "input": "mean(RGB)/255, bilinear (antialiased) to size x size, scaled to [-1, 1]",
-            "train_config": config.to_json(),
-            "seed": config.seed,
+            **unet.config_head(FORMAT, arch, classes, config),
             "data": _data_source(data),
             "split": split,
             "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
