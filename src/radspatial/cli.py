@@ -35,10 +35,13 @@ def _window(text: str) -> tuple[float, float]:
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import HelpFormatter
+
     p = sub.add_parser(
         "generate",
         help="generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
         description="With no --ct/--cases, uses the bundled real example CT and its mask.",
+        formatter_class=HelpFormatter,
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--ct", type=Path, help="CT: NIfTI file or DICOM series folder")
@@ -46,12 +49,26 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     seg = p.add_mutually_exclusive_group()
     seg.add_argument("--seg", type=Path, help="multilabel mask (NIfTI)")
     seg.add_argument("--seg-dir", type=Path, help="TotalSegmentator per-structure output folder")
-    p.add_argument("--labels", help="totalsegmentator|btcv|amos|word or a JSON file id -> name")
-    p.add_argument("--case-id", help="case id for --ct (default: file name)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--setups", type=_csv, default=("rq1", "rq2", "rq3", "as"))
-    p.add_argument("--markers", type=_csv, default=("numbers", "letters", "dots"))
+    p.add_argument(
+        "--labels",
+        help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
+        "name; with --cases, the table of rows with an empty labels column (a row naming "
+        "another table is an error) (default: totalsegmentator)",
+    )
+    p.add_argument("--case-id", help="case id for --ct (default: the CT's file name)")
+    p.add_argument(
+        "--variant",
+        help="anatomy variant of the --ct case, recorded in every row, e.g. mirrored or "
+        "situs_inversus; --cases takes a variant column (default: normal)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    p.add_argument(
+        "--setups", type=_csv, default=("rq1", "rq2", "rq3", "as"), help="MIRP setups to write"
+    )
+    p.add_argument(
+        "--markers", type=_csv, default=("numbers", "letters", "dots"), help="marker types"
+    )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
     p.add_argument("--window", type=_window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
@@ -61,7 +78,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         "--questions",
         type=_question_types,
         default=("relative_position",),
-        help="question types, comma-separated: relative_position (MIRP, default), orientation, "
+        help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
         "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
     )
@@ -79,7 +96,9 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)",
     )
-    p.add_argument("--export-masks", action="store_true", help="write each slice's label image")
+    p.add_argument(
+        "--export-masks", action="store_true", help="write each slice's label image (masks/)"
+    )
     p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
     add_executor_options(p)
     p.add_argument(
@@ -92,7 +111,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--png-level", type=int, default=3, help="PNG zlib level 0-9 (default 3: fast, ~1%% larger)"
     )
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out dataset")
     p.set_defaults(func=cmd_generate)
 
 
@@ -114,20 +133,32 @@ def _cases_from_args(args: argparse.Namespace):
 
     if args.cases:
         if args.seg or args.seg_dir:
-            raise SystemExit("radspatial generate: --seg/--seg-dir go with --ct, not --cases")
-        return read_cases_csv(args.cases)
+            raise ValueError("--seg/--seg-dir go with --ct, not --cases")
+        for flag, value in (("--case-id", args.case_id), ("--variant", args.variant)):
+            if value is not None:
+                raise ValueError(f"{flag} goes with --ct; --cases takes a {flag[2:]} column")
+        return read_cases_csv(args.cases, labels=args.labels)
     if args.ct:
         seg = args.seg or args.seg_dir
         if seg is None:
-            raise SystemExit("radspatial generate: --ct needs --seg or --seg-dir")
+            raise ValueError("--ct needs --seg (multilabel mask) or --seg-dir (TotalSegmentator)")
+        if args.seg_dir and args.labels not in (None, "totalsegmentator"):
+            raise ValueError(f"--labels {args.labels}: a --seg-dir folder is TotalSegmentator's")
         labels = "totalsegmentator" if args.seg_dir else args.labels
         if args.case_id is not None:
             case_id = check_case_id(args.case_id, "--case-id")
         else:
             case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
-        return [Case(case_id, args.ct, seg, labels)]
+        variant = args.variant or "normal"
+        if not variant.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"--variant {variant!r}: use letters, digits, _ and -")
+        return [Case(case_id, args.ct, seg, labels, variant)]
     if args.seg or args.seg_dir:
-        raise SystemExit("radspatial generate: --seg/--seg-dir need --ct")
+        raise ValueError("--seg/--seg-dir need --ct")
+    if args.variant not in (None, "normal"):
+        raise ValueError(f"--variant {args.variant}: the bundled example is normal anatomy")
+    if args.labels not in (None, "totalsegmentator"):
+        raise ValueError(f"--labels {args.labels}: the bundled example is TotalSegmentator's")
     ct, seg = bundled_example()
     return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
 
@@ -324,7 +355,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             judge=args.judge,
             judge_all=args.judge_all,
         )
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), eval_progress(out_dirs[spec], spec):
             try:
                 rows = run_eval(args.data, out_dirs[spec], config)
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
@@ -395,9 +426,11 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from radspatial.progress import heartbeat
     from radspatial.report import build_report
 
-    summary = build_report(args.runs, args.out, review=args.review)
+    with heartbeat("report") as note:
+        summary = build_report(args.runs, args.out, review=args.review, log=note)
     print(f"report: {summary.summary_md}")
     print(f"html: {summary.index_html}")
     for fig in summary.figures:
@@ -406,34 +439,48 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _add_agent(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import EvalHelpParser, HelpFormatter
+
+    class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+        pass
+
     p = sub.add_parser(
         "agent",
         help="answer a question about an image with the modular agent (or: agent train)",
         description="radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
-        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
+        "  --trace FILE writes it to a file.\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
+        "Localizers: {localizers}.",
+        formatter_class=AgentHelpFormatter,
     )
+    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
-    p.add_argument("--question", help="the yes/no spatial question")
+    p.add_argument("--question", help="the spatial question")
     p.add_argument(
         "--localizer",
         default="auto",
-        help="auto (default: markers for marker refs, the shipped organs model otherwise) | "
-        "organs | markers | mask | unet | ...",
+        help="auto: markers for marker references, the shipped organs model otherwise; or "
+        "one of the localizers listed above",
     )
-    p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
+    p.add_argument(
+        "--model", type=Path, help="model folder (unet; organs: instead of the shipped one)"
+    )
     p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
     p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
     p.add_argument("--margin", type=float, default=10.0, help="px: abstain below this")
-    p.add_argument("--trace", type=Path, help="write the trace JSON here")
+    p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+    p.add_argument("--trace", type=Path, help="write the trace JSON to this file")
     p.add_argument("--overlay", type=Path, help="write an overlay PNG here")
     p.add_argument("--data", type=Path, help="train: dataset generated with --export-masks")
     p.add_argument("--out", type=Path, help="train: model folder to write")
     p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
-    p.add_argument("--size", type=int, help="train: network input size in px")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="train: torch CPU threads")
+    p.add_argument(
+        "--size", type=int, help="train: network input size in px (default: the trainer's)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="train: seed")
+    p.add_argument("--threads", type=int, help="train: torch CPU threads (default: torch's)")
     p.set_defaults(func=cmd_agent)
 
 
@@ -465,17 +512,20 @@ def cmd_agent(args: argparse.Namespace) -> int:
     image = load_image(args.image)
     result = agent.answer(image, args.question, context=context)
     verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
-    print(f"answer: {verdict} ({result.trace['decision']['reason']})")
-    print(json.dumps(result.trace, indent=2))
+    if args.json:
+        print(json.dumps(result.trace, indent=2))
+    else:
+        print(f"answer: {verdict} ({result.trace['decision']['reason']})")
     if args.trace:
         atomic_write_json(args.trace, result.trace)
+        print(f"trace: {args.trace}", file=sys.stderr if args.json else sys.stdout)
     if args.overlay:
         import io
 
         buf = io.BytesIO()
         draw_overlay(image, result).save(buf, format="PNG")
         atomic_write_bytes(args.overlay, buf.getvalue())
-        print(f"overlay: {args.overlay}")
+        print(f"overlay: {args.overlay}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -513,12 +563,18 @@ _DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli_eval import HelpFormatter
+
     p = sub.add_parser(
         "demo",
         help="the main job on the bundled real CT: generate, evaluate the baselines, report",
+        description="Generates OUT/dataset from the bundled real CT, evaluates each model into "
+        "OUT/eval/<model> and writes OUT/report. Progress goes to stderr (plain lines every "
+        "RADSPATIAL_PROGRESS_SECONDS, default 5, when not a terminal).",
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
+    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
     p.add_argument(
         "--model",
         action="append",
@@ -533,7 +589,31 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+def _stage(text: str) -> None:
+    print(f"demo: {text}", file=sys.stderr, flush=True)
+
+
+def eval_progress(run_dir: Path, spec: str):
+    """Calls finished so far, printed every few seconds when stderr is not a terminal (the
+    runner's own bar shows only on a terminal)."""
+    import json
+
+    from radspatial.progress import watch_lines
+    from radspatial.runner import CALLS
+
+    def total() -> int | None:
+        try:
+            info = json.loads((run_dir / "run.json").read_text())
+            return int(info["n_items"]) * int(info["runs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    return watch_lines(run_dir / CALLS, f"eval {spec}: calls", total)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    import time
+
     from radspatial.dataset import build_dataset
     from radspatial.generate import GenerateConfig
     from radspatial.report import build_report
@@ -542,24 +622,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     ct, seg = bundled_example()
     data = args.out / "dataset"
+    specs = args.model or DEMO_MODELS
+    n_steps = len(specs) + 2
+    start = time.monotonic()
+    _stage(f"[1/{n_steps}] generating the benchmark from the bundled CT into {data}")
     summary = build_dataset(
         [Case("example_ct_sm", ct, seg, "totalsegmentator")],
         GenerateConfig(export_masks=True, question_types=args.questions),
         data,
         overwrite=True,
     )
-    print(f"dataset: {data} ({summary.n_questions} questions)")
+    print(f"dataset: {data} ({summary.n_questions} questions)", flush=True)
     run_dirs = []
-    for spec in args.model or DEMO_MODELS:
+    for k, spec in enumerate(specs, start=2):
         run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
+        _stage(f"[{k}/{n_steps}] evaluating {spec} ({time.monotonic() - start:.0f} s so far)")
         config = EvalConfig(model=spec, runs=args.runs, setups=_DEMO_SETUPS.get(spec))
-        rows = run_eval(data, run_dir, config)
+        with eval_progress(run_dir, spec):
+            rows = run_eval(data, run_dir, config)
         _print_eval(run_dir, rows)
+        sys.stdout.flush()
         run_dirs.append(run_dir)
-    report = build_report(run_dirs, args.out / "report")
+    _stage(f"[{n_steps}/{n_steps}] writing the report ({time.monotonic() - start:.0f} s so far)")
+    report = build_report(run_dirs, args.out / "report", log=_stage)
     print(f"report: {report.summary_md}")
     for fig in report.figures:
         print(f"figure: {fig}")
+    _stage(f"done in {time.monotonic() - start:.0f} s")
     return 0
 
 
@@ -584,7 +673,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `radspatial ... | head` closed stdout early: stop quietly
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit-time flush must not fail again
+        return 141  # as if killed by SIGPIPE (128 + 13), what shells show for `cmd | head`
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
     from radspatial.volumes import InputError
 
