@@ -271,3 +271,11 @@ def test_probe_table_figure_has_a_title_and_no_empty_margins():
     assert max(margins) <= 15, margins  # a few px of padding, not the empty axes around it
     no_title = np.asarray(Image.open(io.BytesIO(draw_table(rows, ""))).convert("L"))
     assert no_title.shape[0] < h - 10  # the title takes its own band above the table
+
+
+def test_python_api_generate_applies_labels_to_a_cases_csv(btcv_case, tmp_path):
+    from radspatial import generate
+
+    summary = generate(tmp_path / "b", cases=btcv_case / "cases.csv", labels="btcv", size=128,
+                       setups=("rq1",))  # fmt: skip
+    assert summary.cases[0]["labels"] == "btcv" and "liver" in _names(summary.out)
