@@ -237,9 +237,17 @@ class _Page(HTMLParser):
         self._in_card = 0
         self._text: list[str] = []
         self.scripts = 0
+        self.review: list[dict] = []  # review buttons: one group per model reply
+        self.ids: set[str] = set()  # ids of the page's buttons, e.g. "download"
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "span" and a.get("class") == "rv":
+            self.review.append({"model": a["data-model"], "id": a["data-id"], "values": []})
+        elif tag == "button" and self.review and self._in_card:
+            self.review[-1]["values"].append(a["value"])
         if tag == "table":
             self.tables += 1
         elif tag == "img" and a.get("class") == "fig":
@@ -338,3 +346,33 @@ def test_legend_labels_are_shortened():
     assert len(longer) == 40 and "…" in longer and longer.startswith("hf:xxx")
     assert short_label("hf:/models/llava-1.5-7b") == "hf:llava-1.5-7b"
     assert short_label("baseline:yes (run_a)") == "baseline:yes (run_a)"
+
+
+def test_gallery_review_marks_round_trip_through_report_review(report, runs, tmp_path):
+    """The gallery's review buttons carry what a mark needs; marks built from them (as the
+    page's script builds them) fold into ``report --review``."""
+    from radspatial.cli import main
+
+    page = _Page()
+    page.feed(report.index_html.read_text())
+    assert {"reviewer", "download", "n-marks"} <= page.ids
+    assert len(page.review) == len(page.cards) * len(MODELS)
+    assert all(r["values"] == ["correct", "incorrect", "ambiguous"] for r in page.review)
+    ids = {r["id"] for r in read_jsonl(runs[MODELS[0]] / "results.jsonl")}
+    assert {r["id"] for r in page.review} <= ids and {r["model"] for r in page.review} == set(
+        MODELS
+    )
+    chosen = [r for r in page.review if r["model"] == "baseline:yes"][:6]
+    marks = tmp_path / "marks.jsonl"
+    marks.write_text(
+        "".join(
+            json.dumps({"id": r["id"], "run": 0, "model": r["model"], "mark": mark}) + "\n"
+            for r, mark in zip(chosen, ["correct", "incorrect"] * 3, strict=True)
+        )
+    )
+    out = tmp_path / "rep"
+    assert main(["report", *map(str, (runs[m] for m in MODELS)), "--out", str(out),
+                 "--review", str(marks)]) == 0  # fmt: skip
+    review = json.loads((out / "review.json").read_text())
+    assert review["n_marks"] == 6 and review["unmatched"] == 0
+    assert review["models"]["baseline:yes"]["n_reviewed"] == 6

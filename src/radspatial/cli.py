@@ -310,7 +310,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--judge",
         help="LLM judge for open answers the rules cannot read, any model spec "
-        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl",
+        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl "
+        "(default: no judge, the rules alone)",
     )
     p.add_argument(
         "--judge-all", action="store_true", help="judge every open answer, not only undecided"
@@ -420,7 +421,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         "--review",
         type=Path,
         help="human review marks (JSONL, e.g. downloaded from the gallery; "
-        "docs/open_questions.md): folded in beside the automatic grades, never over them",
+        "docs/open_questions.md): folded in beside the automatic grades, never over them "
+        "(default: none)",
     )
     p.set_defaults(func=cmd_report)
 

@@ -1,7 +1,8 @@
 """``radspatial eval``'s backend flags and ``--model-args``, checked up front; help formatting.
 
 ``--timeout``/``--retries``/``--api-key-env`` go to ``openai:`` and ``openai-compat:``;
-``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``. A flag given for a spec it does
+``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``; ``--executor ray`` (with
+``--replicas``, ``--ray-address``) to ``hf:`` and ``vllm:``. A flag given for a spec it does
 not apply to is an error, not silently ignored.
 """
 
@@ -77,6 +78,21 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="hf: run Python code shipped with the model repository, only for models you "
         "trust (default: never)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="hf/vllm: ray runs hf: replicas on Ray actors and vllm: through Ray Data "
+        "(pip install 'radspatial[ray]'); same calls, same call log (default: local)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        help="with --executor ray: model replicas (default: one per GPU, else one per CPU)",
+    )
+    parser.add_argument(
+        "--ray-address", help="with --executor ray: join this cluster (default: RAY_ADDRESS)"
     )
 
 
@@ -181,13 +197,29 @@ def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
         if key in model_args and model_args[key] != value:
             raise ValueError(f"{_FLAG_NAMES[key]} and --model-args {key}= disagree")
     given = {**model_args, **flags}
+    executor = _executor_options(args, spec)
     if known is None:  # vllm: passed through as given
-        return given
+        return {**given, **executor}
     bad = [k for k in given if k not in known]
     if bad:
         names = ", ".join(known) or "none"
         raise ValueError(f"{spec}: --model-args {bad[0]} is not an option here (known: {names})")
-    return {known[k]: _checked(k, v) for k, v in given.items()}
+    return {**{known[k]: _checked(k, v) for k, v in given.items()}, **executor}
+
+
+def _executor_options(args: argparse.Namespace, spec: str) -> dict:
+    """``--executor ray`` with ``--replicas``/``--ray-address``: hf and vllm only."""
+    executor = getattr(args, "executor", "local")
+    replicas, address = getattr(args, "replicas", None), getattr(args, "ray_address", None)
+    if executor != "ray":
+        if replicas is not None or address is not None:
+            raise ValueError("--replicas and --ray-address need --executor ray")
+        return {}
+    if spec.partition(":")[0] not in ("hf", "vllm"):
+        raise ValueError(f"{spec}: --executor ray applies to hf/vllm models only")
+    if replicas is not None and replicas < 1:
+        raise ValueError(f"--replicas must be >= 1, got {replicas}")
+    return {"executor": "ray", "replicas": replicas, "address": address}
 
 
 def _checked(key: str, value: object) -> object:

@@ -6,6 +6,11 @@ question, the expected answer in the three frames, and every model's reply in ru
 parsed answer of each run. Filters: setup, marker, question type, variant, and "models
 disagree" (the models' run-0 answers differ) or "some model wrong".
 
+Human review: each model's run-0 reply has three buttons (correct / incorrect / ambiguous); the
+marks are kept in the browser (localStorage, per report) and "Download marks" saves them as
+JSONL in the schema ``radspatial report --review marks.jsonl`` reads (docs/open_questions.md):
+``{"id", "run", "model", "mark", "reviewer", "time"}``. The automatic grade is never changed.
+
 Example:
     >>> write_index(summary, figures, runs, Path("report"), markdown)  # doctest: +SKIP
 """
@@ -43,6 +48,9 @@ border-bottom:1px solid #ddd}#filters label{margin-right:14px}
 .ok{color:#1a7f37}.bad{color:#c62828}.none{color:#777}
 details pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:4px;margin:2px 0}
 .missing{background:#eee;color:#777;padding:40px 0;text-align:center}
+.rv button{font-size:11px;padding:0 5px;margin-left:3px;border:1px solid #bbb;background:#fafafa;
+border-radius:3px;cursor:pointer}.rv button.on{background:#333;color:#fff}
+#review{margin-left:14px}#review input{width:90px}
 """
 _JS = """
 const sel = {};
@@ -64,6 +72,36 @@ function apply() {
 Object.values(sel).forEach(s => s.addEventListener('change', apply));
 agree.addEventListener('change', apply); wrong.addEventListener('change', apply);
 apply();
+// human review: marks per (model, id, run 0), kept in localStorage, downloaded as JSONL
+const store = 'radspatial-review:' + document.body.dataset.report;
+function load() {
+  try { return JSON.parse(localStorage.getItem(store) || '{}'); } catch (e) { return {}; }
+}
+function save() { try { localStorage.setItem(store, JSON.stringify(marks)); } catch (e) {} }
+const marks = load();
+const who = document.getElementById('reviewer'), nMarks = document.getElementById('n-marks');
+function show() {
+  document.querySelectorAll('.rv').forEach(rv => {
+    const m = marks[rv.dataset.model + '|' + rv.dataset.id];
+    rv.querySelectorAll('button').forEach(b => b.classList.toggle('on', !!m && m.mark === b.value));
+  });
+  nMarks.textContent = Object.keys(marks).length + ' marked';
+}
+document.querySelectorAll('.rv button').forEach(b => b.addEventListener('click', () => {
+  const rv = b.parentElement, key = rv.dataset.model + '|' + rv.dataset.id;
+  if (marks[key] && marks[key].mark === b.value) delete marks[key];
+  else marks[key] = {id: rv.dataset.id, run: 0, model: rv.dataset.model, mark: b.value,
+                     reviewer: who.value || undefined, time: new Date().toISOString()};
+  save(); show();
+}));
+document.getElementById('download').addEventListener('click', () => {
+  const nl = String.fromCharCode(10);
+  const text = Object.values(marks).map(m => JSON.stringify(m)).join(nl) + nl;
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([text], {type: 'application/jsonl'}));
+  a.download = 'marks.jsonl'; a.click();
+});
+show();
 """
 
 
@@ -179,6 +217,27 @@ def _answer(v: Any) -> str:
     return _YES_NO.get(v, "–")
 
 
+def _expected_line(r: dict[str, Any]) -> str:
+    """The expected answer in the three frames: yes/no, or the open answer's words."""
+    if "answer_expected" in r:  # open question: the canonical text or number per frame
+        frames = [r.get("answer_expected"), r.get("answer_standard"), r.get("answer_anatomical")]
+        a, b, c = (html.escape("–" if v is None else str(v)) for v in frames)
+    else:
+        a, b, c = (
+            _answer(r.get(k)) for k in ("expected", "expected_standard", "expected_anatomical")
+        )
+    return f"expected: image <b>{a}</b> · standard view <b>{b}</b> · anatomical <b>{c}</b>"
+
+
+def _review_buttons(model: str, item_id: str) -> str:
+    esc = html.escape
+    buttons = "".join(
+        f'<button type="button" value="{v}" title="{v}">{t}</button>'
+        for v, t in (("correct", "✓"), ("incorrect", "✗"), ("ambiguous", "?"))
+    )
+    return f'<span class="rv" data-model="{esc(model)}" data-id="{esc(item_id)}">{buttons}</span>'
+
+
 def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, dict[str, str]]:
     r = item["row"]
     esc = html.escape
@@ -188,11 +247,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
         if src
         else f'<div class="missing">image not found: {esc(str(r.get("image")))}</div>'
     )
-    expected = (
-        f"expected: image <b>{_answer(r.get('expected'))}</b> · standard view "
-        f"<b>{_answer(r.get('expected_standard'))}</b> · anatomical "
-        f"<b>{_answer(r.get('expected_anatomical'))}</b>"
-    )
+    expected = _expected_line(r)
     replies, answers, wrong = [], set(), False
     for label in labels:
         m = item["models"].get(label)
@@ -213,8 +268,9 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
         text = "" if text is None else str(text)
         short = esc(text[:160] + ("…" if len(text) > 160 else ""))
         body = f"<details><summary>{short}</summary><pre>{esc(text)}</pre></details>"
+        review = _review_buttons(label, r["id"])
         replies.append(
-            f'<div class="reply"><b>{esc(label)}</b>: {" ".join(marks) or "–"}{body}</div>'
+            f'<div class="reply"><b>{esc(label)}</b>: {" ".join(marks) or "–"}{review}{body}</div>'
         )
     data = {
         "setup": str(r.get("setup") or ""),
@@ -250,7 +306,9 @@ def _filters(values: dict[str, set[str]]) -> str:
     parts.append(
         '<label><input type="checkbox" id="f-disagree"> models disagree</label>'
         '<label><input type="checkbox" id="f-wrong"> some model wrong</label>'
-        '<span id="count"></span></div>'
+        '<span id="count"></span><span id="review">review: <input id="reviewer" '
+        'placeholder="your name"> <span id="n-marks"></span> <button type="button" '
+        'id="download">Download marks (JSONL)</button></span></div>'
     )
     return "".join(parts)
 
@@ -287,7 +345,8 @@ def render_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>radspatial report</title><style>{_CSS}</style></head><body>"
+        f"<title>radspatial report</title><style>{_CSS}</style></head>"
+        f'<body data-report="{html.escape(str(Path(out).resolve()))}">'
         '<nav><a href="#tables">Tables</a><a href="#gallery-section">Item gallery</a></nav>'
         f'<section id="tables">{markdown_to_html(markdown)}</section>'
         f'<section id="gallery-section"><h2>Item gallery</h2>{legend}{note}'

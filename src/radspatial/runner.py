@@ -310,6 +310,12 @@ def run_eval(
                     with contextlib.suppress(OSError):
                         out.rmdir()
                 raise
+            try:
+                return _run_locked(data, out, config, items, backend, done, progress)
+            finally:
+                close = getattr(backend, "close", None)  # e.g. Ray replicas; opened here only
+                if close is not None:
+                    close()
         return _run_locked(data, out, config, items, backend, done, progress)
 
 
@@ -380,7 +386,7 @@ def _run_locked(
                 bar.update()
 
         try:
-            chunk = max(256, 16 * config.concurrency)
+            chunk = getattr(backend, "chunk_size", None) or max(256, 16 * config.concurrency)
             for batch in _chunks(items, config, prompts, done, chunk, where):
                 if batch:
                     backend.generate(batch, on_reply)

@@ -102,10 +102,32 @@ def list_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
+EXECUTORS = ("local", "ray")
+
+
 def create_backend(
-    spec: str, *, decoding: Decoding | None = None, concurrency: int = 8, **options: Any
+    spec: str,
+    *,
+    decoding: Decoding | None = None,
+    concurrency: int = 8,
+    executor: str = "local",
+    **options: Any,
 ) -> Backend:
-    """``create_backend("openai-compat:qwen@http://127.0.0.1:8000/v1")`` -> a Backend."""
+    """``create_backend("openai-compat:qwen@http://127.0.0.1:8000/v1")`` -> a Backend.
+
+    ``executor="ray"`` (with ``replicas``, ``address``) spreads ``hf:`` over Ray actors and runs
+    ``vllm:`` through Ray Data; the spec, and so every call key, stays the same.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "ray":
+        from radspatial.models.ray_replicas import create_ray_backend
+
+        return create_ray_backend(spec, decoding=decoding or Decoding(), **options)
+    for name in ("replicas", "address"):
+        if options.get(name) is not None:
+            raise ValueError(f"{spec}: {name} needs --executor ray")
+        options.pop(name, None)
     _load_builtin_backends()
     prefix, colon, rest = spec.partition(":")
     if colon and not rest.strip():

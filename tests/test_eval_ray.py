@@ -1,0 +1,237 @@
+"""``eval --executor ray`` on a local Ray (2 CPUs, one session for the module) with the tiny
+random LLaVA: 2 replicas write the results of 1 local replica, a replica killed mid-run loses no
+call, a run with no replica left becomes errors that a resume retries, and kill -9 of a CLI
+driver leaves no process behind and resumes without repeating a finished call."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from radspatial.models import Decoding, Request, create_backend
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("transformers")
+
+TESTS = Path(__file__).resolve().parent
+DECODING = Decoding(max_tokens=6)
+LIMIT = 16
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    from tiny_vlm import build_tiny_llava
+
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    from synth import write_case
+
+    from radspatial.dataset import build_dataset
+    from radspatial.generate import GenerateConfig
+    from radspatial.volumes import Case
+
+    tmp = tmp_path_factory.mktemp("eval-ray")
+    ct, seg = write_case(tmp / "in")
+    build_dataset([Case("synth", ct, seg)], GenerateConfig(size=128, as_count=2), tmp / "ds")
+    return tmp / "ds"
+
+
+def _config(tiny: Path, **options):
+    from radspatial.runner import EvalConfig
+
+    return EvalConfig(
+        model=f"hf:{tiny}", runs=1, limit=LIMIT, decoding=DECODING, backend_options=options
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(tiny, data, tmp_path_factory) -> Path:
+    """One local replica, in-process: the results every Ray run must reproduce."""
+    from radspatial.runner import run_eval
+
+    out = tmp_path_factory.mktemp("ref") / "run"
+    run_eval(data, out, _config(tiny, batch_size=2), progress=False)
+    return out
+
+
+def _rows(path: Path) -> list[dict]:
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != "latency_s"} for r in rows]
+
+
+def _calls(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "calls.jsonl").read_text().splitlines()]
+
+
+def test_two_ray_replicas_write_what_one_local_replica_writes(tiny, data, reference, tmp_path):
+    from radspatial.runner import run_eval
+
+    out = tmp_path / "run"
+    config = _config(tiny, batch_size=2, executor="ray", replicas=2)
+    run_eval(data, out, config, progress=False)
+    assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
+    assert (out / "metrics.json").read_text() == (reference / "metrics.json").read_text()
+    calls = _calls(out)
+    assert len(calls) == LIMIT and {c["meta"]["replica"] for c in calls} == {0, 1}
+    assert {c["key"] for c in calls} == {c["key"] for c in _calls(reference)}  # same call keys
+    backend = json.loads((out / "run.json").read_text())["backend"]
+    assert backend["executor"] == "ray" and backend["replicas"] == 2
+    assert backend["backend"] == "hf" and backend["resources_per_replica"] == {"cpus": 1}
+
+
+def _requests(n: int) -> list[Request]:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    out = []
+    for i in range(n):
+        pixels = (np.random.default_rng(i).random((40, 36, 3)) * 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, format="PNG")
+        out.append(Request(f"k{i}", f"Is the liver left of the spleen? {i}", buf.getvalue()))
+    return out
+
+
+def test_a_replica_killed_mid_run_loses_no_call(tiny):
+    requests = _requests(10)
+    local = create_backend(f"hf:{tiny}", decoding=DECODING, batch_size=1)
+    expected: dict[str, str | None] = {}
+    local.generate(requests, lambda req, rep: expected.__setitem__(req.key, rep.text))
+
+    backend = create_backend(
+        f"hf:{tiny}", decoding=DECODING, executor="ray", replicas=2, batch_size=1
+    )
+    try:
+        victim = backend.replica_pids()[0]
+        got: list[tuple[str, object]] = []
+
+        def on_reply(req, rep) -> None:
+            got.append((req.key, rep))
+            if len(got) == 1:  # replica 0 holds a batch now (2 in flight per replica)
+                os.kill(victim, signal.SIGKILL)
+
+        backend.generate(requests, on_reply)
+        assert sorted(k for k, _ in got) == sorted(expected)  # every call answered once
+        assert all(rep.error is None for _, rep in got)
+        assert {k: rep.text for k, rep in got} == expected
+        assert backend.stats["replica_deaths"] == 1 and backend.stats["retried_batches"] >= 1
+        # Ray restarts the replica; once it answers a probe it takes work again.
+        again: list = []
+        backend.generate(requests[:6], lambda req, rep: again.append(rep))
+        deadline = time.time() + 120
+        while 0 not in {r.meta["replica"] for r in again} and time.time() < deadline:
+            backend.generate(requests[:6], lambda req, rep: again.append(rep))
+        assert 0 in {r.meta["replica"] for r in again}
+        assert victim not in backend.replica_pids()
+    finally:
+        backend.close()
+
+
+def test_no_replica_left_gives_errors_that_a_resume_retries(tiny, data, reference, tmp_path):
+    from radspatial.runner import run_eval
+
+    out = tmp_path / "run"
+    config = _config(tiny, batch_size=2, executor="ray", replicas=1)
+    backend = create_backend(
+        f"hf:{tiny}", decoding=DECODING, executor="ray", replicas=1, batch_size=2, max_restarts=0
+    )
+    try:
+        os.kill(backend.replica_pids()[0], signal.SIGKILL)
+        rows = run_eval(data, out, config, backend=backend, progress=False)
+    finally:
+        backend.close()
+    assert len(rows) == LIMIT and all(r["error"] for r in rows)
+    assert backend.stats["dropped_replicas"] == 1
+    assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
+
+    run_eval(data, out, config, progress=False)  # the same command again, replicas alive
+    assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_replica_that_cannot_load_the_model_is_a_one_line_error(tmp_path):
+    (tmp_path / "not-a-model").mkdir()
+    with pytest.raises(ValueError, match=r"a replica failed to start: .*cannot load the model"):
+        create_backend(f"hf:{tmp_path / 'not-a-model'}", executor="ray", replicas=1)
+    with pytest.raises(ValueError, match="the Ray cluster has 2 CPU"):
+        create_backend(f"hf:{tmp_path}", executor="ray", replicas=3)
+
+
+def _session_procs(sid: int) -> list[str]:
+    """Live (not zombie) processes of session ``sid``: ``pid name`` each."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(f"{stat.parent.name} {name}")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, reference, tmp_path):
+    from radspatial.runner import run_eval
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "radspatial.cli", "eval", "--data", str(data), "--model",
+           f"hf:{tiny}", "--out", str(out), "--runs", "1", "--limit", str(LIMIT),
+           "--max-tokens", "6", "--executor", "ray", "--replicas", "2",
+           "--model-args", "batch_size=2"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # the driver and everything it starts share one session id
+        env=env,
+    )
+    calls = out / "calls.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if calls.exists() and len(calls.read_bytes().splitlines()) >= 1:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    assert len(_session_procs(proc.pid)) > 3  # gcs, raylet, replicas ... really started
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = {c["key"] for c in _calls(out) if c["error"] is None}
+    assert 0 < len(done) < LIMIT and not (out / "results.jsonl").exists()
+
+    killed = time.time()
+    deadline = killed + 120  # Ray's agents notice a dead raylet within ~45 s
+    while _session_procs(proc.pid) and time.time() < deadline:
+        replicas = [p for p in _session_procs(proc.pid) if "Replica" in p]
+        assert not replicas or time.time() - killed < 15, replicas  # the model holders go first
+        time.sleep(0.5)
+    assert _session_procs(proc.pid) == []
+    print(f"every process of the killed driver gone after {time.time() - killed:.1f} s")
+
+    run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
+    keys = [c["key"] for c in _calls(out) if c["error"] is None]
+    assert len(keys) == len(set(keys)) == LIMIT  # no finished call was made twice
+    assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
