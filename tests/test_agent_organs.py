@@ -248,12 +248,15 @@ def test_agent_cli_default_is_the_auto_pipeline(tmp_path, volume):
     Image.fromarray(image).save(path)
     res = subprocess.run(
         [sys.executable, "-m", "radspatial.cli", "agent", "--image", str(path), "--question",
-         "Is the liver to the left of the spleen?", "--overlay", str(tmp_path / "o.png")],
+         "Is the liver to the left of the spleen?", "--overlay", str(tmp_path / "o.png"),
+         "--trace", str(tmp_path / "t.json")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("answer: yes"), res.stdout[:300]
-    assert '"localizer": "auto"' in res.stdout and (tmp_path / "o.png").is_file()
+    trace = (tmp_path / "t.json").read_text()  # the trace goes to --trace (or --json), only
+    assert '"localizer": "auto"' in trace and '"localizer"' not in res.stdout
+    assert (tmp_path / "o.png").is_file()
 
 
 def test_serve_answers_model_agent(volume):

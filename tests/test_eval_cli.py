@@ -155,6 +155,11 @@ def _subparser(parser: argparse.ArgumentParser, *path: str) -> argparse.Argument
 
 
 OWN_COMMANDS = (
+    ("generate",),
+    ("demo",),
+    ("agent",),
+    ("phantom",),
+    ("counterfactual",),
     ("eval",),
     ("report",),
     ("export", "mirp"),

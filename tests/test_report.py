@@ -21,7 +21,13 @@ from radspatial.scoring import mcnemar
 from radspatial.volumes import Case
 
 MODELS = ("baseline:yes", "baseline:no", "baseline:anatomy-prior")
-FIGURES = ("accuracy_by_setup.png", "rotation_heatmap.png", "frames.png")
+FIGURES = (
+    "accuracy_by_setup.png",
+    "rotation_heatmap.png",
+    "frames.png",
+    "frames_rq2.png",
+    "frames_rq3.png",
+)
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 
 
@@ -188,9 +194,15 @@ def test_as_only_runs_skip_figures_without_crashing_and_drop_stale_ones(report, 
     rep = build_report([as_run, runs["baseline:yes"]], out)  # mixed: the AS run shows dashes
     assert [p.name for p in rep.figures] == list(FIGURES)
     assert _row(rep.summary_md.read_text(), "baseline:random")[1] == "–"  # no RQ1 items
+    rq2_run = tmp_path / "rq2_only"
+    run_eval(data, rq2_run, EvalConfig(model="baseline:yes", setups=("rq2",)), progress=False)
+    rep = build_report([rq2_run], tmp_path / "rq2_report")  # frames.png is RQ2's, drawn once
+    assert "frames.png" in [p.name for p in rep.figures]
+    assert not any(p.name.startswith("frames_") for p in rep.figures)
     rep = build_report([as_run], out)
     assert [p.name for p in rep.figures] == ["accuracy_by_setup.png"]
     assert not (out / "rotation_heatmap.png").exists() and not (out / "frames.png").exists()
+    assert not (out / "frames_rq2.png").exists()  # a stale per-setup figure is removed too
     md = rep.summary_md.read_text()
     assert "`rotation_heatmap.png` skipped" in md and "`frames.png` skipped" in md
     assert "No rotation/flip codes" in md and "| Model | AS dots |" in md

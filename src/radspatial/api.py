@@ -69,7 +69,7 @@ def generate(
     if cases is None and (ct is None) != (seg is None):
         raise ValueError("ct and seg go together")
     if isinstance(cases, str | Path):
-        case_list = read_cases_csv(Path(cases))
+        case_list = read_cases_csv(Path(cases), labels=labels)
     elif cases is not None:
         case_list = list(cases)
     elif ct is not None:

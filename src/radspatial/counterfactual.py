@@ -26,7 +26,7 @@ import nibabel as nib
 import numpy as np
 
 from radspatial.io import atomic_write_bytes, atomic_write_json
-from radspatial.labels import load_table
+from radspatial.labels import BUILTIN_TABLES, load_table
 from radspatial.volumes import InputError
 
 MASS_ID = 200
@@ -145,21 +145,21 @@ def _encode(img: nib.Nifti1Image, raw: np.ndarray) -> bytes:
 def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) -> tuple[Path, Path]:
     """Write a left-right mirrored copy of a case (CT + multilabel mask) into folder ``out``.
 
-    Same affine, header and on-disk data types; paired structures relabelled by side (see
-    the module docstring). Also writes the mask's label table as JSON (the input table plus
-    any extension ids) next to it. Returns the CT and mask paths; see :func:`mirrored_paths`.
+    ``ct`` is a NIfTI file (same affine, header and on-disk data types are kept) or a DICOM
+    series folder (written as NIfTI on the canonical RAS+ grid, with the mask resampled to
+    nothing: the mask must lie on the series' grid, as ``generate`` requires). Paired
+    structures are relabelled by side (see the module docstring). Also writes the mask's
+    label table as JSON (the input table plus any extension ids) next to it, and
+    ``out/cases.csv`` (case_id, ct, seg, labels, variant) listing the original case as
+    ``normal`` and the mirrored one as ``mirrored``, ready for ``generate --cases``.
+    Returns the CT and mask paths; see :func:`mirrored_paths`.
     """
     ct, seg = Path(ct), Path(seg)
     try:
         table = load_table(labels, group=False)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    ct_img, seg_img = _load(ct, "CT"), _load(seg, "mask")
-    if ct_img.shape != seg_img.shape:
-        raise InputError(f"{seg}: mask shape {seg_img.shape} != CT shape {ct_img.shape} ({ct})")
-    if not np.allclose(ct_img.affine, seg_img.affine, atol=1e-3):
-        raise InputError(f"{seg}: mask affine differs from the CT's ({ct})")
-    ct_raw = np.asanyarray(getattr(ct_img.dataobj, "get_unscaled", lambda: ct_img.dataobj)())
+    seg_img = _load(seg, "mask")
     seg_raw = np.asanyarray(seg_img.dataobj)
     if seg_raw.dtype.kind not in "ui" or (seg_raw.size and seg_raw.min() < 0):
         raise InputError(f"{seg}: mask must hold non-negative integer labels, not {seg_raw.dtype}")
@@ -171,10 +171,88 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
         raise InputError(
             f"{seg}: mirrored label id {needed} does not fit the mask's {seg_raw.dtype}"
         )
-    ct_m, seg_m = mirror_arrays(ct_raw, seg_raw, ct_img.affine, mapping)
     ct_out, seg_out, labels_out = mirrored_paths(ct, seg, out)
-    atomic_write_bytes(ct_out, _encode(ct_img, ct_m))
-    atomic_write_bytes(seg_out, _encode(seg_img, seg_m))
+    from radspatial.volumes import check_case_id
+
+    for case_id in (_stem(ct), _stem(ct_out)):
+        check_case_id(case_id, f"{ct}: the CT's name")
+    if ct.is_dir():
+        ct_bytes, seg_bytes = _mirror_dicom(ct, seg, seg_img, seg_raw, mapping)
+    else:
+        ct_img = _load(ct, "CT")
+        if ct_img.shape != seg_img.shape:
+            raise InputError(f"{seg}: mask shape {seg_img.shape} != CT shape {ct_img.shape} ({ct})")
+        if not np.allclose(ct_img.affine, seg_img.affine, atol=1e-3):
+            raise InputError(f"{seg}: mask affine differs from the CT's ({ct})")
+        ct_raw = np.asanyarray(getattr(ct_img.dataobj, "get_unscaled", lambda: ct_img.dataobj)())
+        ct_m, seg_m = mirror_arrays(ct_raw, seg_raw, ct_img.affine, mapping)
+        ct_bytes, seg_bytes = _encode(ct_img, ct_m), _encode(seg_img, seg_m)
+    atomic_write_bytes(ct_out, ct_bytes)
+    atomic_write_bytes(seg_out, seg_bytes)
     names = {**table.names, **extra}
     atomic_write_json(labels_out, {str(k): v for k, v in sorted(names.items())})
+    uses_extension = any(mapping.get(i) in extra for i in present)
+    table_spec = labels or "totalsegmentator"
+    if table_spec not in BUILTIN_TABLES:
+        table_spec = str(Path(table_spec).resolve())
+    rows = [
+        (_stem(ct), str(ct.resolve()), str(seg.resolve()), table_spec, "normal"),
+        (
+            _stem(ct_out),
+            ct_out.name,
+            seg_out.name,
+            labels_out.name if uses_extension else table_spec,
+            "mirrored",
+        ),
+    ]
+    write_cases_csv(Path(out) / "cases.csv", rows)
     return ct_out, seg_out
+
+
+def _mirror_dicom(
+    ct: Path, seg: Path, seg_img: nib.Nifti1Image, seg_raw: np.ndarray, mapping: dict[int, int]
+) -> tuple[bytes, bytes]:
+    """Mirror a DICOM series and its NIfTI mask on the canonical grid; both as NIfTI bytes."""
+    from radspatial.volumes import _canonical, _grid_difference, load_ct
+
+    hu, affine, _ = load_ct(ct)
+    mask, mask_affine = _canonical(seg_raw, np.asarray(seg_img.affine, float), seg_raw.dtype)
+    if mask.shape != hu.shape:
+        raise InputError(f"{seg}: mask shape {mask.shape} != CT shape {hu.shape} ({ct})")
+    if diff := _grid_difference(mask_affine, affine):
+        raise InputError(f"{seg}: mask grid differs from CT {ct}: {diff}")
+    ct_m, seg_m = mirror_arrays(hu, mask, affine, mapping)
+    if np.array_equal(ct_m, np.round(ct_m)) and ct_m.min() >= -32768 and ct_m.max() <= 32767:
+        ct_m = ct_m.astype(np.int16)  # DICOM HU are integers: half the bytes, same values
+    ct_img = nib.Nifti1Image(ct_m, affine)
+    seg_img2 = nib.Nifti1Image(seg_m, affine)
+    for img in (ct_img, seg_img2):
+        img.set_qform(affine, code=1)
+        img.set_sform(affine, code=1)
+    compress = lambda img: gzip.compress(img.to_bytes(), compresslevel=1, mtime=0)  # noqa: E731
+    return compress(ct_img), compress(seg_img2)
+
+
+CASES_COLUMNS = ("case_id", "ct", "seg", "labels", "variant")
+
+
+def write_cases_csv(path: Path, rows: list[tuple[str, ...]]) -> None:
+    """Write (or update, keyed by case_id) a cases CSV; rows of other cases are kept."""
+    import csv
+    import io
+
+    kept: dict[str, tuple[str, ...]] = {}
+    if path.is_file():
+        try:
+            with path.open(newline="", encoding="utf-8") as f:
+                for row in csv.DictReader(f):
+                    kept[row["case_id"]] = tuple(row.get(c) or "" for c in CASES_COLUMNS)
+        except (OSError, UnicodeDecodeError, csv.Error, KeyError) as exc:
+            raise InputError(f"{path}: exists and is not a cases CSV ({exc})") from None
+    for row in rows:
+        kept[row[0]] = row
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CASES_COLUMNS)
+    writer.writerows(kept[k] for k in sorted(kept))
+    atomic_write_bytes(path, buf.getvalue().encode())

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from tqdm import tqdm
-
 from radspatial.ablation import generate_ablation
 from radspatial.core.errors import disk_error_line
 from radspatial.core.runtime import keyed_rng, software_versions
@@ -30,6 +28,7 @@ from radspatial.generate import (
 )
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
+from radspatial.progress import Progress, steps_to
 from radspatial.questions import chance_levels, get_question_type
 from radspatial.questions.open_common import is_open
 from radspatial.stage import (
@@ -245,22 +244,24 @@ def build_dataset(
 
 
 def _build(cases, config, stage, workers, executor, address, on_error, log) -> tuple:
-    bar = tqdm(total=len(cases), desc="cases", unit="case", disable=None)
+    bar = Progress(len(cases), "generate", "case")
     try:
-        results = run_shards(
-            cases,
-            config,
-            stage,
-            workers=workers,
-            executor=executor,
-            address=address,
-            on_error=on_error,
-            progress=bar.update,
-            log=log,
-        )
+        with steps_to(bar):
+            results = run_shards(
+                cases,
+                config,
+                stage,
+                workers=workers,
+                executor=executor,
+                address=address,
+                on_error=on_error,
+                progress=bar.update,
+                log=log,
+            )
+            bar.set_note("writing the blank (AS) images, the manifest and the MIRP files")
+            return _assemble(stage, results, config)
     finally:
         bar.close()
-    return _assemble(stage, results, config)
 
 
 def _allow_open_files(n: int) -> None:

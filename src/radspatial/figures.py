@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,8 +223,16 @@ def _frames_setup(s: Summary) -> str | None:
     return None
 
 
-def draw_frames(s: Summary) -> bytes | str:
-    setup = _frames_setup(s)
+def draw_frames(s: Summary, setup: str | None = None) -> bytes | str | None:
+    """``frames.png``: the first setup with frame data (RQ1 when present); with ``setup``
+    (``frames_rq2.png``, ...), that setup when it has data and is not the first (None: not
+    applicable, so each setup is drawn once)."""
+    first = _frames_setup(s)
+    if setup is not None and (
+        setup == first or not any(f.get(setup) for f in s["frames"].values())
+    ):
+        return None
+    setup = setup or first
     if setup is None:
         return "no RQ1-RQ3 items with a known standard-view answer"
     models = list(s["frames"])
@@ -288,6 +297,7 @@ FIGURES: dict[str, Callable[[Summary], bytes | str | None]] = {
     "accuracy_by_setup.png": draw_accuracy_by_setup,
     "rotation_heatmap.png": draw_rotation_heatmap,
     "frames.png": draw_frames,
+    **{f"frames_{x}.png": partial(draw_frames, setup=x) for x in SETUP_ORDER},
     "question_types.png": draw_question_types,
 }
 

@@ -22,6 +22,7 @@ from scipy import ndimage
 from radspatial.core.runtime import keyed_rng
 from radspatial.labels import display_name, letter_code
 from radspatial.markers import DOT_ORDER, MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
+from radspatial.progress import step
 from radspatial.questions import (
     Candidate,
     QuestionRules,
@@ -197,7 +198,9 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
     min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
     usable: list[_SliceInfo] = []
-    for z in range(vol.seg.shape[2]):
+    n_z = vol.seg.shape[2]
+    for z in range(n_z):
+        step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
         eligible = _eligible(stats, vol.table.names, min_area, min_gap)
         if len(eligible) >= 2:
@@ -377,12 +380,14 @@ def encode_png_16(lab: np.ndarray, level: int | None = None) -> bytes:
 
 def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
     """Load, plan, render and write one case's images under ``stage``; return its rows."""
+    step(f"{case.case_id}: loading CT and mask")
     vol = load_case(case, group=config.group)
     plans = plan_case(vol, config)
     rows: list[dict] = []
     centres: list[dict] = []
     z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
-    for plan in plans:
+    for k, plan in enumerate(plans, start=1):
+        step(f"{vol.case_id}: rendering {k}/{len(plans)} question slices")
         images = render_plan(vol, plan, config)
         filename = f"{plan.base_name}.png"
         centres.append(centres_entry(filename, plan.stats, vol.table.names))

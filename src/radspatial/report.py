@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -235,20 +235,28 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
 
 
 def build_report(
-    run_dirs: Sequence[Path], out: Path, *, review: Path | None = None
+    run_dirs: Sequence[Path],
+    out: Path,
+    *,
+    review: Path | None = None,
+    log: Callable[[str], None] = lambda _: None,
 ) -> ReportSummary:
     """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``; with
-    ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section."""
+    ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section.
+    ``log`` is told each step as it starts (for progress on big runs)."""
     from radspatial import figures as fig
     from radspatial.report_html import render_html
     from radspatial.report_md import render_markdown
     from radspatial.report_open import open_markdown, review_for
 
+    log(f"reading {len(run_dirs)} run folder(s)")
     runs = load_runs(run_dirs)
     reviewed = review_for(runs, review) if review is not None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)
+    log("drawing the figures")
     made = fig.write_all(s, out)  # name -> None if written, else why it was skipped
     written = [out / name for name, skipped in made.items() if not skipped]
     md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
@@ -258,6 +266,7 @@ def build_report(
         atomic_write_json(out / "review.json", reviewed)
     atomic_write_bytes(md, markdown.encode())
     labels = [r.label for r in runs]
+    log("writing index.html (tables, figures, item gallery)")
     page = render_html(markdown, labels, [r.path for r in runs], out)
     atomic_write_bytes(index, page.encode())
     return ReportSummary(out, md, js, index, written, labels)

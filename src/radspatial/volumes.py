@@ -418,12 +418,14 @@ def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning
     return Volume(case.case_id, ct, seg, ct_affine, (sx, sy, sz), table, case.variant, source)
 
 
-def read_cases_csv(path: Path) -> list[Case]:
+def read_cases_csv(path: Path, *, labels: str | None = None) -> list[Case]:
     """Cases from a CSV with columns ct, seg and optional labels, case_id, variant.
 
-    Relative paths are relative to the CSV's folder.
+    Relative paths are relative to the CSV's folder. ``labels`` (``generate --labels``) is the
+    label table of rows with no ``labels`` value; a row naming another table is an error.
     """
     path = Path(path)
+    default = _table_spec(labels) if labels is not None else None
     _require(path)
     try:
         with path.open(newline="", encoding="utf-8-sig") as f:
@@ -449,9 +451,16 @@ def read_cases_csv(path: Path) -> list[Case]:
         row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
         if not row["ct"] or not row["seg"]:
             raise InputError(f"{path}: line {line}: empty ct or seg")
-        ct, labels = resolve(row["ct"]), row.get("labels") or None
-        if labels is not None and labels not in BUILTIN_TABLES:
-            labels = str(resolve(labels))
+        ct, row_labels = resolve(row["ct"]), row.get("labels") or None
+        if row_labels is not None and row_labels not in BUILTIN_TABLES:
+            row_labels = str(resolve(row_labels))
+        if row_labels is None:
+            row_labels = default
+        elif default is not None and _table_spec(row_labels) != default:
+            raise InputError(
+                f"{path}: line {line}: labels {row_labels!r} conflicts with --labels {labels!r}"
+                " (leave the column empty to use --labels)"
+            )
         case_id = row.get("case_id") or re.sub(r"\.nii(\.gz)?$", "", ct.name)
         check_case_id(case_id, f"{path}: line {line}")
         if case_id in seen:
@@ -460,10 +469,15 @@ def read_cases_csv(path: Path) -> list[Case]:
             )
         seen[case_id] = line
         variant = row.get("variant") or "normal"
-        cases.append(Case(case_id, ct, resolve(row["seg"]), labels, variant))
+        cases.append(Case(case_id, ct, resolve(row["seg"]), row_labels, variant))
     if not cases:
         raise InputError(f"{path}: no cases")
     return cases
+
+
+def _table_spec(spec: str) -> str:
+    """A label table spec comparable with another: a built-in name, or a resolved JSON path."""
+    return spec if spec in BUILTIN_TABLES else str(Path(spec).expanduser().resolve())
 
 
 def sha256_path(path: Path) -> str:

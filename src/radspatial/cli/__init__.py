@@ -37,7 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `radspatial ... | head` closed stdout early: stop quietly
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit-time flush must not fail again
+        return 141  # as if killed by SIGPIPE (128 + 13), what shells show for `cmd | head`
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
     from radspatial.volumes import InputError
 

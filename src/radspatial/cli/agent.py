@@ -4,6 +4,7 @@ OpenAI-compatible API)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from radspatial.cli.common import (
@@ -13,34 +14,64 @@ from radspatial.core import rules
 
 
 def add_agent(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import EvalHelpParser, HelpFormatter
+
+    class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+        pass
+
     p = sub.add_parser(
         "agent",
         help="answer a question about an image with the modular agent (or: agent train)",
         description="radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
-        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
+        "  --trace FILE writes it to a file.\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
+        "Localizers: {localizers}.",
+        formatter_class=AgentHelpFormatter,
     )
+    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
-    p.add_argument("--image", type=Path, help="the image (PNG/JPEG)")
-    p.add_argument("--question", help="the yes/no spatial question")
+    p.add_argument(
+        "--image", type=Path, help="the image, PNG/JPEG; required unless train (default: none)"
+    )
+    p.add_argument("--question", help="the spatial question; required unless train (default: none)")
     p.add_argument(
         "--localizer",
         default="auto",
-        help="auto (default: markers for marker refs, the shipped organs model otherwise) | "
-        "organs | markers | mask | unet | ...",
+        help="auto: markers for marker references, the shipped organs model otherwise; or "
+        "one of the localizers listed above",
     )
-    p.add_argument("--model", type=Path, help="model folder (unet, or organs instead of shipped)")
-    p.add_argument("--mask", type=Path, help="label image in the shown frame (mask localizer)")
+    p.add_argument(
+        "--model",
+        type=Path,
+        help="model folder: unet's, or organs' instead of the shipped one (default: shipped)",
+    )
+    p.add_argument(
+        "--mask",
+        type=Path,
+        help="label image in the shown frame, for the mask localizer (default: none)",
+    )
     p.add_argument("--labels", help="label table of --mask (default: totalsegmentator, grouped)")
     p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px: abstain below this")
-    p.add_argument("--trace", type=Path, help="write the trace JSON here")
-    p.add_argument("--overlay", type=Path, help="write an overlay PNG here")
-    p.add_argument("--data", type=Path, help="train: dataset generated with --export-masks")
-    p.add_argument("--out", type=Path, help="train: model folder to write")
+    p.add_argument("--json", action="store_true", help="print the whole trace as JSON")
+    p.add_argument(
+        "--trace", type=Path, help="write the trace JSON to this file (default: not written)"
+    )
+    p.add_argument("--overlay", type=Path, help="write an overlay PNG here (default: not written)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="train: dataset generated with --export-masks; required (default: none)",
+    )
+    p.add_argument(
+        "--out", type=Path, help="train: model folder to write; required (default: none)"
+    )
     p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
-    p.add_argument("--size", type=int, help="train: network input size in px")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="train: torch CPU threads")
+    p.add_argument(
+        "--size", type=int, help="train: network input size in px (default: the trainer's)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="train: seed")
+    p.add_argument("--threads", type=int, help="train: torch CPU threads (default: torch's)")
     p.set_defaults(func=cmd_agent)
 
 
@@ -72,17 +103,20 @@ def cmd_agent(args: argparse.Namespace) -> int:
     image = load_image(args.image)
     result = agent.answer(image, args.question, context=context)
     verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
-    print(f"answer: {verdict} ({result.trace['decision']['reason']})")
-    print(json.dumps(result.trace, indent=2))
+    if args.json:
+        print(json.dumps(result.trace, indent=2))
+    else:
+        print(f"answer: {verdict} ({result.trace['decision']['reason']})")
     if args.trace:
         atomic_write_json(args.trace, result.trace)
+        print(f"trace: {args.trace}", file=sys.stderr if args.json else sys.stdout)
     if args.overlay:
         import io
 
         buf = io.BytesIO()
         draw_overlay(image, result).save(buf, format="PNG")
         atomic_write_bytes(args.overlay, buf.getvalue())
-        print(f"overlay: {args.overlay}")
+        print(f"overlay: {args.overlay}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from radspatial.cli.eval import _print_eval
+from radspatial.cli.eval import _print_eval, eval_progress
 from radspatial.cli.generate import _question_types
 from radspatial.core.runtime import bundled_example
 
@@ -22,12 +23,18 @@ _DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
 def add_demo(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import HelpFormatter
+
     p = sub.add_parser(
         "demo",
         help="the main job on the bundled real CT: generate, evaluate the baselines, report",
+        description="Generates OUT/dataset from the bundled real CT, evaluates each model into "
+        "OUT/eval/<model> and writes OUT/report. Progress goes to stderr (plain lines every "
+        "RADSPATIAL_PROGRESS_SECONDS, default 5, when not a terminal).",
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
+    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
     p.add_argument(
         "--model",
         action="append",
@@ -36,13 +43,20 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--questions",
         type=_question_types,
-        default=_question_types("all"),
-        help="question types (default: all = MIRP relative position + the SPAR-VQA types)",
+        default="all",
+        help="question types, comma-separated, or spar, open, all (every type: MIRP relative "
+        "position, the SPAR-VQA and the open types)",
     )
     p.set_defaults(func=cmd_demo)
 
 
+def _stage(text: str) -> None:
+    print(f"demo: {text}", file=sys.stderr, flush=True)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    import time
+
     from radspatial.dataset import build_dataset
     from radspatial.generate import GenerateConfig
     from radspatial.report import build_report
@@ -51,22 +65,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     ct, seg = bundled_example()
     data = args.out / "dataset"
+    specs = args.model or DEMO_MODELS
+    n_steps = len(specs) + 2
+    start = time.monotonic()
+    _stage(f"[1/{n_steps}] generating the benchmark from the bundled CT into {data}")
     summary = build_dataset(
         [Case("example_ct_sm", ct, seg, "totalsegmentator")],
         GenerateConfig(export_masks=True, question_types=args.questions),
         data,
         overwrite=True,
     )
-    print(f"dataset: {data} ({summary.n_questions} questions)")
+    print(f"dataset: {data} ({summary.n_questions} questions)", flush=True)
     run_dirs = []
-    for spec in args.model or DEMO_MODELS:
+    for k, spec in enumerate(specs, start=2):
         run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
+        _stage(f"[{k}/{n_steps}] evaluating {spec} ({time.monotonic() - start:.0f} s so far)")
         config = EvalConfig(model=spec, runs=args.runs, setups=_DEMO_SETUPS.get(spec))
-        rows = run_eval(data, run_dir, config)
+        with eval_progress(run_dir, spec):
+            rows = run_eval(data, run_dir, config)
         _print_eval(run_dir, rows)
+        sys.stdout.flush()
         run_dirs.append(run_dir)
-    report = build_report(run_dirs, args.out / "report")
+    _stage(f"[{n_steps}/{n_steps}] writing the report ({time.monotonic() - start:.0f} s so far)")
+    report = build_report(run_dirs, args.out / "report", log=_stage)
     print(f"report: {report.summary_md}")
     for fig in report.figures:
         print(f"figure: {fig}")
+    _stage(f"done in {time.monotonic() - start:.0f} s")
     return 0

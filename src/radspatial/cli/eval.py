@@ -129,7 +129,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             judge=args.judge,
             judge_all=args.judge_all,
         )
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), eval_progress(out_dirs[spec], spec):
             try:
                 rows = run_eval(args.data, out_dirs[spec], config)
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
@@ -150,6 +150,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         return 3
     return 0
+
+
+def eval_progress(run_dir: Path, spec: str):
+    """Calls finished so far, printed every few seconds when stderr is not a terminal (the
+    runner's own bar shows only on a terminal)."""
+    import json
+
+    from radspatial.progress import watch_lines
+    from radspatial.runner import CALLS
+
+    def total() -> int | None:
+        try:
+            info = json.loads((run_dir / "run.json").read_text())
+            return int(info["n_items"]) * int(info["runs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    return watch_lines(run_dir / CALLS, f"eval {spec}: calls", total)
 
 
 def _print_eval(out: Path, rows: list[dict]) -> int:
@@ -201,9 +219,11 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from radspatial.progress import heartbeat
     from radspatial.report import build_report
 
-    summary = build_report(args.runs, args.out, review=args.review)
+    with heartbeat("report") as note:
+        summary = build_report(args.runs, args.out, review=args.review, log=note)
     print(f"report: {summary.summary_md}")
     print(f"html: {summary.index_html}")
     for fig in summary.figures:

@@ -16,23 +16,54 @@ from radspatial.core.runtime import bundled_example
 
 
 def add_generate(sub: argparse._SubParsersAction) -> None:
+    from radspatial.cli.eval_options import HelpFormatter
+
     p = sub.add_parser(
         "generate",
         help="generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
         description="With no --ct/--cases, uses the bundled real example CT and its mask.",
+        formatter_class=HelpFormatter,
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--ct", type=Path, help="CT: NIfTI file or DICOM series folder")
-    src.add_argument("--cases", type=Path, help="CSV with columns ct,seg[,labels,case_id,variant]")
+    src.add_argument(
+        "--ct", type=Path, help="CT: NIfTI file or DICOM series folder (default: the bundled CT)"
+    )
+    src.add_argument(
+        "--cases",
+        type=Path,
+        help="CSV with columns ct,seg[,labels,case_id,variant], one case per row (default: "
+        "one case from --ct)",
+    )
     seg = p.add_mutually_exclusive_group()
-    seg.add_argument("--seg", type=Path, help="multilabel mask (NIfTI)")
-    seg.add_argument("--seg-dir", type=Path, help="TotalSegmentator per-structure output folder")
-    p.add_argument("--labels", help="totalsegmentator|btcv|amos|word or a JSON file id -> name")
-    p.add_argument("--case-id", help="case id for --ct (default: file name)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"))
-    p.add_argument("--markers", type=csv_lower, default=("numbers", "letters", "dots"))
+    seg.add_argument(
+        "--seg", type=Path, help="multilabel mask (NIfTI) of --ct (default: the bundled mask)"
+    )
+    seg.add_argument(
+        "--seg-dir",
+        type=Path,
+        help="TotalSegmentator per-structure output folder of --ct, instead of --seg "
+        "(default: none)",
+    )
+    p.add_argument(
+        "--labels",
+        help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
+        "name; with --cases, the table of rows with an empty labels column (a row naming "
+        "another table is an error) (default: totalsegmentator)",
+    )
+    p.add_argument("--case-id", help="case id for --ct (default: the CT's file name)")
+    p.add_argument(
+        "--variant",
+        help="anatomy variant of the --ct case, recorded in every row, e.g. mirrored or "
+        "situs_inversus; --cases takes a variant column (default: normal)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    p.add_argument(
+        "--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"), help="MIRP setups to write"
+    )
+    p.add_argument(
+        "--markers", type=csv_lower, default=("numbers", "letters", "dots"), help="marker types"
+    )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
     p.add_argument("--window", type=window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
@@ -47,7 +78,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         "--questions",
         type=_question_types,
         default=("relative_position",),
-        help="question types, comma-separated: relative_position (MIRP, default), orientation, "
+        help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
         "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
     )
@@ -68,20 +99,25 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)",
     )
-    p.add_argument("--export-masks", action="store_true", help="write each slice's label image")
+    p.add_argument(
+        "--export-masks", action="store_true", help="write each slice's label image (masks/)"
+    )
     p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
     add_executor_options(p)
     p.add_argument(
         "--on-error",
         choices=["stop", "skip"],
         default="stop",
-        help="a failing case: stop with exit 2 (default; finished cases are kept for the "
-        "rerun) or skip it, recorded in failures.jsonl and dataset.json",
+        help="a failing case: stop with exit 2 (finished cases are kept for the rerun) or "
+        "skip it, recorded in failures.jsonl and dataset.json",
     )
     p.add_argument(
-        "--png-level", type=int, default=3, help="PNG zlib level 0-9 (default 3: fast, ~1%% larger)"
+        "--png-level",
+        type=int,
+        default=3,
+        help="PNG zlib level 0-9; 3 is 2x faster than 6 for ~1%% more bytes",
     )
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out dataset")
     p.set_defaults(func=cmd_generate)
 
 
@@ -90,20 +126,32 @@ def _cases_from_args(args: argparse.Namespace):
 
     if args.cases:
         if args.seg or args.seg_dir:
-            raise SystemExit("radspatial generate: --seg/--seg-dir go with --ct, not --cases")
-        return read_cases_csv(args.cases)
+            raise ValueError("--seg/--seg-dir go with --ct, not --cases")
+        for flag, value in (("--case-id", args.case_id), ("--variant", args.variant)):
+            if value is not None:
+                raise ValueError(f"{flag} goes with --ct; --cases takes a {flag[2:]} column")
+        return read_cases_csv(args.cases, labels=args.labels)
     if args.ct:
         seg = args.seg or args.seg_dir
         if seg is None:
-            raise SystemExit("radspatial generate: --ct needs --seg or --seg-dir")
+            raise ValueError("--ct needs --seg (multilabel mask) or --seg-dir (TotalSegmentator)")
+        if args.seg_dir and args.labels not in (None, "totalsegmentator"):
+            raise ValueError(f"--labels {args.labels}: a --seg-dir folder is TotalSegmentator's")
         labels = "totalsegmentator" if args.seg_dir else args.labels
         if args.case_id is not None:
             case_id = check_case_id(args.case_id, "--case-id")
         else:
             case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
-        return [Case(case_id, args.ct, seg, labels)]
+        variant = args.variant or "normal"
+        if not variant.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"--variant {variant!r}: use letters, digits, _ and -")
+        return [Case(case_id, args.ct, seg, labels, variant)]
     if args.seg or args.seg_dir:
-        raise SystemExit("radspatial generate: --seg/--seg-dir need --ct")
+        raise ValueError("--seg/--seg-dir need --ct")
+    if args.variant not in (None, "normal"):
+        raise ValueError(f"--variant {args.variant}: the bundled example is normal anatomy")
+    if args.labels not in (None, "totalsegmentator"):
+        raise ValueError(f"--labels {args.labels}: the bundled example is TotalSegmentator's")
     ct, seg = bundled_example()
     return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
 

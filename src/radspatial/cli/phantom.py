@@ -13,16 +13,29 @@ from radspatial.cli.common import (
 
 
 def add_phantom(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("phantom", help="write synthetic CT phantoms with TotalSegmentator masks")
-    p.add_argument("--out", type=Path, required=True)
+    from radspatial.cli.eval_options import HelpFormatter
+
+    p = sub.add_parser(
+        "phantom",
+        help="write synthetic CT phantoms with TotalSegmentator masks",
+        description="Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
+        "ct, seg, labels, variant) for radspatial generate --cases.",
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--n", type=int, default=1, help="number of phantoms")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed; phantom i depends on (seed, i)")
     p.add_argument("--shape", type=triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
     p.add_argument("--spacing", type=triple(float), help="sx,sy,sz mm (default ~0.8,0.8,2.5)")
     p.add_argument(
-        "--variant", type=csv_list, default=("normal",), help="normal | situs_inversus | displaced"
+        "--variant",
+        type=csv_list,
+        default=("normal",),
+        help="anatomy variant(s), comma-separated from normal, situs_inversus, displaced, or "
+        "'mixed' (all three); phantom i gets variant i mod the list's length, e.g. "
+        "normal,situs_inversus with --n 4: normal, situs_inversus, normal, situs_inversus",
     )
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=1, help="phantoms built in parallel")
     add_executor_options(p)
     p.set_defaults(func=cmd_phantom)
 
@@ -48,12 +61,22 @@ def cmd_phantom(args: argparse.Namespace) -> int:
 
 
 def add_counterfactual(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("counterfactual", help="counterfactual anatomy from real volumes")
+    from radspatial.cli.eval_options import HelpFormatter
+
+    p = sub.add_parser(
+        "counterfactual",
+        help="counterfactual anatomy from real volumes",
+        description="mirror: the case mirrored left-right with paired structures relabelled "
+        "to their new side, as NIfTI in OUT, plus OUT/cases.csv listing the original "
+        "(variant normal) and the mirror (variant mirrored): radspatial generate --cases "
+        "OUT/cases.csv ...",
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("kind", choices=["mirror"], help="mirror: situs-inversus-like left-right mirror")
-    p.add_argument("--ct", type=Path, required=True)
-    p.add_argument("--seg", type=Path, required=True)
+    p.add_argument("--ct", type=Path, required=True, help="CT: NIfTI file or DICOM series folder")
+    p.add_argument("--seg", type=Path, required=True, help="multilabel mask (NIfTI) on the CT grid")
     p.add_argument("--labels", help="label table of --seg (default: totalsegmentator)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="output folder")
     p.set_defaults(func=cmd_counterfactual)
 
 
@@ -63,4 +86,6 @@ def cmd_counterfactual(args: argparse.Namespace) -> int:
     ct, seg = mirror_case(args.ct, args.seg, args.out, labels=args.labels)
     print(f"mirrored CT: {ct}")
     print(f"mirrored mask: {seg}")
+    cases = args.out / "cases.csv"
+    print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
     return 0

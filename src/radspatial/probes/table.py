@@ -161,10 +161,12 @@ def markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def draw_table(rows: list[list[str]]) -> bytes:
-    """The table as a PNG (Agg canvas, no pyplot)."""
+def draw_table(rows: list[list[str]], title: str = "Probe results (Table 1)") -> bytes:
+    """The table as a PNG (Agg canvas, no pyplot) with ``title`` above it, cropped to the
+    table and title (no empty margins)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.transforms import Bbox
 
     fig = Figure(figsize=(1.1 * len(rows[0]) + 1.5, 0.32 * len(rows) + 0.6), dpi=150)
     FigureCanvasAgg(fig)
@@ -182,8 +184,22 @@ def draw_table(rows: list[list[str]]) -> bytes:
         elif rows[i][0] in ("Chance", "Majority class (train)") or rows[i][0].startswith("n ("):
             c.set_facecolor("#f7f7f7")
     tab.auto_set_column_width(list(range(len(rows[0]))))
+    renderer = fig.canvas.get_renderer()
+    box = tab.get_window_extent(renderer)
+    width, height = fig.bbox.width, fig.bbox.height
+    heading = fig.text(
+        box.x0 / width, (box.y1 + 6) / height, title, ha="left", va="bottom", fontsize=9,
+        weight="bold",
+    )  # fmt: skip
+    both = Bbox.union([box, heading.get_window_extent(renderer)]).padded(8)  # px
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=150, facecolor="white", bbox_inches="tight")
+    fig.savefig(
+        buf,
+        format="png",
+        dpi=150,
+        facecolor="white",
+        bbox_inches=both.transformed(fig.dpi_scale_trans.inverted()),
+    )
     return buf.getvalue()
 
 
@@ -204,5 +220,6 @@ def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") 
     out = Path(out)
     md = out / "table1.md"
     atomic_write_bytes(md, ("# Probe results (Table 1)\n\n" + note + markdown(rows)).encode())
-    atomic_write_bytes(out / "table1.png", draw_table(rows))
+    title = f"Probe results (Table 1), {split} split"
+    atomic_write_bytes(out / "table1.png", draw_table(rows, title))
     return md
