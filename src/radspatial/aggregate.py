@@ -20,6 +20,7 @@ from typing import Any
 from radspatial.grading.summary import open_metrics
 from radspatial.mirp import mirp_block
 from radspatial.questions import chance_levels
+from radspatial.questions.relative_position import anatomical_from_standard
 from radspatial.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.subgroups import subgroup_metrics
 
@@ -79,8 +80,6 @@ _AXES = {"left_right": ("left_of", "right_of"), "above_below": ("above", "below"
 def _frame_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows with the standard and anatomical answers (older runs: ``expected_canonical`` is
     the standard view; the anatomical answer follows from it)."""
-    from radspatial.questions.relative_position import anatomical_from_standard
-
     out = []
     for r in rows:
         if "expected_standard" not in r and "expected_canonical" in r:

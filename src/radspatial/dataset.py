@@ -29,7 +29,7 @@ from radspatial.generate import (
 from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
 from radspatial.mirp import MIRP_CENTRES
 from radspatial.progress import Progress, steps_to
-from radspatial.questions import chance_levels, get_question_type
+from radspatial.questions import get_question_type
 from radspatial.questions.open_common import is_open
 from radspatial.stage import (
     ASSEMBLY,
@@ -301,10 +301,10 @@ class _Chance:
         self.sums: dict[str, list[float]] = {}
 
     def add(self, row: dict) -> None:
-        name = row["question_type"]
-        item_chance = getattr(get_question_type(name), "item_chance", None)
-        if chance_levels()[name] is None and item_chance is not None:
-            acc = self.sums.setdefault(name, [0.0, 0])
+        qtype = get_question_type(row["question_type"])
+        item_chance = getattr(qtype, "item_chance", None)
+        if qtype.chance is None and item_chance is not None:
+            acc = self.sums.setdefault(qtype.name, [0.0, 0])
             acc[0] += item_chance(row.get("params") or {})
             acc[1] += 1
 
@@ -312,7 +312,7 @@ class _Chance:
         if name in self.sums:
             total, n = self.sums[name]
             return round(total / n, 6) if n else None
-        return chance_levels()[name]
+        return get_question_type(name).chance
 
 
 def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:

@@ -29,6 +29,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from radspatial.scoring import BinaryMetrics, binary_metrics
+
 _OPEN = r"[\(\[\{'\"\.\s]*"
 _CLOSE = r"[\)\]\}'\"\.\s]*"
 _DIGIT = re.compile(_OPEN + r"(0|1)" + _CLOSE)
@@ -98,18 +100,9 @@ def group_key(setup: str, marker: str) -> str:
     return f"{setup.upper()}/{marker}"
 
 
-def _binary(targets: Sequence[int], preds: Sequence[int]) -> tuple[float, float, int]:
-    """Accuracy, F1 of the positive class (0 when undefined, as sklearn's zero_division=0),
-    and the number correct."""
-    correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
-    tp = sum(1 for t, p in zip(targets, preds, strict=True) if t == 1 and p == 1)
-    wrong = len(targets) - correct
-    f1 = 2 * tp / (2 * tp + wrong) if (2 * tp + wrong) else 0.0
-    return correct / len(targets), f1, correct
-
-
-def _stats(per_run: list[tuple[float, float, int]], n: int) -> dict[str, Any]:
-    accs, f1s = [r[0] for r in per_run], [r[1] for r in per_run]
+def _stats(per_run: list[BinaryMetrics], n: int) -> dict[str, Any]:
+    """MIRP's aggregation: mean and statistics.stdev (0 for one run) across runs."""
+    accs, f1s = [m.accuracy for m in per_run], [m.f1 for m in per_run]
     sd = statistics.stdev if len(per_run) > 1 else (lambda _: 0.0)
     return {
         "n_items": n,
@@ -117,7 +110,7 @@ def _stats(per_run: list[tuple[float, float, int]], n: int) -> dict[str, Any]:
         "accuracy_std": sd(accs),
         "f1_mean": statistics.mean(f1s),
         "f1_std": sd(f1s),
-        "correct": [r[2] for r in per_run],
+        "correct": [m.correct for m in per_run],
     }
 
 
@@ -149,14 +142,18 @@ def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
         by_run = [b for b in by_run if b]
         if not by_run:
             continue
-        image = [_binary([r["expected"] for r in b], [mirp_guess(r) for r in b]) for b in by_run]
+        # the guesses never are None: binary_metrics scores them as sklearn does (F1 of "yes",
+        # 0 without true positives), which is what MIRP's scripts compute
+        image = [
+            binary_metrics([r["expected"] for r in b], [mirp_guess(r) for r in b]) for b in by_run
+        ]
         block: dict[str, Any] = {"image": _stats(image, len(by_run[0]))}
         unsure = [sum(1 for r in b if r.get("parsed_mirp") is None) for b in by_run]
         block["image"]["unsure"] = unsure
         anat_runs = [[r for r in b if in_anatomy_subset(r)] for b in by_run]
         if key.startswith("RQ1/") and anat_runs[0]:
             anat = [
-                _binary([r["expected_anatomical"] for r in b], [mirp_guess(r) for r in b])
+                binary_metrics([r["expected_anatomical"] for r in b], [mirp_guess(r) for r in b])
                 for b in anat_runs
             ]
             block["anatomy_left_right"] = _stats(anat, len(anat_runs[0]))
