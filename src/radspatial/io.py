@@ -65,6 +65,40 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
+def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
+    """Latest row per key of a write-ahead call log (model calls, judge verdicts).
+
+    A torn last line (a crash mid-append) is cut so the next append starts clean; any other
+    line that is not a record with a ``key`` is corruption: refused, naming the line. A
+    successful row is never replaced by a later failed one.
+    """
+    if not path.exists():
+        return {}
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):  # torn append: cut it so the next append starts clean
+        cut = raw.rfind(b"\n") + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+        raw = raw[:cut]
+    latest: dict[str, dict] = {}
+    for n, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            row = None
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+            raise ValueError(
+                f"{path}: line {n}: not a {what} record (corrupt log; move the file aside to "
+                "start the run over)"
+            )
+        prev = latest.get(row["key"])
+        if prev is None or prev.get("error") is not None:  # a success is never replaced
+            latest[row["key"]] = row
+    return latest
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -27,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from radspatial import __version__
-from radspatial.io import atomic_write_json, atomic_write_jsonl
+from radspatial.io import atomic_write_json, atomic_write_jsonl, read_call_log
 from radspatial.items import EvalItem, load_items, sample_items
 from radspatial.mirp import draw_examples, parse_mirp
 from radspatial.models.base import (
@@ -100,38 +100,6 @@ def call_key(
         fields["text_first"] = True
     blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _load_log(path: Path) -> dict[str, dict]:
-    """Latest row per key from the call log; drops a torn last line left by a crash.
-
-    Any other line that is not a call record is corruption: refused, naming the line.
-    """
-    if not path.exists():
-        return {}
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):  # torn append: cut it so the next append starts clean
-        cut = raw.rfind(b"\n") + 1
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-        raw = raw[:cut]
-    latest: dict[str, dict] = {}
-    for n, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            row = None
-        if not isinstance(row, dict) or not isinstance(row.get("key"), str):
-            raise ValueError(
-                f"{path}: line {n}: not a call record (corrupt log; move the file aside to "
-                "start the run over)"
-            )
-        prev = latest.get(row["key"])
-        if prev is None or prev.get("error") is not None:  # a success is never replaced
-            latest[row["key"]] = row
-    return latest
 
 
 def _item_meta(item: EvalItem) -> dict[str, Any]:
@@ -300,7 +268,7 @@ def run_eval(
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
-        done = _load_log(out / CALLS)
+        done = read_call_log(out / CALLS)
         if backend is None:
             try:
                 backend = _open_backend(config)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.grading.normalize import normalize, rule_grade
-from radspatial.io import atomic_write_json
+from radspatial.io import atomic_write_json, read_call_log
 from radspatial.models.base import Decoding, Reply, Request, create_backend
 
 JUDGE_VERSION = "radspatial-judge-1"
@@ -93,23 +93,8 @@ def load_calibration() -> list[dict[str, Any]]:
 
 
 def _load(path: Path) -> dict[str, dict]:
-    done: dict[str, dict] = {}
-    if not path.is_file():
-        return done
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):  # torn append after a crash: cut it
-        cut = raw.rfind(b"\n") + 1
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-        raw = raw[:cut]
-    for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}: line {n}: not a judge record") from None
-        if isinstance(row, dict) and row.get("error") is None and "key" in row:
-            done[row["key"]] = row
-    return done
+    """Finished verdicts of the judge's write-ahead log (failed calls are asked again)."""
+    return {k: r for k, r in read_call_log(path, "judge").items() if r.get("error") is None}
 
 
 def run_judge(
