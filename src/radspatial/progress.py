@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TextIO
 
 _hook: tuple[int, Callable[[str], None]] | None = None
@@ -35,8 +34,17 @@ def _interval() -> float:
 class Progress:
     """A counted task (``total`` units) with an optional note on the current step."""
 
-    def __init__(self, total: int, desc: str, unit: str, *, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        unit: str,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool = True,
+    ) -> None:
         self.stream = stream or sys.stderr
+        self.enabled = enabled
         self.total, self.desc, self.unit = total, desc, unit
         self.done, self.note = 0, ""
         self.start = time.monotonic()
@@ -45,7 +53,7 @@ class Progress:
         self.every = _interval()
         isatty = getattr(self.stream, "isatty", lambda: False)
         self.bar = None
-        if isatty():
+        if enabled and isatty():
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=desc, unit=unit, file=self.stream, leave=True)
@@ -73,7 +81,7 @@ class Progress:
 
     def _line(self, final: bool = False) -> None:
         now = time.monotonic()
-        if not (self.shown if final else now - self.last >= self.every):
+        if not self.enabled or not (self.shown if final else now - self.last >= self.every):
             return
         self.last, self.shown = now, True
         note = f", {self.note}" if self.note else ""
@@ -97,43 +105,6 @@ def step(note: str) -> None:
     """Report the current step of deep work (a no-op unless a display listens here)."""
     if _hook is not None and _hook[0] == os.getpid():
         _hook[1](note)
-
-
-@contextmanager
-def watch_lines(
-    path: Path, desc: str, total: Callable[[], int | None], *, stream: TextIO | None = None
-) -> Iterator[None]:
-    """While the block runs, when ``stream`` is not a terminal, report every few seconds how
-    many lines the file ``path`` (a log appended to as work finishes) has, out of ``total()``.
-
-    For work whose own bar shows only on a terminal (e.g. the eval runner's tqdm)."""
-    stream = stream or sys.stderr
-    if getattr(stream, "isatty", lambda: False)():
-        yield
-        return
-    stop = threading.Event()
-    start, every = time.monotonic(), _interval() or 0.1
-
-    def count() -> int:
-        try:
-            with Path(path).open("rb") as fh:
-                return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-        except OSError:
-            return 0
-
-    def loop() -> None:
-        while not stop.wait(every):
-            n, of = count(), total()
-            tail = f"/{of}" if of else ""
-            print(f"{desc}: {n}{tail} [{time.monotonic() - start:.0f} s]", file=stream, flush=True)
-
-    thread = threading.Thread(target=loop, daemon=True, name="radspatial-progress")
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @contextmanager

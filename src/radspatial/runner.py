@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from radspatial import __version__
 from radspatial.io import atomic_write_json, atomic_write_jsonl, read_call_log
 from radspatial.items import EvalItem, load_items, sample_items
@@ -38,6 +36,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
 )
+from radspatial.progress import Progress
 from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
 from radspatial.questions.open_common import is_open
 from radspatial.runguard import LOCK_NAME, run_lock
@@ -331,7 +330,8 @@ def _run_locked(
     atomic_write_json(out / "run.json", {**run_info, "status": "running"})
     log_path = out / CALLS
     total = len(items) * config.runs
-    bar = tqdm(total=total, desc=config.model, unit="call", disable=None if progress else True)
+    # a bar on a terminal, a line every few seconds when piped (radspatial.progress)
+    bar = Progress(total, f"eval {config.model}: calls", "call", enabled=progress)
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, tuple[str, int]] = {}
     prompts = prompts_for(items, config)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.eval import _print_eval, eval_progress
+from radspatial.cli.eval import _print_eval
 from radspatial.cli.generate import _question_types
 from radspatial.core.runtime import bundled_example
 
@@ -81,8 +81,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
         _stage(f"[{k}/{n_steps}] evaluating {spec} ({time.monotonic() - start:.0f} s so far)")
         config = EvalConfig(model=spec, runs=args.runs, setups=_DEMO_SETUPS.get(spec))
-        with eval_progress(run_dir, spec):
-            rows = run_eval(data, run_dir, config)
+        rows = run_eval(data, run_dir, config)
         _print_eval(run_dir, rows)
         sys.stdout.flush()
         run_dirs.append(run_dir)

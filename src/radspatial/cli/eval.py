@@ -129,7 +129,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             judge=args.judge,
             judge_all=args.judge_all,
         )
-        with sigterm_as_interrupt(), eval_progress(out_dirs[spec], spec):
+        with sigterm_as_interrupt():
             try:
                 rows = run_eval(args.data, out_dirs[spec], config)
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
@@ -150,24 +150,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         return 3
     return 0
-
-
-def eval_progress(run_dir: Path, spec: str):
-    """Calls finished so far, printed every few seconds when stderr is not a terminal (the
-    runner's own bar shows only on a terminal)."""
-    import json
-
-    from radspatial.progress import watch_lines
-    from radspatial.runner import CALLS
-
-    def total() -> int | None:
-        try:
-            info = json.loads((run_dir / "run.json").read_text())
-            return int(info["n_items"]) * int(info["runs"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    return watch_lines(run_dir / CALLS, f"eval {spec}: calls", total)
 
 
 def _print_eval(out: Path, rows: list[dict]) -> int:

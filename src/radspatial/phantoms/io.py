@@ -15,12 +15,12 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
-from tqdm import tqdm
 
 from radspatial.counterfactual import EXTENSION_NAMES
 from radspatial.executor import TaskFailed, run_ordered, sigterm_as_interrupt
 from radspatial.io import atomic_write_bytes, atomic_write_json
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
+from radspatial.progress import Progress
 
 LABELS_FILE = "labels.json"
 CASES_FILE = "cases.csv"
@@ -105,7 +105,7 @@ def write_phantoms(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(out, i, seed, tuple(shape), spacing, v) for i, v in enumerate(_variants(variant, n))]
-    bar = tqdm(total=n, desc="phantoms", unit="case", disable=not progress or None)
+    bar = Progress(n, "phantoms", "case", enabled=progress)
     rows: list[dict] = []
     try:
         with sigterm_as_interrupt():

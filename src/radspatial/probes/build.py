@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from tqdm import tqdm
 
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import staged
@@ -57,6 +56,7 @@ from radspatial.probes.tasks import (
     crop_plans,
     plan_task,
 )
+from radspatial.progress import Progress
 from radspatial.slices import (
     Geometry,
     Variant,
@@ -389,12 +389,17 @@ def _run(
     jobs = [(case, config, stage) for case in cases]
     done = run_ordered(_probe_job, jobs, workers=workers, executor=executor, address=address)
     out: list[CaseProbes] = []
-    for i, result in tqdm(done, total=len(cases), desc="probe cases", disable=not progress or None):
-        if isinstance(result, ValueError):
-            raise result
-        if isinstance(result, TaskFailed):
-            raise ValueError(f"{cases[i].ct}: probe case {cases[i].case_id}: {result.message}")
-        out.append(result)
+    bar = Progress(len(cases), "probe cases", "case", enabled=progress)
+    try:
+        for i, result in done:
+            if isinstance(result, ValueError):
+                raise result
+            if isinstance(result, TaskFailed):
+                raise ValueError(f"{cases[i].ct}: probe case {cases[i].case_id}: {result.message}")
+            out.append(result)
+            bar.update()
+    finally:
+        bar.close()
     return out
 
 
