@@ -4,7 +4,7 @@ above or below?".
 The answer names the one image axis along which the two structures are clearly apart: along it
 the centres and the markers differ by at least ``rules.margin_px`` and by at least
 ``DOMINANCE`` times their difference along the other axis, in the shown and the standard frame,
-in the same order (relative position's ``_separated`` rule plus dominance, so "left" never hides
+in the same order (relative position's ``separated`` rule plus dominance, so "left" never hides
 a "mostly above"). Frames as for relative position: ``answer_standard`` the same words on the
 standard-view image, ``answer_anatomical`` the patient's frame (``anatomical_holds``: left/right
 are the patient's sides, above/below anterior/posterior). Balanced over the four answers
@@ -27,7 +27,7 @@ from radspatial.questions import (
     register_question_type,
 )
 from radspatial.questions.open_common import DIRECTION_RELATION, DIRECTIONS, subject_phrase
-from radspatial.questions.relative_position import _separated, anatomical_holds
+from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated
 
 DOMINANCE = 2.0
 
@@ -41,9 +41,7 @@ def direction_of(xy1: tuple[float, float], xy2: tuple[float, float]) -> str:
 
 
 def _dominant(a: Candidate, b: Candidate, axis: int) -> bool:
-    pairs = [(a.center_xy, b.center_xy), (a.center_xy_canonical, b.center_xy_canonical)]
-    pairs += [(a.marker_xy, b.marker_xy), (a.marker_xy_canonical, b.marker_xy_canonical)]
-    for p, q in pairs:
+    for p, q in point_pairs(a, b):
         if p is None or q is None:
             continue
         if abs(p[axis] - q[axis]) < DOMINANCE * abs(p[1 - axis] - q[1 - axis]):
@@ -78,7 +76,7 @@ class Direction(KeepVariant):
                 if math.dist(a.center_xy, b.center_xy) < rules.min_distance_px:
                     continue
                 for axis in (0, 1):
-                    if _separated(a, b, axis, rules.margin_px) and _dominant(a, b, axis):
+                    if separated(a, b, axis, rules.margin_px) and _dominant(a, b, axis):
                         for x, y in ((a, b), (b, a)):
                             if direction_of(x.center_xy, y.center_xy) == want:
                                 options.append((x, y))

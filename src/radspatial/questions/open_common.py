@@ -5,7 +5,7 @@ Open types answer with a word or a number instead of yes/no: ``laterality`` ("le
 and ``counting`` (an integer). Each declares ``classes`` (its answer classes; the generator asks
 each class equally often) or none (identification: the answer is whatever the marker sits on).
 The separation rules are relative position's: centres and markers at least the margin apart, in
-the shown and the standard frame, ordered the same way (``_separated``).
+the shown and the standard frame, ordered the same way (``separated``).
 """
 
 from __future__ import annotations

@@ -73,17 +73,22 @@ def anatomical_from_standard(relation: str | None, standard: int | None) -> int 
     return int(standard) if _AXIS[relation] == 1 else 1 - int(standard)
 
 
-def _separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
-    """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
-    standard frame, and in the same order (markers agree with the centres)."""
-    pairs = [
+def point_pairs(a: Candidate, b: Candidate) -> list[tuple]:
+    """The points two structures are compared by: centres (shown, standard), then markers
+    (shown, standard); a marker point may be None."""
+    return [
         (a.center_xy, b.center_xy),
         (a.center_xy_canonical, b.center_xy_canonical),
         (a.marker_xy, b.marker_xy),
         (a.marker_xy_canonical, b.marker_xy_canonical),
     ]
+
+
+def separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
+    """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
+    standard frame, and in the same order (markers agree with the centres)."""
     signs = []
-    for p, q in pairs:
+    for p, q in point_pairs(a, b):
         if p is None or q is None:
             continue
         d = p[axis] - q[axis]
@@ -111,7 +116,7 @@ class RelativePosition(KeepVariant):
                     continue
                 for axis in (0, 1):
                     # The same words asked of the standard image read the same image axis.
-                    if _separated(a, b, axis, rules.margin_px):
+                    if separated(a, b, axis, rules.margin_px):
                         options.append((a, b, axis))
         if not options:
             return None
