@@ -41,12 +41,12 @@ from PIL import Image
 from radspatial.agent.core import Agent, load_image
 from radspatial.agent.server import build_agents
 from radspatial.agent.types import Context
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.core.runtime import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import EvalItem, load_items
-from radspatial.prompts import MIRP
-from radspatial.volumes import Case
+from radspatial.eval.items import EvalItem, load_items
+from radspatial.eval.prompts import MIRP
+from radspatial.imaging.volumes import Case
 
 
 def make_dataset(out: Path, size: int, as_count: int) -> list[EvalItem]:

@@ -23,10 +23,10 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig, encode_png
-from radspatial.slices import Geometry, render_gray, structure_stats, to_display
-from radspatial.volumes import Case
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig, encode_png
+from radspatial.imaging.slices import Geometry, render_gray, structure_stats, to_display
+from radspatial.imaging.volumes import Case
 
 
 def synthetic_volume(n_slices: int, n_labels: int, seed: int = 0):

@@ -37,10 +37,10 @@ if not SHARED.is_dir():
 
 
 def dicom_dataset(cache: Path) -> Path:
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
     from radspatial.cli.generate import _question_types
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.volumes import Case
+    from radspatial.imaging.volumes import Case
 
     out = cache / "dicom_all_512"
     if (out / "manifest.jsonl").is_file():
@@ -89,7 +89,7 @@ def _items_mirp(root: Path):
 
 
 def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
-    from radspatial.labels import normalize_name
+    from radspatial.core.labels import normalize_name
 
     counts: Counter = Counter()
     by_type: dict[str, Counter] = defaultdict(Counter)

@@ -39,9 +39,9 @@ def phase_create(out: Path, n: int, workers: int, shape: tuple[int, int, int]) -
 
 
 def phase_generate(out: Path, ds: Path, workers: int) -> dict:
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.volumes import read_cases_csv
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.imaging.volumes import read_cases_csv
 
     cases = read_cases_csv(out / "cases.csv")
     config = GenerateConfig(setups=("rq1", "rq2", "rq3"))

@@ -106,14 +106,14 @@ def speed(args: argparse.Namespace) -> None:
 
 
 def suite(args: argparse.Namespace) -> None:
+    from radspatial.core.io import atomic_write_json
     from radspatial.core.runtime import bundled_example
-    from radspatial.io import atomic_write_json
+    from radspatial.imaging.volumes import Case, read_cases_csv
     from radspatial.phantoms import write_phantoms
     from radspatial.probes import build_probes, probe_info
     from radspatial.probes.evaluate import evaluate_probe
     from radspatial.probes.table import write_table
     from radspatial.probes.train import train_probe
-    from radspatial.volumes import Case, read_cases_csv
 
     out = Path(args.out)
     stages: dict[str, float] = {}

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.imaging.volumes import read_cases_csv
 from radspatial.phantoms import write_phantoms
-from radspatial.volumes import read_cases_csv
 
 
 def tree(root: Path) -> str:

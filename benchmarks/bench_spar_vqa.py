@@ -20,12 +20,12 @@ import shutil
 import time
 from pathlib import Path
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.core.runtime import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
+from radspatial.eval.runner import EvalConfig, run_eval
+from radspatial.imaging.volumes import Case
 from radspatial.questions import SPAR_VQA
-from radspatial.runner import EvalConfig, run_eval
-from radspatial.volumes import Case
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "totalseg_example"
 MODELS = ("agent:mask", "agent:markers", "baseline:anatomy-prior", "baseline:random")

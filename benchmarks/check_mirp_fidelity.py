@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.volumes import Case, read_cases_csv
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.imaging.volumes import Case, read_cases_csv
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
 MARGIN = 10.0
@@ -66,7 +66,7 @@ def _old_anatomy(run: Path) -> dict:
 
 
 def _eval(data: Path, out: Path, model: str, setups: tuple[str, ...]) -> dict:
-    from radspatial.runner import EvalConfig, run_eval
+    from radspatial.eval.runner import EvalConfig, run_eval
 
     run_eval(data, out, EvalConfig(model=model, runs=1, setups=setups), progress=False)
     return json.loads((out / "metrics.json").read_text())

@@ -19,11 +19,11 @@ import json
 import shutil
 from pathlib import Path
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.eval.runner import EvalConfig, run_eval
+from radspatial.imaging.volumes import Case
 from radspatial.questions import list_question_types
-from radspatial.runner import EvalConfig, run_eval
-from radspatial.volumes import Case
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
 MODELS = (

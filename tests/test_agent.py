@@ -12,10 +12,10 @@ from PIL import Image
 from radspatial.agent.core import Agent, draw_overlay, load_image
 from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
 from radspatial.agent.verify import verify
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.runner import EvalConfig, run_eval
-from radspatial.volumes import Case
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.eval.runner import EvalConfig, run_eval
+from radspatial.imaging.volumes import Case
 
 
 def F(x, y, score=1.0):
@@ -131,7 +131,7 @@ def test_totalsegmentator_localizer_path_on_an_existing_segmentation(masked):
     bundled mask, so centroids must reproduce every dataset answer."""
     from radspatial.agent.parse import parse_question
     from radspatial.cli import bundled_example
-    from radspatial.items import load_items
+    from radspatial.eval.items import load_items
 
     ct, seg = bundled_example()
     loc = create_localizer("totalsegmentator")

@@ -14,13 +14,13 @@ from PIL import Image
 
 from radspatial.agent.markers_localizer import MarkerLocalizer, ReadMarker
 from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import relation_of
-from radspatial.markers import Mark, draw_marks
-from radspatial.slices import VARIANTS
-from radspatial.volumes import Case
+from radspatial.eval.items import relation_of
+from radspatial.imaging.markers import Mark, draw_marks
+from radspatial.imaging.slices import VARIANTS
+from radspatial.imaging.volumes import Case
 
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 needs_mirp = pytest.mark.skipif(not MIRP_SAMPLE.is_dir(), reason="../shared/data not present")

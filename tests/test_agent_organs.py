@@ -21,11 +21,18 @@ from radspatial.agent.server import build_agents, make_server
 from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
 from radspatial.agent.unet import read_config
 from radspatial.cli import bundled_example
-from radspatial.io import sha256_file
-from radspatial.labels import letter_code
-from radspatial.markers import Mark, draw_marks
-from radspatial.slices import VARIANTS, Geometry, Variant, render_gray, render_labels, to_display
-from radspatial.volumes import Case, load_case
+from radspatial.core.io import sha256_file
+from radspatial.core.labels import letter_code
+from radspatial.imaging.markers import Mark, draw_marks
+from radspatial.imaging.slices import (
+    VARIANTS,
+    Geometry,
+    Variant,
+    render_gray,
+    render_labels,
+    to_display,
+)
+from radspatial.imaging.volumes import Case, load_case
 
 CTX = Context()
 TARGETS = ("liver", "spleen", "kidney_left", "kidney_right", "aorta")
@@ -149,7 +156,7 @@ def _clipped(kind: str, text: str, edge: str, offset: int, size: int) -> tuple[n
     ``edge`` without its clamping, so part of it may lie outside the image."""
     from PIL import ImageDraw
 
-    from radspatial.markers import _font, _scaled, text_box_size
+    from radspatial.imaging.markers import _font, _scaled, text_box_size
 
     pil = Image.new("RGB", (size, size), (60, 60, 60))
     mid = size // 2
@@ -170,7 +177,7 @@ def _clipped(kind: str, text: str, edge: str, offset: int, size: int) -> tuple[n
 @pytest.mark.parametrize("edge", ["top", "bottom", "left", "right"])
 @pytest.mark.parametrize("size", [512, 256])
 def test_markers_clipped_at_or_touching_each_edge_are_read(edge, size):
-    from radspatial.markers import text_box_size
+    from radspatial.imaging.markers import text_box_size
 
     loc = create_localizer("markers")
     for kind, text in (("numbers", "52"), ("letters", "BZ")):

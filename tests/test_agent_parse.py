@@ -10,9 +10,15 @@ import pytest
 
 from radspatial.agent.parse import extract_question, known_names, lookup_name, parse_question
 from radspatial.agent.types import RELATIONS, ParseError, Ref
-from radspatial.items import EvalItem, relation_of
-from radspatial.labels import BUILTIN_TABLES, display_name, letter_code, load_table, normalize_name
-from radspatial.prompts import MIRP
+from radspatial.core.labels import (
+    BUILTIN_TABLES,
+    display_name,
+    letter_code,
+    load_table,
+    normalize_name,
+)
+from radspatial.eval.items import EvalItem, relation_of
+from radspatial.eval.prompts import MIRP
 from radspatial.questions.relative_position import marker_question, named_question
 
 MIRP_SAMPLE = Path("/work/shared/data/mirp_sample")

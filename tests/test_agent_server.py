@@ -24,14 +24,14 @@ from PIL import Image
 from radspatial.agent.core import Agent, AgentAnswer
 from radspatial.agent.server import AgentServer, build_agents, make_server
 from radspatial.agent.types import Context, Found
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import EvalItem, load_items
+from radspatial.eval.items import EvalItem, load_items
+from radspatial.eval.prompts import MIRP
+from radspatial.eval.scoring import parse_answer
+from radspatial.imaging.volumes import Case
 from radspatial.models import Reply, Request, create_backend
-from radspatial.prompts import MIRP
-from radspatial.scoring import parse_answer
-from radspatial.volumes import Case
 
 KEY = "sk-agent-SECRET-0123456789"
 

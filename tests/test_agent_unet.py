@@ -24,8 +24,8 @@ from radspatial.agent.unet_train import (  # noqa: E402
     split_items,
     train_unet,
 )
-from radspatial.labels import letter_code  # noqa: E402
-from radspatial.slices import VARIANTS, Variant  # noqa: E402
+from radspatial.core.labels import letter_code  # noqa: E402
+from radspatial.imaging.slices import VARIANTS, Variant  # noqa: E402
 
 SIZE = 64
 # label id -> (name, intensity, half sizes (rows, cols)); TotalSegmentator ids and names

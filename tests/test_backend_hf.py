@@ -124,10 +124,10 @@ def test_eval_end_to_end_with_the_tiny_model_reports_invalid_answers(tiny_llava,
 
     from synth import write_case
 
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.runner import EvalConfig, run_eval
-    from radspatial.volumes import Case
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.eval.runner import EvalConfig, run_eval
+    from radspatial.imaging.volumes import Case
 
     ct, seg = write_case(tmp_path / "in")
     data = tmp_path / "ds"

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from radspatial.cli import build_parser, bundled_example
-from radspatial.labels import load_table
+from radspatial.core.labels import load_table
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "totalseg_example"
 

@@ -1,4 +1,4 @@
-"""radspatial.counterfactual: left-right mirrored cases with side-true label names.
+"""radspatial.bench.counterfactual: left-right mirrored cases with side-true label names.
 
 The real TotalSegmentator example fixes what "left" means: after mirroring, the voxels named
 kidney_left must still lie on the patient's left in world (RAS) coordinates.
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from synth import reorient
 
-from radspatial.cli import bundled_example
-from radspatial.counterfactual import (
+from radspatial.bench.counterfactual import (
     EXTENSION_NAMES,
     lr_axis,
     mirror_case,
@@ -22,8 +21,9 @@ from radspatial.counterfactual import (
     mirrored_paths,
     swap_side,
 )
-from radspatial.labels import load_table
-from radspatial.volumes import Case, InputError, load_case
+from radspatial.cli import bundled_example
+from radspatial.core.labels import load_table
+from radspatial.imaging.volumes import Case, InputError, load_case
 
 TS = load_table("totalsegmentator", group=False).names
 IDS = {n: i for i, n in TS.items()}

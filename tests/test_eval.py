@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from synth import write_case
 
-from radspatial.aggregate import compute_metrics, group_metrics
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import load_items
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.eval.aggregate import compute_metrics, group_metrics
+from radspatial.eval.items import load_items
+from radspatial.eval.prompts import MIRP, PromptTemplate, load_template
+from radspatial.eval.runner import CALLS, EvalConfig, run_eval
+from radspatial.imaging.volumes import Case
 from radspatial.models.base import create_backend
-from radspatial.prompts import MIRP, PromptTemplate, load_template
-from radspatial.runner import CALLS, EvalConfig, run_eval
-from radspatial.volumes import Case
 
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 needs_mirp = pytest.mark.skipif(not MIRP_SAMPLE.is_dir(), reason="../shared/data not present")
@@ -111,7 +111,7 @@ def test_not_a_dataset_is_a_clear_error(tmp_path):
 
 def _example(item):
     """The fixed example our protocol should show: MIRP's (answer 1) or its opposite (0)."""
-    from radspatial.prompts import example_answer
+    from radspatial.eval.prompts import example_answer
 
     rel = "above" if example_answer(item.id) else "below"
     return rel, example_answer(item.id)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from synth import write_case
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import main
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import MIRP_CENTRES
-from radspatial.volumes import Case
+from radspatial.eval.items import MIRP_CENTRES
+from radspatial.imaging.volumes import Case
 
 
 @pytest.fixture(scope="module")

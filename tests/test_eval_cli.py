@@ -13,13 +13,13 @@ import pytest
 from fake_server import FakeChatServer
 from PIL import Image
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import build_parser, bundled_example, main
 from radspatial.cli.eval_options import backend_options, parse_model_args, run_dir_for
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.io import read_jsonl
-from radspatial.items import load_items, sample_items
-from radspatial.volumes import Case
+from radspatial.core.io import read_jsonl
+from radspatial.eval.items import load_items, sample_items
+from radspatial.imaging.volumes import Case
 
 
 @pytest.fixture(scope="module")

@@ -17,15 +17,15 @@ import pytest
 from fake_server import FakeChatServer
 from synth import write_case
 
-from radspatial.aggregate import compute_metrics
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import main
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import load_items
+from radspatial.core.safepath import PathEscapeError, inside
+from radspatial.eval.aggregate import compute_metrics
+from radspatial.eval.items import load_items
+from radspatial.imaging.volumes import Case
 from radspatial.models.base import create_backend
 from radspatial.models.openai_compat import is_loopback
-from radspatial.safepath import PathEscapeError, inside
-from radspatial.volumes import Case
 
 SECRET_KEY = "sk-test-SECRET-issue11"
 

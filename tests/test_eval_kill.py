@@ -14,9 +14,9 @@ from pathlib import Path
 from fake_server import FakeChatServer, prompt_text
 from synth import write_case
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.volumes import Case
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.imaging.volumes import Case
 
 
 def _answer(body: dict) -> str:

@@ -43,9 +43,9 @@ def tiny(tmp_path_factory) -> Path:
 def data(tmp_path_factory) -> Path:
     from synth import write_case
 
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.volumes import Case
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.imaging.volumes import Case
 
     tmp = tmp_path_factory.mktemp("eval-ray")
     ct, seg = write_case(tmp / "in")
@@ -54,7 +54,7 @@ def data(tmp_path_factory) -> Path:
 
 
 def _config(tiny: Path, **options):
-    from radspatial.runner import EvalConfig
+    from radspatial.eval.runner import EvalConfig
 
     return EvalConfig(
         model=f"hf:{tiny}", runs=1, limit=LIMIT, decoding=DECODING, backend_options=options
@@ -64,7 +64,7 @@ def _config(tiny: Path, **options):
 @pytest.fixture(scope="module")
 def reference(tiny, data, tmp_path_factory) -> Path:
     """One local replica, in-process: the results every Ray run must reproduce."""
-    from radspatial.runner import run_eval
+    from radspatial.eval.runner import run_eval
 
     out = tmp_path_factory.mktemp("ref") / "run"
     run_eval(data, out, _config(tiny, batch_size=2), progress=False)
@@ -81,7 +81,7 @@ def _calls(run: Path) -> list[dict]:
 
 
 def test_two_ray_replicas_write_what_one_local_replica_writes(tiny, data, reference, tmp_path):
-    from radspatial.runner import run_eval
+    from radspatial.eval.runner import run_eval
 
     out = tmp_path / "run"
     config = _config(tiny, batch_size=2, executor="ray", replicas=2)
@@ -147,7 +147,7 @@ def test_a_replica_killed_mid_run_loses_no_call(tiny):
 
 
 def test_no_replica_left_gives_errors_that_a_resume_retries(tiny, data, reference, tmp_path):
-    from radspatial.runner import run_eval
+    from radspatial.eval.runner import run_eval
 
     out = tmp_path / "run"
     config = _config(tiny, batch_size=2, executor="ray", replicas=1)
@@ -194,7 +194,7 @@ def _session_procs(sid: int) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, reference, tmp_path):
-    from radspatial.runner import run_eval
+    from radspatial.eval.runner import run_eval
 
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "radspatial.cli", "eval", "--data", str(data), "--model",

@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 from synth import STRUCTURES, window_gray, write_case
 
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.slices import VARIANTS, Variant
-from radspatial.volumes import Case
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.imaging.slices import VARIANTS, Variant
+from radspatial.imaging.volumes import Case
 
 SIZE = 256
 CONFIG = GenerateConfig(seed=7, size=SIZE, as_count=10)
@@ -259,7 +259,7 @@ def test_export_masks_match_shown_frame(tmp_path):
 def test_mirp_reader_reads_our_output_like_the_manifest(ras_out, tmp_path):
     import shutil
 
-    from radspatial.items import load_items
+    from radspatial.eval.items import load_items
 
     mirp_only = tmp_path / "mirp_only"
     shutil.copytree(ras_out, mirp_only)

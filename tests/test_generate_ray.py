@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from synth import write_case
 
-from radspatial.dataset import build_dataset
-from radspatial.executor import TaskFailed, run_ordered
-from radspatial.generate import GenerateConfig
-from radspatial.volumes import Case, InputError
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.core.executor import TaskFailed, run_ordered
+from radspatial.imaging.volumes import Case, InputError
 
 ray = pytest.importorskip("ray")
 TESTS = Path(__file__).resolve().parent

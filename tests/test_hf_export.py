@@ -10,11 +10,11 @@ from pathlib import Path, PurePath
 import pytest
 from synth import write_case
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example, main
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.io import read_jsonl
-from radspatial.volumes import Case
+from radspatial.core.io import read_jsonl
+from radspatial.imaging.volumes import Case
 
 pq = pytest.importorskip("pyarrow.parquet")
 

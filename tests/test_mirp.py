@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from fake_server import FakeChatServer, prompt_text
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import main
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import load_items
-from radspatial.mirp import MIRP_CENTRES, class_name, draw_examples, parse_mirp
-from radspatial.runner import EvalConfig, mirp_examples, run_eval
-from radspatial.volumes import Case
+from radspatial.eval.items import load_items
+from radspatial.eval.mirp import MIRP_CENTRES, class_name, draw_examples, parse_mirp
+from radspatial.eval.runner import EvalConfig, mirp_examples, run_eval
+from radspatial.imaging.volumes import Case
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 MIRP_EVAL = SHARED / "mirp_eval"
@@ -266,7 +266,7 @@ def test_hf_and_vllm_put_text_first_only_when_asked():
 
 def test_export_without_results_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no results.jsonl"):
-        from radspatial.mirp_export import export_mirp
+        from radspatial.eval.mirp_export import export_mirp
 
         export_mirp(tmp_path, tmp_path / "out")
 
@@ -309,9 +309,9 @@ def test_markers_of_a_concave_structure_never_contradict_the_answer():
 
     import numpy as np
 
-    from radspatial.generate import _candidate
+    from radspatial.bench.generate import _candidate
+    from radspatial.imaging.slices import VARIANTS, Geometry, Variant, structure_stats
     from radspatial.questions import QuestionRules, SliceFacts, get_question_type
-    from radspatial.slices import VARIANTS, Geometry, Variant, structure_stats
 
     lab = _concave_slice()
     geom = Geometry.for_slice(lab.shape, (1.0, 1.0), 200)

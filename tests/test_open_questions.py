@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from radspatial.datafiles import DataFileError
+from radspatial.core.datafiles import DataFileError
+from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.grading.judge import apply_judge, cohen_kappa, load_calibration, parse_verdict
 from radspatial.grading.normalize import normalize, rule_grade
 from radspatial.grading.review import read_marks
-from radspatial.runner import EvalConfig, run_eval
 from tests.fake_server import FakeChatServer, prompt_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "totalseg_example"
@@ -196,7 +196,7 @@ def test_open_answers_are_balanced_and_typed(bundled):
 
 
 def test_bad_open_answer_refused(bundled, tmp_path):
-    from radspatial.items import load_items
+    from radspatial.eval.items import load_items
 
     copy = tmp_path / "d"
     shutil.copytree(bundled, copy)

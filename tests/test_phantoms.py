@@ -13,14 +13,14 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.io import read_jsonl
-from radspatial.labels import load_table
+from radspatial.core.io import read_jsonl
+from radspatial.core.labels import load_table
+from radspatial.imaging.volumes import read_cases_csv
 from radspatial.phantoms import make_phantom, write_phantoms
 from radspatial.phantoms.tissues import EXPECTED_HU
-from radspatial.volumes import read_cases_csv
 
 SHAPE = (96, 96, 40)  # 4.3 x 4.3 x 12.5 mm over the default field of view
 IDS = {n: i for i, n in load_table("totalsegmentator", group=False).names.items()}

@@ -13,9 +13,7 @@ from PIL import Image
 from synth import SHAPE, SPACING, write_case
 
 from radspatial.cli import bundled_example
-from radspatial.probes import TASK_NAMES, build_probes, load_probe_task, probe_info
-from radspatial.probes.build import COLOURS, split_counts
-from radspatial.slices import (
+from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
     Variant,
@@ -23,7 +21,9 @@ from radspatial.slices import (
     render_labels,
     to_display,
 )
-from radspatial.volumes import Case, load_case
+from radspatial.imaging.volumes import Case, load_case
+from radspatial.probes import TASK_NAMES, build_probes, load_probe_task, probe_info
+from radspatial.probes.build import COLOURS, split_counts
 
 SYNTH_IDS = ("alpha", "bravo", "charlie", "delta")
 TASKINFO_KEYS = {

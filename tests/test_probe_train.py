@@ -16,12 +16,12 @@ import pytest
 import torch
 from PIL import Image
 
+from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.probes import train as train_mod
 from radspatial.probes.encoders import create_encoder, load_encoder, save_encoder
 from radspatial.probes.evaluate import evaluate_probe, hungarian, task_metrics
 from radspatial.probes.table import write_table
 from radspatial.probes.train import train_probe
-from radspatial.slices import VARIANTS, Variant
 
 SIZE = 32
 SPLIT_BASES = {"train": 8, "val": 2, "test": 3}

@@ -131,10 +131,10 @@ def test_cli_vllm_on_ray_without_vllm_exits_2_naming_the_fix(tmp_path, capsys) -
         pytest.skip("vllm is installed")
     from synth import write_case
 
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
     from radspatial.cli import main
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.volumes import Case
+    from radspatial.imaging.volumes import Case
 
     ct, seg = write_case(tmp_path / "in")
     build_dataset([Case("s", ct, seg)], GenerateConfig(size=128, as_count=2), tmp_path / "ds")

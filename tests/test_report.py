@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 from synth import write_case
 
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.io import read_jsonl
-from radspatial.report import build_report
-from radspatial.runner import EvalConfig, run_eval
-from radspatial.scoring import mcnemar
-from radspatial.volumes import Case
+from radspatial.core.io import read_jsonl
+from radspatial.eval.report import build_report
+from radspatial.eval.runner import EvalConfig, run_eval
+from radspatial.eval.scoring import mcnemar
+from radspatial.imaging.volumes import Case
 
 MODELS = ("baseline:yes", "baseline:no", "baseline:anatomy-prior")
 FIGURES = (
@@ -324,7 +324,7 @@ def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs
 
 
 def test_gallery_agreement_flag_and_cap(runs, tmp_path):
-    from radspatial.report_html import render_html
+    from radspatial.eval.report_html import render_html
 
     # two identical runs never disagree; yes vs no always do
     same = render_html("# t", ["a", "b"], [runs["baseline:yes"]] * 2, tmp_path)
@@ -338,7 +338,7 @@ def test_gallery_agreement_flag_and_cap(runs, tmp_path):
 
 
 def test_legend_labels_are_shortened():
-    from radspatial.figures import short_label
+    from radspatial.eval.figures import short_label
 
     long = "openai-compat:Qwen/Qwen2-VL-72B-Instruct-AWQ@http://10.0.0.5:8000/v1"
     assert short_label(long) == "openai-compat:Qwen2-VL-72B-Instruct-AWQ"  # no URL, no org

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import radspatial
-from radspatial.scoring import (
+from radspatial.eval.scoring import (
     BinaryMetrics,
     binary_metrics,
     mcnemar,

@@ -5,9 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.labels import display_name, letter_code, letter_to_id, load_table, normalize_name
-from radspatial.markers import DOT_COLORS, Mark, dot_extent, draw_marks, marker_area
-from radspatial.slices import (
+from radspatial.core.labels import (
+    display_name,
+    letter_code,
+    letter_to_id,
+    load_table,
+    normalize_name,
+)
+from radspatial.imaging.markers import DOT_COLORS, Mark, dot_extent, draw_marks, marker_area
+from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
     StructureStat,

@@ -15,13 +15,16 @@ from radspatial.agent.core import Agent
 from radspatial.agent.parse import parse_question
 from radspatial.agent.types import Context, Found
 from radspatial.agent.verify import verify_count, verify_distance, verify_size
-from radspatial.dataset import build_dataset
-from radspatial.generate import GenerateConfig
-from radspatial.items import load_items
-from radspatial.markers import Mark, draw_marks
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.eval.items import load_items
+from radspatial.eval.prompts import MIRP, example_question
+from radspatial.eval.runner import EvalConfig, run_eval
+from radspatial.imaging.markers import Mark, draw_marks
+from radspatial.imaging.slices import VARIANTS, Variant
+from radspatial.imaging.volumes import Case
 from radspatial.models.base import Request
 from radspatial.models.baselines import Baseline, builtin_atlas
-from radspatial.prompts import MIRP, example_question
 from radspatial.questions import (
     SPAR_VQA,
     Candidate,
@@ -33,9 +36,6 @@ from radspatial.questions import (
     list_question_types,
 )
 from radspatial.questions.count import count_regions
-from radspatial.runner import EvalConfig, run_eval
-from radspatial.slices import VARIANTS, Variant
-from radspatial.volumes import Case
 
 RULES = QuestionRules()
 
@@ -240,7 +240,7 @@ def test_verifiers_and_their_abstentions():
 
 
 def _ids():
-    from radspatial.labels import load_table
+    from radspatial.core.labels import load_table
 
     names = load_table("totalsegmentator", group=False).names
     ids = {n: i for i, n in names.items()}
@@ -445,7 +445,7 @@ def test_mask_oracle_and_markers_agent_through_the_evaluator(spar_dataset, tmp_p
 
 
 def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
-    from radspatial.report import build_report
+    from radspatial.eval.report import build_report
 
     runs = []
     for model in ("agent:mask", "baseline:anatomy-prior"):

@@ -1,4 +1,4 @@
-"""radspatial.volumes: canonical orientation of NIfTI and DICOM, masks, grouping, bad input.
+"""radspatial.imaging.volumes: canonical orientation of NIfTI and DICOM, masks, grouping, bad input.
 
 Synthetic volumes are asymmetric and written by hand (not via nibabel's reorientation), so a wrong
 flip or axis swap in the loader changes the values and fails the test.
@@ -17,7 +17,7 @@ import numpy as np
 import pydicom
 import pytest
 
-from radspatial.volumes import (
+from radspatial.imaging.volumes import (
     Case,
     InputError,
     load_case,
@@ -359,7 +359,7 @@ def test_other_label_table(tmp_path):
     [(1.5, "non-integer"), (0.0, "empty"), (-1.0, "negative"), (300.0, "empty")],
 )
 def test_bad_mask_values(tmp_path, value, message):
-    from radspatial.labels import load_table
+    from radspatial.core.labels import load_table
 
     seg = np.zeros(SHAPE, dtype=np.float32)
     seg[3, 3, 3] = value

@@ -15,8 +15,6 @@ stays instant:
 
 from __future__ import annotations
 
-import sys
-import types
 from importlib import import_module
 
 __version__ = "0.1.0"
@@ -27,15 +25,15 @@ _LAZY = {
     "report": "radspatial.api:report",
     "EvalRun": "radspatial.api:EvalRun",
     "export_hf": "radspatial.api:export_hf",
-    "export_mirp": "radspatial.mirp_export:export_mirp",
+    "export_mirp": "radspatial.eval.mirp_export:export_mirp",
     "Agent": "radspatial.agent.core:Agent",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
-    "mirror_case": "radspatial.counterfactual:mirror_case",
+    "mirror_case": "radspatial.bench.counterfactual:mirror_case",
     "build_probes": "radspatial.probes.build:build_probes",
     "train_probe": "radspatial.probes.train:train_probe",
     "evaluate_probe": "radspatial.probes.evaluate:evaluate_probe",
     "probe_table": "radspatial.probes.table:write_table",
-    "parse_answer": "radspatial.scoring:parse_answer",
+    "parse_answer": "radspatial.eval.scoring:parse_answer",
     "bundled_example": "radspatial.core.runtime:bundled_example",
 }
 __all__ = ["__version__", *_LAZY]
@@ -53,22 +51,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
-
-
-class _Package(types.ModuleType):
-    """``radspatial.generate`` and ``radspatial.report`` name API functions *and* submodules.
-
-    Importing a submodule binds it as an attribute of its package; here that binding is
-    skipped for the API names, so ``radspatial.report(...)`` stays the function after anything
-    imported ``radspatial.report`` the module. The modules are reached as usual with
-    ``from radspatial.report import build_report`` (not ``import radspatial.report as m``,
-    which would give the function).
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from radspatial.dataset import DatasetSummary
-    from radspatial.report import ReportSummary
-    from radspatial.volumes import Case
+    from radspatial.bench.dataset import DatasetSummary
+    from radspatial.eval.report import ReportSummary
+    from radspatial.imaging.volumes import Case
 
 PathLike = str | Path
 
@@ -50,7 +50,7 @@ def generate(
 
     Give one case (``ct`` + ``seg``: NIfTI or DICOM folder, multilabel NIfTI or a
     TotalSegmentator folder; ``labels`` names the mask's label table), several (``cases``: a
-    cases CSV or a list of ``radspatial.volumes.Case``), or nothing for the bundled real CT.
+    cases CSV or a list of ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT.
     ``questions`` are question types (``relative_position``, ``orientation``, ``symmetry``,
     ``size``, ``distance``, ``count``). Same inputs and seed give byte-identical output.
 
@@ -59,10 +59,10 @@ def generate(
         >>> summary.n_questions  # doctest: +SKIP
         166
     """
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
     from radspatial.core.runtime import bundled_example
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.volumes import Case, read_cases_csv
+    from radspatial.imaging.volumes import Case, read_cases_csv
 
     if cases is not None and ct is not None:
         raise ValueError("give ct/seg or cases, not both")
@@ -148,8 +148,8 @@ def evaluate(
     import argparse
 
     from radspatial.cli.eval_options import backend_options
+    from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.models.base import Decoding
-    from radspatial.runner import EvalConfig, run_eval
 
     text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
     flags = argparse.Namespace(
@@ -187,13 +187,13 @@ def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
         >>> report(["runs/prior", "runs/yes"], "report").index_html  # doctest: +SKIP
         PosixPath('report/index.html')
     """
-    from radspatial.report import build_report
+    from radspatial.eval.report import build_report
 
     return build_report([Path(r) for r in runs], Path(out))
 
 
 def export_hf(data: PathLike, out: PathLike, **options: Any) -> Any:
     """A generated dataset as Hugging Face parquet shards + dataset card (``hf_export``)."""
-    from radspatial.hf_export import export_hf as _export
+    from radspatial.bench.hf_export import export_hf as _export
 
     return _export(Path(data), Path(out), **options)

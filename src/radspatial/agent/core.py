@@ -34,8 +34,8 @@ from radspatial.agent.verify import (
     verify_distance,
     verify_size,
 )
+from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE
-from radspatial.labels import load_table
 
 MAX_PIXELS = 4096 * 4096
 

@@ -13,7 +13,7 @@ import numpy as np
 from scipy import ndimage
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
-from radspatial.labels import letter_to_id, load_table
+from radspatial.core.labels import letter_to_id, load_table
 
 _DOTS = ("red", "blue", "green")
 _EIGHT = np.ones((3, 3), bool)

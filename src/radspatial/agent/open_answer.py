@@ -80,7 +80,7 @@ def decide_open(
 
         return direction_of(f.xy, found[1].xy), "axis of larger centre difference"
     if q.kind == "identification":
-        from radspatial.labels import display_name
+        from radspatial.core.labels import display_name
 
         label_id = f.details.get("label_id")
         name = (context.labels or {}).get(label_id) if label_id is not None else None
@@ -100,7 +100,7 @@ def decide_open(
 
 def answer_open(agent: Any, image: np.ndarray, q: OpenQuestion, context: Context, trace: dict):
     """Localize and decide; returns (answer, text) and fills ``trace``."""
-    from radspatial.labels import load_table
+    from radspatial.core.labels import load_table
 
     t0 = time.perf_counter()
     if context.labels is None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from radspatial.agent import unet
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
-from radspatial.labels import letter_to_id, load_table
+from radspatial.core.labels import letter_to_id, load_table
 
 MIN_SCORE = 0.5  # mean class probability x size factor under this: abstain
 

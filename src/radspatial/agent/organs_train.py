@@ -32,10 +32,10 @@ import numpy as np
 from PIL import Image
 
 from radspatial.agent import unet
+from radspatial.core.io import atomic_write_json, sha256_file
+from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
-from radspatial.io import atomic_write_json, sha256_file
-from radspatial.labels import load_table
-from radspatial.slices import Geometry, to_display
+from radspatial.imaging.slices import Geometry, to_display
 
 FORMAT = "radspatial-organs"
 _MIN_CLASSES = 3  # a slice with fewer labelled structures teaches little
@@ -87,7 +87,7 @@ def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> 
 
 
 def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
-    from radspatial.slices import render_labels
+    from radspatial.imaging.slices import render_labels
 
     geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
     return render_labels(to_display(seg[:, :, z]), geom)
@@ -127,9 +127,9 @@ def _phantom_bank(args: tuple[int, int, tuple[int, int, int], int, int, tuple[st
 
 def real_banks(size: int, mirror: bool) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
     """The bundled CT (and its mirrored counterfactual if ``mirror``), every slice."""
+    from radspatial.bench.counterfactual import mirror_arrays, mirror_map
     from radspatial.core.runtime import bundled_example
-    from radspatial.counterfactual import mirror_arrays, mirror_map
-    from radspatial.volumes import Case, load_case
+    from radspatial.imaging.volumes import Case, load_case
 
     ct_path, seg_path = bundled_example()
     vol = load_case(Case("example_ct_sm", ct_path, seg_path, "totalsegmentator"))

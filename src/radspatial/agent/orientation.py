@@ -25,7 +25,7 @@ from scipy import ndimage
 
 from radspatial.agent.types import Found, Ref
 from radspatial.agent.verify import Decision
-from radspatial.labels import side_pairs
+from radspatial.core.labels import side_pairs
 
 RULE = "yes iff cross(patient's left, posterior) < 0 in image coordinates"
 SPINE_PREFIXES = ("vertebrae", "spinal_cord", "sacrum")

@@ -28,8 +28,8 @@ import numpy as np
 
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Found, Ref, register_localizer
-from radspatial.slices import Geometry, Variant, render_labels, to_display
-from radspatial.volumes import Case, load_case
+from radspatial.imaging.slices import Geometry, Variant, render_labels, to_display
+from radspatial.imaging.volumes import Case, load_case
 
 
 def run_totalsegmentator(ct: Path, out: Path, *, fast: bool, device: str) -> Path:

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
-from radspatial.io import read_jsonl
-from radspatial.labels import letter_to_id, load_table, normalize_name
-from radspatial.safepath import inside
+from radspatial.core.io import read_jsonl
+from radspatial.core.labels import letter_to_id, load_table, normalize_name
+from radspatial.core.safepath import inside
 
 if TYPE_CHECKING:
     import torch

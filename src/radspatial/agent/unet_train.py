@@ -26,8 +26,8 @@ from radspatial.agent import unet
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Ref
 from radspatial.agent.verify import verify
+from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.runtime import keyed_rng
-from radspatial.io import atomic_write_json, sha256_file
 
 FORMAT = "radspatial-unet"
 

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    from radspatial.volumes import InputError
+    from radspatial.imaging.volumes import InputError
 
     try:
         return args.func(args)

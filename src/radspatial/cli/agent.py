@@ -84,7 +84,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     from radspatial.agent.core import Agent, draw_overlay, load_image
     from radspatial.agent.types import Context
-    from radspatial.io import atomic_write_bytes, atomic_write_json
+    from radspatial.core.io import atomic_write_bytes, atomic_write_json
 
     if not args.image.is_file():
         raise ValueError(f"{args.image}: no such image")
@@ -95,7 +95,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         import numpy as np
         from PIL import Image
 
-        from radspatial.labels import load_table
+        from radspatial.core.labels import load_table
 
         context = Context(
             mask=np.asarray(Image.open(args.mask)), labels=load_table(args.labels).names

@@ -57,11 +57,11 @@ def _stage(text: str) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
-    from radspatial.report import build_report
-    from radspatial.runner import EvalConfig, run_eval
-    from radspatial.volumes import Case
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.eval.report import build_report
+    from radspatial.eval.runner import EvalConfig, run_eval
+    from radspatial.imaging.volumes import Case
 
     ct, seg = bundled_example()
     data = args.out / "dataset"

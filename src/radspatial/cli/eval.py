@@ -97,10 +97,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
     from radspatial.cli.eval_options import backend_options, run_dir_for, show_retries
+    from radspatial.eval.prompts import load_template
+    from radspatial.eval.runguard import sigterm_as_interrupt
+    from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.models.base import Decoding
-    from radspatial.prompts import load_template
-    from radspatial.runguard import sigterm_as_interrupt
-    from radspatial.runner import EvalConfig, run_eval
 
     specs = list(dict.fromkeys(args.model))
     if len(specs) != len(args.model):
@@ -136,7 +136,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)
     if len(specs) > 1:
-        from radspatial.report import build_report
+        from radspatial.eval.report import build_report
 
         report = build_report(list(out_dirs.values()), args.out / "report")
         print(f"report: {report.index_html}")
@@ -201,8 +201,8 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from radspatial.progress import heartbeat
-    from radspatial.report import build_report
+    from radspatial.core.progress import heartbeat
+    from radspatial.eval.report import build_report
 
     with heartbeat("report") as note:
         summary = build_report(args.runs, args.out, review=args.review, log=note)

@@ -49,7 +49,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
-    from radspatial.hf_export import export_hf
+    from radspatial.bench.hf_export import export_hf
 
     done = export_hf(
         args.data,
@@ -67,7 +67,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def cmd_export_mirp(args: argparse.Namespace) -> int:
-    from radspatial.mirp_export import export_mirp
+    from radspatial.eval.mirp_export import export_mirp
 
     done = export_mirp(args.run, args.out, overwrite=args.overwrite)
     print(f"MIRP layout: {done.out.resolve()}")

@@ -122,7 +122,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
 
 
 def _cases_from_args(args: argparse.Namespace):
-    from radspatial.volumes import Case, check_case_id, read_cases_csv
+    from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
 
     if args.cases:
         if args.seg or args.seg_dir:
@@ -180,9 +180,9 @@ def _case_id_for(ct: Path) -> str:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
     from radspatial.core.rules import QuestionRules
-    from radspatial.dataset import build_dataset
-    from radspatial.generate import GenerateConfig
 
     config = GenerateConfig(
         seed=args.seed,

@@ -81,7 +81,7 @@ def add_counterfactual(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_counterfactual(args: argparse.Namespace) -> int:
-    from radspatial.counterfactual import mirror_case
+    from radspatial.bench.counterfactual import mirror_case
 
     ct, seg = mirror_case(args.ct, args.seg, args.out, labels=args.labels)
     print(f"mirrored CT: {ct}")

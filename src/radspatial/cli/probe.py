@@ -73,8 +73,8 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_probe_build(args: argparse.Namespace) -> int:
+    from radspatial.imaging.volumes import Case, read_cases_csv
     from radspatial.probes import build_probes
-    from radspatial.volumes import Case, read_cases_csv
 
     if args.cases:
         cases = read_cases_csv(args.cases)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from radspatial.core.errors import InputError, disk_error_line
-from radspatial.executor import sigterm_as_interrupt
+from radspatial.core.executor import sigterm_as_interrupt
 
 
 @contextmanager

@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.io import atomic_write_json, read_call_log
 from radspatial.grading.normalize import normalize, rule_grade
-from radspatial.io import atomic_write_json, read_call_log
 from radspatial.models.base import Decoding, Reply, Request, create_backend
 
 JUDGE_VERSION = "radspatial-judge-1"

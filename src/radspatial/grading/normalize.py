@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from radspatial.scoring import _demarkup, _strip_think
+from radspatial.eval.scoring import _demarkup, _strip_think
 
 _NUM_WORDS = {
     "zero": 0, "none": 0, "no": 0, "one": 1, "single": 1, "once": 1, "two": 2, "twice": 2,

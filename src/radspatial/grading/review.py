@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from radspatial.datafiles import DataFileError
+from radspatial.core.datafiles import DataFileError
 from radspatial.grading.judge import cohen_kappa
 
 MARKS = ("correct", "incorrect", "ambiguous")

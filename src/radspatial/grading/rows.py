@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.eval.items import EvalItem
 from radspatial.grading.normalize import canonical, normalize, rule_grade
-from radspatial.items import EvalItem
 
 
 def open_result_row(item: EvalItem, run: int, call: dict | None, prompt: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def _context(meta: dict[str, Any]):
     from PIL import Image
 
     from radspatial.agent.types import Context
-    from radspatial.labels import load_table
+    from radspatial.core.labels import load_table
 
     extra = {k: meta[k] for k in ("slice_index", "transform") if meta.get(k) is not None}
     if not meta.get("mask"):

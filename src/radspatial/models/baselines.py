@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from radspatial.labels import side_of
+from radspatial.core.labels import side_of
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.questions.distance import distance_holds
 from radspatial.questions.open_common import is_open
@@ -67,7 +67,7 @@ def load_atlas(source: str) -> Atlas:
         path = path / "manifest.jsonl"
     if not path.is_file():
         raise ValueError(f"{source}: no manifest.jsonl to learn an anatomy atlas from")
-    from radspatial.io import read_jsonl
+    from radspatial.core.io import read_jsonl
 
     meta = path.parent / "dataset.json"
     size = json.loads(meta.read_text())["config"]["size"] if meta.is_file() else 512

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from radspatial.counterfactual import MASS_ID, mirror_map
-from radspatial.labels import load_table
+from radspatial.bench.counterfactual import MASS_ID, mirror_map
+from radspatial.core.labels import load_table
 from radspatial.phantoms.body import build_body, make_pose
 from radspatial.phantoms.habitus import Habitus, draw_habitus
 from radspatial.phantoms.organs import organ_parts

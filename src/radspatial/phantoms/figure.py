@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from radspatial.io import atomic_write_bytes
+from radspatial.core.io import atomic_write_bytes
+from radspatial.imaging.slices import Geometry, render_gray, render_labels, to_display
+from radspatial.imaging.volumes import Case, load_case
 from radspatial.phantoms.build import Phantom, make_phantom
-from radspatial.slices import Geometry, render_gray, render_labels, to_display
-from radspatial.volumes import Case, load_case
 
 WINDOW = (400.0, 40.0)
 CAPTION_PX = 18

@@ -1,6 +1,6 @@
 """Write phantoms to disk: NIfTI pairs, ``cases.csv`` for the generator, label table, manifest.
 
-Every file is written to a temporary name and renamed (``radspatial.io.atomic_write_bytes``);
+Every file is written to a temporary name and renamed (``radspatial.core.io.atomic_write_bytes``);
 ``cases.csv`` is written last, so a folder with a ``cases.csv`` is complete. Output is
 byte-identical for the same arguments (gzip without timestamps), whatever ``workers`` is.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from radspatial.counterfactual import EXTENSION_NAMES
-from radspatial.executor import TaskFailed, run_ordered, sigterm_as_interrupt
-from radspatial.io import atomic_write_bytes, atomic_write_json
+from radspatial.bench.counterfactual import EXTENSION_NAMES
+from radspatial.core.executor import TaskFailed, run_ordered, sigterm_as_interrupt
+from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.core.progress import Progress
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
-from radspatial.progress import Progress
 
 LABELS_FILE = "labels.json"
 CASES_FILE = "cases.csv"

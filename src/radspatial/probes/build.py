@@ -20,7 +20,7 @@ structures, dots or rotation/flip variant of the same slice). Their ids and imag
 crop tasks (every structure already) take no extra draws.
 
 Output is staged in ``OUT.partial/`` and renamed to ``OUT`` when complete, probes.json last
-(as ``radspatial.dataset``).
+(as ``radspatial.bench.dataset``).
 """
 
 from __future__ import annotations
@@ -35,12 +35,22 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from radspatial.bench.generate import encode_png
+from radspatial.core.executor import TaskFailed, run_ordered
+from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+from radspatial.core.progress import Progress
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import staged
-from radspatial.executor import TaskFailed, run_ordered
-from radspatial.generate import encode_png
-from radspatial.io import atomic_write_json, atomic_write_jsonl
-from radspatial.markers import DOT_COLORS, Mark, draw_marks
+from radspatial.imaging.markers import DOT_COLORS, Mark, draw_marks
+from radspatial.imaging.slices import (
+    Geometry,
+    Variant,
+    render_gray,
+    render_labels,
+    structure_stats,
+    to_display,
+)
+from radspatial.imaging.volumes import Case, load_case
 from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo
 from radspatial.probes.tasks import (
     CROP_TASKS,
@@ -56,16 +66,6 @@ from radspatial.probes.tasks import (
     crop_plans,
     plan_task,
 )
-from radspatial.progress import Progress
-from radspatial.slices import (
-    Geometry,
-    Variant,
-    render_gray,
-    render_labels,
-    structure_stats,
-    to_display,
-)
-from radspatial.volumes import Case, load_case
 
 COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
 MULTI_DRAW_TASKS: tuple[str, ...] = (

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.registry import Registry
-from radspatial.io import atomic_write_bytes, atomic_write_json
 
 FORMAT = "radspatial-encoder"
 SCRATCH_MEAN = (0.5, 0.5, 0.5)

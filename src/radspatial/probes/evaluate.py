@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from radspatial.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
 from radspatial.probes.data import ProbeSample, load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, Features, load_encoder, read_state_dict
 from radspatial.probes.heads import create_head

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from radspatial.io import atomic_write_bytes
+from radspatial.core.io import atomic_write_bytes
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("localize", "MED ↓ (px @512)"),

@@ -46,10 +46,16 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
+from radspatial.core.labels import side_pairs
 from radspatial.core.rules import RELPOS_DOMINANCE, QuestionRules
-from radspatial.labels import side_pairs
-from radspatial.markers import dot_extent, marker_area
-from radspatial.slices import VARIANTS, StructureStat, Variant, component_areas, referenceable
+from radspatial.imaging.markers import dot_extent, marker_area
+from radspatial.imaging.slices import (
+    VARIANTS,
+    StructureStat,
+    Variant,
+    component_areas,
+    referenceable,
+)
 
 TASK_NAMES: tuple[str, ...] = (
     "localize",

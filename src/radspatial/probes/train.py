@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from radspatial.io import atomic_write_json
+from radspatial.core.io import atomic_write_json
 from radspatial.probes.data import load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, Features, create_encoder, load_encoder, save_encoder
 from radspatial.probes.evaluate import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from radspatial.labels import display_name
+from radspatial.core.labels import display_name
 from radspatial.questions import (
     KeepVariant,
     QuestionRules,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from radspatial.imaging.slices import Variant
 from radspatial.questions import (
     QuestionRules,
     QuestionSpec,
@@ -18,7 +19,6 @@ from radspatial.questions import (
     Wording,
     register_question_type,
 )
-from radspatial.slices import Variant
 
 QUESTION = (
     "Ignoring any rotation, is this image mirrored (flipped left to right) compared with the "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from radspatial.labels import side_of
+from radspatial.core.labels import side_of
 from radspatial.questions import (
     Candidate,
     KeepVariant,

@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.eval.mirp import mirp_block
+from radspatial.eval.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
+from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
-from radspatial.mirp import mirp_block
 from radspatial.questions import chance_levels
 from radspatial.questions.relative_position import anatomical_from_standard
-from radspatial.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
-from radspatial.subgroups import subgroup_metrics
 
 Row = dict[str, Any]
 _RELPOS = "relative_position"

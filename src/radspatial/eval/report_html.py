@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from radspatial.io import read_jsonl
+from radspatial.core.io import read_jsonl
 
 MAX_ITEMS = 3000  # gallery cap: beyond it, a spread over setup/marker/question type is shown
 FILTERS = (  # data attribute, label

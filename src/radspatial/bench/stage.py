@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
+from radspatial.bench.generate import GenerateConfig, generate_case
 from radspatial.core.errors import disk_error_line
-from radspatial.executor import TaskFailed, run_ordered
-from radspatial.generate import GenerateConfig, generate_case
-from radspatial.io import atomic_write_json, dumps
-from radspatial.volumes import Case, InputError
+from radspatial.core.executor import TaskFailed, run_ordered
+from radspatial.core.io import atomic_write_json, dumps
+from radspatial.imaging.volumes import Case, InputError
 
 SHARDS, ASSEMBLY, ROWS, DONE, LOCK = "shards", "dataset", "rows.jsonl", "done.json", ".lock"
 CENTRES = "centres.jsonl"  # the case's entries of MIRP's standard-view centres file

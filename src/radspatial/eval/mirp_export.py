@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from radspatial.io import atomic_write_bytes, dumps, read_jsonl
-from radspatial.mirp import MIRP_CENTRES, class_name
+from radspatial.core.io import atomic_write_bytes, dumps, read_jsonl
+from radspatial.eval.mirp import MIRP_CENTRES, class_name
 
 
 @dataclass(frozen=True)

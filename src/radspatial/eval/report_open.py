@@ -27,8 +27,8 @@ def _table(header: Sequence[str], rows: list[Sequence[str]]) -> str:
 
 
 def review_for(runs: Sequence[Any], marks_path: Path) -> dict[str, Any]:
+    from radspatial.core.io import read_jsonl
     from radspatial.grading.review import fold_review, read_marks
-    from radspatial.io import read_jsonl
 
     marks = read_marks(marks_path)
     data = []

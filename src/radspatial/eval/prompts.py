@@ -5,7 +5,7 @@ are comparable with the paper. Our protocol's in-context example matches the ite
 marker type and is fixed per item (identical across runs, so the spread across runs is model
 noise, not prompt noise); its answer is 1 for about half the items and 0 for the others (the
 opposite relation), chosen by a hash of the item id, so the example never teaches "always 1".
-MIRP's own protocol (an example drawn from another item, per run) lives in ``radspatial.mirp``.
+MIRP's own protocol (an example drawn from another item, per run) lives in ``radspatial.eval.mirp``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from radspatial.items import EvalItem
+from radspatial.eval.items import EvalItem
 from radspatial.questions import QuestionSpec, Wording, get_question_type
 from radspatial.questions.open_common import is_open
 

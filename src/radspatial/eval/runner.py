@@ -25,9 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.io import atomic_write_json, atomic_write_jsonl, read_call_log
-from radspatial.items import EvalItem, load_items, sample_items
-from radspatial.mirp import draw_examples, parse_mirp
+from radspatial.core.io import atomic_write_json, atomic_write_jsonl, read_call_log
+from radspatial.core.progress import Progress
+from radspatial.eval.items import EvalItem, load_items, sample_items
+from radspatial.eval.mirp import draw_examples, parse_mirp
+from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.eval.runguard import LOCK_NAME, run_lock
+from radspatial.eval.scoring import parse_answer
 from radspatial.models.base import (
     Backend,
     Decoding,
@@ -36,11 +40,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
 )
-from radspatial.progress import Progress
-from radspatial.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
 from radspatial.questions.open_common import is_open
-from radspatial.runguard import LOCK_NAME, run_lock
-from radspatial.scoring import parse_answer
 
 CALLS = "calls.jsonl"
 PROTOCOLS = ("radspatial", "mirp")
@@ -237,8 +237,8 @@ def result_row(
 
 
 def subgroup_fields(item: EvalItem) -> dict[str, Any]:
-    """What the subgroup tables group by (``radspatial.subgroups``)."""
-    from radspatial.subgroups import anatomy_region
+    """What the subgroup tables group by (``radspatial.eval.subgroups``)."""
+    from radspatial.eval.subgroups import anatomy_region
 
     asked = [o for o in (item.object1, item.object2, item.extra.get("object3")) if o]
     structures = item.extra.get("structures")
@@ -307,7 +307,7 @@ def _run_locked(
     done: dict[str, dict],
     progress: bool,
 ) -> list[dict]:
-    from radspatial.aggregate import compute_metrics
+    from radspatial.eval.aggregate import compute_metrics
 
     run_info = {
         "data": str(data),
@@ -330,7 +330,7 @@ def _run_locked(
     atomic_write_json(out / "run.json", {**run_info, "status": "running"})
     log_path = out / CALLS
     total = len(items) * config.runs
-    # a bar on a terminal, a line every few seconds when piped (radspatial.progress)
+    # a bar on a terminal, a line every few seconds when piped (radspatial.core.progress)
     bar = Progress(total, f"eval {config.model}: calls", "call", enabled=progress)
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, tuple[str, int]] = {}

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from radspatial.eval.scoring import wilson_interval
 from radspatial.questions.open_common import reasoning_type
-from radspatial.scoring import wilson_interval
 
 _PELVIS = ("urinary_bladder", "hip", "sacrum", "femur", "rectum", "prostate", "gluteus")
 _PELVIS += ("iliac_artery", "iliac_vena", "iliac")

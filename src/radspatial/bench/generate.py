@@ -19,20 +19,18 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.core.labels import display_name, letter_code
+from radspatial.core.progress import step
 from radspatial.core.runtime import keyed_rng
-from radspatial.labels import display_name, letter_code
-from radspatial.markers import DOT_ORDER, MARKER_TYPES, Mark, draw_marks, marker_area, marker_extent
-from radspatial.progress import step
-from radspatial.questions import (
-    Candidate,
-    QuestionRules,
-    QuestionSpec,
-    QuestionType,
-    SliceFacts,
-    Wording,
-    get_question_type,
+from radspatial.imaging.markers import (
+    DOT_ORDER,
+    MARKER_TYPES,
+    Mark,
+    draw_marks,
+    marker_area,
+    marker_extent,
 )
-from radspatial.slices import (
+from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
     StructureStat,
@@ -42,7 +40,16 @@ from radspatial.slices import (
     structure_stats,
     to_display,
 )
-from radspatial.volumes import Case, Volume, load_case
+from radspatial.imaging.volumes import Case, Volume, load_case
+from radspatial.questions import (
+    Candidate,
+    QuestionRules,
+    QuestionSpec,
+    QuestionType,
+    SliceFacts,
+    Wording,
+    get_question_type,
+)
 
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
@@ -317,7 +324,7 @@ def centres_entry(filename: str, stats: dict[int, StructureStat], names: dict[in
     """One entry of MIRP's ``center_of_anatomical_stuctures_in_standard_radiological_
     orientation.json``: every named structure of the slice, centre of mass in standard view
     (output px), under the class name MIRP's anatomy script looks questions up by."""
-    from radspatial.mirp import class_name
+    from radspatial.eval.mirp import class_name
 
     info = [
         {

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.io import atomic_write_bytes, atomic_write_json, read_jsonl
-from radspatial.scoring import mcnemar
+from radspatial.core.io import atomic_write_bytes, atomic_write_json, read_jsonl
+from radspatial.eval.scoring import mcnemar
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 MARKERS = ("none", "dots", "letters", "numbers")
@@ -244,10 +244,10 @@ def build_report(
     """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``; with
     ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section.
     ``log`` is told each step as it starts (for progress on big runs)."""
-    from radspatial import figures as fig
-    from radspatial.report_html import render_html
-    from radspatial.report_md import render_markdown
-    from radspatial.report_open import open_markdown, review_for
+    from radspatial.eval import figures as fig
+    from radspatial.eval.report_html import render_html
+    from radspatial.eval.report_md import render_markdown
+    from radspatial.eval.report_open import open_markdown, review_for
 
     log(f"reading {len(run_dirs)} run folder(s)")
     runs = load_runs(run_dirs)

@@ -25,9 +25,9 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from radspatial.io import atomic_write_bytes, atomic_write_json
-from radspatial.labels import BUILTIN_TABLES, load_table
-from radspatial.volumes import InputError
+from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.core.labels import BUILTIN_TABLES, load_table
+from radspatial.imaging.volumes import InputError
 
 MASS_ID = 200
 EXTENSION_NAMES: dict[int, str] = {MASS_ID: "mass", 201: "lung_middle_lobe_left"}
@@ -172,7 +172,7 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
             f"{seg}: mirrored label id {needed} does not fit the mask's {seg_raw.dtype}"
         )
     ct_out, seg_out, labels_out = mirrored_paths(ct, seg, out)
-    from radspatial.volumes import check_case_id
+    from radspatial.imaging.volumes import check_case_id
 
     for case_id in (_stem(ct), _stem(ct_out)):
         check_case_id(case_id, f"{ct}: the CT's name")
@@ -213,7 +213,7 @@ def _mirror_dicom(
     ct: Path, seg: Path, seg_img: nib.Nifti1Image, seg_raw: np.ndarray, mapping: dict[int, int]
 ) -> tuple[bytes, bytes]:
     """Mirror a DICOM series and its NIfTI mask on the canonical grid; both as NIfTI bytes."""
-    from radspatial.volumes import _canonical, _grid_difference, load_ct
+    from radspatial.imaging.volumes import _canonical, _grid_difference, load_ct
 
     hu, affine, _ = load_ct(ct)
     mask, mask_affine = _canonical(seg_raw, np.asarray(seg_img.affine, float), seg_raw.dtype)

@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path, PurePath
 from typing import Any
 
-from radspatial.datafiles import read_manifest
-from radspatial.safepath import inside
+from radspatial.core.datafiles import read_manifest
+from radspatial.core.safepath import inside
 
 SPLIT = "test"  # a benchmark: every question is for evaluation
 IMAGE_COLUMNS = ("image", "mask")

@@ -25,9 +25,14 @@ from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
 
 from radspatial.core.errors import InputError
-from radspatial.io import sha256_file
-from radspatial.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
-from radspatial.nifti import check_affine, check_declared_size, load_nifti_gz, max_volume_bytes
+from radspatial.core.io import sha256_file
+from radspatial.core.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
+from radspatial.imaging.nifti import (
+    check_affine,
+    check_declared_size,
+    load_nifti_gz,
+    max_volume_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +154,7 @@ def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, 
 def _load_bounded(path: Path) -> nib.spatialimages.SpatialImage:
     if path.name.endswith(".nii.gz"):
         # nibabel stops before the gzip trailer, so a corrupted .nii.gz would load silently;
-        # inflating it whole (size-checked first, see radspatial.nifti) checks CRC and length.
+        # inflating it whole (size-checked first, see imaging/nifti.py) checks CRC and length.
         return load_nifti_gz(path, InputError)
     img = nib.load(path)
     check_declared_size(path, img.header, InputError)

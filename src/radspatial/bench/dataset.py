@@ -15,23 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from radspatial.ablation import generate_ablation
-from radspatial.core.errors import disk_error_line
-from radspatial.core.runtime import keyed_rng, software_versions
-from radspatial.core.staging import check_out_folder, swap_in
-from radspatial.executor import check_workers, sigterm_as_interrupt
-from radspatial.generate import (
+from radspatial.bench.ablation import generate_ablation
+from radspatial.bench.generate import (
     SETUP_DIRS,
     GenerateConfig,
     encode_png,
     image_relpath,
 )
-from radspatial.io import atomic_write_json, atomic_write_jsonl, dumps
-from radspatial.mirp import MIRP_CENTRES
-from radspatial.progress import Progress, steps_to
-from radspatial.questions import get_question_type
-from radspatial.questions.open_common import is_open
-from radspatial.stage import (
+from radspatial.bench.stage import (
     ASSEMBLY,
     CENTRES,
     DISK_ERRNOS,
@@ -44,7 +35,16 @@ from radspatial.stage import (
     locked_stage,
     run_shards,
 )
-from radspatial.volumes import Case, InputError
+from radspatial.core.errors import disk_error_line
+from radspatial.core.executor import check_workers, sigterm_as_interrupt
+from radspatial.core.io import atomic_write_json, atomic_write_jsonl, dumps
+from radspatial.core.progress import Progress, steps_to
+from radspatial.core.runtime import keyed_rng, software_versions
+from radspatial.core.staging import check_out_folder, swap_in
+from radspatial.eval.mirp import MIRP_CENTRES
+from radspatial.imaging.volumes import Case, InputError
+from radspatial.questions import get_question_type
+from radspatial.questions.open_common import is_open
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -204,7 +204,7 @@ def build_dataset(
 ) -> DatasetSummary:
     """Generate the benchmark for ``cases`` into ``out`` (atomically, see module docstring).
 
-    Each case is a shard in ``OUT.partial/shards`` (radspatial.stage): rerunning an interrupted
+    Each case is a shard in ``OUT.partial/shards`` (``bench/stage.py``): rerunning an interrupted
     or failed command reuses the finished cases. ``executor`` is "local" (``workers``
     processes) or "ray" (``address`` or RAY_ADDRESS, else a local Ray with ``workers`` CPUs);
     the bytes written are the same. ``on_error="skip"`` records failing cases in

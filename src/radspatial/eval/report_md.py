@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from radspatial.report import (
+from radspatial.eval.report import (
     AXES,
     DASH,
     FRAME_COLUMNS,

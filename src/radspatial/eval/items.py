@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radspatial.datafiles import (
+from radspatial.core.datafiles import (
     DataFileError,
     check_answer,
     check_unique_ids,
@@ -27,15 +27,15 @@ from radspatial.datafiles import (
     read_manifest,
     read_mirp_qa,
 )
-from radspatial.labels import normalize_name
-from radspatial.mirp import MIRP_CENTRES
+from radspatial.core.labels import normalize_name
+from radspatial.core.safepath import inside
+from radspatial.eval.mirp import MIRP_CENTRES
 from radspatial.questions.open_common import is_open
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
     relation_holds,
 )
-from radspatial.safepath import inside
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
 _RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)

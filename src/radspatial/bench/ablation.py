@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
+from radspatial.core.labels import letter_code
 from radspatial.core.rules import QuestionRules
-from radspatial.labels import letter_code
-from radspatial.markers import Mark, draw_marks, marker_extent
+from radspatial.imaging.markers import Mark, draw_marks, marker_extent
 from radspatial.questions.relative_position import OPPOSITE, marker_question, relation_holds
 
 

@@ -1,0 +1,1 @@
+"""Evaluation: items, prompts, runs with resume, scoring, metrics, MIRP's protocol and reports."""

@@ -1,0 +1,1 @@
+"""Imaging: volumes in canonical orientation, axial slices and their 8 variants, markers."""
