@@ -38,7 +38,7 @@ def generate(
     seed: int = 0,
     size: int = 512,
     setups: Sequence[str] = ("rq1", "rq2", "rq3", "as"),
-    markers: Sequence[str] = ("numbers", "letters", "dots"),
+    markers: Sequence[str] = ("numbers", "letters", "dots"),  # imaging.markers.MARKER_TYPES
     questions: Sequence[str] = ("relative_position",),
     as_count: int = 100,
     export_masks: bool = False,

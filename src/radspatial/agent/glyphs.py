@@ -21,6 +21,8 @@ import numpy as np
 from PIL import ImageFont
 from scipy import ndimage as ndi
 
+from radspatial.imaging.markers import marker_style, marker_styles
+
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
 
@@ -37,11 +39,24 @@ _MIN_TEXT_SCORE = 0.55  # the requested text reads worse than this: not found
 _MARGIN = 0.1  # summed glyph scores: a reading this far ahead of the next is unambiguous,
 # and a requested text this far behind its region's best reading is not there
 CHARS = string.digits + string.ascii_uppercase
-_DIGITS = np.array([c.isdigit() for c in CHARS])
-_ALLOWED = {  # kind -> (characters allowed first, allowed after, lengths)
-    "numbers": (_DIGITS & (np.array(list(CHARS)) != "0"), _DIGITS, (1, 2, 3)),
-    "letters": (~_DIGITS, ~_DIGITS, (2,)),
-}
+
+
+def glyph_kinds() -> list[str]:
+    """The marker styles read as glyph strings (numbers, letters), in style order."""
+    return [s.name for s in marker_styles() if s.reader == "glyphs"]
+
+
+def _allowed(kind: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(characters allowed first, allowed after, lengths) of a style: its ``glyphs``."""
+    glyphs = marker_style(kind).glyphs
+    if glyphs is None:
+        raise ValueError(f"marker style {kind!r} is not read as glyphs")
+    return _masks(*glyphs)
+
+
+@cache
+def _masks(first: str, rest: str, lengths: tuple[int, ...]):
+    return np.array([c in first for c in CHARS]), np.array([c in rest for c in CHARS]), lengths
 
 
 def text_regions(image: np.ndarray) -> list[Box]:
@@ -295,7 +310,7 @@ def _decode(slots: _Slots, allowed: Sequence[np.ndarray], beam: int = 5) -> list
 
 def _readings(slots: _Slots, kind: str) -> list[tuple[str, float]]:
     """Best readings of ``kind`` over all its lengths, best first."""
-    first, rest, lengths = _ALLOWED[kind]
+    first, rest, lengths = _allowed(kind)
     reads = [r for n in lengths for r in _decode(slots, [first] + [rest] * (n - 1))]
     return sorted(reads, key=lambda r: -r[1])[:5]
 
@@ -354,7 +369,7 @@ def _centre_k(box: Box, k: int) -> tuple[float, float]:
 
 
 def _valid(text: str, kind: str) -> bool:
-    first, rest, lengths = _ALLOWED[kind]
+    first, rest, lengths = _allowed(kind)
     idx = [CHARS.find(c) for c in text]
     return len(text) in lengths and all(
         i >= 0 and (rest if k else first)[i] for k, i in enumerate(idx)

@@ -24,7 +24,6 @@ from scipy import ndimage as ndi
 
 # the text reader's parts (glyphs.py is this localizer's own helper module)
 from radspatial.agent.glyphs import (
-    _ALLOWED,
     _MARGIN,
     _MIN_TEXT_SCORE,
     _REF,
@@ -41,9 +40,11 @@ from radspatial.agent.glyphs import (
     _slots,
     _text_score,
     _valid,
+    glyph_kinds,
     text_regions,
 )
 from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.imaging.markers import marker_reader
 
 _DOT_RADIUS = 7.5  # ours 7, MIRP's 8
 
@@ -52,7 +53,7 @@ _DOT_RADIUS = 7.5  # ours 7, MIRP's 8
 class ReadMarker:
     """One marker seen in the image."""
 
-    kind: str  # numbers | letters | dots
+    kind: str  # the marker style: numbers | letters | dots | ...
     text: str  # "52", "BZ", "red"
     xy: tuple[float, float]  # centre: ink box centre for text, disc centroid for dots
     bbox: Box
@@ -106,13 +107,14 @@ class MarkerLocalizer:
     name = "markers"
 
     def read_all(self, image: np.ndarray) -> list[ReadMarker]:
-        """Every marker visible: dots, then each dark string read as numbers or letters."""
+        """Every marker visible: dots, then each dark string read as each glyph style (numbers,
+        letters), the best reading kept."""
         image = _rgb(image)
         out = find_dots(image)
         text_image, k = _for_text(image)
         for box in text_regions(text_image):
             slots = _slots(_ink(text_image, box))
-            reads = [(kind, _readings(slots, kind)) for kind in _ALLOWED]
+            reads = [(kind, _readings(slots, kind)) for kind in glyph_kinds()]
             kind, top = max(reads, key=lambda kr: kr[1][0][1] if kr[1] else -9.0)
             if top and top[0][1] >= _MIN_TEXT_SCORE:
                 conf = _confidence(top[0][1], _margin(top[0][0], top[0][1], top))
@@ -128,9 +130,9 @@ class MarkerLocalizer:
         out: list[Found | None] = []
         for ref in refs:
             text = (ref.text or "").strip().upper()
-            if ref.marker == "dots" and text in ("RED", "BLUE", "GREEN"):
+            if marker_reader(ref.marker) == "dots" and text in ("RED", "BLUE", "GREEN"):
                 out.append(_locate_dot(image, text.lower()))
-            elif ref.marker in _ALLOWED and _valid(text, ref.marker):
+            elif marker_reader(ref.marker) == "glyphs" and _valid(text, ref.marker):
                 if regions is None:
                     text_image, k = _for_text(image)
                     boxes = text_regions(text_image)

@@ -1,8 +1,9 @@
 """The ``mask`` localizer: centroids from a label image in the shown frame.
 
 The oracle that validates datasets (``radspatial generate --export-masks``) and checks other
-localizers. Named refs map to label ids through the label table; number and letter markers give
-the id directly; a dot is found by colour, and the structure under it is used.
+localizers. Named refs map to label ids through the label table; a marker style whose text names
+the label (numbers, letters: ``MarkerStyle.label_of``) gives the id directly; a dot is found by
+colour, and the structure under it is used.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import numpy as np
 from scipy import ndimage
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
-from radspatial.core.labels import letter_to_id, load_table
+from radspatial.core.labels import load_table
+from radspatial.imaging.markers import marker_label, marker_reader
 
 _DOTS = ("red", "blue", "green")
 _EIGHT = np.ones((3, 3), bool)
@@ -49,11 +51,10 @@ class MaskLocalizer:
     name = "mask"
 
     def _label_id(self, ref: Ref, image: np.ndarray, mask: np.ndarray, names: dict[int, str]):
-        if ref.marker == "numbers" and ref.text and ref.text.isdigit():
-            return int(ref.text), "marker-number"
-        if ref.marker == "letters" and ref.text:
-            return letter_to_id(ref.text), "marker-letters"
-        if ref.marker == "dots" and ref.text in _DOTS:
+        by_text = marker_label(ref.marker, ref.text)
+        if by_text and by_text[0] is not None:
+            return by_text
+        if marker_reader(ref.marker) == "dots" and ref.text in _DOTS:
             xy = find_dot(image, ref.text)
             if xy is None:
                 return None, "dot-not-found"

@@ -24,7 +24,8 @@ import numpy as np
 
 from radspatial.agent import unet
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
-from radspatial.core.labels import letter_to_id, load_table
+from radspatial.core.labels import load_table
+from radspatial.imaging.markers import marker_label
 
 MIN_SCORE = 0.5  # mean class probability x size factor under this: abstain
 
@@ -34,19 +35,16 @@ def shipped_model_dir() -> Path:
 
 
 def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
-    """(label id, how): the name first, then a number / letters marker; dots -> None."""
+    """(label id, how): the name first, then a marker whose text names a label (numbers,
+    letters: ``MarkerStyle.label_of``); dots -> None."""
     if ref.name:
         return model.id_of_name(ref.name), "name"
-    label_id: int | None = None
-    if ref.marker == "numbers" and ref.text and ref.text.strip().isdigit():
-        label_id, how = int(ref.text.strip()), "marker-number"
-    elif ref.marker == "letters" and ref.text:
-        try:
-            label_id, how = letter_to_id(ref.text), "marker-letters"
-        except ValueError:
-            return None, "bad-letters"
-    else:
+    by_text = marker_label(ref.marker, ref.text)
+    if by_text is None:
         return None, "no-structure-named"
+    label_id, how = by_text
+    if label_id is None:
+        return None, f"bad-{ref.marker}"
     table = load_table("totalsegmentator", group=True)
     name = table.names.get(table.apply(label_id))
     return (None if name is None else model.id_of_name(name)), how

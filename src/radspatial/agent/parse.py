@@ -25,7 +25,8 @@ Decisions:
   it, never a partial match.
 - A Ref whose name is unknown but which carries a marker ("the thing (BZ)") keeps the marker with
   ``name=None``: the marker alone locates it.
-- A parenthetical of exactly two capital letters is a letter marker, digits a number marker,
+- Marker references are each registered marker style's patterns (``imaging/marker_styles``): a
+  parenthetical of exactly two capital letters is a letter marker, digits a number marker,
   red/blue a dot; any other parenthetical is part of the name ("kidney (left)").
 """
 
@@ -38,6 +39,7 @@ from functools import cache, partial
 
 from radspatial.agent.parse_spar import match_orientation, match_spar
 from radspatial.agent.types import ParsedQuestion, ParseError, Ref
+from radspatial.imaging.markers import MarkerStyle, marker_styles
 
 # --- relations -----------------------------------------------------------------------------------
 
@@ -86,12 +88,6 @@ _VERB_TAIL_RE = re.compile(
 # --- markers -------------------------------------------------------------------------------------
 
 _ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
-_MARKER_ONLY = (
-    ("numbers", re.compile(r"^(?:number|no\.|#)\s*(\d+)$", re.IGNORECASE)),
-    ("letters", re.compile(r"^letters?\s+([a-z]{2})$", re.IGNORECASE)),
-    ("dots", re.compile(r"^(red|blue|green)\s+(?:dot|point|circle|marker)$", re.IGNORECASE)),
-    ("any", re.compile(r"^(?:marker|label|mark)\s+(\d+|[a-z]{2}|red|blue|green)$", re.I)),
-)
 _PAREN_RE = re.compile(r"^(.*?)\s*\(\s*([^()]*?)\s*\)$")
 _MARKED_RE = re.compile(
     r"^(.*?),?\s+(?:marked|labell?ed|tagged)\s+(?:with\s+|as\s+|by\s+)?(?:the\s+)?(.+)$",
@@ -99,28 +95,37 @@ _MARKED_RE = re.compile(
 )
 
 
+@cache
+def _marker_patterns(
+    styles: tuple[MarkerStyle, ...],
+) -> tuple[list[tuple[MarkerStyle, re.Pattern]], re.Pattern]:
+    """Each style's marker-only reference ("number 52"), and "marker <any style's text>"."""
+    own = [(s, re.compile(rf"^(?:{s.reference})$", re.IGNORECASE)) for s in styles]
+    tokens = "|".join(s.token for s in styles)
+    return own, re.compile(rf"^(?:marker|label|mark)\s+({tokens})$", re.IGNORECASE)
+
+
 def _classify(text: str, *, strict: bool) -> tuple[str, str] | None:
-    """Marker kind and text of a bare token: 'BZ' -> letters, '52' -> numbers, 'red' -> dots.
+    """Marker style and text of a bare token: 'BZ' -> letters, '52' -> numbers, 'red' -> dots.
 
     ``strict`` (parentheticals) requires capitals for letters, so "(lt)" is not a marker.
     """
-    if text.isdigit():
-        return "numbers", str(int(text))
-    if text.lower() in ("red", "blue", "green"):
-        return "dots", text.lower()
-    if re.fullmatch(r"[A-Z]{2}" if strict else r"[A-Za-z]{2}", text):
-        return "letters", text.upper()
+    for style in marker_styles():
+        found = style.classify(text, strict)
+        if found is not None:
+            return style.name, found
     return None
 
 
 def _marker_only(text: str) -> tuple[str, str] | None:
-    for kind, pattern in _MARKER_ONLY:
+    own, any_style = _marker_patterns(marker_styles())
+    for style, pattern in own:
         m = pattern.match(text)
-        if m:
-            found = _classify(m.group(1), strict=False)
-            if found and (kind == "any" or found[0] == kind):
-                return found
-    return None
+        found = style.classify(m.group(1), False) if m else None
+        if found is not None:
+            return style.name, found
+    m = any_style.match(text)
+    return _classify(m.group(1), strict=False) if m else None
 
 
 # --- structure names -----------------------------------------------------------------------------

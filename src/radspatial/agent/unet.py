@@ -30,8 +30,9 @@ import numpy as np
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.core.io import read_jsonl
-from radspatial.core.labels import letter_to_id, load_table, normalize_name
+from radspatial.core.labels import load_table, normalize_name
 from radspatial.core.safepath import inside
+from radspatial.imaging.markers import marker_label
 
 if TYPE_CHECKING:
     import torch
@@ -282,17 +283,13 @@ def clear_cache() -> None:
 
 def resolve_label(ref: Ref, model: UNetModel) -> tuple[int | None, str]:
     """(label id, how): marker text first (exact), then the name; dots name no structure."""
-    if ref.marker == "numbers" and ref.text and ref.text.strip().isdigit():
-        return int(ref.text.strip()), "marker-number"
-    if ref.marker == "letters" and ref.text:
-        try:
-            return letter_to_id(ref.text), "marker-letters"
-        except ValueError:
-            pass
+    by_text = marker_label(ref.marker, ref.text)
+    if by_text and by_text[0] is not None:
+        return by_text
     if ref.name:
         return model.id_of_name(ref.name), "name"
-    if ref.marker == "dots":
-        return None, "dot-colour-names-no-structure"
+    if ref.marker:
+        return None, "marker-names-no-structure"
     return None, "no-reference"
 
 

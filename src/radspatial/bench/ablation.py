@@ -1,8 +1,8 @@
 """The blank-image ablation (AS): white images with two random markers and no anatomy.
 
 As in MIRP, item k uses the same two positions and relation for every marker type; only the
-marker texts differ. Answers are exactly balanced (item k answers yes iff k is even, then the
-order is shuffled).
+marker texts differ (each style's ``blank_texts``). Answers are exactly balanced (item k
+answers yes iff k is even, then the order is shuffled).
 """
 
 from __future__ import annotations
@@ -11,20 +11,9 @@ import math
 
 import numpy as np
 
-from radspatial.core.labels import letter_code
 from radspatial.core.rules import QuestionRules
-from radspatial.imaging.markers import Mark, draw_marks, marker_extent
+from radspatial.imaging.markers import Mark, draw_marks, marker_extent, marker_style
 from radspatial.questions.relative_position import OPPOSITE, marker_question, relation_holds
-
-
-def _texts(marker: str, rng: np.random.Generator) -> tuple[str, str]:
-    if marker == "numbers":
-        a, b = rng.choice(np.arange(1, 118), size=2, replace=False)
-        return str(a), str(b)
-    if marker == "letters":
-        a, b = rng.choice(np.arange(1, 677), size=2, replace=False)
-        return letter_code(int(a)), letter_code(int(b))
-    return ("red", "blue") if rng.random() < 0.5 else ("blue", "red")
 
 
 def _positions(rng: np.random.Generator, size: int, rules: QuestionRules):
@@ -58,7 +47,7 @@ def generate_ablation(
         relation = smaller if first_smaller == bool(targets[k]) else OPPOSITE[smaller]
         answer = int(relation_holds(relation, p1, p2))
         for marker in markers:
-            t1, t2 = _texts(marker, rng)
+            t1, t2 = marker_style(marker).blank_texts(rng)
             blank = np.full((size, size, 3), 255, np.uint8)
             img = draw_marks(blank, [Mark(marker, t1, p1), Mark(marker, t2, p2)], boxed=False)
             fields = {

@@ -42,6 +42,7 @@ from radspatial.core.progress import Progress, steps_to
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import check_out_folder, swap_in
 from radspatial.eval.mirp import MIRP_CENTRES
+from radspatial.imaging.markers import marker_style
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
 from radspatial.questions.open_common import is_open
@@ -64,13 +65,14 @@ def _mirp_item(row: dict) -> dict:
     """One published-MIRP-schema question entry from a manifest row.
 
     Relative position rows are exactly MIRP's schema, quirks included (see docs/format.md):
-    RQ1-RQ3 letters say ``object*_label``, everything else ``object*_gray``; numbers are ints;
-    AS entries have no names and integer centres (keys are written sorted). Other
-    question types (SPAR-VQA) use the same fields for each of their objects (``object3_*`` for
-    distance, none for orientation) and add ``question_type`` (and ``count``).
+    RQ1-RQ3 letters say ``object*_label``, everything else ``object*_gray``; numbers are ints
+    (each marker style's ``mirp``; no marker: the label id); AS entries have no names and
+    integer centres (keys are written sorted). Other question types (SPAR-VQA) use the same
+    fields for each of their objects (``object3_*`` for distance, none for orientation) and add
+    ``question_type`` (and ``count``).
     """
     blank = row["setup"] == "as"
-    key = "label" if row["marker"] == "letters" and not blank else "gray"
+    style = None if row["marker"] == "none" else marker_style(row["marker"])
     objects = [(k, row.get(f"object{k}")) for k in (1, 2, 3)]
     objects = [(k, o) for k, o in objects if o]
     item: dict = {}
@@ -78,12 +80,8 @@ def _mirp_item(row: dict) -> dict:
         for k, o in objects:
             item[f"object{k}_name"] = o["display_name"]
     for k, o in objects:
-        if row["marker"] == "none" or row["marker"] == "numbers" and not blank:
-            item[f"object{k}_{key}"] = o["label_id"]
-        elif row["marker"] == "numbers":
-            item[f"object{k}_{key}"] = int(o["marker_text"])
-        else:
-            item[f"object{k}_{key}"] = o["marker_text"]
+        key, value = ("gray", o["label_id"]) if style is None else style.mirp(o, blank)
+        item[f"object{k}_{key}"] = value
     for k, o in objects:
         x, y = o["center_xy"]
         item[f"object{k}_center_x"] = int(round(x)) if blank else x  # AS: ints, as published

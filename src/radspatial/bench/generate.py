@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from radspatial.core.labels import display_name, letter_code
+from radspatial.core.labels import display_name
 from radspatial.core.progress import step
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.markers import (
@@ -29,6 +29,8 @@ from radspatial.imaging.markers import (
     draw_marks,
     marker_area,
     marker_extent,
+    marker_names,
+    marker_style,
 )
 from radspatial.imaging.slices import (
     VARIANTS,
@@ -77,9 +79,9 @@ class GenerateConfig:
         bad = set(self.setups) - set(SETUPS)
         if bad or not self.setups:
             raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {self.setups}")
-        bad = set(self.markers) - set(MARKER_TYPES)
+        bad = set(self.markers) - set(marker_names())
         if bad or not self.markers:
-            raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
+            raise ValueError(f"markers must be a non-empty subset of {marker_names()}")
         if not 64 <= self.size <= MAX_SIZE:
             raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
         if not all(math.isfinite(v) for v in self.window):
@@ -278,12 +280,7 @@ def _plan_type(
 
 
 def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, ...]:
-    ids = [o.label_id for o in plan.spec.objects]
-    if marker == "numbers":
-        return tuple(str(i) for i in ids)
-    if marker == "letters":
-        return tuple(letter_code(i) for i in ids)
-    return plan.dots
+    return marker_style(marker).texts([o.label_id for o in plan.spec.objects], plan.dots)
 
 
 def question_text(setup: str, marker: str, plan: SlicePlan) -> str:

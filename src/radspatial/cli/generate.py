@@ -17,6 +17,7 @@ from radspatial.core.runtime import bundled_example
 
 def add_generate(sub: argparse._SubParsersAction) -> None:
     from radspatial.cli.eval_options import HelpFormatter
+    from radspatial.imaging.markers import MARKER_TYPES, marker_names
 
     p = sub.add_parser(
         "generate",
@@ -62,7 +63,10 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         "--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"), help="MIRP setups to write"
     )
     p.add_argument(
-        "--markers", type=csv_lower, default=("numbers", "letters", "dots"), help="marker types"
+        "--markers",
+        type=csv_lower,
+        default=MARKER_TYPES,
+        help=f"marker styles, comma-separated: {', '.join(marker_names())}",
     )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
     p.add_argument("--window", type=window, default=(400.0, 40.0), help="W,L in HU")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.eval.items import EvalItem
+from radspatial.imaging.markers import marker_style
 from radspatial.questions import QuestionSpec, Wording, get_question_type
 from radspatial.questions.open_common import is_open
 
@@ -50,11 +51,6 @@ MIRP_BLANK = (
     "Now answer the real question:\n\n"
     "Q: {question}"
 )
-_EXAMPLE_MARKS = {
-    "numbers": ("52", "1", "7"),
-    "letters": ("BZ", "AA", "CD"),
-    "dots": ("red", "blue", "green"),
-}
 # question type -> (relation, structure names, params) of its fixed in-context example
 _EXAMPLES: dict[str, tuple[str, tuple[str, ...], dict]] = {
     "relative_position": ("above", ("aorta", "spleen"), {}),  # MIRP's example
@@ -92,7 +88,7 @@ def example_question(
         relation = _OPPOSITE[relation]
     qtype = get_question_type(question_type)
     setup = "rq1" if marker == "none" else "rq3" if setup == "as" else setup
-    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][: len(names)]
+    marks = () if setup == "rq1" else marker_style(marker).examples[: len(names)]
     spec = QuestionSpec(question_type, (), relation, answer, answer, params)
     return qtype.text(spec, Wording(setup, marker, names, marks))
 
@@ -112,7 +108,7 @@ def open_example(item_id: str, setup: str, marker: str, question_type: str) -> t
     names, answers = _OPEN_EXAMPLES[question_type]
     answer = answers[hashlib.sha256(item_id.encode()).digest()[0] % len(answers)]
     first = 1 if question_type == "identification" else 0  # "the number 1" marks the spleen
-    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][first : first + len(names)]
+    marks = () if setup == "rq1" else marker_style(marker).examples[first : first + len(names)]
     spec = QuestionSpec(question_type, (), question_type, answer, answer)
     text = get_question_type(question_type).text(spec, Wording(setup, marker, names, marks))
     return text, answer

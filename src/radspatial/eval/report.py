@@ -22,9 +22,9 @@ from typing import Any
 from radspatial import __version__
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, read_jsonl
 from radspatial.eval.scoring import mcnemar
+from radspatial.imaging.markers import MARKER_STYLES
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
-MARKERS = ("none", "dots", "letters", "numbers")
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
 TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
 AXES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (our extension)"}
@@ -124,7 +124,8 @@ def _strip(obj: Any) -> Any:
 def _rank(key: str) -> tuple[int, int, str]:
     setup, _, marker = key.partition("/")
     s = SETUPS.index(setup) if setup in SETUPS else len(SETUPS)
-    m = MARKERS.index(marker) if marker in MARKERS else len(MARKERS)
+    markers = ("none", *MARKER_STYLES.names())  # no marker first, then the styles by name
+    m = markers.index(marker) if marker in markers else len(markers)
     return s, m, key
 
 

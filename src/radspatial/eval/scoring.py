@@ -14,13 +14,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from radspatial.imaging.markers import marker_nouns
+
 _VALUES = {"yes": 1, "yeah": 1, "yep": 1, "yup": 1, "true": 1, "1": 1}
 _VALUES |= {"no": 0, "nope": 0, "false": 0, "0": 0}
 _EXACT = {**_VALUES, "y": 1, "n": 0}
 _JSON_KEYS = ("final_answer", "answer", "result", "prediction", "label", "output", "response")
 _CONNECT = {"or", "and"}
-# A digit after these is a label ("the number 1"), not an answer.
-_NUMBER_NOUNS = {"number", "numbers", "label", "marker", "point", "dot", "letter", "the", "a"}
+# A digit after these, or after a marker style's nouns ("number", "dot"), is a label ("the
+# number 1"), not an answer.
+_NUMBER_NOUNS = {"label", "marker", "the", "a"}
 # "No" answers before a clause ("No, it is below", "No the aorta ..."); before any other word it
 # is a determiner ("no doubt", "no evidence"). A digit answers before a reason ("0 because").
 _BECAUSE = {"because", "since", "as", "but", "so", "actually", "according", "based"}
@@ -187,7 +190,8 @@ def _value_at(toks: list[tuple[str, int]], i: int) -> int | None:
     free = nxt is None or not _is_word(nxt) or nxt in _VALUES or nxt in _CONNECT
     if word in ("1", "0"):
         prev = toks[i - 1][0] if i > 0 else None
-        return value if (free or nxt in _BECAUSE) and prev not in _NUMBER_NOUNS else None
+        label = prev in _NUMBER_NOUNS or prev in marker_nouns()
+        return value if (free or nxt in _BECAUSE) and not label else None
     if word in ("no", "nope"):
         return value if free or nxt in _CLAUSE_START else None
     if word in ("true", "false"):  # "true lumen"

@@ -1,4 +1,12 @@
-"""Drawing MIRP-style markers: numbers and letters in small white boxes, red and blue dots.
+"""Marker styles and their drawing: numbers and letters in small white boxes, coloured dots.
+
+A marker style is one :class:`MarkerStyle` in ``MARKER_STYLES``: everything style-specific (its
+texts, how a question refers to one, the in-context example, the parser's patterns, the text ->
+label map, its MIRP json field, how it is drawn and which reader the agent needs) in one
+object. The built-in styles are defined side by side in ``imaging/marker_styles.py``; every other
+module asks the registry. Adding one::
+
+    register_marker_style(MarkerStyle(name="codes", phrase="the code {}", ...))
 
 Markers are drawn after the rotation/flip, so text is always upright. Sizes scale with the image
 (defined at 512 px, like MIRP's images).
@@ -6,13 +14,20 @@ Markers are drawn after the rotation/flip, so text is always upright. Sizes scal
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
 
+from radspatial.core.registry import Registry
+
+if TYPE_CHECKING:
+    from PIL import ImageDraw, ImageFont
+
+# MIRP's three styles: the default set, in output order (generation, CLI, API)
 MARKER_TYPES: tuple[str, ...] = ("numbers", "letters", "dots")
 DOT_COLORS: dict[str, tuple[int, int, int]] = {
     "red": (255, 0, 0),
@@ -30,13 +45,124 @@ _DOT_RING = 2
 
 @dataclass(frozen=True)
 class Mark:
-    kind: str  # numbers | letters | dots
+    kind: str  # a marker style's name: numbers | letters | dots | ...
     text: str  # "52", "BZ", or a DOT_COLORS key
     xy: tuple[float, float]  # centre, shown frame
 
 
+# draw(draw, mark, size, boxed=..., colors=...): one mark on a Pillow canvas of width ``size``
+Drawer = Callable[..., None]
+
+
+def _mirp_text(obj: Mapping[str, Any], blank: bool) -> tuple[str, Any]:
+    return "gray", obj["marker_text"]
+
+
+@dataclass(frozen=True)
+class MarkerStyle:
+    """One marker style: everything that differs between numbers, letters and dots.
+
+    Generation: ``texts(label_ids, colours)`` gives each object's marker text (``colours`` is
+    the slice plan's random per-object colour draw, red/blue/green); ``blank_texts(rng)`` the
+    two texts of a blank-image (AS) item. Wording: ``phrase`` refers to one marker ("the number
+    {}"), ``plural`` picks the verb ("Are the letters BZ ...", "do the letters BZ mark");
+    ``examples`` are the in-context example's marks (first, second, third object). Parsing
+    (``agent/parse``): ``reference`` matches a marker-only phrase without its article (group 1:
+    the text), ``token`` a bare text after "marker"/"label", ``classify(text, strict)`` returns
+    the canonical text or None (``strict``: a parenthetical, "kidney (lt)" is no marker);
+    ``nouns`` are the words naming it before its text (a digit after them is no answer).
+    Localizing: ``label_of(text)`` is the label id the text names (None: not deterministic or
+    a bad text; ``how`` names that lookup in traces); ``reader`` is how the agent reads it from
+    pixels ("glyphs": dark text matched against ``glyphs`` = (first characters, later
+    characters, lengths) from digits and capitals; "dots": coloured discs). ``mirp(object,
+    blank)`` is its MIRP json field (key suffix, value); ``draw`` draws one mark.
+    """
+
+    name: str
+    phrase: str
+    examples: tuple[str, ...]
+    texts: Callable[[Sequence[int], Sequence[str]], tuple[str, ...]]
+    blank_texts: Callable[[np.random.Generator], tuple[str, str]]
+    reference: str
+    token: str
+    classify: Callable[[str, bool], str | None]
+    plural: bool = False
+    nouns: tuple[str, ...] = ()
+    label_of: Callable[[str], int | None] | None = None
+    how: str = ""
+    reader: str = "glyphs"
+    glyphs: tuple[str, str, tuple[int, ...]] | None = None
+    mirp: Callable[[Mapping[str, Any], bool], tuple[str, Any]] = _mirp_text
+    draw: Drawer | None = None  # None: text in a white box (``draw_text``)
+
+    def ref(self, text: str) -> str:
+        """'the number 12', 'the letters BZ', 'the red dot'."""
+        return self.phrase.format(text)
+
+    @property
+    def verb(self) -> str:
+        """'Are' before 'the letters BZ' (MIRP's wording), else 'Is'."""
+        return "Are" if self.plural else "Is"
+
+
+MARKER_STYLES: Registry[MarkerStyle] = Registry(
+    "marker style", ("radspatial.imaging.marker_styles",)
+)
+
+
+def register_marker_style(style: MarkerStyle) -> MarkerStyle:
+    """Add a style; its name is a manifest value and a folder suffix (``image_<name>``)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", style.name) or style.name == "none":
+        raise ValueError(
+            f"marker style name must be lower-case letters/digits/_, not 'none': {style.name!r}"
+        )
+    if style.reader not in ("glyphs", "dots") or (style.reader == "glyphs") != bool(style.glyphs):
+        raise ValueError(f"marker style {style.name!r}: reader 'glyphs' needs glyphs, 'dots' none")
+    return MARKER_STYLES.add(style.name, style)
+
+
+def marker_style(name: str) -> MarkerStyle:
+    return MARKER_STYLES.get(name)
+
+
+def marker_styles() -> tuple[MarkerStyle, ...]:
+    """Every registered style: MIRP's three in ``MARKER_TYPES`` order, then the others by name."""
+    names = MARKER_STYLES.names()
+    order = [n for n in MARKER_TYPES if n in names] + [n for n in names if n not in MARKER_TYPES]
+    return tuple(MARKER_STYLES.get(n) for n in order)
+
+
+def marker_names() -> tuple[str, ...]:
+    return tuple(s.name for s in marker_styles())
+
+
+def marker_label(marker: str | None, text: str | None) -> tuple[int | None, str] | None:
+    """(label id, how) a marker reference names by its text: ("numbers", "52") -> (52,
+    "marker-number"); the id is None for a text the style cannot map ("numbers", "x"). None
+    where the text names no label (no marker or text, dots, an unknown style)."""
+    if not marker or not text or marker not in MARKER_STYLES:
+        return None
+    style = MARKER_STYLES.get(marker)
+    return None if style.label_of is None else (style.label_of(text), style.how)
+
+
+def marker_reader(marker: str | None) -> str | None:
+    """How the agent reads a marker style from pixels ("glyphs", "dots"); None: no style."""
+    return MARKER_STYLES.get(marker).reader if marker and marker in MARKER_STYLES else None
+
+
+def marker_nouns() -> frozenset[str]:
+    """Words that name a marker before its text ("number", "dot"), over every style."""
+    return frozenset(w for s in marker_styles() for w in s.nouns)
+
+
+# --- drawing -------------------------------------------------------------------------------------
+
+
 @cache
 def _font(size: int) -> ImageFont.FreeTypeFont:
+    from PIL import ImageFont
+
     return ImageFont.load_default(size=max(8, round(_FONT_PX * size / _REF)))
 
 
@@ -73,6 +199,36 @@ def _clamp_center(xy: tuple[float, float], half: tuple[float, float], size: int)
     return round(x), round(y)
 
 
+def draw_text(
+    draw: ImageDraw.ImageDraw, mark: Mark, size: int, *, boxed: bool, colors: Mapping
+) -> None:
+    """Black text, centred on the mark, in a white rounded box (``boxed``) or bare."""
+    w, h = text_box_size(mark.text, size)
+    cx, cy = _clamp_center(mark.xy, (w / 2, h / 2), size)
+    if boxed:
+        box = (cx - w // 2, cy - h // 2, cx - w // 2 + w, cy - h // 2 + h)
+        draw.rounded_rectangle(box, radius=_scaled(4, size), fill="white", outline="black")
+    draw.text((cx, cy), mark.text, fill="black", font=_font(size), anchor="mm")
+
+
+def draw_dot(
+    draw: ImageDraw.ImageDraw,
+    mark: Mark,
+    size: int,
+    *,
+    boxed: bool,
+    colors: Mapping[str, tuple[int, int, int]],
+) -> None:
+    """A disc of colour ``colors[mark.text]`` with a white ring."""
+    if mark.text not in colors:
+        raise ValueError(f"dot colour must be one of {', '.join(colors)}, not {mark.text!r}")
+    r = _scaled(_DOT_RADIUS, size)
+    ring = _scaled(_DOT_RING, size)
+    cx, cy = _clamp_center(mark.xy, (r + ring, r + ring), size)
+    draw.ellipse((cx - r - ring, cy - r - ring, cx + r + ring, cy + r + ring), fill="white")
+    draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=colors[mark.text])
+
+
 def draw_marks(
     image: np.ndarray,
     marks: Sequence[Mark],
@@ -85,27 +241,14 @@ def draw_marks(
     ``boxed=False`` draws bare black text (MIRP's blank-image ablation style); ``colors`` names
     the dot colours (the SPAR probes use a four-colour palette).
     """
+    from PIL import Image, ImageDraw
+
     size = image.shape[1]
     pil = Image.fromarray(image, "RGB")
     draw = ImageDraw.Draw(pil)
     for mark in marks:
-        if mark.kind == "dots":
-            if mark.text not in colors:
-                raise ValueError(
-                    f"dot colour must be one of {', '.join(colors)}, not {mark.text!r}"
-                )
-            r = _scaled(_DOT_RADIUS, size)
-            ring = _scaled(_DOT_RING, size)
-            cx, cy = _clamp_center(mark.xy, (r + ring, r + ring), size)
-            draw.ellipse((cx - r - ring, cy - r - ring, cx + r + ring, cy + r + ring), fill="white")
-            draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=colors[mark.text])
-        elif mark.kind in ("numbers", "letters"):
-            w, h = text_box_size(mark.text, size)
-            cx, cy = _clamp_center(mark.xy, (w / 2, h / 2), size)
-            if boxed:
-                box = (cx - w // 2, cy - h // 2, cx - w // 2 + w, cy - h // 2 + h)
-                draw.rounded_rectangle(box, radius=_scaled(4, size), fill="white", outline="black")
-            draw.text((cx, cy), mark.text, fill="black", font=_font(size), anchor="mm")
-        else:
-            raise ValueError(f"unknown marker type {mark.kind!r}; expected one of {MARKER_TYPES}")
+        if mark.kind not in MARKER_STYLES:
+            raise ValueError(f"unknown marker type {mark.kind!r}; expected one of {marker_names()}")
+        drawer = marker_style(mark.kind).draw or draw_text
+        drawer(draw, mark, size, boxed=boxed, colors=colors)
     return np.asarray(pil)

@@ -17,6 +17,7 @@ import numpy as np
 
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
+from radspatial.imaging.markers import marker_style
 
 __all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 
@@ -86,7 +87,7 @@ class Wording:
     """How each object is referred to in one setup: display names and/or marker references."""
 
     setup: str  # rq1 | rq2 | rq3
-    marker: str  # none | numbers | letters | dots
+    marker: str  # none, or a marker style's name (numbers | letters | dots | ...)
     names: tuple[str, ...]  # display names ("left kidney")
     marks: tuple[str, ...]  # marker texts ("12", "BZ", "red"); empty for rq1
 
@@ -100,7 +101,7 @@ class Wording:
 
     def verb(self, k: int) -> str:
         """'Are' before 'the letters BZ' (MIRP's wording), else 'Is' (any k: one marker type)."""
-        return "Are" if self.setup == "rq3" and self.marker == "letters" else "Is"
+        return marker_style(self.marker).verb if self.setup == "rq3" else "Is"
 
     def thing(self, k: int) -> str:
         """A structure phrase: named, or 'the structure marked by the number 12' in RQ3."""
@@ -110,13 +111,8 @@ class Wording:
 
 
 def marker_ref(kind: str, text: str) -> str:
-    if kind == "numbers":
-        return f"the number {text}"
-    if kind == "letters":
-        return f"the letters {text}"
-    if kind == "dots":
-        return f"the {text} dot"
-    raise ValueError(f"unknown marker type {kind!r}")
+    """'the number 12', 'the letters BZ', 'the red dot': the marker style's phrase."""
+    return marker_style(kind).ref(text)
 
 
 class QuestionType(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from radspatial.core.labels import display_name
+from radspatial.imaging.markers import marker_style
 from radspatial.questions import (
     KeepVariant,
     QuestionRules,
@@ -43,11 +44,9 @@ class Identification(KeepVariant):
         return QuestionSpec(self.name, (c,), "identification", name, name, params, name)
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
-        if wording.marker == "letters":
-            return f"Which structure do the letters {wording.marks[0]} mark?"
-        if wording.marker == "dots":
-            return f"Which structure does the {wording.marks[0]} dot mark?"
-        return f"Which structure does the number {wording.marks[0]} mark?"
+        style = marker_style(wording.marker)
+        verb = "do" if style.plural else "does"
+        return f"Which structure {verb} {style.ref(wording.marks[0])} mark?"
 
     def item_chance(self, params: dict) -> float:
         return 1.0 / max(1, len(params.get("options") or ()))

@@ -10,7 +10,8 @@ the shown and the standard frame, ordered the same way (``separated``).
 
 from __future__ import annotations
 
-from radspatial.questions import Candidate, Wording, marker_ref
+from radspatial.imaging.markers import marker_style
+from radspatial.questions import Candidate, Wording
 
 OPEN_TYPES: tuple[str, ...] = ("laterality", "direction", "identification", "counting")
 # reasoning type of every question type, for subgroups (the binary ones are yes/no relations)
@@ -37,8 +38,8 @@ def is_open(question_type: str | None) -> bool:
 def subject_phrase(wording: Wording, k: int) -> tuple[str, str]:
     """('is', 'the liver'), ('is', 'the liver (12)'), ('are', 'the letters BZ') for object k."""
     if wording.setup == "rq3":
-        verb = "are" if wording.marker == "letters" else "is"
-        return verb, marker_ref(wording.marker, wording.marks[k])
+        style = marker_style(wording.marker)
+        return ("are" if style.plural else "is"), style.ref(wording.marks[k])
     return "is", wording.ref(k)
 
 

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from radspatial.imaging.markers import marker_style
 from radspatial.questions import (
     Candidate,
     KeepVariant,
@@ -160,6 +161,6 @@ def marker_question(kind: str, text1: str, relation: str, text2: str) -> str:
     numbers: "Is the number 52 above the number 1?"; letters: "Are the letters BZ above the
     letters AA?"; dots: "Is the red dot above the blue dot?".
     """
-    verb = "Are" if kind == "letters" else "Is"
+    verb = marker_style(kind).verb
     ref1, ref2 = marker_ref(kind, text1), marker_ref(kind, text2)
     return f"{verb} {ref1} {RELATIONS[relation]} {ref2}?"
