@@ -130,7 +130,7 @@ class MarkerLocalizer:
         out: list[Found | None] = []
         for ref in refs:
             text = (ref.text or "").strip().upper()
-            if marker_reader(ref.marker) == "dots" and text in ("RED", "BLUE", "GREEN"):
+            if marker_reader(ref.marker) == "colour" and text in ("RED", "BLUE", "GREEN"):
                 out.append(_locate_dot(image, text.lower()))
             elif marker_reader(ref.marker) == "glyphs" and _valid(text, ref.marker):
                 if regions is None:

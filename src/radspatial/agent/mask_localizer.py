@@ -54,7 +54,7 @@ class MaskLocalizer:
         by_text = marker_label(ref.marker, ref.text)
         if by_text and by_text[0] is not None:
             return by_text
-        if marker_reader(ref.marker) == "dots" and ref.text in _DOTS:
+        if marker_reader(ref.marker) == "colour" and ref.text in _DOTS:
             xy = find_dot(image, ref.text)
             if xy is None:
                 return None, "dot-not-found"

@@ -135,7 +135,7 @@ DOTS = register_marker_style(
         token=r"red|blue|green",
         classify=_dot_classify,
         nouns=("dot", "point"),
-        reader="dots",
+        reader="colour",
         draw=draw_dot,
     )
 )

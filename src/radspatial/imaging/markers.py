@@ -74,7 +74,7 @@ class MarkerStyle:
     Localizing: ``label_of(text)`` is the label id the text names (None: not deterministic or
     a bad text; ``how`` names that lookup in traces); ``reader`` is how the agent reads it from
     pixels ("glyphs": dark text matched against ``glyphs`` = (first characters, later
-    characters, lengths) from digits and capitals; "dots": coloured discs). ``mirp(object,
+    characters, lengths) from digits and capitals; "colour": red/blue/green discs). ``mirp(object,
     blank)`` is its MIRP json field (key suffix, value); ``draw`` draws one mark.
     """
 
@@ -116,8 +116,10 @@ def register_marker_style(style: MarkerStyle) -> MarkerStyle:
         raise ValueError(
             f"marker style name must be lower-case letters/digits/_, not 'none': {style.name!r}"
         )
-    if style.reader not in ("glyphs", "dots") or (style.reader == "glyphs") != bool(style.glyphs):
-        raise ValueError(f"marker style {style.name!r}: reader 'glyphs' needs glyphs, 'dots' none")
+    if style.reader not in ("glyphs", "colour") or (style.reader == "glyphs") != bool(style.glyphs):
+        raise ValueError(
+            f"marker style {style.name!r}: reader 'glyphs' needs glyphs, 'colour' none"
+        )
     return MARKER_STYLES.add(style.name, style)
 
 
@@ -147,7 +149,7 @@ def marker_label(marker: str | None, text: str | None) -> tuple[int | None, str]
 
 
 def marker_reader(marker: str | None) -> str | None:
-    """How the agent reads a marker style from pixels ("glyphs", "dots"); None: no style."""
+    """How the agent reads a marker style from pixels ("glyphs", "colour"); None: no style."""
     return MARKER_STYLES.get(marker).reader if marker and marker in MARKER_STYLES else None
 
 
