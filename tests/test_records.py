@@ -35,16 +35,11 @@ FORMAT_DOC = Path(__file__).resolve().parents[1] / "docs" / "format.md"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    ct, seg = bundled_example()
+    """Every question type, setup and marker, masks exported (every optional field written)."""
     out = tmp_path_factory.mktemp("records") / "ds"
-    config = GenerateConfig(
-        seed=1,
-        size=256,
-        question_types=tuple(list_question_types()),
-        export_masks=True,
-        as_count=4,
-    )
-    build_dataset([Case("example", ct, seg)], config, out, log=lambda _: None)
+    types = tuple(list_question_types())
+    config = GenerateConfig(seed=1, size=256, question_types=types, export_masks=True, as_count=4)
+    build_dataset([Case("example", *bundled_example())], config, out, log=lambda _: None)
     return out
 
 

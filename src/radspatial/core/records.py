@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from radspatial.core.datafiles import DataFileError, check_answer, check_fields, read_json_lines
 
@@ -95,26 +95,33 @@ class ObjectRow:
         return cls(**values)
 
 
+class _Flat:
+    """JSON in and out of a record of plain fields; ``_TYPES``: field -> allowed types."""
+
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, row: dict, where: str) -> Any:
+        check_fields(row, where, {}, cls._TYPES)
+        return cls(**_known(cls, row))
+
+
 @dataclass(frozen=True)
-class SliceRow:
+class SliceRow(_Flat):
     """MIRP's per-slice fields (``slice`` of a manifest row; the blank AS images have none)."""
 
     base_name: str | None = None  # "{case}_slice{z:03d}[_{type}]"
     classes_count: int | None = None  # structures in the slice
     multiple_components_same_label: bool | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, row: dict, where: str) -> SliceRow:
-        types = {"base_name": _STR, "classes_count": _INT, "multiple_components_same_label": _BOOL}
-        check_fields(row, where, {}, types)
-        return cls(**_known(cls, row))
+    _TYPES = {"base_name": _STR, "classes_count": _INT, "multiple_components_same_label": _BOOL}
 
 
 @dataclass(frozen=True)
-class SourceRow:
+class SourceRow(_Flat):
     """Where a question's slice comes from (``source`` of a manifest row; null on AS)."""
 
     case_id: str | None = None
@@ -125,14 +132,10 @@ class SourceRow:
     slice_index: int | None = None  # canonical RAS z index
     z_mm: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, row: dict, where: str) -> SourceRow:
-        types = {f.name: _STR for f in fields(cls)} | {"slice_index": _INT, "z_mm": _NUM}
-        check_fields(row, where, {}, types)
-        return cls(**_known(cls, row))
+    _TYPES = {k: _STR for k in ("case_id", "ct", "seg", "ct_sha256", "seg_sha256")} | {
+        "slice_index": _INT,
+        "z_mm": _NUM,
+    }
 
 
 # what eval needs of every manifest row, and the types of the rest (None allowed)

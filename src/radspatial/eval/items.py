@@ -136,6 +136,19 @@ def _from_manifest(root: Path) -> list[EvalItem]:
     ]
 
 
+# the manifest row's fields an item takes as they are
+_AS_READ = (
+    "id",
+    "setup",
+    "marker",
+    "question",
+    "relation",
+    "transform",
+    "variant",
+    "question_type",
+)
+
+
 def _point(p: tuple[float, float] | None) -> list[float] | None:
     return None if p is None else list(p)
 
@@ -173,20 +186,13 @@ def _manifest_item(
         anatomical = anatomical_from_standard(row.relation, row.answer_standard)
     extra["order"] = order
     return EvalItem(
-        id=row.id,
-        setup=row.setup,
-        marker=row.marker,
+        **{k: getattr(row, k) for k in _AS_READ},
         image=inside(root, row.image, where=where, what="image"),
-        question=row.question,
         expected=row.answer,
         expected_standard=row.answer_standard,
         expected_anatomical=anatomical,
-        relation=row.relation,
-        transform=row.transform,
         object1=o1.name if o1 else None,
         object2=o2.name if o2 else None,
-        variant=row.variant,
-        question_type=row.question_type,
         extra=extra,
     )
 

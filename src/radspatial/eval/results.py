@@ -16,6 +16,19 @@ from radspatial.eval.subgroups import anatomy_region
 from radspatial.grading.rows import open_scores
 from radspatial.questions.open_common import is_open
 
+# the item's fields a result row repeats as they are
+_AS_ASKED = (
+    "id",
+    "setup",
+    "marker",
+    "question",
+    "question_type",
+    "relation",
+    "transform",
+    "variant",
+    "pair",
+)
+
 
 def result_row(
     item: EvalItem, run: int, call: dict | None, prompt: str = "", protocol: str = "radspatial"
@@ -30,16 +43,8 @@ def result_row(
     else:
         scores = _yes_no_scores(item, answered, prompt, protocol)
     return ResultRow(
-        id=item.id,
+        **{k: getattr(item, k) for k in _AS_ASKED},
         run=run,
-        setup=item.setup,
-        marker=item.marker,
-        question=item.question,
-        question_type=item.question_type,
-        relation=item.relation,
-        transform=item.transform,
-        variant=item.variant,
-        pair=item.pair,
         image=str(item.image),
         prompt=prompt,
         reply=reply,
