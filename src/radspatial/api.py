@@ -145,22 +145,10 @@ def evaluate(
         >>> run = evaluate("bench", "baseline:yes", "runs/yes", runs=1)  # doctest: +SKIP
         >>> round(run.accuracy, 3)  # doctest: +SKIP
     """
-    import argparse
-
-    from radspatial.cli.eval_options import backend_options
     from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.models.base import Decoding
+    from radspatial.models.options import backend_options
 
-    text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
-    flags = argparse.Namespace(
-        model=model,
-        model_args=text,
-        timeout=None,
-        retries=None,
-        api_key_env=None,
-        hf_allow_download=False,
-        hf_trust_remote_code=False,
-    )
     config = EvalConfig(
         model=model,
         runs=runs,
@@ -172,7 +160,7 @@ def evaluate(
         question_types=tuple(questions) if questions else None,
         decoding=Decoding(temperature=temperature, max_tokens=max_tokens),
         protocol=protocol,
-        backend_options=backend_options(flags),
+        backend_options=backend_options(model, model_args),
     )
     rows = run_eval(Path(data), Path(out), config, progress=progress)
     metrics = json.loads((Path(out) / "metrics.json").read_text())
