@@ -13,7 +13,6 @@ anatomical truth) are derived from it. Datasets written before the three frames 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,16 +33,10 @@ from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
     relation_holds,
+    worded_relation,
 )
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
-_RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)
-_RELATION_KEY = {
-    "above": "above",
-    "below": "below",
-    "to the left of": "left_of",
-    "to the right of": "right_of",
-}
 
 
 @dataclass(frozen=True)
@@ -69,11 +62,6 @@ class EvalItem:
         if not (self.object1 and self.object2):
             return None
         return " / ".join(sorted((self.object1, self.object2)))
-
-
-def relation_of(question: str) -> str | None:
-    m = _RELATION_RE.search(question)
-    return _RELATION_KEY[m.group(1).lower()] if m else None
 
 
 def load_items(
@@ -215,7 +203,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                 image = inside(root / image_dir, filename, where=where, what="filename")
                 for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
-                    relation = relation_of(question)
+                    relation = worded_relation(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
                     standard = anatomical = None
                     extra: dict[str, Any] = {

@@ -22,7 +22,7 @@ from typing import Any
 from radspatial import __version__
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import read_results
-from radspatial.eval.scoring import mcnemar
+from radspatial.eval.metrics import mcnemar
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 MARKERS = ("none", "dots", "letters", "numbers")
