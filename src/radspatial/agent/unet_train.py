@@ -25,9 +25,9 @@ import numpy as np
 from radspatial.agent import unet
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Ref
-from radspatial.agent.verify import verify
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.runtime import keyed_rng
+from radspatial.questions.relative_position import verify_relation
 
 FORMAT = "radspatial-unet"
 
@@ -320,8 +320,8 @@ def _score_questions(
     rows: tuple[dict, ...],
     counts: Counter,
 ) -> None:
-    """RQ1 questions decided by ``verify`` on unet centres (refs by name) and, for reference,
-    on the ``mask`` oracle's centres."""
+    """RQ1 questions decided by ``verify_relation`` on unet centres (refs by name) and, for
+    reference, on the ``mask`` oracle's centres."""
     oracle = MaskLocalizer()
     for row in rows:
         if row.get("question_type", "relative_position") != "relative_position":
@@ -332,7 +332,7 @@ def _score_questions(
         refs = [Ref(marker="numbers", text=str(o["label_id"])) for o in objs]
         truth = oracle.locate(image, refs, Context(mask=mask))
         for key, (f1, f2) in (("unet", found), ("oracle", truth)):
-            answer = verify(row["relation"], f1, f2).answer
+            answer = verify_relation(row["relation"], f1, f2).answer
             counts[f"{key}_correct"] += int(answer == row["answer"])
             counts[f"{key}_abstain"] += int(answer is None)
         counts["n"] += 1

@@ -9,7 +9,7 @@ dot", whose colour names no structure (the agent finds it by colour). See ``Mark
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from string import ascii_uppercase, digits
 from typing import Any
 
@@ -39,9 +39,9 @@ def _number_label(text: str) -> int | None:
     return int(text) if text.isdecimal() else None
 
 
-def _number_mirp(obj: Mapping[str, Any], blank: bool) -> tuple[str, Any]:
+def _number_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any]:
     """MIRP's numbers files hold ints: the label id, or (blank page) the drawn number."""
-    return "gray", int(obj["marker_text"]) if blank else obj["label_id"]
+    return "gray", int(text) if blank else label_id
 
 
 NUMBERS = register_marker_style(
@@ -85,9 +85,9 @@ def _letter_label(text: str) -> int | None:
         return None
 
 
-def _letter_mirp(obj: Mapping[str, Any], blank: bool) -> tuple[str, Any]:
+def _letter_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any]:
     """MIRP's quirk: RQ1-RQ3 letters files say ``object*_label``, the blank page ``_gray``."""
-    return "gray" if blank else "label", obj["marker_text"]
+    return "gray" if blank else "label", text
 
 
 LETTERS = register_marker_style(

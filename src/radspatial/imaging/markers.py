@@ -54,8 +54,8 @@ class Mark:
 Drawer = Callable[..., None]
 
 
-def _mirp_text(obj: Mapping[str, Any], blank: bool) -> tuple[str, Any]:
-    return "gray", obj["marker_text"]
+def _mirp_text(label_id: int | None, text: str, blank: bool) -> tuple[str, Any]:
+    return "gray", text
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ class MarkerStyle:
     Localizing: ``label_of(text)`` is the label id the text names (None: not deterministic or
     a bad text; ``how`` names that lookup in traces); ``reader`` is how the agent reads it from
     pixels ("glyphs": dark text matched against ``glyphs`` = (first characters, later
-    characters, lengths) from digits and capitals; "colour": red/blue/green discs). ``mirp(object,
-    blank)`` is its MIRP json field (key suffix, value); ``draw`` draws one mark.
+    characters, lengths) from digits and capitals; "colour": red/blue/green discs). ``mirp(label id,
+    text, blank)`` is its MIRP json field (key suffix, value); ``draw`` draws one mark.
     """
 
     name: str
@@ -92,7 +92,7 @@ class MarkerStyle:
     how: str = ""
     reader: str = "glyphs"
     glyphs: tuple[str, str, tuple[int, ...]] | None = None
-    mirp: Callable[[Mapping[str, Any], bool], tuple[str, Any]] = _mirp_text
+    mirp: Callable[[int | None, str, bool], tuple[str, Any]] = _mirp_text
     draw: Drawer | None = None  # None: text in a white box (``draw_text``)
 
     def ref(self, text: str) -> str:
