@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from radspatial.core.progress import Progress
+
 EXECUTORS = ("local", "ray")
 
 
@@ -108,6 +110,37 @@ def run_ordered(
             yield i, _run_inline(fn, item, i, retries)
     else:
         yield from _in_order(_run_pool(fn, items, workers, retries))
+
+
+def run_all(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    *,
+    desc: str,
+    failed: Callable[[int, str], str],
+    progress: bool = True,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+) -> list[Any]:
+    """``[fn(item) for item in items]`` through :func:`run_ordered`, counted on a progress bar
+    (``desc``, one unit a case). A ``ValueError`` that ``fn`` returns (bad input, not retried)
+    is raised as is; a task that failed on every attempt raises
+    ``ValueError(failed(index, message))``."""
+    bar = Progress(len(items), desc, "case", enabled=progress)
+    out: list[Any] = []
+    try:
+        done = run_ordered(fn, items, workers=workers, executor=executor, address=address)
+        for i, result in done:
+            if isinstance(result, ValueError):
+                raise result
+            if isinstance(result, TaskFailed):
+                raise ValueError(failed(i, result.message))
+            out.append(result)
+            bar.update()
+    finally:
+        bar.close()
+    return out
 
 
 def _run_inline(fn: Callable[[Any], Any], item: Any, index: int, retries: int) -> Any:
