@@ -232,18 +232,7 @@ def _run_ray(
         import ray
     except ImportError:
         raise ValueError("--executor ray needs Ray: pip install 'radspatial[ray]'") from None
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    started = False
-    if not ray.is_initialized():
-        options: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "logging_level": "ERROR",
-        }
-        if address is None:
-            options["num_cpus"] = workers
-        ray.init(address=address, **options)
-        started = True
+    started = ensure_ray(ray, address, workers)
     try:
         remote = ray.remote(max_retries=retries, retry_exceptions=True, num_cpus=1)(fn)
         refs = {remote.remote(item): i for i, item in enumerate(items)}
@@ -251,6 +240,23 @@ def _run_ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def ensure_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Join ``address`` / ``RAY_ADDRESS``, or start a local Ray with ``num_cpus`` (default: all);
+    True when this call started it (and so should shut it down)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "ERROR",
+    }
+    if address is None:
+        options["num_cpus"] = num_cpus or os.cpu_count() or 1
+    ray.init(address=address, **options)
+    return True
 
 
 def _ray_results(ray, refs: dict, retries: int) -> Iterator[tuple[int, Any]]:
