@@ -15,6 +15,7 @@ laterality, direction, identification, counting) hold a word, a name or an integ
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +103,7 @@ def read_manifest(path: Path) -> list[tuple[str, dict]]:
     except UnicodeDecodeError:
         raise DataFileError(f"{path}: not UTF-8 text") from None
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}: line {n}"
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            torn = " (torn: the file was cut mid-line)" if n == text.count("\n") + 1 else ""
-            raise DataFileError(f"{where}: not valid JSON{torn}") from None
-        if not isinstance(row, dict):
-            raise DataFileError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
+    for where, row in json_objects(path, text, "row"):
         _check_fields(row, where, _REQUIRED, _OPTIONAL)
         qtype = row.get("question_type")
         check_answer(row.get("answer"), qtype, where)
@@ -121,6 +112,25 @@ def read_manifest(path: Path) -> list[tuple[str, dict]]:
                 check_answer(row[key], qtype, where, key)
         out.append((where, row))
     return out
+
+
+def json_objects(path: Path, text: str, what: str) -> Iterator[tuple[str, dict]]:
+    """``(where, object)`` per non-blank line of the JSON-lines ``text`` of ``path``; ``where`` is
+    ``"<path>: line <n>"``. A line that is not a JSON object (``what``: a row, a mark) is a
+    ``DataFileError``; a cut last line is called torn."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}: line {n}"
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            torn = " (torn: the file was cut mid-line)" if n == text.count("\n") + 1 else ""
+            raise DataFileError(f"{where}: not valid JSON{torn}") from None
+        if not isinstance(obj, dict):
+            kind = type(obj).__name__
+            raise DataFileError(f"{where}: a {what} must be a JSON object, got {kind}")
+        yield where, obj
 
 
 def read_json(path: Path, *, want: type) -> Any:
