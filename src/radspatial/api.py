@@ -61,23 +61,8 @@ def generate(
     """
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
-    from radspatial.core.runtime import bundled_example
-    from radspatial.imaging.volumes import Case, read_cases_csv
 
-    if cases is not None and ct is not None:
-        raise ValueError("give ct/seg or cases, not both")
-    if cases is None and (ct is None) != (seg is None):
-        raise ValueError("ct and seg go together")
-    if isinstance(cases, str | Path):
-        case_list = read_cases_csv(Path(cases), labels=labels)
-    elif cases is not None:
-        case_list = list(cases)
-    elif ct is not None:
-        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
-        case_list = [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
-    else:
-        bct, bseg = bundled_example()
-        case_list = [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
+    case_list = _case_list(ct, seg, labels, case_id, cases)
     config = GenerateConfig(
         seed=seed,
         size=size,
@@ -91,6 +76,32 @@ def generate(
     return build_dataset(
         case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log
     )
+
+
+def _case_list(
+    ct: PathLike | None,
+    seg: PathLike | None,
+    labels: str | None,
+    case_id: str | None,
+    cases: PathLike | Sequence[Case] | None,
+) -> list[Case]:
+    """``generate``'s cases: a cases CSV or list, one ``ct`` + ``seg``, or the bundled CT."""
+    from radspatial.core.runtime import bundled_example
+    from radspatial.imaging.volumes import Case, read_cases_csv
+
+    if cases is not None and ct is not None:
+        raise ValueError("give ct/seg or cases, not both")
+    if cases is None and (ct is None) != (seg is None):
+        raise ValueError("ct and seg go together")
+    if isinstance(cases, str | Path):
+        return read_cases_csv(Path(cases), labels=labels)
+    if cases is not None:
+        return list(cases)
+    if ct is not None:
+        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
+        return [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
+    bct, bseg = bundled_example()
+    return [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
 
 
 @dataclass(frozen=True)
@@ -145,22 +156,9 @@ def evaluate(
         >>> run = evaluate("bench", "baseline:yes", "runs/yes", runs=1)  # doctest: +SKIP
         >>> round(run.accuracy, 3)  # doctest: +SKIP
     """
-    import argparse
-
-    from radspatial.cli.eval_options import backend_options
     from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.models.base import Decoding
 
-    text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
-    flags = argparse.Namespace(
-        model=model,
-        model_args=text,
-        timeout=None,
-        retries=None,
-        api_key_env=None,
-        hf_allow_download=False,
-        hf_trust_remote_code=False,
-    )
     config = EvalConfig(
         model=model,
         runs=runs,
@@ -172,11 +170,30 @@ def evaluate(
         question_types=tuple(questions) if questions else None,
         decoding=Decoding(temperature=temperature, max_tokens=max_tokens),
         protocol=protocol,
-        backend_options=backend_options(flags),
+        backend_options=_backend_options(model, model_args),
     )
     rows = run_eval(Path(data), Path(out), config, progress=progress)
     metrics = json.loads((Path(out) / "metrics.json").read_text())
     return EvalRun(Path(out), model, metrics, rows)
+
+
+def _backend_options(model: str, model_args: Mapping[str, Any] | None) -> dict:
+    """``model_args`` checked and converted as ``radspatial eval --model-args`` does."""
+    import argparse
+
+    from radspatial.cli.eval_options import backend_options
+
+    text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
+    flags = argparse.Namespace(
+        model=model,
+        model_args=text,
+        timeout=None,
+        retries=None,
+        api_key_env=None,
+        hf_allow_download=False,
+        hf_trust_remote_code=False,
+    )
+    return backend_options(flags)
 
 
 def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
