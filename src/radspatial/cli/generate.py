@@ -51,26 +51,22 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     """Which cases: --ct with --seg or --seg-dir, or a --cases CSV (default: the bundled CT)."""
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--ct", type=Path, help="CT: NIfTI file or DICOM series folder (default: the bundled CT)"
+    either_or = (
+        {
+            "--ct": "CT: NIfTI file or DICOM series folder (default: the bundled CT)",
+            "--cases": "CSV with columns ct,seg[,labels,case_id,variant], one case per row "
+            "(default: one case from --ct)",
+        },
+        {
+            "--seg": "multilabel mask (NIfTI) of --ct (default: the bundled mask)",
+            "--seg-dir": "TotalSegmentator per-structure output folder of --ct, instead of "
+            "--seg (default: none)",
+        },
     )
-    src.add_argument(
-        "--cases",
-        type=Path,
-        help="CSV with columns ct,seg[,labels,case_id,variant], one case per row (default: "
-        "one case from --ct)",
-    )
-    seg = p.add_mutually_exclusive_group()
-    seg.add_argument(
-        "--seg", type=Path, help="multilabel mask (NIfTI) of --ct (default: the bundled mask)"
-    )
-    seg.add_argument(
-        "--seg-dir",
-        type=Path,
-        help="TotalSegmentator per-structure output folder of --ct, instead of --seg "
-        "(default: none)",
-    )
+    for flags in either_or:
+        group = p.add_mutually_exclusive_group()
+        for flag, text in flags.items():
+            group.add_argument(flag, type=Path, help=text)
     p.add_argument(
         "--labels",
         help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
