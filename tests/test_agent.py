@@ -11,11 +11,11 @@ from PIL import Image
 
 from radspatial.agent.core import Agent, draw_overlay, load_image
 from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
-from radspatial.agent.verify import verify
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
+from radspatial.questions.relative_position import verify_relation as verify
 
 
 def F(x, y, score=1.0):

@@ -17,10 +17,10 @@ from radspatial.agent.types import Context, Found, Ref, create_localizer, list_l
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
-from radspatial.eval.items import relation_of
 from radspatial.imaging.markers import Mark, draw_marks
 from radspatial.imaging.slices import VARIANTS
 from radspatial.imaging.volumes import Case
+from radspatial.questions.relative_position import worded_relation as relation_of
 
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 needs_mirp = pytest.mark.skipif(not MIRP_SAMPLE.is_dir(), reason="../shared/data not present")

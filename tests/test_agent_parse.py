@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radspatial.agent.parse import extract_question, known_names, lookup_name, parse_question
-from radspatial.agent.types import RELATIONS, ParseError, Ref
+from radspatial.agent.types import ParseError, Ref
 from radspatial.core.labels import (
     BUILTIN_TABLES,
     display_name,
@@ -17,9 +17,14 @@ from radspatial.core.labels import (
     load_table,
     normalize_name,
 )
-from radspatial.eval.items import EvalItem, relation_of
+from radspatial.eval.items import EvalItem
 from radspatial.eval.prompts import MIRP
-from radspatial.questions.relative_position import marker_question, named_question
+from radspatial.questions.relative_position import (
+    RELATIONS,
+    marker_question,
+    named_question,
+)
+from radspatial.questions.relative_position import worded_relation as relation_of
 
 MIRP_SAMPLE = Path("/work/shared/data/mirp_sample")
 _MARKER_OF_FILE = {"qa.json": None, "qa_numbers.json": "numbers", "qa_letters.json": "letters"}

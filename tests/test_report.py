@@ -15,9 +15,9 @@ from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
 from radspatial.core.io import read_jsonl
+from radspatial.eval.metrics import mcnemar
 from radspatial.eval.report import build_report
 from radspatial.eval.runner import EvalConfig, run_eval
-from radspatial.eval.scoring import mcnemar
 from radspatial.imaging.volumes import Case
 
 MODELS = ("baseline:yes", "baseline:no", "baseline:anatomy-prior")

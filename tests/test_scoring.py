@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import radspatial
-from radspatial.eval.scoring import (
+from radspatial.eval.metrics import (
     BinaryMetrics,
     binary_metrics,
     mcnemar,
     mean_std,
-    parse_answer,
     wilson_interval,
 )
+from radspatial.eval.scoring import parse_answer
 
 CORPUS_PATH = Path(__file__).parent / "data" / "replies.jsonl"
 CORPUS = [json.loads(line) for line in CORPUS_PATH.read_text().splitlines() if line.strip()]

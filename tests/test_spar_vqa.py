@@ -14,7 +14,6 @@ import pytest
 from radspatial.agent.core import Agent
 from radspatial.agent.parse import parse_question
 from radspatial.agent.types import Context, Found
-from radspatial.agent.verify import verify_count, verify_distance, verify_size
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.eval.items import load_items
@@ -35,7 +34,9 @@ from radspatial.questions import (
     get_question_type,
     list_question_types,
 )
-from radspatial.questions.count import count_regions
+from radspatial.questions.count import count_regions, verify_count
+from radspatial.questions.distance import verify_distance
+from radspatial.questions.size import verify_size
 
 RULES = QuestionRules()
 

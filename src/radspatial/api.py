@@ -158,6 +158,7 @@ def evaluate(
     """
     from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.models.base import Decoding
+    from radspatial.models.options import backend_options
 
     config = EvalConfig(
         model=model,
@@ -170,30 +171,11 @@ def evaluate(
         question_types=tuple(questions) if questions else None,
         decoding=Decoding(temperature=temperature, max_tokens=max_tokens),
         protocol=protocol,
-        backend_options=_backend_options(model, model_args),
+        backend_options=backend_options(model, model_args),
     )
     rows = run_eval(Path(data), Path(out), config, progress=progress)
     metrics = json.loads((Path(out) / "metrics.json").read_text())
     return EvalRun(Path(out), model, metrics, rows)
-
-
-def _backend_options(model: str, model_args: Mapping[str, Any] | None) -> dict:
-    """``model_args`` checked and converted as ``radspatial eval --model-args`` does."""
-    import argparse
-
-    from radspatial.cli.eval_options import backend_options
-
-    text = ",".join(f"{k}={v}" for k, v in (model_args or {}).items())
-    flags = argparse.Namespace(
-        model=model,
-        model_args=text,
-        timeout=None,
-        retries=None,
-        api_key_env=None,
-        hf_allow_download=False,
-        hf_trust_remote_code=False,
-    )
-    return backend_options(flags)
 
 
 def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:

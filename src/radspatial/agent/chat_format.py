@@ -113,11 +113,6 @@ def decode_data_url(url: str) -> bytes:
         raise ApiError(400, "the image data URL is not valid base64", "invalid_image") from None
 
 
-def open_image(data: bytes, max_pixels: int, *, labels: bool = False) -> np.ndarray:
-    """RGB uint8 (with ``labels``: a 2-D label array) from PNG/JPEG bytes."""
-    return decode_image(probe_image(data, max_pixels, labels=labels), labels=labels)
-
-
 def probe_image(data: bytes, max_pixels: int, *, labels: bool = False) -> Image.Image:
     """The image with only its header read: format and size checked, no pixel decoded yet."""
     what = "label image" if labels else "image"

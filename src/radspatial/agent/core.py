@@ -4,6 +4,10 @@ agent = Agent("markers")
 result = agent.answer(image, "Is the aorta (BZ) above the spleen (AA)?")
 result.answer   # 1, 0 or None (abstain)
 result.trace    # JSON-safe dict: parsed tuple, localizer, centres, dx/dy, rule, timings
+
+The question's type (``radspatial.questions``) parses it, says what to localize and decides
+from what was found; the agent runs the steps, keeps the trace and abstains where a structure
+was found with too low a confidence. The open types answer a word or a number.
 """
 
 from __future__ import annotations
@@ -17,25 +21,20 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.orientation import body_centre, orientation_refs, verify_orientation
 from radspatial.agent.types import (
     ROLES,
     Context,
+    Decision,
     Found,
     Localizer,
     ParsedQuestion,
     ParseError,
+    Scene,
     create_localizer,
 )
-from radspatial.agent.verify import (
-    Decision,
-    verify,
-    verify_count,
-    verify_distance,
-    verify_size,
-)
 from radspatial.core.labels import load_table
-from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE
+from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
+from radspatial.questions import QuestionType, get_question_type
 
 MAX_PIXELS = 4096 * 4096
 
@@ -93,9 +92,21 @@ class Agent:
         self.localizer = (
             create_localizer(localizer, **options) if isinstance(localizer, str) else localizer
         )
-        self.margin = margin
-        self.size_tolerance = size_tolerance
-        self.min_component_px = min_component_px
+        self.rules = QuestionRules(
+            margin_px=margin, size_tolerance=size_tolerance, min_component_px=min_component_px
+        )
+
+    @property
+    def margin(self) -> float:
+        return self.rules.margin_px
+
+    @property
+    def size_tolerance(self) -> float:
+        return self.rules.size_tolerance
+
+    @property
+    def min_component_px(self) -> float:
+        return self.rules.min_component_px
 
     def answer(
         self,
@@ -112,15 +123,6 @@ class Agent:
         trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
         arr = load_image(image)
         trace["image_size"] = [int(arr.shape[1]), int(arr.shape[0])]
-        from radspatial.agent.open_answer import answer_open, parse_open
-
-        try:
-            open_q = parse_open(question, from_prompt=from_prompt)
-        except ParseError:
-            open_q = None
-        if open_q is not None:  # an open question: a word or a number (agent/open_answer.py)
-            value, text = answer_open(self, arr, open_q, context or Context(), trace)
-            return AgentAnswer(value, text, trace)
         try:
             names = (context.labels or {}).values() if context else ()
             parsed = parse_question(question, from_prompt=from_prompt, names=names)
@@ -130,58 +132,70 @@ class Agent:
             decision = Decision(None, f"parse failure: {exc}", "none")
             trace["decision"] = decision.to_json()
             return AgentAnswer(None, f"abstain: {decision.reason}", trace)
+        qtype = get_question_type(parsed.kind)
+        context = context or Context()
+        if qtype.open_answer:  # a word or a number
+            decision = self._answer_open(qtype, arr, parsed, context, trace)
+            return AgentAnswer(decision.answer, _text(decision), trace)
         timings["parse_ms"] = _ms(t0)
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
-        context = context or Context()
-        if parsed.kind == "orientation":
-            decision = self._orientation(arr, context, trace)
-            timings["localize_and_verify_ms"] = _ms(t1)
-        else:
-            found = self.localizer.locate(arr, list(parsed.refs), context)
-            timings["localize_ms"] = _ms(t1)
-            trace["found"] = [None if f is None else f.to_json() for f in found]
-            t2 = time.perf_counter()
-            decision = self._decide(parsed, found)
-            timings["verify_ms"] = _ms(t2)
+        refs = qtype.to_locate(parsed, context)
+        found = self.localizer.locate(arr, refs, context) if refs else []
+        timings["localize_ms"] = _ms(t1)
+        trace["found"] = qtype.found_json(refs, found)
+        t2 = time.perf_counter()
+        decision = self._decide(qtype, parsed, found, Scene(arr, context, self.rules))
+        timings["verify_ms"] = _ms(t2)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
         trace["timings_ms"] = timings
-        text = (
-            str(decision.answer) if decision.answer is not None else f"abstain: {decision.reason}"
-        )
-        return AgentAnswer(decision.answer, text, trace)
+        return AgentAnswer(decision.answer, _text(decision), trace)
 
-    def _decide(self, parsed: ParsedQuestion, found: list[Found | None]) -> Decision:
-        roles = ROLES.get(parsed.kind, ())
-        for role, ref, f in zip(roles, parsed.refs, found, strict=False):
+    def _decide(
+        self, qtype: QuestionType, parsed: ParsedQuestion, found: list[Found | None], scene: Scene
+    ) -> Decision:
+        for role, ref, f in zip(qtype.roles, parsed.refs, found, strict=False):
             floor = 0.0 if f is None else float(f.details.get("abstain_below", 0.0))
             if f is not None and f.score < floor:
                 what = ref.name or ref.text or role
                 reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
                 return Decision(None, reason, "abstain on low localizer confidence")
-        if parsed.kind == "size":
-            return verify_size(parsed.relation, *found, tolerance=self.size_tolerance)
-        if parsed.kind == "distance":
-            return verify_distance(parsed.relation, *found, margin=self.margin)
-        if parsed.kind == "count":
-            n = parsed.params["n"]
-            return verify_count(n, found[0], min_component_px=self.min_component_px)
-        return verify(parsed.relation, found[0], found[1], margin=self.margin)
+        return qtype.verify(parsed, found, scene)
 
-    def _orientation(self, image: np.ndarray, context: Context, trace: dict) -> Decision:
-        names = context.labels or load_table("totalsegmentator").names
-        pairs, spine = orientation_refs(names)
-        flat = [r for _, left, right in pairs for r in (left, right)] + spine
-        found = self.localizer.locate(image, flat, context) if flat else []
-        n = 2 * len(pairs)
-        bases = [b for b, _, _ in pairs]
-        found_pairs = list(zip(bases, found[0:n:2], found[1:n:2], strict=True))
-        found_spine = found[n:]
-        trace["found"] = {
-            ref.name: f.to_json() for ref, f in zip(flat, found, strict=True) if f is not None
-        }
-        return verify_orientation(found_pairs, found_spine, body_centre(image))
+    def _answer_open(
+        self,
+        qtype: QuestionType,
+        image: np.ndarray,
+        parsed: ParsedQuestion,
+        context: Context,
+        trace: dict,
+    ) -> Decision:
+        """Localize and decide an open question (the labels default to TotalSegmentator's, to
+        name what a marker marks); fills ``trace``."""
+        t0 = time.perf_counter()
+        if context.labels is None:
+            names = load_table("totalsegmentator").names
+            context = Context(context.mask, names, context.ct_path, context.extra)
+        found = self.localizer.locate(image, list(parsed.refs), context)
+        if any(f is None for f in found):
+            decision = Decision(None, "a structure was not found", "")
+        else:
+            decision = qtype.verify(parsed, found, Scene(image, context, self.rules))
+        refs = [r.to_json() for r in parsed.refs]
+        trace.update(
+            parsed={"kind": parsed.kind, "refs": refs, "question": parsed.question},
+            found=[None if f is None else f.to_json() for f in found],
+            decision={"answer": decision.answer, "reason": decision.reason},
+            timings_ms={"total_ms": _ms(t0)},
+        )
+        return decision
+
+
+def _text(decision: Decision) -> str:
+    if decision.answer is None:
+        return f"abstain: {decision.reason}"
+    return str(decision.answer)
 
 
 def _ms(since: float) -> float:

@@ -1,20 +1,18 @@
-"""Parse a yes/no spatial question into (subject Ref, relation, reference Ref).
+"""Parse a question into its kind, relation and structure references (``ParsedQuestion``).
 
     >>> parse_question("Is the aorta (BZ) above the spleen (AA)?").relation
     'above'
 
-Covered: every MIRP / generator template (named, named with a marker in parentheses, marker-only)
-and free paraphrases ("located to the right of", "on the left side of", "higher than", "beneath",
-"Does the aorta lie above the IVC", "In this image, is ...", no article, no "?", any case).
-Relations are image terms: above | below | left_of | right_of.
+One parser for every question type: this module holds what the types share (the lead and tail
+of a question, structure names, marker references) and asks each registered type's ``parse``
+(``radspatial.questions``) in the types' ``parse_order``: the open types first (their wording
+is anchored), then orientation, count, distance, size, and relative position last, which
+reads any remaining "Is X <relation> Y" or refuses it. The types' module docs list the
+wordings they cover: every generator and MIRP template and free paraphrases ("In this image,
+is ...", no article, no "?", any case).
 
 Decisions:
 
-- "superior to" / "inferior to" map to above / below. In an axial slice the anatomical meaning is
-  through-plane, so the only reading possible in the image is "higher / lower on screen".
-  "anterior to", "posterior to", "medial/lateral to", "cranial/caudal to", "in front of",
-  "behind" and "the patient's left/right" raise ParseError: they name anatomical directions whose
-  image direction depends on the display orientation (we show 8 rotation/flip variants).
 - Structure names come from every built-in label table (TotalSegmentator v2, BTCV, AMOS, WORD) plus
   MIRP's grouped vertebrae / rib_left / rib_right, matched as a whole phrase in any word order
   ("left kidney", "kidney_left", "kidney (left)", "adrenal gland left") with the conservative
@@ -33,33 +31,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
-from functools import cache, partial
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, cached_property
 
-from radspatial.agent.parse_spar import match_orientation, match_spar
 from radspatial.agent.types import ParsedQuestion, ParseError, Ref
-
-# --- relations -----------------------------------------------------------------------------------
-
-_SIDE_REL = (
-    r"(?:(?:to|on|at)\s+(?:the\s+)?)?{s}(?:[\s-]+(?:hand[\s-]+)?side)?\s+of"
-    r"|(?:more|further|farther)\s+(?:to\s+the\s+)?{s}\s+than"
-)
-_RELATION_PATTERNS = {
-    "left_of": _SIDE_REL.format(s="left"),
-    "right_of": _SIDE_REL.format(s="right"),
-    "above": r"above|higher(?:\s+up)?\s+than|further\s+up\s+than|over|superior\s+to",
-    "below": r"below|lower(?:\s+down)?\s+than|further\s+down\s+than|underneath|under|beneath"
-    r"|inferior\s+to",
-}
-_RELATION_RE = re.compile(
-    "|".join(rf"\b(?P<{k}>{p})\b" for k, p in _RELATION_PATTERNS.items()), re.IGNORECASE
-)
-_ANATOMICAL_RE = re.compile(
-    r"\b(?:(?:anterior|posterior|medial|lateral|ventral|dorsal|cranial|caudal)(?:ly)?\s+to"
-    r"|in\s+front\s+of|behind|patient'?s\s+(?:left|right))\b",
-    re.IGNORECASE,
-)
 
 # --- question frame ------------------------------------------------------------------------------
 
@@ -75,12 +51,14 @@ _TAIL_RE = re.compile(
     r"|\(?\s*(?:yes\s*(?:/|or)\s*no|[01]\s*(?:/|or)\s*[01])\s*\)?)\s*$",
     re.IGNORECASE,
 )
-_VERB_TAIL_RE = re.compile(
-    r"(?:\s+(?:is|are|be|to|does|lie|lies|lying|sit|sits|sitting|located|positioned|situated"
-    r"|placed|found|seen|shown|displayed|depicted|visible|appear|appears|appearing|seem|seems"
-    r"|really|actually|directly|entirely|completely|mostly|clearly|also|still|slightly|somewhat"
-    r"|further|farther))+\s*$",
+# "in this image" inside the body ("Is the liver in this image larger than ..."); a verb left
+# before a relation ("Is the liver located closer to ...")
+_IN_VIEW = re.compile(
+    r"\s+(?:in|on)\s+(?:this|the)\s+(?:ct\s+|axial\s+)?(?:image|slice|scan|picture|view)\b",
     re.IGNORECASE,
+)
+_VERB_TAIL = re.compile(
+    r"(?:\s+(?:is|are|located|positioned|situated|lying|lies|appear|appears))+$"
 )
 
 # --- markers -------------------------------------------------------------------------------------
@@ -218,7 +196,9 @@ def lookup_name(phrase: str) -> str | None:
 # --- parsing -------------------------------------------------------------------------------------
 
 
-def _parse_ref(phrase: str, question: str, role: str, extra: dict[Key, str] | None = None) -> Ref:
+def _parse_ref(
+    phrase: str, question: str, role: str, extra: Mapping[Key, str] | None = None
+) -> Ref:
     phrase = phrase.strip(" \t,;:\"'`")
     core = _ARTICLE_RE.sub("", phrase)
     if not core:
@@ -249,55 +229,65 @@ def _parse_ref(phrase: str, question: str, role: str, extra: dict[Key, str] | No
     return Ref(name=name, marker=kind, text=text, phrase=phrase)
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One question as the question types' ``parse`` sees it, with the shared parts."""
+
+    question: str  # whitespace-normalised
+    extra: Mapping[Key, str] = field(default_factory=dict)  # the dataset's own names
+
+    def ref(self, phrase: str, role: str) -> Ref:
+        """A structure and/or marker reference; ParseError names ``role`` if unknown."""
+        return _parse_ref(phrase, self.question, role, self.extra)
+
+    @cached_property
+    def body(self) -> str:
+        """The question without its lead ("Is", "In this slice, are", "Can you tell me if")
+        and tail ("in this image", "yes or no", "?"); ParseError if it has no such lead."""
+        body = self.question.rstrip(" ?.!")
+        while (tail := _TAIL_RE.search(body)) and tail.start() > 0:
+            body = body[: tail.start()].rstrip(" ?.!")
+        lead = _LEAD_RE.match(body)
+        if not lead:
+            raise ParseError(f"not a yes/no question (Is/Are/Does ...): {self.question!r}")
+        return body[lead.end() :]
+
+    @cached_property
+    def plain(self) -> str:
+        """``body`` without "in this image" anywhere in it."""
+        return _IN_VIEW.sub("", self.body)
+
+    @staticmethod
+    def strip_verb(text: str) -> str:
+        """'the liver located' -> 'the liver'."""
+        return _VERB_TAIL.sub("", text, count=1)
+
+    def distinct(self, refs: Sequence[Ref]) -> None:
+        """ParseError if one structure is referred to twice."""
+        keys = [(r.name, r.marker, r.text) for r in refs]
+        if len(set(keys)) != len(keys):
+            raise ParseError(f"the same structure twice in {self.question!r}")
+
+
 def parse_question(
     text: str, *, from_prompt: bool = False, names: Iterable[str] = ()
 ) -> ParsedQuestion:
-    """Parse "Is the {1} {relation} the {2}?" in any of the wordings the module doc lists.
+    """Parse a question of any registered type the agent answers (see the module doc).
 
     With ``from_prompt`` the question is first taken out of a longer prompt
     (:func:`extract_question`). ``names``: the dataset's own structure names (snake_case, e.g. a
     phantom's ``mass``), known besides the built-in tables. Raises ParseError for anything that
-    is not one binary spatial question about known structures / markers.
+    is not one such question about known structures / markers.
     """
+    from radspatial.questions import agent_types
+
     question = extract_question(text) if from_prompt else " ".join(text.split())
-    if orientation := match_orientation(question):
-        return orientation
-    body = question.rstrip(" ?.!")
-    while (tail := _TAIL_RE.search(body)) and tail.start() > 0:
-        body = body[: tail.start()].rstrip(" ?.!")
-    lead = _LEAD_RE.match(body)
-    if not lead:
-        raise ParseError(f"not a yes/no question (Is/Are/Does ...): {question!r}")
-    rest = body[lead.end() :]
-    extra = {_key(n): n for n in names}
-    parse_ref = partial(_parse_ref, extra=extra)
-    spar = match_spar(rest, question, parse_ref)
-    if spar is not None:
-        return spar
-    if m := _ANATOMICAL_RE.search(rest):
-        raise ParseError(
-            f"{m.group(0)!r} is an anatomical direction, not an image relation "
-            f"(above/below/left of/right of): {question!r}"
-        )
-    found = list(_RELATION_RE.finditer(rest))
-    if not found:
-        raise ParseError(f"no spatial relation (above/below/left of/right of) in {question!r}")
-    if len(found) > 1:
-        words = ", ".join(repr(f.group(0)) for f in found)
-        raise ParseError(f"more than one relation ({words}) in {question!r}")
-    rel = found[0]
-    relation = rel.lastgroup
-    assert relation is not None
-    subject_text = _VERB_TAIL_RE.sub("", rest[: rel.start()])
-    subject = parse_ref(subject_text, question, "first")
-    reference = parse_ref(rest[rel.end() :], question, "second")
-    same_marker = subject.marker and (subject.marker, subject.text) == (
-        reference.marker,
-        reference.text,
-    )
-    if same_marker or (subject.name and subject.name == reference.name):
-        raise ParseError(f"both sides are the same structure in {question!r}")
-    return ParsedQuestion((subject, reference), relation, question)
+    asked = Asked(question, {_key(n): n for n in names})
+    for qtype in agent_types():
+        parsed = qtype.parse(asked)
+        if parsed is not None:
+            return parsed
+    raise ParseError(f"no question type the agent answers reads {question!r}")
 
 
 _Q_MARK = re.compile(r"\bQ[ \t]*:")
@@ -336,7 +326,9 @@ def extract_question(prompt: str) -> str:
         if m.group() == "?":
             sentences.append(prompt[start : m.end()])
         start = m.end()
+    from radspatial.questions.relative_position import RELATION_RE
+
     for sentence in reversed(sentences):
-        if _RELATION_RE.search(sentence):
+        if RELATION_RE.search(sentence):
             return " ".join(sentence.split())
     raise ParseError(f"no question found in prompt {prompt[:80]!r}...")

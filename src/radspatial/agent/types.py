@@ -1,27 +1,47 @@
 """Records that flow through the agent (parse -> localize -> verify) and the localizer registry.
 
-Image coordinates: (x, y) in pixels of the image as shown, x to the right, y downward.
+Image coordinates: (x, y) in pixels of the image as shown, x to the right, y downward. What the
+agent can be asked is the question types' (``radspatial.questions``): each parses its own
+wordings and decides from what was found; ``KINDS`` and ``ROLES`` are read from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from radspatial.core.registry import Registry
+from radspatial.core.rules import QuestionRules
 
-RELATIONS = ("above", "below", "left_of", "right_of")
-# question kind -> relations it can have (SPAR-VQA kinds besides MIRP's relative position)
-KINDS: dict[str, tuple[str, ...]] = {
-    "relative_position": RELATIONS,
-    "size": ("larger_than", "smaller_than"),
-    "distance": ("closer_to", "farther_from"),
-    "count": ("count",),
-    "orientation": ("mirrored",),
-}
+
+class _FromTypes(Mapping[str, tuple[str, ...]]):
+    """kind -> one member of each question type the agent parses, read from the registry when
+    asked (so a type registered later is in it)."""
+
+    def __init__(self, member: str) -> None:
+        self._member = member
+
+    def _table(self) -> dict[str, tuple[str, ...]]:
+        from radspatial.questions import agent_types
+
+        return {qt.name: tuple(getattr(qt, self._member)) for qt in agent_types()}
+
+    def __getitem__(self, kind: str) -> tuple[str, ...]:
+        return self._table()[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+# question kind -> the relations its parser returns; kind -> the role of each parsed Ref
+KINDS: Mapping[str, tuple[str, ...]] = _FromTypes("relations")
+ROLES: Mapping[str, tuple[str, ...]] = _FromTypes("roles")
 
 
 class ParseError(ValueError):
@@ -68,21 +88,12 @@ class ParsedQuestion:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "relation": self.relation}
-        roles = ROLES[self.kind]
+        roles = ROLES.get(self.kind, ())
         out.update({role: ref.to_json() for role, ref in zip(roles, self.refs, strict=False)})
         if self.params:
             out["params"] = self.params
         out["question"] = self.question
         return out
-
-
-ROLES: dict[str, tuple[str, ...]] = {
-    "relative_position": ("subject", "reference"),
-    "size": ("subject", "reference"),
-    "distance": ("anchor", "first", "second"),
-    "count": ("structure",),
-    "orientation": (),
-}
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,42 @@ class Found:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """A question type's answer from what was found: 1 yes, 0 no (an open type: the word or
+    number), None abstain; ``reason`` and ``rule`` say why, for the trace."""
+
+    answer: int | str | None
+    reason: str
+    rule: str
+    dx: float | None = None  # subject minus reference, shown frame
+    dy: float | None = None
+    confidence: float = 0.0
+    measured: dict[str, Any] = field(default_factory=dict)  # areas, distances, counts, ...
+
+    @classmethod
+    def not_found(
+        cls, rule: str, roles: Sequence[str], found: Sequence[Found | None]
+    ) -> Decision | None:
+        """An abstention naming the roles whose structure was not found, else None."""
+        gone = [role for role, f in zip(roles, found, strict=True) if f is None]
+        return cls(None, f"{' and '.join(gone)} not found", rule) if gone else None
+
+    def to_json(self) -> dict[str, Any]:
+        r = lambda v: None if v is None else round(v, 2)  # noqa: E731
+        out = {
+            "answer": self.answer,
+            "reason": self.reason,
+            "rule": self.rule,
+            "dx": r(self.dx),
+            "dy": r(self.dy),
+            "confidence": round(self.confidence, 4),
+        }
+        if self.measured:
+            out["measured"] = self.measured
+        return out
+
+
+@dataclass(frozen=True)
 class Context:
     """What a localizer may use besides the image (all optional)."""
 
@@ -111,6 +158,16 @@ class Context:
     labels: dict[int, str] | None = None  # label id -> snake_case name for ``mask``
     ct_path: str | None = None  # the CT volume, for 3D localizers (TotalSegmentator)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What a question type's ``verify`` may use besides the found refs: the image as shown,
+    the localizer's context and the agent's thresholds."""
+
+    image: np.ndarray
+    context: Context
+    rules: QuestionRules
 
 
 class Localizer(Protocol):

@@ -1,6 +1,6 @@
 """Evaluation of a ``unet`` model on a dataset made with ``--export-masks``: per-structure Dice
-(pixels pooled over slices) and centroid error, and RQ1 accuracy of ``verify`` on its centres
-against the ``mask`` oracle's."""
+(pixels pooled over slices) and centroid error, and RQ1 accuracy of ``verify_relation`` on its
+centres against the ``mask`` oracle's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from radspatial.agent import unet
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Ref
-from radspatial.agent.verify import verify
+from radspatial.questions.relative_position import verify_relation
 
 
 @dataclass
@@ -72,8 +72,8 @@ def _score_questions(
     rows: tuple[dict, ...],
     counts: Counter,
 ) -> None:
-    """RQ1 questions decided by ``verify`` on unet centres (refs by name) and, for reference,
-    on the ``mask`` oracle's centres."""
+    """RQ1 questions decided by ``verify_relation`` on unet centres (refs by name) and, for
+    reference, on the ``mask`` oracle's centres."""
     oracle = MaskLocalizer()
     for row in rows:
         if row.get("question_type", "relative_position") != "relative_position":
@@ -84,7 +84,7 @@ def _score_questions(
         refs = [Ref(marker="numbers", text=str(o["label_id"])) for o in objs]
         truth = oracle.locate(image, refs, Context(mask=mask))
         for key, (f1, f2) in (("unet", found), ("oracle", truth)):
-            answer = verify(row["relation"], f1, f2).answer
+            answer = verify_relation(row["relation"], f1, f2).answer
             counts[f"{key}_correct"] += int(answer == row["answer"])
             counts[f"{key}_abstain"] += int(answer is None)
         counts["n"] += 1

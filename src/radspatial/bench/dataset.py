@@ -9,19 +9,15 @@ from __future__ import annotations
 import heapq
 import json
 import shutil
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from radspatial.bench.ablation import generate_ablation
-from radspatial.bench.generate import (
-    SETUP_DIRS,
-    GenerateConfig,
-    encode_png,
-    image_relpath,
-)
+from radspatial.bench.config import SETUP_DIRS, GenerateConfig
+from radspatial.bench.generate import encode_png, image_relpath
 from radspatial.bench.stage import (
     ASSEMBLY,
     CENTRES,
@@ -37,8 +33,9 @@ from radspatial.bench.stage import (
 )
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import check_workers, sigterm_as_interrupt
-from radspatial.core.io import atomic_write_json, atomic_write_jsonl, dumps
+from radspatial.core.io import atomic_write_json, atomic_write_jsonl
 from radspatial.core.progress import Progress, steps_to
+from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import check_out_folder, swap_in
 from radspatial.eval.mirp import MIRP_CENTRES
@@ -60,7 +57,7 @@ class DatasetSummary:
     failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
 
 
-def _mirp_item(row: dict) -> dict:
+def _mirp_item(row: ManifestRow) -> dict:
     """One published-MIRP-schema question entry from a manifest row.
 
     Relative position rows are exactly MIRP's schema, quirks included (see docs/format.md):
@@ -69,48 +66,45 @@ def _mirp_item(row: dict) -> dict:
     question types (SPAR-VQA) use the same fields for each of their objects (``object3_*`` for
     distance, none for orientation) and add ``question_type`` (and ``count``).
     """
-    blank = row["setup"] == "as"
-    key = "label" if row["marker"] == "letters" and not blank else "gray"
-    objects = [(k, row.get(f"object{k}")) for k in (1, 2, 3)]
-    objects = [(k, o) for k, o in objects if o]
+    blank = row.setup == "as"
+    key = "label" if row.marker == "letters" and not blank else "gray"
+    objects = [(k, o) for k, o in enumerate((row.object1, row.object2, row.object3), 1) if o]
     item: dict = {}
     if not blank:
         for k, o in objects:
-            item[f"object{k}_name"] = o["display_name"]
+            item[f"object{k}_name"] = o.display_name
     for k, o in objects:
-        if row["marker"] == "none" or row["marker"] == "numbers" and not blank:
-            item[f"object{k}_{key}"] = o["label_id"]
-        elif row["marker"] == "numbers":
-            item[f"object{k}_{key}"] = int(o["marker_text"])
+        if row.marker == "none" or row.marker == "numbers" and not blank:
+            item[f"object{k}_{key}"] = o.label_id
+        elif row.marker == "numbers":
+            item[f"object{k}_{key}"] = int(o.marker_text)
         else:
-            item[f"object{k}_{key}"] = o["marker_text"]
+            item[f"object{k}_{key}"] = o.marker_text
     for k, o in objects:
-        x, y = o["center_xy"]
+        x, y = o.center_xy
         item[f"object{k}_center_x"] = int(round(x)) if blank else x  # AS: ints, as published
         item[f"object{k}_center_y"] = int(round(y)) if blank else y
-    if row.get("question_type", "relative_position") != "relative_position":
-        item["question_type"] = row["question_type"]
-        if "n" in row.get("params", {}):
-            item["count"] = row["params"]["n"]
-    item.update(question=row["question"], answer=row["answer"])
+    if row.question_type != "relative_position":
+        item["question_type"] = row.question_type
+        if "n" in (row.params or {}):
+            item["count"] = row.params["n"]
+    item.update(question=row.question, answer=row.answer)
     return item
 
 
-def _mirp_entry(row: dict) -> dict:
-    setup = row["setup"]
-    entry: dict = {"filename": Path(row["image"]).name}
-    if setup != "as":
-        sl = row["slice"]
+def _mirp_entry(row: ManifestRow) -> dict:
+    entry: dict = {"filename": Path(row.image).name}
+    if row.setup != "as":
         entry.update(
-            base_name=row["source"]["case_id"],
-            slice_index=row["source"]["slice_index"],
-            classes_count=sl["classes_count"],
-            multiple_components_same_label=sl["multiple_components_same_label"],
+            base_name=row.source.case_id,
+            slice_index=row.source.slice_index,
+            classes_count=row.slice.classes_count,
+            multiple_components_same_label=row.slice.multiple_components_same_label,
         )
     entry["question_answer"] = [_mirp_item(row)]
-    if setup != "as":
-        entry["rotate_flip_short"] = row["transform"]
-        entry["rotate_flip_long"] = row["transform_name"]
+    if row.setup != "as":
+        entry["rotate_flip_short"] = row.transform
+        entry["rotate_flip_long"] = row.transform_name
     return entry
 
 
@@ -119,17 +113,9 @@ def _mirp_path(stage: Path, setup: str, marker: str) -> Path:
     return stage / SETUP_DIRS[setup] / name
 
 
-def write_mirp_json(stage: Path, rows: Sequence[dict]) -> None:
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for row in rows:
-        groups[(row["setup"], row["marker"])].append(row)
-    for (setup, marker), items in groups.items():
-        entries = [_mirp_entry(row) for row in sorted(items, key=lambda r: r["image"])]
-        _mirp_path(stage, setup, marker).write_text(dumps(entries))
-
-
 class MirpStreams:
-    """MIRP's qa*.json files written entry by entry, the same bytes as ``write_mirp_json``.
+    """MIRP's qa*.json files (``core.io.dumps`` layout: a list, sorted keys, indent 2) written
+    entry by entry, one entry per manifest row.
 
     Entries come in manifest (id) order, which is image order within a file: ids and image
     names differ only by their suffix ("/q0" vs ".png") after the same base name."""
@@ -138,8 +124,8 @@ class MirpStreams:
         self.stage = stage
         self.files: dict[tuple[str, str], TextIO] = {}
 
-    def add(self, row: dict) -> None:
-        key = (row["setup"], row["marker"])
+    def add(self, row: ManifestRow) -> None:
+        key = (row.setup, row.marker)
         fh = self.files.get(key)
         if fh is None:
             path = _mirp_path(self.stage, *key)
@@ -157,7 +143,7 @@ class MirpStreams:
             fh.close()
 
 
-def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
+def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
     rng = keyed_rng(config.seed, "__ablation__")
     rows = []
     for k, marker, img, fields in generate_ablation(
@@ -167,25 +153,23 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[dict]:
         path = stage / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encode_png(img, config.png_level))
-        for obj in ("object1", "object2"):
-            fields[obj].update(
-                name=None, display_name=None, label_id=None, center_xy_canonical=None, area_px=None
-            )
+        row_id = f"as/{marker}/image_{k + 1}/q0"
+        o1, o2 = (ObjectRow.from_json(fields[o], f"{row_id}: {o}") for o in ("object1", "object2"))
         rows.append(
-            {
-                "id": f"as/{marker}/image_{k + 1}/q0",
-                "setup": "as",
-                "marker": marker,
-                "image": rel,
-                "answer_standard": None,  # blank: no view to undo, no patient
-                "answer_anatomical": None,
-                "question_type": "relative_position",
-                "transform": None,
-                "transform_name": None,
-                "variant": "blank",
-                "source": None,
-                **fields,
-            }
+            ManifestRow(
+                id=row_id,
+                setup="as",
+                marker=marker,
+                image=rel,
+                question=fields["question"],
+                answer=fields["answer"],
+                answer_standard=None,  # blank: no view to undo, no patient
+                answer_anatomical=None,
+                relation=fields["relation"],
+                variant="blank",
+                object1=o1,
+                object2=o2,
+            )
         )
     return rows
 
@@ -272,16 +256,21 @@ def _allow_open_files(n: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
 
 
-def _shard_rows(path: Path) -> Iterator[dict]:
+def _shard_lines(path: Path) -> Iterator[dict]:
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             yield json.loads(line)
 
 
+def _shard_rows(path: Path) -> Iterator[ManifestRow]:
+    for n, row in enumerate(_shard_lines(path), 1):
+        yield ManifestRow.from_json(row, f"{path}: line {n}")
+
+
 def _write_centres(path: Path, shard_files: list[Path]) -> None:
     """MIRP's centres file (a JSON list, one entry per RQ1 image), streamed from the shards in
     file-name order; not written when no case has a slice with questions."""
-    streams = [_shard_rows(f) for f in shard_files if f.is_file()]
+    streams = [_shard_lines(f) for f in shard_files if f.is_file()]
     first = True
     with path.open("w", encoding="utf-8") as fh:
         fh.write("[")
@@ -300,12 +289,12 @@ class _Chance:
     def __init__(self) -> None:
         self.sums: dict[str, list[float]] = {}
 
-    def add(self, row: dict) -> None:
-        qtype = get_question_type(row["question_type"])
+    def add(self, row: ManifestRow) -> None:
+        qtype = get_question_type(row.question_type)
         item_chance = getattr(qtype, "item_chance", None)
         if qtype.chance is None and item_chance is not None:
             acc = self.sums.setdefault(qtype.name, [0.0, 0])
-            acc[0] += item_chance(row.get("params") or {})
+            acc[0] += item_chance(row.params or {})
             acc[1] += 1
 
     def of(self, name: str) -> float | None:
@@ -313,6 +302,47 @@ class _Chance:
             total, n = self.sums[name]
             return round(total / n, 6) if n else None
         return get_question_type(name).chance
+
+
+@dataclass
+class _Tally:
+    """What dataset.json counts, accumulated row by row while the manifest is written."""
+
+    counts: dict[str, dict] = field(default_factory=dict)  # "rq2/dots" -> {"n", "yes"}
+    by_type: dict[str, dict] = field(default_factory=dict)  # "size" -> {"n", "yes"}
+    variants: Counter = field(default_factory=Counter)  # rq1 transforms
+    chance: _Chance = field(default_factory=_Chance)
+    n_rows: int = 0
+
+    def add(self, row: ManifestRow) -> None:
+        self.n_rows += 1
+        for key, table in (
+            (f"{row.setup}/{row.marker}", self.counts),
+            (row.question_type, self.by_type),
+        ):
+            c = table.setdefault(key, {"n": 0, "yes": 0})
+            c["n"] += 1
+            if is_open(row.question_type):  # a word or a number: count the classes
+                classes = c.setdefault("classes", {})
+                classes[str(row.answer)] = classes.get(str(row.answer), 0) + 1
+            else:
+                c["yes"] += row.answer
+        self.chance.add(row)
+        if row.setup == "rq1":
+            self.variants[row.transform] += 1
+
+
+def _write_manifest(dst: Path, streams: list[Iterator[ManifestRow]]) -> _Tally:
+    """manifest.jsonl and MIRP's qa*.json from the rows merged in id order; their counts."""
+    tally = _Tally()
+    mirp = MirpStreams(dst)
+    with (dst / "manifest.jsonl").open("w", encoding="utf-8") as fh:
+        for row in heapq.merge(*streams, key=lambda r: r.id):
+            fh.write(json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) + "\n")
+            mirp.add(row)
+            tally.add(row)
+    mirp.close()
+    return tally
 
 
 def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
@@ -330,33 +360,8 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     _allow_open_files(len(done) + 64)  # the merge holds every shard's rows file open
     streams = [_shard_rows(stage / SHARDS / r.case_id / ROWS) for r in done]
     if "as" in config.setups and config.as_count:
-        streams.append(iter(sorted(_ablation_rows(config, dst), key=lambda r: r["id"])))
-    counts: dict[str, dict[str, int]] = {}
-    by_type: dict[str, dict[str, int]] = {}
-    variants: Counter = Counter()
-    chance = _Chance()
-    n_rows = 0
-    mirp = MirpStreams(dst)
-    with (dst / "manifest.jsonl").open("w", encoding="utf-8") as fh:
-        for row in heapq.merge(*streams, key=lambda r: r["id"]):
-            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
-            mirp.add(row)
-            n_rows += 1
-            for key, table in (
-                (f"{row['setup']}/{row['marker']}", counts),
-                (row["question_type"], by_type),
-            ):
-                c = table.setdefault(key, {"n": 0, "yes": 0})
-                c["n"] += 1
-                if is_open(row["question_type"]):  # a word or a number: count the classes
-                    classes = c.setdefault("classes", {})
-                    classes[str(row["answer"])] = classes.get(str(row["answer"]), 0) + 1
-                else:
-                    c["yes"] += row["answer"]
-            chance.add(row)
-            if row["setup"] == "rq1":
-                variants[row["transform"]] += 1
-    mirp.close()
+        streams.append(iter(sorted(_ablation_rows(config, dst), key=lambda r: r.id)))
+    tally = _write_manifest(dst, streams)
     if failures:
         atomic_write_jsonl(dst / "failures.jsonl", failures)
     case_info = [r.info for r in done]
@@ -365,18 +370,19 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
         "format_version": FORMAT_VERSION,
         "config": config.to_json(),
         "seed": config.seed,
-        "n_questions": n_rows,
-        "counts": dict(sorted(counts.items())),
+        "n_questions": tally.n_rows,
+        "counts": dict(sorted(tally.counts.items())),
         "question_types": {
-            name: {**by_type[name], "chance": chance.of(name)} for name in sorted(by_type)
+            name: {**tally.by_type[name], "chance": tally.chance.of(name)}
+            for name in sorted(tally.by_type)
         },
-        "rq1_transforms": dict(sorted(variants.items())),
+        "rq1_transforms": dict(sorted(tally.variants.items())),
         "cases": case_info,
         "failures": failures,
         "versions": software_versions(),
     }
     atomic_write_json(dst / "dataset.json", meta)
-    return n_rows, meta["counts"], meta["question_types"], case_info, failures
+    return tally.n_rows, meta["counts"], meta["question_types"], case_info, failures
 
 
 def _check_inputs_outside(cases: Sequence[Case], out: Path) -> None:

@@ -12,29 +12,26 @@ import io
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.bench.config import SETUP_DIRS, GenerateConfig
 from radspatial.core.labels import display_name, letter_code
 from radspatial.core.progress import step
+from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
 from radspatial.core.runtime import keyed_rng
-from radspatial.imaging.markers import (
-    DOT_ORDER,
-    MARKER_TYPES,
-    Mark,
-    draw_marks,
-    marker_area,
-    marker_extent,
-)
+from radspatial.imaging.markers import DOT_ORDER, Mark, draw_marks, marker_area, marker_extent
 from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
     StructureStat,
     Variant,
+    component_areas,
+    referenceable,
     render_gray,
     render_labels,
     structure_stats,
@@ -43,84 +40,12 @@ from radspatial.imaging.slices import (
 from radspatial.imaging.volumes import Case, Volume, load_case
 from radspatial.questions import (
     Candidate,
-    QuestionRules,
     QuestionSpec,
     QuestionType,
     SliceFacts,
     Wording,
     get_question_type,
 )
-
-SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
-SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
-MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
-PNG_LEVEL = 3
-
-
-@dataclass(frozen=True)
-class GenerateConfig:
-    seed: int = 0
-    size: int = 512
-    window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
-    setups: tuple[str, ...] = SETUPS
-    markers: tuple[str, ...] = MARKER_TYPES
-    as_count: int = 100
-    rules: QuestionRules = field(default_factory=QuestionRules)
-    question_types: tuple[str, ...] = ("relative_position",)
-    group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
-    export_masks: bool = False
-    # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
-    # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
-    png_level: int = PNG_LEVEL
-
-    def __post_init__(self) -> None:
-        bad = set(self.setups) - set(SETUPS)
-        if bad or not self.setups:
-            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {self.setups}")
-        bad = set(self.markers) - set(MARKER_TYPES)
-        if bad or not self.markers:
-            raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
-        if not 64 <= self.size <= MAX_SIZE:
-            raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
-        if not all(math.isfinite(v) for v in self.window):
-            raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
-        if self.window[0] <= 0:
-            raise ValueError(f"window width must be > 0, got {self.window[0]}")
-        for option, value in (
-            ("--min-distance", self.rules.min_distance_px),
-            ("--margin", self.rules.margin_px),
-            ("--size-tolerance", self.rules.size_tolerance),
-            ("--min-component", self.rules.min_component_px),
-        ):
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{option} must be a finite number >= 0, got {value}")
-        if not self.question_types or len(set(self.question_types)) != len(self.question_types):
-            raise ValueError(
-                f"question_types must be distinct and non-empty: {self.question_types}"
-            )
-        for name in self.question_types:
-            get_question_type(name)  # unknown names fail here, naming the known ones
-        if not isinstance(self.png_level, int) or not 0 <= self.png_level <= 9:
-            raise ValueError(f"--png-level must be 0..9, got {self.png_level}")
-        if self.as_count < 0 or self.as_count % 2:
-            raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d["window"] = list(self.window)
-        d["setups"], d["markers"] = list(self.setups), list(self.markers)
-        d["question_types"] = list(self.question_types)
-        return d
-
-    def combos(self) -> list[tuple[str, str]]:
-        """(setup, marker) pairs for the slice setups, in output order."""
-        out: list[tuple[str, str]] = []
-        if "rq1" in self.setups:
-            out.append(("rq1", "none"))
-        for setup in ("rq2", "rq3"):
-            if setup in self.setups:
-                out += [(setup, m) for m in self.markers]
-        return out
 
 
 @dataclass(frozen=True)
@@ -140,19 +65,13 @@ class SlicePlan:
 def _eligible(
     stats: dict[int, StructureStat], names: dict[int, str], min_area: float, min_gap: float
 ) -> list[StructureStat]:
-    """Single component, area >= 2x marker area, named in the table, not a near-duplicate.
+    """The referenceable structures (``slices.referenceable``) that are not near-duplicates.
 
     Near-duplicate: same display name as a larger eligible structure, or its marker would
     overlap a larger one's (marker points closer than ``min_gap``). The larger one is kept.
     """
-    ok = [
-        s
-        for s in stats.values()
-        if s.n_components == 1 and s.area_px >= min_area and s.label_id in names
-    ]
-    ok.sort(key=lambda s: (-s.area_px, s.label_id))
     kept: list[StructureStat] = []
-    for s in ok:
+    for s in sorted(referenceable(stats, names, min_area), key=lambda s: (-s.area_px, s.label_id)):
         if any(
             names[k.label_id] == names[s.label_id] or math.dist(k.marker_xy, s.marker_xy) < min_gap
             for k in kept
@@ -185,9 +104,7 @@ def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], lis
         boxes = cache["boxes"]
         if label_id > len(boxes) or boxes[label_id - 1] is None:
             return []
-        mask = cache["lab"][boxes[label_id - 1]] == label_id
-        comp, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
-        return sorted((float(a) for a in np.bincount(comp.ravel())[1:]), reverse=True)
+        return component_areas(cache["lab"], label_id, boxes[label_id - 1])
 
     return areas
 
@@ -314,7 +231,7 @@ def image_relpath(setup: str, marker: str, filename: str) -> str:
 class CaseOutput:
     case_id: str
     source: dict
-    rows: list[dict]  # manifest rows
+    rows: list[ManifestRow]
     n_slices: int
     n_selected: int  # slices with a question
     centres: list[dict] = field(default_factory=list)  # MIRP's standard-view centres file
@@ -338,25 +255,60 @@ def centres_entry(filename: str, stats: dict[int, StructureStat], names: dict[in
     return {"filename": filename, "label_info": info}
 
 
-def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> dict | None:
+def _rounded(point: tuple[float, float]) -> tuple[float, float]:
+    return (round(point[0], 3), round(point[1], 3))
+
+
+def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> ObjectRow | None:
     if which > len(plan.spec.objects):
         return None
     cand = plan.spec.objects[which - 1]
     stat = plan.stats[cand.label_id]
-    shown_marker = plan.variant.apply_point(stat.marker_xy, size)
-    text = None if marker == "none" else _marker_texts(plan, marker)[which - 1]
-    return {
-        "name": cand.name,
-        "display_name": display_name(cand.name),
-        "label_id": cand.label_id,
-        "marker_text": text,
-        "center_xy": [round(c, 3) for c in cand.center_xy],
-        "center_xy_canonical": [round(c, 3) for c in cand.center_xy_canonical],
-        "marker_xy": [round(c, 3) for c in shown_marker],
-        "marker_xy_canonical": [round(c, 3) for c in stat.marker_xy],
-        "marker_inside": stat.inside,
-        "area_px": round(stat.area_px, 2),
-    }
+    return ObjectRow(
+        name=cand.name,
+        display_name=display_name(cand.name),
+        label_id=cand.label_id,
+        marker_text=None if marker == "none" else _marker_texts(plan, marker)[which - 1],
+        center_xy=_rounded(cand.center_xy),
+        center_xy_canonical=_rounded(cand.center_xy_canonical),
+        marker_xy=_rounded(plan.variant.apply_point(stat.marker_xy, size)),
+        marker_xy_canonical=_rounded(stat.marker_xy),
+        marker_inside=stat.inside,
+        area_px=round(stat.area_px, 2),
+    )
+
+
+def manifest_row(
+    vol: Volume, plan: SlicePlan, setup: str, marker: str, config: GenerateConfig, z_mm: float
+) -> ManifestRow:
+    """The question a plan asks in one (setup, marker), as its ``manifest.jsonl`` row."""
+    spec, size, filename = plan.spec, config.size, f"{plan.base_name}.png"
+    several = any(s.n_components > 1 for s in plan.stats.values())
+    hashed = ("case_id", "ct", "seg", "ct_sha256", "seg_sha256")
+    return ManifestRow(
+        id=f"{setup}/{marker}/{plan.base_name}/q0",
+        setup=setup,
+        marker=marker,
+        image=image_relpath(setup, marker, filename),
+        question=question_text(setup, marker, plan),
+        answer=spec.answer,
+        answer_standard=spec.answer_standard,
+        answer_anatomical=spec.answer_anatomical,
+        relation=spec.relation,
+        question_type=spec.question_type,
+        transform=plan.variant.code,
+        transform_name=plan.variant.long_name,
+        variant=vol.variant,
+        object1=_object_row(plan, 1, marker, size),
+        object2=_object_row(plan, 2, marker, size),
+        object3=_object_row(plan, 3, marker, size),
+        params=spec.params or None,
+        slice=SliceRow(plan.base_name, len(plan.stats), several),
+        source=SourceRow(
+            **{k: vol.source.get(k) for k in hashed}, slice_index=plan.z, z_mm=round(z_mm, 3)
+        ),
+        mask=f"masks/{filename}" if config.export_masks else None,
+    )
 
 
 def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[str, bytes]:
@@ -390,7 +342,7 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     step(f"{case.case_id}: loading CT and mask")
     vol = load_case(case, group=config.group)
     plans = plan_case(vol, config)
-    rows: list[dict] = []
+    rows: list[ManifestRow] = []
     centres: list[dict] = []
     z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
     for k, plan in enumerate(plans, start=1):
@@ -402,51 +354,12 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
             _write(stage / "masks" / filename, images["mask"])
         written: dict[str, Path] = {}  # RQ2 and RQ3 show the same image: one file, two links
         for setup, marker in combos_for(config, plan):
-            rel = image_relpath(setup, marker, filename)
+            row = manifest_row(vol, plan, setup, marker, config, float(z_mm[plan.z]))
             if marker in written:
-                _link(written[marker], stage / rel, images[marker])
+                _link(written[marker], stage / row.image, images[marker])
             else:
-                _write(stage / rel, images[marker])
-                written[marker] = stage / rel
-            row = {
-                "id": f"{setup}/{marker}/{plan.base_name}/q0",
-                "setup": setup,
-                "marker": marker,
-                "image": rel,
-                "question": question_text(setup, marker, plan),
-                "answer": plan.spec.answer,
-                "answer_standard": plan.spec.answer_standard,
-                "answer_anatomical": plan.spec.answer_anatomical,
-                "relation": plan.spec.relation,
-                "question_type": plan.spec.question_type,
-                "transform": plan.variant.code,
-                "transform_name": plan.variant.long_name,
-                "variant": vol.variant,
-                "object1": _object_row(plan, 1, marker, config.size),
-                "object2": _object_row(plan, 2, marker, config.size),
-                **(
-                    {"object3": _object_row(plan, 3, marker, config.size)}
-                    if len(plan.spec.objects) > 2
-                    else {}
-                ),
-                **({"params": plan.spec.params} if plan.spec.params else {}),
-                "slice": {
-                    "base_name": plan.base_name,
-                    "classes_count": len(plan.stats),
-                    "multiple_components_same_label": any(
-                        s.n_components > 1 for s in plan.stats.values()
-                    ),
-                },
-                "source": {
-                    **{k: vol.source.get(k) for k in ("case_id", "ct", "seg")},
-                    "ct_sha256": vol.source.get("ct_sha256"),
-                    "seg_sha256": vol.source.get("seg_sha256"),
-                    "slice_index": plan.z,
-                    "z_mm": round(float(z_mm[plan.z]), 3),
-                },
-            }
-            if config.export_masks:
-                row["mask"] = f"masks/{filename}"
+                _write(stage / row.image, images[marker])
+                written[marker] = stage / row.image
             rows.append(row)
     n_used = len({p.z for p in plans})
     return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used, centres)

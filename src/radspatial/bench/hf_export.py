@@ -23,7 +23,8 @@ from importlib import resources
 from pathlib import Path, PurePath
 from typing import Any
 
-from radspatial.core.datafiles import read_manifest
+from radspatial.core.datafiles import read_json_lines
+from radspatial.core.records import ManifestRow
 from radspatial.core.safepath import inside
 
 SPLIT = "test"  # a benchmark: every question is for evaluation
@@ -136,7 +137,10 @@ def export_hf(
     if not max_shard_mb > 0:
         raise ValueError(f"--max-shard-mb must be > 0, got {max_shard_mb}")
     info = json.loads(info_path.read_text())
-    rows = [_row(data, where, row) for where, row in read_manifest(manifest)]
+    rows = []
+    for where, row in read_json_lines(manifest):
+        ManifestRow.from_json(row, where)  # a bad row is refused, naming its line and field
+        rows.append(_row(data, where, row))  # the fields as stored (older datasets: theirs)
     if not rows:
         raise ValueError(f"{manifest}: no questions")
     schema = _schema(rows)
@@ -177,29 +181,7 @@ def dataset_card(
     info: dict[str, Any], schema: Any, n_rows: int, licence: str, name: str, bundled: set[str]
 ) -> str:
     """The README.md: YAML header (licence, task, size, the parquet config) and the card."""
-    header = [
-        "---",
-        f"license: {licence}",
-        f"pretty_name: {json.dumps(name)}",
-        "task_categories:",
-        "- visual-question-answering",
-        "language:",
-        "- en",
-        "tags:",
-        "- medical",
-        "- computed-tomography",
-        "- spatial-reasoning",
-        "- radspatial",
-        "size_categories:",
-        f"- {_size_category(n_rows)}",
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        f"  - split: {SPLIT}",
-        f"    path: data/{SPLIT}-*.parquet",
-        "---",
-        "",
-    ]
+    header = _card_header(licence, name, n_rows)
     counts = info.get("counts", {})
     types = info.get("question_types", {})
     lines = [
@@ -239,7 +221,40 @@ def dataset_card(
         "",
         "## Licence and provenance",
         "",
+        *_provenance(info, licence, bundled),
     ]
+    return "\n".join(header + lines)
+
+
+def _card_header(licence: str, name: str, n_rows: int) -> list[str]:
+    return [
+        "---",
+        f"license: {licence}",
+        f"pretty_name: {json.dumps(name)}",
+        "task_categories:",
+        "- visual-question-answering",
+        "language:",
+        "- en",
+        "tags:",
+        "- medical",
+        "- computed-tomography",
+        "- spatial-reasoning",
+        "- radspatial",
+        "size_categories:",
+        f"- {_size_category(n_rows)}",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        f"  - split: {SPLIT}",
+        f"    path: data/{SPLIT}-*.parquet",
+        "---",
+        "",
+    ]
+
+
+def _provenance(info: dict[str, Any], licence: str, bundled: set[str]) -> list[str]:
+    """Licence line, one row per source CT (sha256, bundled or user data), generator config."""
+    lines: list[str] = []
     if licence == "other":
         lines += [
             "**Licence not stated.** The images are derived from the source CTs below; their "
@@ -261,4 +276,4 @@ def dataset_card(
         )
     config = json.dumps(info.get("config", {}), sort_keys=True)
     lines += ["", f"Generator config (seed {info.get('seed')}): `{config}`", ""]
-    return "\n".join(header + lines)
+    return lines

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
-from radspatial.bench.generate import GenerateConfig, generate_case
+from radspatial.bench.config import GenerateConfig
+from radspatial.bench.generate import generate_case
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import TaskFailed, run_ordered
 from radspatial.core.io import atomic_write_json, dumps
@@ -107,8 +108,10 @@ def shard_task(job: ShardJob) -> ShardDone | CaseFailure:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         out = generate_case(case, job.config, tmp)
-        rows = sorted(out.rows, key=lambda r: r["id"])
-        text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
+        rows = sorted(out.rows, key=lambda r: r.id)
+        text = "".join(
+            json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows
+        )
         (tmp / ROWS).write_text(text, encoding="utf-8")
         centres = sorted(out.centres, key=lambda c: c["filename"])
         text = "".join(json.dumps(c, sort_keys=True) + "\n" for c in centres)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from pathlib import Path
+
+from radspatial.models.options import MODEL_ARGS_HELP, parse_model_args
+from radspatial.models.options import backend_options as checked_options
+
+__all__ = ["MODEL_ARGS_HELP", "backend_options", "parse_model_args"]  # the CLI's names
 
 
 def add_backend_flags(parser: argparse.ArgumentParser) -> None:
@@ -60,69 +64,6 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_HTTP_PREFIXES = ("openai", "openai-compat")
-_HTTP_ARGS = {
-    "timeout": "timeout_s",
-    "connect_timeout": "connect_timeout_s",
-    "retries": "max_attempts",
-    "api_key_env": "api_key_env",
-}
-_HF_ARGS = {
-    "batch_size": "batch_size",
-    "device": "device",
-    "dtype": "dtype",
-    "max_pixels": "max_pixels",
-    "allow_download": "allow_download",
-    "trust_remote_code": "trust_remote_code",
-}
-# key=value names per backend prefix -> backend option; None: any key goes to the backend
-# as given (vLLM's LLM(...) arguments, e.g. tensor_parallel_size=2,max_model_len=8192).
-MODEL_ARGS: dict[str, dict[str, str] | None] = {
-    "openai": _HTTP_ARGS,
-    "openai-compat": _HTTP_ARGS,
-    "hf": _HF_ARGS,
-    "vllm": None,
-}
-MODEL_ARGS_HELP = (
-    "backend options as key=value,... (lmms-eval style), for every --model: "
-    "hf: batch_size, device, dtype, max_pixels, allow_download, trust_remote_code; "
-    "openai/openai-compat: timeout, connect_timeout, retries, api_key_env; "
-    "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2)"
-)
-
-
-def _value(text: str) -> bool | int | float | str:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_model_args(text: str | None) -> dict[str, bool | int | float | str]:
-    """``"batch_size=4,device=cuda:1"`` -> ``{"batch_size": 4, "device": "cuda:1"}``.
-
-    Values read as true/false, int, float, else text. A pair without ``=``, an empty key or a
-    key given twice is an error.
-    """
-    out: dict[str, bool | int | float | str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ValueError(f"--model-args: expected key=value, got {part.strip()!r}")
-        if key in out:
-            raise ValueError(f"--model-args: {key} given twice")
-        out[key] = _value(value.strip())
-    return out
-
-
 def _flag_args(args: argparse.Namespace) -> dict[str, object]:
     """The dedicated backend flags, as model args."""
     flags = {
@@ -135,40 +76,13 @@ def _flag_args(args: argparse.Namespace) -> dict[str, object]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
-_FLAG_NAMES = {
-    "timeout": "--timeout",
-    "retries": "--retries",
-    "api_key_env": "--api-key-env",
-    "allow_download": "--hf-allow-download",
-    "trust_remote_code": "--hf-trust-remote-code",
-}
-
-
 def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
-    """Backend options for ``spec`` from ``--model-args`` and the backend flags.
-
-    A flag or key that does not apply to the spec's backend is an error, not silently ignored.
-    """
+    """Backend options for ``spec`` from ``--model-args`` and the backend flags
+    (``models.options.backend_options``), plus the executor options."""
     spec = spec or args.model
-    prefix = spec.partition(":")[0]
-    known = MODEL_ARGS.get(prefix, {})
     model_args = parse_model_args(getattr(args, "model_args", None))
-    flags = _flag_args(args)
-    for key, value in flags.items():
-        if known is not None and key not in known:
-            wants = "hf" if key in _HF_ARGS else "/".join(_HTTP_PREFIXES)
-            raise ValueError(f"{spec}: {_FLAG_NAMES[key]} applies to {wants} models only")
-        if key in model_args and model_args[key] != value:
-            raise ValueError(f"{_FLAG_NAMES[key]} and --model-args {key}= disagree")
-    given = {**model_args, **flags}
-    executor = _executor_options(args, spec)
-    if known is None:  # vllm: passed through as given
-        return {**given, **executor}
-    bad = [k for k in given if k not in known]
-    if bad:
-        names = ", ".join(known) or "none"
-        raise ValueError(f"{spec}: --model-args {bad[0]} is not an option here (known: {names})")
-    return {**{known[k]: _checked(k, v) for k, v in given.items()}, **executor}
+    options = checked_options(spec, model_args, _flag_args(args))
+    return {**options, **_executor_options(args, spec)}
 
 
 def _executor_options(args: argparse.Namespace, spec: str) -> dict:
@@ -184,25 +98,6 @@ def _executor_options(args: argparse.Namespace, spec: str) -> dict:
     if replicas is not None and replicas < 1:
         raise ValueError(f"--replicas must be >= 1, got {replicas}")
     return {"executor": "ray", "replicas": replicas, "address": address}
-
-
-def _checked(key: str, value: object) -> object:
-    numeric = {"timeout", "connect_timeout", "max_pixels", "batch_size", "retries"}
-    if key in numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise ValueError(f"--{key.replace('_', '-')} / {key}= must be a number, got {value!r}")
-    if key in ("timeout", "connect_timeout"):
-        if not (math.isfinite(value) and value > 0):  # type: ignore[arg-type]
-            raise ValueError(f"--timeout must be a finite number > 0 (seconds), got {value}")
-        return float(value)  # type: ignore[arg-type]
-    if key == "retries":
-        if value < 0 or value != int(value):  # type: ignore[operator]
-            raise ValueError(f"--retries must be an integer >= 0, got {value}")
-        return int(value) + 1  # type: ignore[call-overload]
-    if key in ("batch_size", "max_pixels") and (value < 1 or value != int(value)):  # type: ignore[operator]
-        raise ValueError(f"{key} must be an integer >= 1, got {value}")
-    if key in ("allow_download", "trust_remote_code") and not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false, got {value!r}")
-    return str(value) if key in ("device", "dtype", "api_key_env") else value
 
 
 def run_dir_for(out: Path, spec: str) -> Path:

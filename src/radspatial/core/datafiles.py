@@ -2,7 +2,8 @@
 names the file, the line or entry, and what is wrong.
 
 - ``manifest.jsonl`` (written atomically by ``radspatial generate``): every line must be a JSON
-  object with the fields eval reads; a torn or garbage line anywhere is refused, never skipped.
+  object (``read_json_lines``; a torn or garbage line anywhere is refused, never skipped) with
+  the fields of a ``core.records.ManifestRow`` (checked by ``check_fields`` and ``check_answer``).
 - MIRP ``qa*.json``: a list of ``{"filename", "question_answer": [{"question", "answer"}, ...]}``.
 - other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
 
@@ -24,26 +25,14 @@ class DataFileError(ValueError):
     """A dataset file that cannot be read as what it claims to be."""
 
 
-# field -> allowed types, for the manifest fields eval reads
-_REQUIRED: dict[str, tuple[type, ...]] = {
-    "id": (str,),
-    "setup": (str,),
-    "marker": (str,),
-    "image": (str,),
-    "question": (str,),
+_TYPE_NAMES = {
+    str: "a string",
+    dict: "an object",
+    list: "a list",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
 }
-_OPTIONAL: dict[str, tuple[type, ...]] = {
-    "mask": (str,),
-    "object1": (dict,),
-    "object2": (dict,),
-    "object3": (dict,),
-    "source": (dict,),
-    "relation": (str,),
-    "transform": (str,),
-    "variant": (str,),
-    "question_type": (str,),
-}
-_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list"}
 
 
 def answer01(value: Any, where: str, key: str = "answer") -> int:
@@ -80,14 +69,16 @@ def check_answer(value: Any, question_type: str | None, where: str, key: str = "
     return answer01(value, where, key)
 
 
-def _check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
+def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
+    """Required fields present, of their type (strings non-empty); optional ones of their type
+    or null. ``required``/``optional``: field -> allowed types (the first one names them)."""
     for key, types in required.items():
         if key not in row:
             raise DataFileError(f"{where}: missing required field {key!r}")
-        if not isinstance(row[key], types) or (types == (str,) and not row[key].strip()):
-            raise DataFileError(
-                f"{where}: {key!r} must be {_TYPE_NAMES[types[0]]} (non-empty), got {row[key]!r}"
-            )
+        text = types == (str,)
+        if not isinstance(row[key], types) or (text and not row[key].strip()):
+            what = _TYPE_NAMES[types[0]] + (" (non-empty)" if text else "")
+            raise DataFileError(f"{where}: {key!r} must be {what}, got {row[key]!r}")
     for key, types in optional.items():
         if row.get(key) is not None and not isinstance(row[key], types):
             raise DataFileError(
@@ -95,23 +86,16 @@ def _check_fields(row: dict, where: str, required: dict, optional: dict) -> None
             )
 
 
-def read_manifest(path: Path) -> list[tuple[str, dict]]:
-    """``(where, row)`` per row of a ``manifest.jsonl``; ``where`` is ``"<path>: line <n>"``."""
+def read_json_lines(path: Path) -> list[tuple[str, dict]]:
+    """``(where, row)`` per JSON object line of a file written whole (``manifest.jsonl``): a torn
+    or garbage line anywhere is refused; ``where`` is ``"<path>: line <n>"``. The row's fields
+    are checked by its record (``core.records.ManifestRow.from_json``)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise DataFileError(f"{path}: not UTF-8 text") from None
-    out = []
-    for where, row in json_objects(path, text, "row"):
-        _check_fields(row, where, _REQUIRED, _OPTIONAL)
-        qtype = row.get("question_type")
-        check_answer(row.get("answer"), qtype, where)
-        for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
-            if row.get(key) is not None:
-                check_answer(row[key], qtype, where, key)
-        out.append((where, row))
-    return out
+    return list(json_objects(path, text, "row"))
 
 
 def json_objects(path: Path, text: str, what: str) -> Iterator[tuple[str, dict]]:
@@ -155,13 +139,13 @@ def read_mirp_qa(path: Path) -> list[tuple[str, dict, list[tuple[str, dict]]]]:
         where = f"{path}: entry {i}"
         if not isinstance(entry, dict):
             raise DataFileError(f"{where}: must be a JSON object, got {type(entry).__name__}")
-        _check_fields(entry, where, {"filename": (str,)}, {"question_answer": (list,)})
+        check_fields(entry, where, {"filename": (str,)}, {"question_answer": (list,)})
         qas = []
         for k, qa in enumerate(entry.get("question_answer") or []):
             qwhere = f"{where} question_answer[{k}]"
             if not isinstance(qa, dict):
                 raise DataFileError(f"{qwhere}: must be a JSON object, got {type(qa).__name__}")
-            _check_fields(qa, qwhere, {"question": (str,)}, {"question_type": (str,)})
+            check_fields(qa, qwhere, {"question": (str,)}, {"question_type": (str,)})
             check_answer(qa.get("answer"), qa.get("question_type"), qwhere)
             qas.append((qwhere, qa))
         out.append((where, entry, qas))

@@ -41,6 +41,11 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> T:
+        """Take an entry out (a plugin replacing a built-in, a test); returns it."""
+        self._load()
+        return self._entries.pop(name)
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@REGISTRY.register("name")``."""
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
-from radspatial.eval.scoring import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
 from radspatial.questions import chance_levels

@@ -13,7 +13,6 @@ anatomical truth) are derived from it. Datasets written before the three frames 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,27 +23,20 @@ from radspatial.core.datafiles import (
     check_answer,
     check_unique_ids,
     read_json,
-    read_manifest,
     read_mirp_qa,
 )
 from radspatial.core.labels import normalize_name
+from radspatial.core.records import RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import inside
 from radspatial.eval.mirp import MIRP_CENTRES
-from radspatial.questions.open_common import is_open
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
     relation_holds,
+    worded_relation,
 )
 
 MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
-_RELATION_RE = re.compile(r"\b(above|below|to the left of|to the right of)\b", re.IGNORECASE)
-_RELATION_KEY = {
-    "above": "above",
-    "below": "below",
-    "to the left of": "left_of",
-    "to the right of": "right_of",
-}
 
 
 @dataclass(frozen=True)
@@ -70,11 +62,6 @@ class EvalItem:
         if not (self.object1 and self.object2):
             return None
         return " / ".join(sorted((self.object1, self.object2)))
-
-
-def relation_of(question: str) -> str | None:
-    m = _RELATION_RE.search(question)
-    return _RELATION_KEY[m.group(1).lower()] if m else None
 
 
 def load_items(
@@ -129,59 +116,73 @@ def _case_tables(root: Path) -> dict[str, dict]:
 
 
 def _from_manifest(root: Path) -> list[EvalItem]:
-    items = []
     tables = _case_tables(root)
     centres = _mirp_centres(root / MIRP_CENTRES)
-    for where, row in read_manifest(root / "manifest.jsonl"):
-        o1, o2 = row.get("object1") or {}, row.get("object2") or {}
-        extra: dict[str, Any] = {
-            "center1_canonical": o1.get("center_xy_canonical"),
-            "center2_canonical": o2.get("center_xy_canonical"),
-        }
-        if row.get("object3"):
-            extra["object3"] = row["object3"].get("name")
-        if row.get("params"):
-            extra["params"] = row["params"]
-        source = row.get("source") or {}
-        if source.get("ct"):  # for localizers that work on the volume (TotalSegmentator)
-            extra.update(ct=source["ct"], slice_index=source.get("slice_index"))
-        case_info = tables.get(source.get("case_id"), {})
-        extra["modality"] = case_info.get("modality") or "CT"  # generate reads CT only, so far
-        named = centres.get(Path(row["image"]).name)
-        if named:  # every named structure of the slice, for the anatomy-region subgroups
-            extra["structures"] = sorted(named)
-        if row.get("mask"):
-            extra["mask"] = str(inside(root, row["mask"], where=where, what="mask"))
-            extra.update({k: v for k, v in case_info.items() if k != "modality"})
-        qtype = row.get("question_type") or "relative_position"
-        standard = row.get("answer_standard", row.get("answer_canonical"))
-        if "answer_anatomical" in row:
-            anatomical = row["answer_anatomical"]
-        elif qtype == "relative_position":  # older datasets: derive it from the standard view
-            anatomical = anatomical_from_standard(row.get("relation"), standard)
-        else:
-            anatomical = None
-        extra["order"] = len(items)
-        items.append(
-            EvalItem(
-                id=row["id"],
-                setup=row["setup"],
-                marker=row["marker"],
-                image=inside(root, row["image"], where=where, what="image"),
-                question=row["question"],
-                expected=row["answer"] if is_open(qtype) else int(row["answer"]),
-                expected_standard=standard if standard is None or is_open(qtype) else int(standard),
-                expected_anatomical=anatomical,
-                relation=row.get("relation"),
-                transform=row.get("transform"),
-                object1=o1.get("name"),
-                object2=o2.get("name"),
-                variant=row.get("variant") or "normal",
-                question_type=qtype,
-                extra=extra,
-            )
-        )
-    return items
+    return [
+        _manifest_item(root, where, row, order, tables, centres)
+        for order, (where, row) in enumerate(read_manifest(root / "manifest.jsonl"))
+    ]
+
+
+# the manifest row's fields an item takes as they are
+_AS_READ = (
+    "id",
+    "setup",
+    "marker",
+    "question",
+    "relation",
+    "transform",
+    "variant",
+    "question_type",
+)
+
+
+def _point(p: tuple[float, float] | None) -> list[float] | None:
+    return None if p is None else list(p)
+
+
+def _manifest_item(
+    root: Path,
+    where: str,
+    row: ManifestRow,
+    order: int,
+    tables: dict[str, dict],
+    centres: dict[str, dict[str, tuple[float, float]]],
+) -> EvalItem:
+    o1, o2 = row.object1, row.object2
+    extra: dict[str, Any] = {
+        "center1_canonical": _point(o1.center_xy_canonical) if o1 else None,
+        "center2_canonical": _point(o2.center_xy_canonical) if o2 else None,
+    }
+    if row.object3:
+        extra["object3"] = row.object3.name
+    if row.params:
+        extra["params"] = row.params
+    source = row.source
+    if source and source.ct:  # for localizers that work on the volume (TotalSegmentator)
+        extra.update(ct=source.ct, slice_index=source.slice_index)
+    case_info = tables.get(source.case_id if source else None, {})
+    extra["modality"] = case_info.get("modality") or "CT"  # generate reads CT only, so far
+    named = centres.get(Path(row.image).name)
+    if named:  # every named structure of the slice, for the anatomy-region subgroups
+        extra["structures"] = sorted(named)
+    if row.mask:
+        extra["mask"] = str(inside(root, row.mask, where=where, what="mask"))
+        extra.update({k: v for k, v in case_info.items() if k != "modality"})
+    anatomical = row.answer_anatomical
+    if row.legacy_frames and row.question_type == RELPOS:  # derive it from the standard view
+        anatomical = anatomical_from_standard(row.relation, row.answer_standard)
+    extra["order"] = order
+    return EvalItem(
+        **{k: getattr(row, k) for k in _AS_READ},
+        image=inside(root, row.image, where=where, what="image"),
+        expected=row.answer,
+        expected_standard=row.answer_standard,
+        expected_anatomical=anatomical,
+        object1=o1.name if o1 else None,
+        object2=o2.name if o2 else None,
+        extra=extra,
+    )
 
 
 def _mirp_name(qa: dict, k: int) -> str | None:
@@ -202,7 +203,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                 image = inside(root / image_dir, filename, where=where, what="filename")
                 for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
-                    relation = relation_of(question)
+                    relation = worded_relation(question)
                     n1, n2 = _mirp_name(qa, 1), _mirp_name(qa, 2)
                     standard = anatomical = None
                     extra: dict[str, Any] = {

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from radspatial.eval.scoring import BinaryMetrics, binary_metrics
+from radspatial.eval.metrics import BinaryMetrics, binary_metrics
 
 _OPEN = r"[\(\[\{'\"\.\s]*"
 _CLOSE = r"[\)\]\}'\"\.\s]*"

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.io import atomic_write_bytes, dumps, read_jsonl
+from radspatial.core.io import atomic_write_bytes, dumps
+from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
 from radspatial.eval.mirp import MIRP_CENTRES, class_name
 
 
@@ -45,24 +46,24 @@ def folder_name(setup: str, marker: str) -> tuple[str, str]:
     return f"{setup.upper()}_{stem}", stem
 
 
-def file_name(row: dict[str, Any]) -> str:
+def file_name(row: ResultRow) -> str:
     """The image's file name (MIRP's key); older results without ``image`` use the id."""
-    if row.get("image"):
-        return Path(row["image"]).name
-    name = row["id"].split("/")[2]
+    if row.image:
+        return Path(row.image).name
+    name = row.id.split("/")[2]
     return name if name.endswith(".png") else f"{name}.png"
 
 
-def _answers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _answers(rows: list[ResultRow]) -> list[dict[str, Any]]:
     """One run's rows of one setup/marker as MIRP's list of per-image entries, in item order."""
     entries: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         entries.setdefault(file_name(r), []).append(
             {
-                "question": r["question"],
-                "model_answer": r["reply"],
-                "expected_answer": int(r["expected"]),
-                "entire_prompt": r.get("prompt") or "",
+                "question": r.question,
+                "model_answer": r.reply,
+                "expected_answer": int(r.expected),
+                "entire_prompt": r.prompt or "",
             }
         )
     return [{"file_name": k, "results_call": v} for k, v in entries.items()]
@@ -74,14 +75,13 @@ def _centres_from_manifest(root: Path) -> list[dict[str, Any]] | None:
     if not manifest.is_file():
         return None
     by_file: dict[str, dict[str, dict]] = defaultdict(dict)
-    for row in read_jsonl(manifest):
-        for key in ("object1", "object2", "object3"):
-            obj = row.get(key) or {}
-            if obj.get("display_name") and obj.get("center_xy_canonical"):
-                x, y = obj["center_xy_canonical"]
-                name = class_name(obj["display_name"])
+    for _, row in read_manifest(manifest):
+        for obj in row.objects:
+            if obj.display_name and obj.center_xy_canonical:
+                x, y = obj.center_xy_canonical
+                name = class_name(obj.display_name)
                 entry = {"class_name": name, "center_x": x, "center_y": y}
-                by_file[Path(row["image"]).name][name] = entry
+                by_file[Path(row.image).name][name] = entry
     return [
         {"filename": f, "label_info": list(v.values())} for f, v in sorted(by_file.items())
     ] or None
@@ -111,18 +111,14 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
     results = run_dir / "results.jsonl"
     if not results.is_file():
         raise ValueError(f"{run_dir}: no results.jsonl (did the eval finish?)")
-    rows = [
-        r
-        for r in read_jsonl(results)
-        if r.get("question_type", "relative_position") == "relative_position"
-    ]
+    rows = [r for r in read_results(results) if r.question_type == RELPOS]
     if not rows:
         raise ValueError(f"{results}: no relative-position items to export")
-    n_errors = sum(1 for r in rows if r.get("error") or r.get("reply") is None)
-    answered = [r for r in rows if not (r.get("error") or r.get("reply") is None)]
-    groups: dict[tuple[str, str], dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in sorted(answered, key=lambda r: (r["run"], r["id"])):
-        groups[(r["setup"], r["marker"])][r["run"]].append(r)
+    n_errors = sum(1 for r in rows if r.error or r.reply is None)
+    answered = [r for r in rows if not (r.error or r.reply is None)]
+    groups: dict[tuple[str, str], dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(answered, key=lambda r: (r.run, r.id)):
+        groups[(r.setup, r.marker)][r.run].append(r)
     centres, source = _centres(run_dir)
     folders = []
     with staged(Path(out), overwrite) as stage:
@@ -137,7 +133,7 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
                 atomic_write_bytes(stage / folder / MIRP_CENTRES, centres)
         if centres is not None:
             atomic_write_bytes(stage / MIRP_CENTRES, centres)
-    n_runs = len({r["run"] for r in rows})
+    n_runs = len({r.run for r in rows})
     return MirpExport(
         Path(out),
         folders,

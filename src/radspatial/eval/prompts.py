@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.eval.items import EvalItem
-from radspatial.questions import QuestionSpec, Wording, get_question_type
+from radspatial.questions import (
+    Example,
+    QuestionSpec,
+    QuestionType,
+    Wording,
+    get_question_type,
+)
 from radspatial.questions.open_common import is_open
 
 MIRP_CT = (
@@ -55,67 +61,49 @@ _EXAMPLE_MARKS = {
     "letters": ("BZ", "AA", "CD"),
     "dots": ("red", "blue", "green"),
 }
-# question type -> (relation, structure names, params) of its fixed in-context example
-_EXAMPLES: dict[str, tuple[str, tuple[str, ...], dict]] = {
-    "relative_position": ("above", ("aorta", "spleen"), {}),  # MIRP's example
-    "size": ("larger_than", ("liver", "spleen"), {}),
-    "symmetry": ("larger_than", ("left kidney", "right kidney"), {}),
-    "distance": ("closer_to", ("aorta", "spleen", "liver"), {}),
-    "count": ("count", ("colon",), {"n": 2}),
-}
-# the example whose answer is 0 asks the opposite relation (same structures, same anatomy)
-_OPPOSITE = {
-    "above": "below",
-    "larger_than": "smaller_than",
-    "closer_to": "farther_from",
-    "count": "count",  # "exactly 2?" with answer 0: no image is shown with the example
-}
-# orientation has one question, so its example is a different question about the view
-_ORIENTATION_EXAMPLE = "Is the top of this image the front (anterior side) of the patient?"
 
 
 def example_question(
     setup: str, marker: str, question_type: str = "relative_position", answer: int = 1
 ) -> str:
-    """The example for a (question type, setup, marker), worded like the real questions.
+    """The example for a (question type, setup, marker), worded like the real questions from
+    the type's ``example`` (its structures; the relation asked for a yes and for a no).
 
     With ``answer=1`` these are MIRP's examples verbatim for relative position ("Is the aorta
     above the spleen?", "Is the aorta (52) above the spleen (1)?", "Are the letters BZ above
     the letters AA?"); with ``answer=0`` the opposite relation ("Is the aorta below ...").
     """
-    if question_type == "orientation":
-        return _ORIENTATION_EXAMPLE
-    if question_type not in _EXAMPLES:
-        raise ValueError(f"no example question for question type {question_type!r}")
-    relation, names, params = _EXAMPLES[question_type]
-    if not answer:
-        relation = _OPPOSITE[relation]
-    qtype = get_question_type(question_type)
+    qtype, example = _example(question_type)
+    if example.question:
+        return example.question
+    relation = example.relations[1 if answer else 0]
     setup = "rq1" if marker == "none" else "rq3" if setup == "as" else setup
-    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][: len(names)]
-    spec = QuestionSpec(question_type, (), relation, answer, answer, params)
-    return qtype.text(spec, Wording(setup, marker, names, marks))
-
-
-# open type -> (structure names, fixed answers to pick from by the item's hash)
-_OPEN_EXAMPLES: dict[str, tuple[tuple[str, ...], tuple]] = {
-    "laterality": (("aorta",), ("left", "right")),
-    "direction": (("aorta", "spleen"), ("left", "right", "above", "below")),
-    "identification": (("spleen",), ("spleen",)),
-    "counting": (("colon",), (2,)),
-}
+    spec = QuestionSpec(question_type, (), relation, answer, answer, dict(example.params))
+    return qtype.text(spec, _example_wording(example, setup, marker))
 
 
 def open_example(item_id: str, setup: str, marker: str, question_type: str) -> tuple[str, Any]:
     """The fixed example of an open item: worded like its real question (same setup and
-    marker), with an answer picked by a hash of the item id (not its own answer)."""
-    names, answers = _OPEN_EXAMPLES[question_type]
+    marker), with one of the type's example answers picked by a hash of the item id (not its
+    own answer)."""
+    qtype, example = _example(question_type)
+    answers = example.answers
     answer = answers[hashlib.sha256(item_id.encode()).digest()[0] % len(answers)]
-    first = 1 if question_type == "identification" else 0  # "the number 1" marks the spleen
-    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][first : first + len(names)]
     spec = QuestionSpec(question_type, (), question_type, answer, answer)
-    text = get_question_type(question_type).text(spec, Wording(setup, marker, names, marks))
-    return text, answer
+    return qtype.text(spec, _example_wording(example, setup, marker)), answer
+
+
+def _example(question_type: str) -> tuple[QuestionType, Example]:
+    qtype = get_question_type(question_type)
+    if qtype.example is None:
+        raise ValueError(f"no example question for question type {question_type!r}")
+    return qtype, qtype.example
+
+
+def _example_wording(example: Example, setup: str, marker: str) -> Wording:
+    first, n = example.first_mark, len(example.names)
+    marks = () if setup == "rq1" else _EXAMPLE_MARKS[marker][first : first + n]
+    return Wording(setup, marker, example.names, marks)
 
 
 def example_answer(item_id: str) -> int:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.io import atomic_write_bytes, atomic_write_json, read_jsonl
-from radspatial.eval.scoring import mcnemar
+from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.core.records import read_results
+from radspatial.eval.metrics import mcnemar
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 MARKERS = ("none", "dots", "letters", "numbers")
@@ -84,7 +85,7 @@ def load_run(path: Path, label: str | None = None) -> RunData:
     results = path / "results.jsonl"
     correct0 = None
     if results.is_file():
-        correct0 = {r["id"]: bool(r["correct"]) for r in read_jsonl(results) if r["run"] == 0}
+        correct0 = {r.id: r.correct for r in read_results(results) if r.run == 0}
     model = str(metrics.get("model") or info.get("model") or path.name)
     return RunData(path, label or model, info, metrics, correct0)
 

@@ -28,10 +28,10 @@ from radspatial import __version__
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl, read_call_log
 from radspatial.core.progress import Progress
 from radspatial.eval.items import EvalItem, load_items, sample_items
-from radspatial.eval.mirp import draw_examples, parse_mirp
+from radspatial.eval.mirp import draw_examples
 from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.eval.results import result_row
 from radspatial.eval.runguard import LOCK_NAME, run_lock
-from radspatial.eval.scoring import parse_answer
 from radspatial.models.base import (
     Backend,
     Decoding,
@@ -40,7 +40,6 @@ from radspatial.models.base import (
     Request,
     create_backend,
 )
-from radspatial.questions.open_common import is_open
 
 CALLS = "calls.jsonl"
 PROTOCOLS = ("radspatial", "mirp")
@@ -188,67 +187,6 @@ def _chunks(
     yield batch
 
 
-def result_row(
-    item: EvalItem, run: int, call: dict | None, prompt: str = "", protocol: str = "radspatial"
-) -> dict:
-    if is_open(item.question_type):
-        from radspatial.grading.rows import open_result_row
-
-        return {**open_result_row(item, run, call, prompt), **subgroup_fields(item)}
-    reply = call.get("reply") if call else None
-    error = call.get("error") if call else "not run"
-    answered = reply is not None and not error
-    parsed_mirp = parse_mirp(reply, item.question, prompt) if answered else None
-    if protocol == "mirp":
-        parsed = parsed_mirp
-    else:
-        parsed = parse_answer(reply, item.question) if answered else None
-
-    def correct(target: int | None) -> bool | None:
-        return None if target is None else parsed == target
-
-    row = {
-        "id": item.id,
-        "run": run,
-        "setup": item.setup,
-        "marker": item.marker,
-        "question": item.question,
-        "question_type": item.question_type,
-        "relation": item.relation,
-        "transform": item.transform,
-        "variant": item.variant,
-        "pair": item.pair,
-        "expected": item.expected,
-        "expected_standard": item.expected_standard,
-        "expected_anatomical": item.expected_anatomical,
-        "image": str(item.image),
-        "prompt": prompt,
-        "reply": reply,
-        "parsed": parsed,
-        "parsed_mirp": parsed_mirp,
-        "correct": parsed == item.expected,
-        "correct_standard": correct(item.expected_standard),
-        "correct_anatomical": correct(item.expected_anatomical),
-        "latency_s": call.get("latency_s") if call else None,
-        "error": error,
-        **subgroup_fields(item),
-    }
-    return row
-
-
-def subgroup_fields(item: EvalItem) -> dict[str, Any]:
-    """What the subgroup tables group by (``radspatial.eval.subgroups``)."""
-    from radspatial.eval.subgroups import anatomy_region
-
-    asked = [o for o in (item.object1, item.object2, item.extra.get("object3")) if o]
-    structures = item.extra.get("structures")
-    return {
-        "structures_asked": asked,
-        "region": anatomy_region(structures) if structures else None,
-        "modality": item.extra.get("modality"),
-    }
-
-
 def run_eval(
     data: Path,
     out: Path,
@@ -307,9 +245,32 @@ def _run_locked(
     done: dict[str, dict],
     progress: bool,
 ) -> list[dict]:
-    from radspatial.eval.aggregate import compute_metrics
+    run_info = _run_info(data, config, backend, len(items))
+    atomic_write_json(out / "run.json", {**run_info, "status": "running"})
+    prompts = prompts_for(items, config)
+    try:
+        where = _call_all(out, config, items, backend, prompts, done, progress)
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        n_done = sum(1 for r in done.values() if r.get("error") is None)
+        atomic_write_json(out / "run.json", {**run_info, "status": status, "calls_done": n_done})
+        raise
+    by_pos = {pos: done.get(key) for key, pos in where.items()}
+    records = [
+        result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
+        for run in range(config.runs)
+        for item in items
+    ]
+    rows = _write_results(out, config, [r.to_json() for r in records])
+    n_err = sum(1 for r in rows if r["error"])
+    status = "complete" if n_err == 0 else "incomplete"
+    atomic_write_json(out / "run.json", {**run_info, "status": status, "errors": n_err})
+    return rows
 
-    run_info = {
+
+def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) -> dict[str, Any]:
+    """What run.json records about the run (its status is added as it goes)."""
+    return {
         "data": str(data),
         "model": config.model,
         "backend": backend.describe(),
@@ -324,18 +285,29 @@ def _run_locked(
         "protocol": config.protocol,
         "template": config.prompt_template.to_json(),
         **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
-        "n_items": len(items),
+        "n_items": n_items,
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
-    atomic_write_json(out / "run.json", {**run_info, "status": "running"})
-    log_path = out / CALLS
-    total = len(items) * config.runs
+
+
+def _call_all(
+    out: Path,
+    config: EvalConfig,
+    items: list[EvalItem],
+    backend: Backend,
+    prompts: PromptOf,
+    done: dict[str, dict],
+    progress: bool,
+) -> dict[str, tuple[str, int]]:
+    """Every pending call through the backend, each reply appended to the call log (and to
+    ``done``) as it returns; key -> (item id, run) of every call, pending or done."""
     # a bar on a terminal, a line every few seconds when piped (radspatial.core.progress)
-    bar = Progress(total, f"eval {config.model}: calls", "call", enabled=progress)
+    bar = Progress(
+        len(items) * config.runs, f"eval {config.model}: calls", "call", enabled=progress
+    )
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, tuple[str, int]] = {}
-    prompts = prompts_for(items, config)
-    with open(log_path, "a", encoding="utf-8") as log:
+    with open(out / CALLS, "a", encoding="utf-8") as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
             row = {
@@ -358,22 +330,17 @@ def _run_locked(
             for batch in _chunks(items, config, prompts, done, chunk, where):
                 if batch:
                     backend.generate(batch, on_reply)
-        except BaseException as exc:
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            n_done = sum(1 for r in done.values() if r.get("error") is None)
-            info = {**run_info, "status": status, "calls_done": n_done}
-            atomic_write_json(out / "run.json", info)
-            raise
         finally:
             log.flush()
             os.fsync(log.fileno())
             bar.close()
-    by_pos = {pos: done.get(key) for key, pos in where.items()}
-    rows = [
-        result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
-        for run in range(config.runs)
-        for item in items
-    ]
+    return where
+
+
+def _write_results(out: Path, config: EvalConfig, rows: list[dict]) -> list[dict]:
+    """results.jsonl (after the judge, if any) and metrics.json; the rows as written."""
+    from radspatial.eval.aggregate import compute_metrics
+
     judge = None
     if config.judge and any("answer_expected" in r for r in rows):
         from radspatial.grading.judge import apply_judge
@@ -386,7 +353,4 @@ def _run_locked(
     if judge is not None:
         metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
     atomic_write_json(out / "metrics.json", metrics)
-    n_err = sum(1 for r in rows if r["error"])
-    status = "complete" if n_err == 0 else "incomplete"
-    atomic_write_json(out / "run.json", {**run_info, "status": status, "errors": n_err})
     return rows

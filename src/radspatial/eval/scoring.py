@@ -1,18 +1,15 @@
-"""Scoring: free-text replies -> yes/no answers -> binary metrics with confidence intervals.
+"""Scoring: free-text replies -> yes/no answers (the metrics on them: ``eval/metrics.py``).
 
-``parse_answer`` reads a model reply as 1 (yes), 0 (no) or None (no valid answer). The metrics
-are pure functions of expected answers and parsed answers; none of them needs scipy.
+``parse_answer`` reads a model reply as 1 (yes), 0 (no) or None (no valid answer).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import math
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+
+from radspatial.questions.relative_position import STATED_OPPOSITE, STATED_RE, stated_terms
 
 _VALUES = {"yes": 1, "yeah": 1, "yep": 1, "yup": 1, "true": 1, "1": 1}
 _VALUES |= {"no": 0, "nope": 0, "false": 0, "0": 0}
@@ -51,16 +48,6 @@ _REFUSAL = re.compile(
     re.I,
 )
 _HEDGE = re.compile(rf"{_REFUSAL.pattern}|\b(?:whether|if)\b", re.I)
-_SIDE = r"\b(?:(?:to|on|at|towards?)\s+the\s+)?{}(?:[\s-]+(?:hand\s+)?side)?\s+(?:of|than)\b"
-_RELATION = re.compile(
-    r"(?P<above>\babove\b|\bhigher\s+(?:up\s+)?than\b|\bsuperiorly\b|\bcranially\b"
-    r"|\b(?:superior|cranial)\s+(?:to|than|relative\s+to)\b)"
-    r"|(?P<below>\bbelow\b|\bbeneath\b|\bunderneath\b|\blower\s+(?:down\s+)?than\b"
-    r"|\binferiorly\b|\bcaudally\b|\b(?:inferior|caudal)\s+(?:to|than|relative\s+to)\b)"
-    rf"|(?P<left>{_SIDE.format('left')})|(?P<right>{_SIDE.format('right')})",
-    re.I,
-)
-_OPPOSITE = {"above": "below", "below": "above", "left": "right", "right": "left"}
 _NEGATION = re.compile(r"\b(?:not|never|neither|nor|rather\s+than|instead\s+of)\b|n't\b", re.I)
 _CLAUSE_BREAK = re.compile(r"[.!?;,:\n]|\b(?:and|but|while|whereas|although|however)\b", re.I)
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -246,38 +233,13 @@ def _from_ends(text: str, toks: list[tuple[str, int]]) -> int | None:
     return found[0] if len(set(found)) == 1 else _CONFLICT
 
 
-def _aliases(phrase: str) -> list[str]:
-    refs = re.findall(r"\(([^()]*)\)", phrase)
-    core = re.sub(r"\([^()]*\)", " ", phrase).strip(" ,.")
-    core = re.sub(r"^(?:the|a|an)\s+", "", core, flags=re.I).strip()
-    return [a.strip() for a in (core, *refs) if a.strip()]
-
-
-def _parse_question(question: str) -> tuple[str, list[str], list[str]] | None:
-    """("left", aliases of X, aliases of Y) for "Is X to the left of Y?", else None."""
-    q = _demarkup(question).split("?")[0]
-    m = _RELATION.search(q)
-    if m is None or m.lastgroup is None:
-        return None
-    x = re.sub(r"^.*?\b(?:is|are)\s+", "", q[: m.start()], count=1, flags=re.I | re.S)
-    y = re.sub(r"\s+(?:in|on|within)\s+(?:this|the)\s+\w+\s*$", "", q[m.end() :], flags=re.I)
-    xs, ys = _aliases(x), _aliases(y)
-    if not xs or not ys:
-        return None
-    # Distinctive words tell "number 52" from "number 1" and "red dot" from "blue dot".
-    wx, wy = set(xs[0].lower().split()), set(ys[0].lower().split())
-    xs += [w for w in xs[0].split() if w.lower() not in wy and w.lower() not in {"the", "of"}]
-    ys += [w for w in ys[0].split() if w.lower() not in wx and w.lower() not in {"the", "of"}]
-    return m.lastgroup, xs, ys
-
-
 def _covered(spans: list[tuple[int, int, str]], starts: list[int], lo: int, hi: int) -> bool:
     i = bisect.bisect_left(starts, hi)
     return i > 0 and spans[i - 1][1] > lo
 
 
 def _from_relation(text: str, question: str | None, *, strict: bool) -> int | None:
-    parsed = _parse_question(question) if question else None
+    parsed = stated_terms(_demarkup(question)) if question else None
     if parsed is None:
         return None
     asked, xs, ys = parsed
@@ -289,7 +251,7 @@ def _from_relation(text: str, question: str | None, *, strict: bool) -> int | No
     text = "\n".join(s for s in _SENTENCE_BREAK.split(text) if not _HEDGE.search(s))
     values = set()
     for clause in _CLAUSE_BREAK.split(text):
-        rels = [(m.start(), m.end(), m.lastgroup) for m in _RELATION.finditer(clause)]
+        rels = [(m.start(), m.end(), m.lastgroup) for m in STATED_RE.finditer(clause)]
         if not rels:
             continue
         # Sorted spans + bisect keep a looping 100 kB reply linear.
@@ -304,7 +266,7 @@ def _from_relation(text: str, question: str | None, *, strict: bool) -> int | No
         by_end = sorted(mentions, key=lambda m: m[1])
         ends = [m[1] for m in by_end]
         for start, end, rel in rels:
-            if rel not in (asked, _OPPOSITE[asked]):
+            if rel not in (asked, STATED_OPPOSITE[asked]):
                 continue
             i, j = bisect.bisect_right(ends, start), bisect.bisect_left(starts, end)
             before = by_end[i - 1] if i else None
@@ -316,137 +278,3 @@ def _from_relation(text: str, question: str | None, *, strict: bool) -> int | No
             negated = bool(_NEGATION.search(clause[before[1] if before else 0 : start]))
             values.add(int(rel == asked) ^ swapped ^ negated)
     return values.pop() if len(values) == 1 else None
-
-
-# ---------------------------------------------------------------- metrics
-
-
-@dataclass(frozen=True)
-class BinaryMetrics:
-    """Scores of yes/no answers; invalid (None) answers count as wrong everywhere."""
-
-    n: int
-    n_valid: int
-    correct: int
-    accuracy: float  # correct / n
-    f1: float  # F1 of "yes"; None is scored as the opposite of expected (MIRP's convention)
-    invalid_rate: float  # fraction of answers parsed as None
-    yes_rate: float  # fraction of valid answers that are 1 (answer bias); nan if none valid
-    ci_low: float  # Wilson interval on accuracy
-    ci_high: float
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain dict; nan becomes None so the result is strict JSON."""
-        return {
-            k: None if isinstance(v, float) and math.isnan(v) else v
-            for k, v in asdict(self).items()
-        }
-
-
-def binary_metrics(
-    expected: Sequence[int], parsed: Sequence[int | None], *, z: float = 1.959964
-) -> BinaryMetrics:
-    """Accuracy, F1, invalid rate, yes rate and a Wilson interval.
-
-    F1 is for the "yes" class with an invalid answer replaced by the opposite of the expected
-    one, so it is always a miss (a false negative when 1 was expected, a false positive when 0
-    was). F1 is 0.0 when there are no true positives (also when undefined, as sklearn does).
-
-    Example:
-        >>> binary_metrics([1, 0], [1, None]).accuracy
-        0.5
-    """
-    if len(expected) != len(parsed):
-        raise ValueError(f"{len(expected)} expected answers but {len(parsed)} parsed answers")
-    if any(e not in (0, 1) for e in expected):
-        raise ValueError("expected answers must be 0 or 1")
-    if any(p not in (0, 1, None) for p in parsed):
-        raise ValueError("parsed answers must be 0, 1 or None")
-    n = len(expected)
-    valid = [p for p in parsed if p is not None]
-    correct = sum(p == e for e, p in zip(expected, parsed, strict=True))
-    scored = [1 - e if p is None else p for e, p in zip(expected, parsed, strict=True)]
-    tp = sum(e == 1 and p == 1 for e, p in zip(expected, scored, strict=True))
-    wrong = sum(e != p for e, p in zip(expected, scored, strict=True))  # fp + fn
-    low, high = wilson_interval(correct, n, z)
-    nan = float("nan")
-    return BinaryMetrics(
-        n=n,
-        n_valid=len(valid),
-        correct=correct,
-        accuracy=correct / n if n else nan,
-        f1=2 * tp / (2 * tp + wrong) if tp else 0.0,
-        invalid_rate=(n - len(valid)) / n if n else nan,
-        yes_rate=sum(valid) / len(valid) if valid else nan,
-        ci_low=low,
-        ci_high=high,
-    )
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for ``k`` successes in ``n`` trials; (nan, nan) when n == 0.
-
-    scipy's ``binomtest(k, n).proportion_ci(method="wilson")`` at the confidence level whose
-    normal quantile is ``z`` (equal to the closed form to 1e-15; exact 0 and 1 at the ends).
-
-    Example:
-        >>> [round(v, 4) for v in wilson_interval(8, 10)]
-        [0.4902, 0.9433]
-    """
-    if not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    if n == 0:
-        return float("nan"), float("nan")
-    from scipy.stats import binomtest, norm
-
-    ci = binomtest(k, n).proportion_ci(2 * float(norm.cdf(z)) - 1, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof=1); std is 0.0 for one value, nan for none."""
-    n = len(values)
-    if n == 0:
-        return float("nan"), float("nan")
-    mean = math.fsum(values) / n
-    if n == 1:
-        return mean, 0.0
-    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-
-
-@dataclass(frozen=True)
-class McNemar:
-    """Paired comparison of two models on the same items."""
-
-    b: int  # A right, B wrong
-    c: int  # A wrong, B right
-    statistic: float  # min(b, c) for the exact test, chi-square otherwise
-    p_value: float
-    method: str  # "exact" or "chi2_cc"
-
-
-def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> McNemar:
-    """McNemar's test: exact two-sided binomial if b + c < 25, else chi-square (continuity).
-
-    scipy's ``binomtest(min(b, c), b + c, 0.5)`` for the exact test, ``chi2.sf(stat, 1)`` else.
-
-    The continuity-corrected statistic is ``max(|b - c| - 1, 0)**2 / (b + c)``.
-
-    Example:
-        >>> mcnemar([1, 1, 1, 0], [0, 0, 0, 0]).p_value
-        0.25
-    """
-    if len(correct_a) != len(correct_b):
-        raise ValueError(f"paired results differ in length: {len(correct_a)} != {len(correct_b)}")
-    b = sum(bool(x) and not bool(y) for x, y in zip(correct_a, correct_b, strict=True))
-    c = sum(bool(y) and not bool(x) for x, y in zip(correct_a, correct_b, strict=True))
-    n = b + c
-    if n == 0:
-        return McNemar(0, 0, 0.0, 1.0, "exact")
-    from scipy.stats import binomtest, chi2
-
-    if n < 25:
-        k = min(b, c)
-        return McNemar(b, c, float(k), float(binomtest(k, n, 0.5).pvalue), "exact")
-    stat = max(abs(b - c) - 1, 0) ** 2 / n
-    return McNemar(b, c, stat, float(chi2.sf(stat, 1)), "chi2_cc")

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from radspatial.eval.scoring import wilson_interval
+from radspatial.eval.metrics import wilson_interval
 from radspatial.questions.open_common import reasoning_type
 
 _PELVIS = ("urinary_bladder", "hip", "sacrum", "femur", "rectum", "prostate", "gluteus")

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from radspatial.eval.scoring import wilson_interval
+from radspatial.eval.metrics import wilson_interval
 
 
 def _acc(flags: list[bool]) -> dict[str, Any]:

@@ -105,10 +105,6 @@ class Geometry:
         y = self.pad_y + (row + 0.5) * self.px_per_row - 0.5
         return (x, y)
 
-    def voxel_xy(self, col: float, row: float) -> tuple[float, float]:
-        """Native display (col, row) -> canonical RAS voxel indices (i, j) of the slice."""
-        return (self.n_cols - 1 - col, self.n_rows - 1 - row)
-
 
 def to_display(slice_xy: np.ndarray) -> np.ndarray:
     """A canonical RAS axial slice indexed [i, j] -> radiological display [row, col].

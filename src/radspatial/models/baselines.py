@@ -7,33 +7,35 @@ patient's left) and above/below as anterior/posterior. It reads only what a mode
 structure names that the question itself contains (RQ1/RQ2); for marker-only questions and
 unknown structures it answers at random. High in the anatomical frame, near chance in the image
 frame. The atlas is built in (learned from the bundled example CT) or learned from a dataset's
-manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). SPAR-VQA
-types: distance from the atlas centres, orientation "not mirrored", a coin for size, symmetry and
-count (the atlas holds no areas). The open types: ``models/baselines_open.py``.
+manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one).
 
 ``baseline:standard-view`` is an oracle that sees every structure where it is but ignores the
 rotation/flip: it answers the question's words on the standard-view image, from the item's own
 standard-view centres (the manifest's ``center_xy_canonical`` or MIRP's centres file; the atlas
 where those are missing). 100% in the standard frame by construction; how it scores in the image
 frame shows what ignoring the view costs.
+
+What either says of a question is its type's ``prior`` (``radspatial.questions``; e.g. distance
+from the atlas centres, orientation "not mirrored"); where it says nothing (size, count: the atlas
+holds no areas) the answer is a coin, or for the open types a pick at random among the type's
+answer classes (identification: the item's ``options``). ``random`` picks the same way; ``yes``
+and ``no`` answer 1 and 0, or the first and the last class.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
+import struct
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.labels import side_of
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
-from radspatial.questions.distance import distance_holds
+from radspatial.questions import QUESTION_TYPES, PriorInput, answer_classes
 from radspatial.questions.open_common import is_open
-from radspatial.questions.relative_position import anatomical_holds, relation_holds
 
 KINDS = ("random", "yes", "no", "anatomy-prior", "standard-view")
 _ATLAS_KINDS = ("anatomy-prior", "standard-view")
@@ -81,9 +83,14 @@ def _coin(key: str) -> int:
     return hashlib.sha256(key.encode()).digest()[0] & 1
 
 
-def _side_guess(name: str) -> tuple[float, float] | None:
-    side = side_of(name)  # radiological view: patient's left is on the image right
-    return None if side is None else ((0.7, 0.5) if side == "left" else (0.3, 0.5))
+def _pick(key: str, options: list | tuple) -> Any:
+    return options[int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % len(options)]
+
+
+def _width(png: bytes | None) -> float:
+    if png and png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) >= 24:
+        return float(struct.unpack(">I", png[16:20])[0])
+    return 512.0
 
 
 class Baseline:
@@ -97,41 +104,28 @@ class Baseline:
         return d
 
     def answer(self, req: Request) -> str:
-        if is_open(req.meta.get("question_type")):
-            from radspatial.models.baselines_open import open_answer
-
-            return open_answer(self.kind, req.key, req.meta, self.atlas or {}, req.image_png)
+        qtype = req.meta.get("question_type")
+        if is_open(qtype):
+            options = list(answer_classes(qtype) or req.meta.get("options") or ["unknown"])
+            if self.kind in ("yes", "no"):
+                return str(options[0] if self.kind == "yes" else options[-1])
+            value = self._prior(req)
+            return str(value if value is not None else _pick(req.key, options))
         if self.kind == "yes":
             return "1"
         if self.kind == "no":
             return "0"
-        if self.kind in _ATLAS_KINDS:
-            prior = self._prior(req.meta)
-            if prior is not None:
-                return str(prior)
-        return str(_coin(req.key))
+        prior = self._prior(req)
+        return str(prior if prior is not None else _coin(req.key))
 
-    def _prior(self, m: dict[str, Any]) -> int | None:
-        """What typical anatomy (anatomy-prior) or the standard view (standard-view) says; None
-        where it says nothing (size, count: the atlas holds no areas)."""
-        kind, rel = m.get("question_type", "relative_position"), m.get("relation")
-        if kind == "orientation":
-            return 0  # a reader who assumes the standard view never sees a mirror image
-        names = [m.get(k) for k in ("object1", "object2", "object3")]
-        centres = [(self.atlas.get(n) or _side_guess(n)) if n else None for n in names]
-        c1, c2, c3 = centres
-        if kind == "relative_position" and rel and self.kind == "standard-view":
-            seen = m.get("center1_canonical"), m.get("center2_canonical")
-            if seen[0] and seen[1]:  # the oracle: this item's own standard-view centres
-                return int(relation_holds(rel, tuple(seen[0]), tuple(seen[1])))
-            if c1 and c2 and c1 != c2:
-                return int(relation_holds(rel, c1, c2))
+    def _prior(self, req: Request) -> int | str | None:
+        """What the question's type says typical anatomy (anatomy-prior) or the standard view
+        (standard-view) answers; None for the other baselines or where it says nothing."""
+        name = req.meta.get("question_type", "relative_position")
+        if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
-        if kind == "relative_position" and rel and c1 and c2 and c1 != c2:
-            return int(anatomical_holds(rel, c1, c2))
-        if kind == "distance" and rel and c1 and c2 and c3:
-            return int(distance_holds(rel, math.dist(c1, c2), math.dist(c1, c3)))
-        return None
+        given = PriorInput(self.kind, req.meta, self.atlas or {}, _width(req.image_png))
+        return QUESTION_TYPES.get(name).prior(given)
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
         for req in requests:

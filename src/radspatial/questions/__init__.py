@@ -4,19 +4,33 @@ A question type turns what one slice shows (:class:`SliceFacts`) into one yes/no
 a chosen answer (the generator balances answers by asking for yes or no), and words it for each
 setup: RQ1 names only, RQ2 names with markers, RQ3 markers only. Relative position is MIRP's
 type; orientation, symmetry, size, distance and count are the SPAR Level 3 probes posed as
-questions (SPAR-VQA). Every type is binary and balanced, so its chance level is 50%.
+questions (SPAR-VQA). Every binary type is balanced, so its chance level is 50%; the open types
+answer with a word or a number (``questions/open_common.py``).
+
+A type owns everything about its questions (:class:`QuestionType`): proposing and wording them
+(the generator), its in-context example (``eval/prompts.py``), its parse patterns, the roles of
+the structures it names and its decision from what the agent's localizer found (``agent/``),
+and what typical anatomy says about it (``models/baselines.py``). The generic code asks the
+type through :data:`QUESTION_TYPES`, which imports every public module of this package the
+first time it is used: a new type is one new module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
+
+if TYPE_CHECKING:  # the agent's records; imported by the types that the agent answers
+    from radspatial.agent.parse import Asked
+    from radspatial.agent.types import Context, Decision, Found, ParsedQuestion, Ref, Scene
 
 __all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 
@@ -119,11 +133,62 @@ def marker_ref(kind: str, text: str) -> str:
     raise ValueError(f"unknown marker type {kind!r}")
 
 
+@dataclass(frozen=True)
+class Example:
+    """A type's fixed in-context example, worded by ``eval/prompts.py`` like the real question
+    (same setup and marker type) from these parts."""
+
+    names: tuple[str, ...] = ()  # display names of the structures it asks about
+    relations: tuple[str, str] = ("", "")  # binary: the relation asked for the answer (0, 1)
+    params: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"n": 2} for count
+    answers: tuple = ()  # open: the answers, one picked per item by a hash of its id
+    first_mark: int = 0  # the first of the example markers it uses
+    question: str = ""  # a fixed question instead, the same in every setup (orientation)
+
+
+@dataclass(frozen=True)
+class PriorInput:
+    """What a reader that does not look at the image knows of one item (models/baselines.py).
+
+    ``reader``: "anatomy-prior" recites typical anatomy (``atlas``: structure -> standard-view
+    centre in [0, 1] of the image); "standard-view" reads the item's own standard-view centres
+    (``meta``'s ``center1_canonical``/``center2_canonical``, px of an image ``width`` wide).
+    ``meta``: the request's item fields (``relation``, ``object1``..``object3`` names, ...).
+    """
+
+    reader: str
+    meta: Mapping[str, Any]
+    atlas: Mapping[str, tuple[float, float]]
+    width: float = 512.0
+
+    def centres(self, n: int, *, guess_side: bool) -> list[tuple[float, float] | None]:
+        """Atlas centres of object1..objectN (None where unknown); with ``guess_side`` a sided
+        name missing from the atlas sits in the middle of its side (patient's left: image
+        right in standard view)."""
+        out = []
+        for k in range(1, n + 1):
+            name = self.meta.get(f"object{k}")
+            centre = self.atlas.get(name) if name else None
+            if centre is None and name and guess_side and (side := side_of(name)):
+                centre = (0.7, 0.5) if side == "left" else (0.3, 0.5)
+            out.append(centre)
+        return out
+
+
 class QuestionType(Protocol):
+    """What a question type provides. :class:`TypeDefaults` gives the optional members."""
+
     name: str
     setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in
     n_objects: int  # objects that carry markers (0 for orientation)
-    chance: float  # accuracy of a random guess (0.5: binary, balanced)
+    chance: float | None  # accuracy of a random guess (0.5: binary, balanced)
+    open_answer: bool  # answered by a word or a number (open_common.py), not yes/no
+    example: Example | None  # its fixed in-context example (None: prompts refuse the type)
+    # the agent: what its parser returns (empty: the agent does not parse its questions), the
+    # role of each parsed structure, and where its patterns come in the parser's order
+    relations: tuple[str, ...]
+    roles: tuple[str, ...]
+    parse_order: int
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
@@ -136,31 +201,63 @@ class QuestionType(Protocol):
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         """The question as asked."""
 
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        """The question parsed (``agent/parse.py`` offers its parts), None if it is not one of
+        this type's; raises ParseError for one of its wordings that cannot be answered."""
 
-class KeepVariant:
-    """Mixin: the question does not depend on which variant is shown."""
+    def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
+        """What the localizer should find (default: the parsed refs)."""
+
+    def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
+        """What was found, for the agent's trace (default: one entry per ref)."""
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        """The agent's decision from what was found (thresholds: ``scene.rules``)."""
+
+    def prior(self, given: PriorInput) -> int | str | None:
+        """What typical anatomy (or the standard view) answers, None where it says nothing."""
+
+
+class TypeDefaults:
+    """The optional members of :class:`QuestionType`: no agent support, no prior."""
+
+    open_answer = False
+    example: Example | None = None
+    relations: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    parse_order = 50
+
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        return None
+
+    def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
+        return list(parsed.refs)
+
+    def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
+        return [None if f is None else f.to_json() for f in found]
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        raise NotImplementedError(f"the agent does not answer {parsed.kind} questions")
+
+    def prior(self, given: PriorInput) -> int | str | None:
+        return None
+
+
+class KeepVariant(TypeDefaults):
+    """The question does not depend on which variant is shown."""
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         return default
 
 
-QUESTION_TYPES: Registry[QuestionType] = Registry(
-    "question type",
-    tuple(
-        f"radspatial.questions.{m}"
-        for m in (
-            "count",
-            "counting",
-            "direction",
-            "distance",
-            "identification",
-            "laterality",
-            "orientation",
-            "relative_position",
-            "size",
-        )
-    ),
-)
+def _builtin_modules() -> tuple[str, ...]:
+    """Every public module of this package (a type registers itself when imported; helpers
+    such as ``open_common`` register nothing); private ``_name`` modules are skipped."""
+    found = pkgutil.iter_modules(__path__)
+    return tuple(f"{__name__}.{m.name}" for m in found if not m.name.startswith("_"))
+
+
+QUESTION_TYPES: Registry[QuestionType] = Registry("question type", _builtin_modules())
 
 
 def register_question_type(qt: QuestionType) -> QuestionType:
@@ -183,3 +280,9 @@ def chance_levels() -> dict[str, float | None]:
 def answer_classes(name: str) -> tuple:
     """The answer classes an open type balances over (empty: binary, or not balanced)."""
     return tuple(getattr(get_question_type(name), "classes", ()))
+
+
+def agent_types() -> list[QuestionType]:
+    """The types the agent parses, in the order their patterns are tried."""
+    types = [qt for _, qt in QUESTION_TYPES.items() if qt.relations]
+    return sorted(types, key=lambda qt: qt.parse_order)

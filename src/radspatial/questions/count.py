@@ -8,14 +8,26 @@ single-region organs. Yes asks the true count, no asks one more or one fewer (ne
 do not change under rotation or flip, so ``answer_standard == answer_anatomical == answer``.
 Names only (RQ1): a marker sits on one region and would not say which regions belong to the
 structure.
+
+The agent reads "Is the number of separate regions of the {X} (in this image) exactly {n}?",
+"Does the {X} appear as exactly {n} separate regions?" and "Are there exactly {n} separate
+regions of the {X}?" (regions, components, parts or pieces; n as digits or one..ten), and
+counts the components a localizer measures (mask, totalsegmentator) by the same rule. The
+atlas holds no counts: no anatomy prior.
 """
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
+from radspatial.core.rules import MIN_COMPONENT_PX
 from radspatial.questions import (
     Candidate,
+    Example,
     KeepVariant,
     QuestionRules,
     QuestionSpec,
@@ -24,7 +36,20 @@ from radspatial.questions import (
     register_question_type,
 )
 
+if TYPE_CHECKING:
+    from radspatial.agent.parse import Asked
+
 RELATION = "count"
+_REGIONS = r"(?:separate\s+|distinct\s+|disconnected\s+)?(?:regions?|components?|parts?|pieces?)"
+_N = r"(?P<n>\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+_COUNT_RES = (
+    re.compile(rf"^the\s+number\s+of\s+{_REGIONS}\s+of\s+(?P<x>.+?)\s+exactly\s+{_N}$", re.I),
+    re.compile(
+        rf"^(?P<x>.+?)\s+(?:appear|appears|seen|shown)\s+as\s+exactly\s+{_N}\s+{_REGIONS}$", re.I
+    ),
+    re.compile(rf"^there\s+exactly\s+{_N}\s+{_REGIONS}\s+of\s+(?P<x>.+)$", re.I),
+)
+_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 
 
 def count_regions(areas: list[float], min_px: float) -> int | None:
@@ -39,6 +64,11 @@ class Count(KeepVariant):
     setups = ("rq1",)
     n_objects = 1
     chance = 0.5
+    # "exactly 2?" with answer 0 too: no image is shown with the example
+    example = Example(("colon",), (RELATION, RELATION), {"n": 2})
+    relations = (RELATION,)
+    roles = ("structure",)
+    parse_order = 30
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -67,5 +97,39 @@ class Count(KeepVariant):
             f"{spec.params['n']}?"
         )
 
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        for pattern in _COUNT_RES:
+            if m := pattern.match(asked.plain):
+                n = int(m["n"]) if m["n"].isdigit() else _WORDS.index(m["n"].lower()) + 1
+                if n < 1:
+                    raise ParseError(f"a count must be at least 1 in {asked.question!r}")
+                ref = asked.ref(m["x"], "counted")
+                return ParsedQuestion((ref,), RELATION, asked.question, self.name, {"n": n})
+        return None
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        n = parsed.params["n"]
+        return verify_count(n, found[0], min_component_px=scene.rules.min_component_px)
+
 
 register_question_type(Count())
+
+
+def verify_count(
+    n: int, found: Found | None, *, min_component_px: float = MIN_COMPONENT_PX
+) -> Decision:
+    """Whether the structure has exactly ``n`` regions of at least ``min_component_px`` px."""
+    rule = f"yes iff regions of >= {min_component_px:g} px == {n}"
+    if found is None:
+        return Decision(None, "structure not found", rule)
+    areas = found.details.get("component_areas")
+    if areas is None:
+        return Decision(None, "the localizer gives no components (use mask or unet)", rule)
+    regions = count_regions([float(a) for a in areas], min_component_px)
+    measured = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
+    if regions is None:
+        reason = "a component is close to the region size threshold"
+        return Decision(None, reason, rule, measured=measured)
+    measured["regions"] = regions
+    reason = f"{regions} region(s) of >= {min_component_px:g} px"
+    return Decision(int(regions == n), reason, rule, confidence=found.score, measured=measured)

@@ -5,14 +5,20 @@ of at least ``rules.min_component_px`` in the rendered slice; a structure with a
 that threshold is skipped). Answer classes 1, 2 and 3 (structures with more regions are not
 asked), each asked equally often, so a uniform guess among them scores 1/3. Counts do not change
 with the view: all three frames agree. Names only (RQ1), as for ``count``.
+
+The agent applies the same region rule to the component areas a localizer measures (mask,
+totalsegmentator). The anatomy prior has nothing to go on (a pick at random).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.questions import (
-    KeepVariant,
+    Example,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
@@ -20,14 +26,19 @@ from radspatial.questions import (
     register_question_type,
 )
 from radspatial.questions.count import count_regions
+from radspatial.questions.open_common import OpenType
 
 
-class Counting(KeepVariant):
+class Counting(OpenType):
     name = "counting"
     setups = ("rq1",)
     n_objects = 1
     chance = 1 / 3
     classes = (1, 2, 3)
+    example = Example(("colon",), answers=(2,))
+    pattern = re.compile(
+        r"^how many separate regions of (?P<a>.+?) are visible(?: in this image)?\s*\??$", re.I
+    )
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -47,6 +58,18 @@ class Counting(KeepVariant):
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         return f"How many separate regions of {wording.ref(0)} are visible in this image?"
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        (f,) = found
+        assert f is not None
+        areas = f.details.get("component_areas")
+        if areas is None:
+            return Decision(None, "the localizer gives no component areas", "")
+        min_px = scene.rules.min_component_px
+        n = count_regions(areas, min_px)
+        if n is None:
+            return Decision(None, "a component is too close to the region threshold", "")
+        return Decision(n, f"{n} components of >= {min_px} px", "")
 
 
 register_question_type(Counting())

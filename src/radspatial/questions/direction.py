@@ -9,24 +9,37 @@ a "mostly above"). Frames as for relative position: ``answer_standard`` the same
 standard-view image, ``answer_anatomical`` the patient's frame (``anatomical_holds``: left/right
 are the patient's sides, above/below anterior/posterior). Balanced over the four answers
 (chance 25%).
+
+The agent answers the axis of larger centre difference and its sign (the generator asks only
+clear cases). The anatomy prior answers the typical patient-frame direction (left/right the
+patient's, above/below anterior/posterior); the standard-view reader the direction between the
+item's own standard-view centres.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.questions import (
     Candidate,
-    KeepVariant,
+    Example,
+    PriorInput,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
     Wording,
     register_question_type,
 )
-from radspatial.questions.open_common import DIRECTION_RELATION, DIRECTIONS, subject_phrase
+from radspatial.questions.open_common import (
+    DIRECTION_RELATION,
+    DIRECTIONS,
+    OpenType,
+    subject_phrase,
+)
 from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated
 
 DOMINANCE = 2.0
@@ -58,12 +71,18 @@ def anatomical_direction(std1: tuple[float, float], std2: tuple[float, float]) -
     return {"left": "right", "right": "left"}[word]
 
 
-class Direction(KeepVariant):
+class Direction(OpenType):
     name = "direction"
     setups = ("rq1", "rq2", "rq3")
     n_objects = 2
     chance = 0.25
     classes = DIRECTIONS
+    example = Example(("aorta", "spleen"), answers=DIRECTIONS)
+    pattern = re.compile(
+        r"^where (?:is|are) (?P<a>.+?) relative to (?P<b>.+?)(?: in this image)?\s*:"
+        r"\s*left, right, above or below\s*\??$",
+        re.I,
+    )
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -95,6 +114,18 @@ class Direction(KeepVariant):
         return (
             f"Where {verb} {first} relative to {second} in this image: left, right, above or below?"
         )
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        f1, f2 = found
+        assert f1 is not None and f2 is not None
+        return Decision(direction_of(f1.xy, f2.xy), "axis of larger centre difference", "")
+
+    def prior(self, given: PriorInput) -> str | None:
+        if given.reader == "standard-view":
+            s1, s2 = given.meta.get("center1_canonical"), given.meta.get("center2_canonical")
+            return direction_of(tuple(s1), tuple(s2)) if s1 and s2 else None
+        c1, c2 = given.centres(2, guess_side=False)
+        return anatomical_direction(c1, c2) if c1 and c2 and c1 != c2 else None
 
 
 register_question_type(Direction())

@@ -7,18 +7,28 @@ readings agree and the two distances differ by at least ``rules.margin_px`` and
 Distances do not change under rotation or flip, so
 ``answer_standard == answer_anatomical == answer``. "closer to" and "farther from" are asked
 equally often.
+
+The agent reads "Is the {A} closer to|nearer to|farther from|further (away) from the {B} than
+(to|from) the {C}?" and answers from the three centres, abstaining when the two distances differ
+by less than ``rules.margin_px``. The anatomy prior compares typical (atlas) centres.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
+from radspatial.core.rules import MARGIN_PX
 from radspatial.questions import (
     Candidate,
+    Example,
     KeepVariant,
+    PriorInput,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
@@ -26,7 +36,15 @@ from radspatial.questions import (
     register_question_type,
 )
 
+if TYPE_CHECKING:
+    from radspatial.agent.parse import Asked
+
 RELATIONS = {"closer_to": "closer to", "farther_from": "farther from"}
+_DISTANCE_RE = re.compile(
+    r"\s+(?:(?P<closer_to>(?:closer|nearer)\s+to)|(?P<farther_from>(?:farther|further)"
+    r"(?:\s+away)?\s+from))\s+(?P<first>.+?)\s+than\s+(?:(?:to|from)\s+)?(?P<second>.+)$",
+    re.IGNORECASE,
+)
 _TRIES = 400
 
 
@@ -59,6 +77,10 @@ class Distance(KeepVariant):
     setups = ("rq1", "rq2", "rq3")
     n_objects = 3
     chance = 0.5
+    example = Example(("aorta", "spleen", "liver"), ("farther_from", "closer_to"))
+    relations = tuple(RELATIONS)
+    roles = ("anchor", "first", "second")
+    parse_order = 40
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -87,5 +109,53 @@ class Distance(KeepVariant):
         w = wording
         return f"{w.verb(0)} {w.ref(0)} {rel} {w.ref(1)} {than} {w.ref(2)}?"
 
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        if not (m := _DISTANCE_RE.search(plain := asked.plain)):
+            return None
+        relation = "closer_to" if m["closer_to"] else "farther_from"
+        refs = (
+            asked.ref(asked.strip_verb(plain[: m.start()]), "anchor"),
+            asked.ref(m["first"], "first"),
+            asked.ref(m["second"], "second"),
+        )
+        asked.distinct(refs)
+        return ParsedQuestion(refs, relation, asked.question, "distance")
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        anchor, first, second = found
+        return verify_distance(parsed.relation, anchor, first, second, margin=scene.rules.margin_px)
+
+    def prior(self, given: PriorInput) -> int | None:
+        rel = given.meta.get("relation")
+        c1, c2, c3 = given.centres(3, guess_side=True)
+        if rel and c1 and c2 and c3:
+            return int(distance_holds(rel, math.dist(c1, c2), math.dist(c1, c3)))
+        return None
+
 
 register_question_type(Distance())
+
+
+def verify_distance(
+    relation: str,
+    anchor: Found | None,
+    first: Found | None,
+    second: Found | None,
+    *,
+    margin: float = MARGIN_PX,
+) -> Decision:
+    """Anchor closer to / farther from ``first`` than ``second`` (centre distances)."""
+    rule = f"yes iff d(anchor, first) {'<' if relation == 'closer_to' else '>'} d(anchor, second)"
+    if gone := Decision.not_found(rule, ("anchor", "first", "second"), [anchor, first, second]):
+        return gone
+    assert anchor is not None and first is not None and second is not None
+    d1, d2 = math.dist(anchor.xy, first.xy), math.dist(anchor.xy, second.xy)
+    measured = {"distance_px": [round(d1, 1), round(d2, 1)]}
+    if abs(d1 - d2) < margin:
+        reason = f"distances {d1:.1f} and {d2:.1f} px differ by < margin {margin:g} px"
+        return Decision(None, reason, rule, measured=measured)
+    answer = int(distance_holds(relation, d1, d2))
+    score = min(anchor.score, first.score, second.score)
+    confidence = score * min(1.0, abs(d1 - d2) / (3 * margin))
+    reason = f"d(anchor, first) = {d1:.1f} px, d(anchor, second) = {d2:.1f} px"
+    return Decision(answer, reason, rule, confidence=confidence, measured=measured)

@@ -7,29 +7,39 @@ over classes (the answer is whatever the marker sits on); chance is a uniform gu
 named structures of the slice, recorded per item in ``params["options"]`` (the type's
 ``chance`` is the mean over items, written to ``dataset.json``). Note MIRP's numbers are the
 label ids, so a model that knows the label table can answer numbers without looking.
+
+The agent names the label under the marker from the label table (needs a localizer that
+reports ``label_id``: mask, unet). The anatomy prior has nothing to go on (a pick at random).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.labels import display_name
 from radspatial.questions import (
-    KeepVariant,
+    Example,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
     Wording,
     register_question_type,
 )
+from radspatial.questions.open_common import OpenType
 
 
-class Identification(KeepVariant):
+class Identification(OpenType):
     name = "identification"
     setups = ("rq3",)
     n_objects = 1
     chance = None  # per item: 1 / len(params["options"])
     classes: tuple[str, ...] = ()
+    # "the number 1" marks the spleen: the second example marker
+    example = Example(("spleen",), answers=("spleen",), first_mark=1)
+    pattern = re.compile(r"^which structure (?:does|do) (?P<a>.+?) mark\s*\??$", re.I)
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -51,6 +61,15 @@ class Identification(KeepVariant):
 
     def item_chance(self, params: dict) -> float:
         return 1.0 / max(1, len(params.get("options") or ()))
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        (f,) = found
+        assert f is not None
+        label_id = f.details.get("label_id")
+        name = (scene.context.labels or {}).get(label_id) if label_id is not None else None
+        if name is None:
+            return Decision(None, "the localizer names no label under the marker", "")
+        return Decision(display_name(name), f"label {label_id} under the marker", "")
 
 
 register_question_type(Identification())

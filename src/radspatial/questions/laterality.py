@@ -7,21 +7,29 @@ centre). Three frames: ``answer`` in the shown image, ``answer_standard`` the si
 un-rotated, un-flipped image, ``answer_anatomical`` the patient's side (relative position's
 ``anatomical_holds`` against the midline: the patient's left is the image right in standard
 view). Balanced over the two answers; chance 50%.
+
+The agent answers the side of the image's vertical midline that holds the structure's centre.
+The anatomy prior answers the side of the patient the structure typically lies on; the
+standard-view reader the side of the item's own standard-view centre.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.questions import (
-    KeepVariant,
+    Example,
+    PriorInput,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
     Wording,
     register_question_type,
 )
-from radspatial.questions.open_common import SIDES, points, subject_phrase
+from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
 from radspatial.questions.relative_position import anatomical_holds
 
 
@@ -33,12 +41,16 @@ def _clear(xy: tuple[float, float], size: int, margin: float) -> bool:
     return abs(xy[0] - size / 2) >= margin
 
 
-class Laterality(KeepVariant):
+class Laterality(OpenType):
     name = "laterality"
     setups = ("rq1", "rq2", "rq3")
     n_objects = 1
     chance = 0.5
     classes = SIDES
+    example = Example(("aorta",), answers=("left", "right"))
+    pattern = re.compile(
+        r"^on which side of the image (?:is|are) (?P<a>.+?)\s*:\s*left or right\s*\??$", re.I
+    )
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -67,6 +79,20 @@ class Laterality(KeepVariant):
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         verb, ref = subject_phrase(wording, 0)
         return f"On which side of the image {verb} {ref}: left or right?"
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        (f,) = found
+        assert f is not None
+        mid = scene.image.shape[1] / 2
+        side = "left" if f.xy[0] < mid else "right"
+        return Decision(side, f"centre x {f.xy[0]:.1f} vs midline {mid}", "")
+
+    def prior(self, given: PriorInput) -> str | None:
+        if given.reader == "standard-view":
+            s1 = given.meta.get("center1_canonical")
+            return side_in(s1[0], given.width) if s1 else None
+        (c1,) = given.centres(1, guess_side=False)
+        return ("left" if c1[0] > 0.5 else "right") if c1 else None  # patient's left: image right
 
 
 register_question_type(Laterality())

@@ -6,32 +6,65 @@ and ``counting`` (an integer). Each declares ``classes`` (its answer classes; th
 each class equally often) or none (identification: the answer is whatever the marker sits on).
 The separation rules are relative position's: centres and markers at least the margin apart, in
 the shown and the standard frame, ordered the same way (``separated``).
+
+The agent matches an open type's ``pattern`` against the whole question (groups ``a`` and ``b``
+are the structures), localizes them and asks the type's ``verify`` for the word or number; a
+structure not found is an abstention. The open types are parsed before the others.
 """
 
 from __future__ import annotations
 
-from radspatial.questions import Candidate, Wording, marker_ref
+import re
+from typing import TYPE_CHECKING
 
-OPEN_TYPES: tuple[str, ...] = ("laterality", "direction", "identification", "counting")
-# reasoning type of every question type, for subgroups (the binary ones are yes/no relations)
-REASONING: dict[str, str] = {
-    "laterality": "laterality",
-    "direction": "direction",
-    "identification": "identification",
-    "counting": "counting",
-}
+from radspatial.agent.types import ParsedQuestion, ParseError
+from radspatial.questions import (
+    QUESTION_TYPES,
+    Candidate,
+    KeepVariant,
+    Wording,
+    marker_ref,
+)
+
+if TYPE_CHECKING:
+    from radspatial.agent.parse import Asked
+
 SIDES: tuple[str, ...] = ("left", "right")
 DIRECTIONS: tuple[str, ...] = ("left", "right", "above", "below")
 # image direction word -> relative position relation (same meaning, image terms)
 DIRECTION_RELATION = {"left": "left_of", "right": "right_of", "above": "above", "below": "below"}
 
 
-def reasoning_type(question_type: str) -> str:
-    return REASONING.get(question_type, "yes/no relation")
-
-
 def is_open(question_type: str | None) -> bool:
-    return question_type in OPEN_TYPES
+    """Whether the type answers with a word or a number (False for unknown names)."""
+    return question_type in QUESTION_TYPES and QUESTION_TYPES.get(question_type).open_answer
+
+
+def reasoning_type(question_type: str) -> str:
+    """Subgroup of a type: an open type's own name; the binary ones are yes/no relations."""
+    return question_type if is_open(question_type) else "yes/no relation"
+
+
+class OpenType(KeepVariant):
+    """Base of the open types: the agent's parse from ``pattern``; ``verify`` per type."""
+
+    open_answer = True
+    parse_order = 10  # each pattern is anchored on the question's first words
+    pattern: re.Pattern[str]
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        m = self.pattern.match(asked.question.strip())
+        if not m:
+            return None
+        try:
+            refs = tuple(asked.ref(m[g], g) for g in ("a", "b") if m.groupdict().get(g))
+        except ParseError:  # not answerable as this type: the other types' readings follow
+            return None
+        return ParsedQuestion(refs, self.name, asked.question, self.name)
 
 
 def subject_phrase(wording: Wording, k: int) -> tuple[str, str]:

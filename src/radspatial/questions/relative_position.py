@@ -15,17 +15,32 @@ margin along the asked axis in both the shown and the standard frame, and the ma
 the structures' interior points (not always the centres: a concave structure's centre of mass
 can lie outside it) order the same way with the same margin, so a marker-only question never
 contradicts or blurs the named one.
+
+The agent parses the generator's wordings and free paraphrases ("located to the right of", "on
+the left side of", "higher than", "beneath", "Does the aorta lie above the IVC"); relations are
+image terms. "superior to" / "inferior to" read as above / below (in an axial slice the only
+reading possible in the image); "anterior to", "posterior to", "medial/lateral to", "in front
+of", "behind" and "the patient's left/right" are refused: their image direction depends on the
+display orientation. It answers from the two centres, abstaining within ``rules.margin_px``.
+The anatomy prior answers in the patient's frame from typical (atlas) centres; the
+standard-view reader from the item's own standard-view centres.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
+from radspatial.core.rules import MARGIN_PX
 from radspatial.questions import (
     Candidate,
+    Example,
     KeepVariant,
+    PriorInput,
     QuestionRules,
     QuestionSpec,
     SliceFacts,
@@ -33,6 +48,9 @@ from radspatial.questions import (
     marker_ref,
     register_question_type,
 )
+
+if TYPE_CHECKING:
+    from radspatial.agent.parse import Asked
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -42,6 +60,85 @@ RELATIONS: dict[str, str] = {
 }
 OPPOSITE = {"above": "below", "below": "above", "left_of": "right_of", "right_of": "left_of"}
 _AXIS = {"above": 1, "below": 1, "left_of": 0, "right_of": 0}
+
+# --- wordings: the agent's parse patterns (relations in image terms) ----------------------------
+
+_SIDE_REL = (
+    r"(?:(?:to|on|at)\s+(?:the\s+)?)?{s}(?:[\s-]+(?:hand[\s-]+)?side)?\s+of"
+    r"|(?:more|further|farther)\s+(?:to\s+the\s+)?{s}\s+than"
+)
+_RELATION_PATTERNS = {
+    "left_of": _SIDE_REL.format(s="left"),
+    "right_of": _SIDE_REL.format(s="right"),
+    "above": r"above|higher(?:\s+up)?\s+than|further\s+up\s+than|over|superior\s+to",
+    "below": r"below|lower(?:\s+down)?\s+than|further\s+down\s+than|underneath|under|beneath"
+    r"|inferior\s+to",
+}
+RELATION_RE = re.compile(
+    "|".join(rf"\b(?P<{k}>{p})\b" for k, p in _RELATION_PATTERNS.items()), re.IGNORECASE
+)
+_ANATOMICAL_RE = re.compile(
+    r"\b(?:(?:anterior|posterior|medial|lateral|ventral|dorsal|cranial|caudal)(?:ly)?\s+to"
+    r"|in\s+front\s+of|behind|patient'?s\s+(?:left|right))\b",
+    re.IGNORECASE,
+)
+_VERB_TAIL_RE = re.compile(
+    r"(?:\s+(?:is|are|be|to|does|lie|lies|lying|sit|sits|sitting|located|positioned|situated"
+    r"|placed|found|seen|shown|displayed|depicted|visible|appear|appears|appearing|seem|seems"
+    r"|really|actually|directly|entirely|completely|mostly|clearly|also|still|slightly|somewhat"
+    r"|further|farther))+\s*$",
+    re.IGNORECASE,
+)
+# the generator's own words (MIRP files carry no relation field: it is read from these)
+_WORDED_RE = re.compile(rf"\b({'|'.join(RELATIONS.values())})\b", re.IGNORECASE)
+_WORDED = {words: relation for relation, words in RELATIONS.items()}
+
+
+def worded_relation(question: str) -> str | None:
+    """The relation whose generator wording ("to the left of") the question contains."""
+    m = _WORDED_RE.search(question)
+    return _WORDED[m.group(1).lower()] if m else None
+
+
+# --- free text: the relation as a question or a reply states it (eval/scoring.py reads replies
+# that restate it: "No, the liver is to the right of the stomach") ----------------------------
+
+_SIDE = r"\b(?:(?:to|on|at|towards?)\s+the\s+)?{}(?:[\s-]+(?:hand\s+)?side)?\s+(?:of|than)\b"
+STATED_RE = re.compile(
+    r"(?P<above>\babove\b|\bhigher\s+(?:up\s+)?than\b|\bsuperiorly\b|\bcranially\b"
+    r"|\b(?:superior|cranial)\s+(?:to|than|relative\s+to)\b)"
+    r"|(?P<below>\bbelow\b|\bbeneath\b|\bunderneath\b|\blower\s+(?:down\s+)?than\b"
+    r"|\binferiorly\b|\bcaudally\b|\b(?:inferior|caudal)\s+(?:to|than|relative\s+to)\b)"
+    rf"|(?P<left>{_SIDE.format('left')})|(?P<right>{_SIDE.format('right')})",
+    re.I,
+)
+STATED_OPPOSITE = {"above": "below", "below": "above", "left": "right", "right": "left"}
+
+
+def _aliases(phrase: str) -> list[str]:
+    refs = re.findall(r"\(([^()]*)\)", phrase)
+    core = re.sub(r"\([^()]*\)", " ", phrase).strip(" ,.")
+    core = re.sub(r"^(?:the|a|an)\s+", "", core, flags=re.I).strip()
+    return [a.strip() for a in (core, *refs) if a.strip()]
+
+
+def stated_terms(question: str) -> tuple[str, list[str], list[str]] | None:
+    """("left", aliases of X, aliases of Y) for "Is X to the left of Y?" (markup removed),
+    else None: what a reply restating the relation is read against."""
+    q = question.split("?")[0]
+    m = STATED_RE.search(q)
+    if m is None or m.lastgroup is None:
+        return None
+    x = re.sub(r"^.*?\b(?:is|are)\s+", "", q[: m.start()], count=1, flags=re.I | re.S)
+    y = re.sub(r"\s+(?:in|on|within)\s+(?:this|the)\s+\w+\s*$", "", q[m.end() :], flags=re.I)
+    xs, ys = _aliases(x), _aliases(y)
+    if not xs or not ys:
+        return None
+    # Distinctive words tell "number 52" from "number 1" and "red dot" from "blue dot".
+    wx, wy = set(xs[0].lower().split()), set(ys[0].lower().split())
+    xs += [w for w in xs[0].split() if w.lower() not in wy and w.lower() not in {"the", "of"}]
+    ys += [w for w in ys[0].split() if w.lower() not in wx and w.lower() not in {"the", "of"}]
+    return m.lastgroup, xs, ys
 
 
 def relation_holds(relation: str, xy1: tuple[float, float], xy2: tuple[float, float]) -> bool:
@@ -104,6 +201,10 @@ class RelativePosition(KeepVariant):
     setups = ("rq1", "rq2", "rq3")
     n_objects = 2
     chance = 0.5
+    example = Example(("aorta", "spleen"), ("below", "above"))  # MIRP's example
+    relations = tuple(RELATIONS)
+    roles = ("subject", "reference")
+    parse_order = 90  # last: what no other type claims is read as a relation, or refused
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -143,8 +244,88 @@ class RelativePosition(KeepVariant):
         r1, r2 = wording.marks or ("", "")
         return named_question(n1, spec.relation, n2, r1, r2)
 
+    def parse(self, asked: Asked) -> ParsedQuestion:
+        rest = asked.body
+        if m := _ANATOMICAL_RE.search(rest):
+            raise ParseError(
+                f"{m.group(0)!r} is an anatomical direction, not an image relation "
+                f"(above/below/left of/right of): {asked.question!r}"
+            )
+        found = list(RELATION_RE.finditer(rest))
+        if not found:
+            raise ParseError(
+                f"no spatial relation (above/below/left of/right of) in {asked.question!r}"
+            )
+        if len(found) > 1:
+            words = ", ".join(repr(f.group(0)) for f in found)
+            raise ParseError(f"more than one relation ({words}) in {asked.question!r}")
+        rel = found[0]
+        assert rel.lastgroup is not None
+        subject = asked.ref(_VERB_TAIL_RE.sub("", rest[: rel.start()]), "first")
+        reference = asked.ref(rest[rel.end() :], "second")
+        same_marker = subject.marker and (subject.marker, subject.text) == (
+            reference.marker,
+            reference.text,
+        )
+        if same_marker or (subject.name and subject.name == reference.name):
+            raise ParseError(f"both sides are the same structure in {asked.question!r}")
+        return ParsedQuestion((subject, reference), rel.lastgroup, asked.question)
+
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        return verify_relation(parsed.relation, found[0], found[1], margin=scene.rules.margin_px)
+
+    def prior(self, given: PriorInput) -> int | None:
+        rel = given.meta.get("relation")
+        c1, c2 = given.centres(2, guess_side=True)
+        if not rel:
+            return None
+        if given.reader == "standard-view":
+            seen = given.meta.get("center1_canonical"), given.meta.get("center2_canonical")
+            if seen[0] and seen[1]:  # the oracle: this item's own standard-view centres
+                return int(relation_holds(rel, tuple(seen[0]), tuple(seen[1])))
+            if c1 and c2 and c1 != c2:
+                return int(relation_holds(rel, c1, c2))
+            return None
+        if c1 and c2 and c1 != c2:
+            return int(anatomical_holds(rel, c1, c2))
+        return None
+
 
 register_question_type(RelativePosition())
+
+_RULES = {
+    "above": "yes iff y(subject) < y(reference)",
+    "below": "yes iff y(subject) > y(reference)",
+    "left_of": "yes iff x(subject) < x(reference)",
+    "right_of": "yes iff x(subject) > x(reference)",
+}
+
+
+def verify_relation(
+    relation: str, subject: Found | None, reference: Found | None, *, margin: float = MARGIN_PX
+) -> Decision:
+    """Answer ``subject <relation> reference`` from the two centres.
+
+    Abstains when a structure was not found or when the centres differ by less than ``margin``
+    px along the asked axis (the answer would hang on a few pixels). Confidence is the lower
+    localizer score, scaled down linearly while the separation is under three margins.
+    """
+    rule = _RULES[relation]
+    missing = [n for n, f in (("subject", subject), ("reference", reference)) if f is None]
+    if missing:
+        return Decision(None, f"{' and '.join(missing)} not found", rule)
+    assert subject is not None and reference is not None
+    dx = subject.xy[0] - reference.xy[0]
+    dy = subject.xy[1] - reference.xy[1]
+    along = abs(dx) if axis_of(relation) == 0 else abs(dy)
+    axis = "x" if axis_of(relation) == 0 else "y"
+    if along < margin:
+        reason = f"centres differ by {along:.1f} px along {axis} (< margin {margin:g} px)"
+        return Decision(None, reason, rule, dx, dy)
+    answer = int(relation_holds(relation, subject.xy, reference.xy))
+    confidence = min(subject.score, reference.score) * min(1.0, along / (3 * margin))
+    reason = f"{axis}(subject) - {axis}(reference) = {(dx if axis == 'x' else dy):+.1f} px"
+    return Decision(answer, reason, rule, dx, dy, confidence)
 
 
 def named_question(name1: str, relation: str, name2: str, ref1: str = "", ref2: str = "") -> str:

@@ -6,15 +6,26 @@ asks about the two sides of one paired structure ("Is the left kidney larger tha
 kidney?", the patient's sides as labelled); ``size`` about two different structures. A pair is
 only asked about when the areas differ by at least ``rules.size_tolerance`` of the larger one,
 so no answer hangs on a few pixels; "larger than" and "smaller than" are asked equally often.
+
+The agent reads "Is the {1} larger|bigger|greater|smaller (in size|area) than the {2}?" ("the
+structure marked by the number 12" is a marker reference) as ``size`` for both types, and
+answers from the areas a localizer measures (mask, unet, totalsegmentator), abstaining within
+``rules.size_tolerance``. The atlas holds no areas: no anatomy prior.
 """
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.labels import side_of
+from radspatial.core.rules import SIZE_TOLERANCE
 from radspatial.questions import (
     Candidate,
+    Example,
     KeepVariant,
     QuestionRules,
     QuestionSpec,
@@ -23,7 +34,15 @@ from radspatial.questions import (
     register_question_type,
 )
 
+if TYPE_CHECKING:
+    from radspatial.agent.parse import Asked
+
 RELATIONS = {"larger_than": "larger than", "smaller_than": "smaller than"}
+_SIZE_RE = re.compile(
+    r"\s+(?:(?P<larger_than>larger|bigger|greater)|(?P<smaller_than>smaller))"
+    r"(?:\s+in\s+(?:size|area))?\s+than\s+",
+    re.IGNORECASE,
+)
 
 
 def size_holds(relation: str, area1: float, area2: float) -> bool:
@@ -50,9 +69,15 @@ class SizeComparison(KeepVariant):
     n_objects = 2
     chance = 0.5
 
-    def __init__(self, name: str, paired: bool) -> None:
+    parse_order = 50
+
+    def __init__(self, name: str, paired: bool, example: tuple[str, str]) -> None:
         self.name = name
         self.paired = paired
+        self.example = Example(example, ("smaller_than", "larger_than"))
+        # one wording for both: the agent parses them as "size" (symmetry parses nothing)
+        self.relations = () if paired else tuple(RELATIONS)
+        self.roles = () if paired else ("subject", "reference")
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
@@ -77,6 +102,46 @@ class SizeComparison(KeepVariant):
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         return f"Is {wording.thing(0)} {RELATIONS[spec.relation]} {wording.thing(1)} in this image?"
 
+    def parse(self, asked: Asked) -> ParsedQuestion | None:
+        if self.paired or not (m := _SIZE_RE.search(plain := asked.plain)):
+            return None
+        relation = "larger_than" if m["larger_than"] else "smaller_than"
+        refs = (
+            asked.ref(asked.strip_verb(plain[: m.start()]), "first"),
+            asked.ref(plain[m.end() :], "second"),
+        )
+        asked.distinct(refs)
+        return ParsedQuestion(refs, relation, asked.question, "size")
 
-register_question_type(SizeComparison("size", paired=False))
-register_question_type(SizeComparison("symmetry", paired=True))
+    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        first, second = found
+        return verify_size(parsed.relation, first, second, tolerance=scene.rules.size_tolerance)
+
+
+register_question_type(SizeComparison("size", paired=False, example=("liver", "spleen")))
+register_question_type(
+    SizeComparison("symmetry", paired=True, example=("left kidney", "right kidney"))
+)
+
+
+def verify_size(
+    relation: str, first: Found | None, second: Found | None, *, tolerance: float = SIZE_TOLERANCE
+) -> Decision:
+    """``first`` larger/smaller than ``second`` by area; abstains within ``tolerance``."""
+    rule = f"yes iff area(first) {'>' if relation == 'larger_than' else '<'} area(second)"
+    if gone := Decision.not_found(rule, ("first", "second"), [first, second]):
+        return gone
+    assert first is not None and second is not None
+    areas = [f.details.get("area_px") for f in (first, second)]
+    if None in areas:
+        return Decision(None, "the localizer gives no areas (use mask or unet)", rule)
+    a1, a2 = float(areas[0]), float(areas[1])
+    measured = {"area_px": [round(a1, 1), round(a2, 1)]}
+    rel_gap = abs(a1 - a2) / max(a1, a2, 1e-9)
+    if rel_gap < tolerance:
+        reason = f"areas {a1:.0f} and {a2:.0f} px differ by {rel_gap:.1%} (< {tolerance:.0%})"
+        return Decision(None, reason, rule, measured=measured)
+    answer = int(size_holds(relation, a1, a2))
+    confidence = min(first.score, second.score) * min(1.0, rel_gap / (3 * tolerance))
+    reason = f"area(first) = {a1:.0f} px, area(second) = {a2:.0f} px"
+    return Decision(answer, reason, rule, confidence=confidence, measured=measured)

@@ -1,0 +1,82 @@
+"""What a ``radspatial generate`` run is asked to make: setups, markers, question types, image
+size and window, thresholds, seed; validated on construction (each bad value named by its
+command-line option) and recorded in ``dataset.json``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from radspatial.imaging.markers import MARKER_TYPES
+from radspatial.questions import QuestionRules, get_question_type
+
+SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
+SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
+MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
+PNG_LEVEL = 3
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    seed: int = 0
+    size: int = 512
+    window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
+    setups: tuple[str, ...] = SETUPS
+    markers: tuple[str, ...] = MARKER_TYPES
+    as_count: int = 100
+    rules: QuestionRules = field(default_factory=QuestionRules)
+    question_types: tuple[str, ...] = ("relative_position",)
+    group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
+    export_masks: bool = False
+    # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
+    # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
+    png_level: int = PNG_LEVEL
+
+    def __post_init__(self) -> None:
+        bad = set(self.setups) - set(SETUPS)
+        if bad or not self.setups:
+            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {self.setups}")
+        bad = set(self.markers) - set(MARKER_TYPES)
+        if bad or not self.markers:
+            raise ValueError(f"markers must be a non-empty subset of {MARKER_TYPES}")
+        if not 64 <= self.size <= MAX_SIZE:
+            raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
+        if not all(math.isfinite(v) for v in self.window):
+            raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
+        if self.window[0] <= 0:
+            raise ValueError(f"window width must be > 0, got {self.window[0]}")
+        for option, value in (
+            ("--min-distance", self.rules.min_distance_px),
+            ("--margin", self.rules.margin_px),
+            ("--size-tolerance", self.rules.size_tolerance),
+            ("--min-component", self.rules.min_component_px),
+        ):
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{option} must be a finite number >= 0, got {value}")
+        if not self.question_types or len(set(self.question_types)) != len(self.question_types):
+            raise ValueError(
+                f"question_types must be distinct and non-empty: {self.question_types}"
+            )
+        for name in self.question_types:
+            get_question_type(name)  # unknown names fail here, naming the known ones
+        if not isinstance(self.png_level, int) or not 0 <= self.png_level <= 9:
+            raise ValueError(f"--png-level must be 0..9, got {self.png_level}")
+        if self.as_count < 0 or self.as_count % 2:
+            raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["window"] = list(self.window)
+        d["setups"], d["markers"] = list(self.setups), list(self.markers)
+        d["question_types"] = list(self.question_types)
+        return d
+
+    def combos(self) -> list[tuple[str, str]]:
+        """(setup, marker) pairs for the slice setups, in output order."""
+        out: list[tuple[str, str]] = []
+        if "rq1" in self.setups:
+            out.append(("rq1", "none"))
+        for setup in ("rq2", "rq3"):
+            if setup in self.setups:
+                out += [(setup, m) for m in self.markers]
+        return out

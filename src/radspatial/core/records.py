@@ -1,0 +1,340 @@
+"""Typed records for the rows that cross stage boundaries: manifest.jsonl and results.jsonl.
+
+``bench.generate`` builds one ``ManifestRow`` per question (the structures it names as
+``ObjectRow``, its slice and source CT as ``SliceRow`` and ``SourceRow``); ``bench.dataset``
+writes them to ``manifest.jsonl`` and the MIRP files; ``eval.items`` reads them back into
+``EvalItem``; ``eval.runner`` writes one ``ResultRow`` per item and run to ``results.jsonl``
+(open question types add an ``OpenGrade``), which the report and the MIRP export read back.
+
+``to_json`` gives exactly the keys and values written (files are written with sorted keys);
+``from_json`` reads rows of every earlier version (``answer_canonical`` in a manifest and
+``expected_canonical`` in results are the standard view) and raises ``DataFileError`` naming
+the row and the field that is missing or of the wrong type. docs/format.md's field tables are
+checked against ``MANIFEST_FIELDS`` and ``RESULT_FIELDS`` (tests/test_records.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from radspatial.core.datafiles import DataFileError, check_answer, check_fields, read_json_lines
+
+Point = tuple[float, float]
+RELPOS = "relative_position"
+_STR, _INT, _NUM, _BOOL, _OBJ, _LIST = (str,), (int,), (float, int), (bool,), (dict,), (list,)
+
+
+def _plain(value: Any) -> Any:
+    """JSON form of a record value: tuples as lists, records as objects."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    return value
+
+
+def _point(row: dict, key: str, where: str) -> Point | None:
+    value = row.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, list | tuple) and len(value) == 2
+    if not ok or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        raise DataFileError(f"{where}: {key!r} must be [x, y] or null, got {value!r}")
+    return (value[0], value[1])
+
+
+def _known(cls: type, row: dict) -> dict[str, Any]:
+    """The row's values of ``cls``'s fields (absent ones left to the defaults)."""
+    return {f.name: row[f.name] for f in fields(cls) if f.name in row}
+
+
+@dataclass(frozen=True)
+class ObjectRow:
+    """A structure a question names: ``object1``..``object3`` of a manifest row. On the blank
+    (AS) images only the marker is known: no name, no anatomy, no standard view."""
+
+    name: str | None = None  # snake_case, after grouping ("kidney_left")
+    display_name: str | None = None  # "left kidney"
+    label_id: int | None = None
+    marker_text: str | None = None  # "52", "BZ", "red"; None for rq1
+    center_xy: Point | None = None  # shown frame
+    center_xy_canonical: Point | None = None  # standard view
+    marker_xy: Point | None = None  # where the marker is drawn, shown frame
+    marker_xy_canonical: Point | None = None  # the same point, standard view (not on AS)
+    marker_inside: bool | None = None  # centre of mass inside the structure (not on AS)
+    area_px: float | None = None  # output px
+
+    _ABSENT_IF_NONE = ("marker_xy_canonical", "marker_inside")  # the AS rows never had them
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        for key in self._ABSENT_IF_NONE:
+            if out[key] is None:
+                del out[key]
+        return out
+
+    @classmethod
+    def from_json(cls, row: dict, where: str) -> ObjectRow:
+        check_fields(
+            row,
+            where,
+            {},
+            {
+                "name": _STR,
+                "display_name": _STR,
+                "label_id": _INT,
+                "marker_text": _STR,
+                "marker_inside": _BOOL,
+                "area_px": _NUM,
+            },
+        )
+        points = ("center_xy", "center_xy_canonical", "marker_xy", "marker_xy_canonical")
+        values = _known(cls, row) | {k: _point(row, k, where) for k in points}
+        return cls(**values)
+
+
+class _Flat:
+    """JSON in and out of a record of plain fields; ``_TYPES``: field -> allowed types."""
+
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, row: dict, where: str) -> Any:
+        check_fields(row, where, {}, cls._TYPES)
+        return cls(**_known(cls, row))
+
+
+@dataclass(frozen=True)
+class SliceRow(_Flat):
+    """MIRP's per-slice fields (``slice`` of a manifest row; the blank AS images have none)."""
+
+    base_name: str | None = None  # "{case}_slice{z:03d}[_{type}]"
+    classes_count: int | None = None  # structures in the slice
+    multiple_components_same_label: bool | None = None
+
+    _TYPES = {"base_name": _STR, "classes_count": _INT, "multiple_components_same_label": _BOOL}
+
+
+@dataclass(frozen=True)
+class SourceRow(_Flat):
+    """Where a question's slice comes from (``source`` of a manifest row; null on AS)."""
+
+    case_id: str | None = None
+    ct: str | None = None  # paths as given to generate
+    seg: str | None = None
+    ct_sha256: str | None = None
+    seg_sha256: str | None = None
+    slice_index: int | None = None  # canonical RAS z index
+    z_mm: float | None = None
+
+    _TYPES = {k: _STR for k in ("case_id", "ct", "seg", "ct_sha256", "seg_sha256")} | {
+        "slice_index": _INT,
+        "z_mm": _NUM,
+    }
+
+
+# what eval needs of every manifest row, and the types of the rest (None allowed)
+_MANIFEST_REQUIRED = {"id": _STR, "setup": _STR, "marker": _STR, "image": _STR, "question": _STR}
+_MANIFEST_OPTIONAL = {
+    "mask": _STR,
+    "object1": _OBJ,
+    "object2": _OBJ,
+    "object3": _OBJ,
+    "source": _OBJ,
+    "relation": _STR,
+    "transform": _STR,
+    "variant": _STR,
+    "question_type": _STR,
+    "transform_name": _STR,
+    "slice": _OBJ,
+    "params": _OBJ,
+}
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One generated question, as one line of ``manifest.jsonl`` (docs/format.md)."""
+
+    id: str  # "{setup}/{marker}/{base_name}/q{k}"
+    setup: str  # rq1 | rq2 | rq3 | as
+    marker: str  # none | numbers | letters | dots
+    image: str  # PNG path relative to the dataset root
+    question: str
+    answer: int | str  # shown image; 0/1, or the open types' word/name/integer
+    answer_standard: int | str | None = None  # standard view (None on AS)
+    answer_anatomical: int | str | None = None  # patient's frame (None on AS, orientation)
+    relation: str | None = None
+    question_type: str = RELPOS
+    transform: str | None = None  # variant code A1..B4 (None on AS)
+    transform_name: str | None = None
+    variant: str = "normal"  # anatomy variant of the case; "blank" on AS
+    object1: ObjectRow | None = None
+    object2: ObjectRow | None = None
+    object3: ObjectRow | None = None  # distance only; absent otherwise
+    params: dict[str, Any] | None = None  # a type's parameters (count); absent when none
+    slice: SliceRow | None = None  # absent on AS
+    source: SourceRow | None = None
+    mask: str | None = None  # with --export-masks; absent otherwise
+    # read from a row written before the three frames had names (no answer_anatomical key):
+    # eval derives the anatomical answer of relative position from the standard view
+    legacy_frames: bool = field(default=False, compare=False)
+
+    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask")
+
+    @property
+    def objects(self) -> tuple[ObjectRow, ...]:
+        return tuple(o for o in (self.object1, self.object2, self.object3) if o is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {key: _plain(getattr(self, key)) for key in MANIFEST_FIELDS}
+        for key in self._ABSENT_IF_NONE:
+            if out[key] is None:
+                del out[key]
+        return out
+
+    @classmethod
+    def from_json(cls, row: dict, where: str = "manifest row") -> ManifestRow:
+        check_fields(row, where, _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
+        raw_type = row.get("question_type")
+        answers = {"answer": check_answer(row.get("answer"), raw_type, where)}
+        for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
+            if row.get(key) is not None:
+                answers[key] = check_answer(row[key], raw_type, where, key)
+        standard = "answer_standard" if "answer_standard" in row else "answer_canonical"
+        parts: dict[str, Any] = {}
+        for key in ("object1", "object2", "object3"):
+            if row.get(key) is not None:
+                parts[key] = ObjectRow.from_json(row[key], f"{where}: {key}")
+        if row.get("slice") is not None:
+            parts["slice"] = SliceRow.from_json(row["slice"], f"{where}: slice")
+        if row.get("source") is not None:
+            parts["source"] = SourceRow.from_json(row["source"], f"{where}: source")
+        return cls(
+            **{
+                **_known(cls, row),
+                **parts,
+                "answer": answers["answer"],
+                "answer_standard": answers.get(standard),
+                "answer_anatomical": answers.get("answer_anatomical"),
+                "question_type": raw_type or RELPOS,
+                "variant": row.get("variant") or "normal",
+                "legacy_frames": "answer_anatomical" not in row,
+            }
+        )
+
+
+def read_manifest(path: Path) -> list[tuple[str, ManifestRow]]:
+    """``(where, row)`` per line of a ``manifest.jsonl``; ``where`` is ``"<path>: line <n>"``."""
+    return [(where, ManifestRow.from_json(row, where)) for where, row in read_json_lines(path)]
+
+
+@dataclass(frozen=True)
+class OpenGrade:
+    """What an open question's result row adds (``grading.rows``): the answers asked and read,
+    and who graded it. The row's ``parsed`` is the grade (1, 0, None) and ``expected`` is 1."""
+
+    answer_expected: Any  # canonical answer, shown image
+    answer_standard: Any = None
+    answer_anatomical: Any = None
+    answer_read: Any = None  # the normalized reply
+    rules: dict[str, Any] | None = None  # the normalizer's status and reason
+    grade_source: str = "none"  # rules | judge | none
+    options: tuple[str, ...] | None = None  # identification: the slice's structures
+    judge: dict[str, Any] | None = None  # with --judge: the verdict on this row
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One item in one run: a line of ``results.jsonl`` (docs/format.md)."""
+
+    id: str
+    run: int
+    setup: str
+    marker: str
+    question: str
+    expected: int | str  # the answer in the shown image (1 for open rows: ``parsed`` is a grade)
+    correct: bool
+    question_type: str = RELPOS
+    relation: str | None = None
+    transform: str | None = None
+    variant: str | None = None
+    pair: str | None = None  # "a / b", the two structures sorted
+    expected_standard: int | None = None
+    expected_anatomical: int | None = None
+    image: str | None = None
+    prompt: str | None = None
+    reply: str | None = None
+    parsed: int | None = None
+    parsed_mirp: int | None = None  # MIRP's own parser on the reply
+    correct_standard: bool | None = None
+    correct_anatomical: bool | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    structures_asked: tuple[str, ...] = ()
+    region: str | None = None
+    modality: str | None = None
+    open: OpenGrade | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as written: the open grade's fields sit among the others, as they always
+        have (``answer_*`` after the expected answers, ``answer_read``/``rules``/
+        ``grade_source`` after the reply, ``options`` before and ``judge`` after the subgroup
+        fields)."""
+        head = ("id", "run", "setup", "marker", "question", "question_type", "relation")
+        head += ("transform", "variant", "pair", "expected", "expected_standard")
+        scores = ("parsed", "parsed_mirp", "correct", "correct_standard", "correct_anatomical")
+        groups: list[tuple[str, ...]] = [head + ("expected_anatomical",)]
+        grade = self.open.to_json() if self.open else {}
+        groups += [("answer_expected", "answer_standard", "answer_anatomical")] if grade else []
+        groups += [("image", "prompt", "reply")]
+        groups += [("answer_read", "rules", "grade_source")] if grade else []
+        groups += [scores + ("latency_s", "error")]
+        if grade.get("options"):
+            groups.append(("options",))
+        groups.append(("structures_asked", "region", "modality"))
+        if grade.get("judge") is not None:
+            groups.append(("judge",))
+        own = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "open"}
+        values = own | grade
+        return {key: values[key] for group in groups for key in group}
+
+    @classmethod
+    def from_json(cls, row: dict, where: str = "result row") -> ResultRow:
+        required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
+        optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
+        check_fields(row, where, required | {"correct": _BOOL}, optional)
+        if "expected" not in row:
+            raise DataFileError(f"{where}: missing required field 'expected'")
+        values = _known(cls, row)
+        values.pop("open", None)
+        if "expected_standard" not in row and "expected_canonical" in row:
+            values["expected_standard"] = row["expected_canonical"]  # runs before named frames
+        values["structures_asked"] = tuple(row.get("structures_asked") or ())
+        if "answer_expected" in row:
+            grade = _known(OpenGrade, row)
+            if grade.get("options") is not None:
+                grade["options"] = tuple(grade["options"])
+            values["open"] = OpenGrade(**grade)
+        return cls(**values)
+
+
+def read_results(path: Path) -> list[ResultRow]:
+    """The rows of a ``results.jsonl``."""
+    from radspatial.core.io import read_jsonl
+
+    return [ResultRow.from_json(r, f"{path}: row {i + 1}") for i, r in enumerate(read_jsonl(path))]
+
+
+# the fields each file's rows may carry, in the order written (docs/format.md documents each)
+MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy_frames")
+OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
+RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name != "open")
+OPEN_RESULT_FIELDS = tuple(f.name for f in fields(OpenGrade))
