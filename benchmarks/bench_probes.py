@@ -41,9 +41,9 @@ from pathlib import Path
 import torch
 
 from radspatial.probes.encoders import create_encoder, list_encoders
+from radspatial.probes.fitting import loss_fn
 from radspatial.probes.heads import create_head
 from radspatial.probes.tasks import TASK_NAMES
-from radspatial.probes.train import loss_fn
 
 
 def step_rate(encoder: str, head: str, *, size: int, batch: int, steps: int, frozen: bool) -> dict:

@@ -18,12 +18,8 @@ from fake_server import FakeChatServer, prompt_text
 from PIL import Image
 
 from radspatial.models import Decoding, Reply, Request, create_backend, list_backends
-from radspatial.models.openai_compat import (
-    RetryPolicy,
-    parse_compat_spec,
-    parse_completion,
-    parse_retry_after,
-)
+from radspatial.models.openai_client import RetryPolicy, parse_completion, parse_retry_after
+from radspatial.models.openai_compat import parse_compat_spec
 
 SECRET = "sk-test-SECRET-0123456789"
 FAST_RETRY = {"backoff_base_s": 0.001, "backoff_cap_s": 0.01}

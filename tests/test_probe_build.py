@@ -23,7 +23,8 @@ from radspatial.imaging.slices import (
 )
 from radspatial.imaging.volumes import Case, load_case
 from radspatial.probes import TASK_NAMES, build_probes, load_probe_task, probe_info
-from radspatial.probes.build import COLOURS, split_counts
+from radspatial.probes.render import COLOURS
+from radspatial.probes.splits import split_counts
 
 SYNTH_IDS = ("alpha", "bravo", "charlie", "delta")
 TASKINFO_KEYS = {

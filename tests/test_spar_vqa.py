@@ -462,7 +462,7 @@ def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
 
 def test_cli_question_type_selection(tmp_path, capsys):
     from radspatial.cli import main
-    from radspatial.cli.generate import _question_types
+    from radspatial.cli.common import question_types as _question_types
 
     assert _question_types("spar") == SPAR_VQA
     assert _question_types("relative_position,all")[0] == "relative_position"

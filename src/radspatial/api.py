@@ -61,23 +61,8 @@ def generate(
     """
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
-    from radspatial.core.runtime import bundled_example
-    from radspatial.imaging.volumes import Case, read_cases_csv
 
-    if cases is not None and ct is not None:
-        raise ValueError("give ct/seg or cases, not both")
-    if cases is None and (ct is None) != (seg is None):
-        raise ValueError("ct and seg go together")
-    if isinstance(cases, str | Path):
-        case_list = read_cases_csv(Path(cases), labels=labels)
-    elif cases is not None:
-        case_list = list(cases)
-    elif ct is not None:
-        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
-        case_list = [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
-    else:
-        bct, bseg = bundled_example()
-        case_list = [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
+    case_list = _case_list(ct, seg, labels, case_id, cases)
     config = GenerateConfig(
         seed=seed,
         size=size,
@@ -91,6 +76,32 @@ def generate(
     return build_dataset(
         case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log
     )
+
+
+def _case_list(
+    ct: PathLike | None,
+    seg: PathLike | None,
+    labels: str | None,
+    case_id: str | None,
+    cases: PathLike | Sequence[Case] | None,
+) -> list[Case]:
+    """``generate``'s cases: a cases CSV or list, one ``ct`` + ``seg``, or the bundled CT."""
+    from radspatial.core.runtime import bundled_example
+    from radspatial.imaging.volumes import Case, read_cases_csv
+
+    if cases is not None and ct is not None:
+        raise ValueError("give ct/seg or cases, not both")
+    if cases is None and (ct is None) != (seg is None):
+        raise ValueError("ct and seg go together")
+    if isinstance(cases, str | Path):
+        return read_cases_csv(Path(cases), labels=labels)
+    if cases is not None:
+        return list(cases)
+    if ct is not None:
+        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
+        return [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
+    bct, bseg = bundled_example()
+    return [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
 
 
 @dataclass(frozen=True)

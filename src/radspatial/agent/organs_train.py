@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -227,9 +226,7 @@ def augment(hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0) -> tuple[
 
 def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> dict[str, Any]:
     """Build the data, train, write ``model.safetensors`` + ``config.json`` to ``out``."""
-    import monai
     import torch
-    from monai.losses import DiceCELoss
 
     started = time.perf_counter()
     synth, real, real_source = build_banks(config, progress)
@@ -244,7 +241,6 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
         for h, lab in (synth, real)
         if len(h)
     ]
-    weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
     threads = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -252,6 +248,37 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
         torch.manual_seed(config.seed)
         arch = unet.architecture(len(classes), config.channels, config.num_res_units)
         net = unet.build_model(arch).to(dev)
+    t_train = time.perf_counter()
+    history, steps_done = _fit(net, banks, config, dev, progress)
+    train_s = time.perf_counter() - t_train
+    torch.set_num_threads(threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    unet.save_weights(net.cpu(), out, half=True)
+    training = {
+        "data_seconds": round(data_s, 1),
+        "train_seconds": round(train_s, 1),
+        "device": str(dev),
+        "steps_done": steps_done,
+        "threads": torch.get_num_threads(),
+        "loss_every_100_steps": [
+            round(float(np.mean(history[i : i + 100])), 4) for i in range(0, len(history), 100)
+        ],
+    }
+    record = _record(out, config, arch, classes, len(synth[0]), real_source, training)
+    atomic_write_json(out / unet.CONFIG, record)
+    return record
+
+
+def _fit(
+    net: Any, banks: list[tuple[Any, Any]], config: OrgansConfig, dev: Any, progress: bool
+) -> tuple[list[float], int]:
+    """Train ``net`` in place (``config.steps`` steps or until ``config.max_seconds``); the
+    loss of every step and the steps done."""
+    import torch
+    from monai.losses import DiceCELoss
+
+    weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
@@ -291,12 +318,23 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
                 f"step {step}/{config.steps} loss {mean:.4f} {time.perf_counter() - t_train:.0f}s"
             )
     net.eval()
-    train_s = time.perf_counter() - t_train
-    torch.set_num_threads(threads)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    _save(net.cpu(), out)
-    record = {
+    return history, steps_done
+
+
+def _record(
+    out: Path,
+    config: OrgansConfig,
+    arch: dict[str, Any],
+    classes: list[tuple[int, str]],
+    n_synth: int,
+    real_source: dict[str, Any],
+    training: dict[str, Any],
+) -> dict[str, Any]:
+    """config.json: the model head, its data, weights hash and how it was trained."""
+    import monai
+    import torch
+
+    return {
         **unet.config_head(FORMAT, arch, classes, config),
         "data": {
             "phantoms": {
@@ -304,7 +342,7 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
                 "shape": list(config.phantom_shape),
                 "case_ids": f"organs_0000..organs_{config.n_phantoms - 1:04d}",
                 "variants": ", ".join(config.phantom_variants) + " in turn",
-                "slices": int(len(synth[0])),
+                "slices": int(n_synth),
             },
             "real": real_source,
             "held_out_never_used": ["totalseg_example/ct_dicom", "mirp_sample"],
@@ -312,29 +350,10 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
         "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
         "training": {
             "command": "python -m radspatial.agent.organs_train " + _args_text(config),
-            "data_seconds": round(data_s, 1),
-            "train_seconds": round(train_s, 1),
-            "device": str(dev),
-            "steps_done": steps_done,
-            "threads": torch.get_num_threads(),
-            "loss_every_100_steps": [
-                round(float(np.mean(history[i : i + 100])), 4) for i in range(0, len(history), 100)
-            ],
+            **training,
         },
         "versions": {"torch": torch.__version__, "monai": monai.__version__},
     }
-    atomic_write_json(out / unet.CONFIG, record)
-    return record
-
-
-def _save(net: Any, out: Path) -> None:
-    from safetensors.torch import save_file
-
-    tmp = out / f".{unet.WEIGHTS}.tmp"
-    # fp16 on disk halves the package size; loading casts back to float32
-    state = {k: v.detach().cpu().half().contiguous() for k, v in net.state_dict().items()}
-    save_file(state, str(tmp))
-    os.replace(tmp, out / unet.WEIGHTS)
 
 
 def _args_text(c: OrgansConfig) -> str:
@@ -363,24 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float)
     p.add_argument("--mirror-real", action="store_true")
     p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
-    a = p.parse_args(argv)
-    config = OrgansConfig(
-        n_phantoms=a.n_phantoms,
-        real_weight=a.real_weight,
-        steps=a.steps,
-        batch_size=a.batch_size,
-        lr=a.lr,
-        seed=a.seed,
-        size=a.size,
-        device=a.device,
-        workers=a.workers,
-        threads=a.threads,
-        max_seconds=a.max_seconds,
-        mirror_real=a.mirror_real,
-        label_hu_jitter=a.label_hu_jitter,
-    )
-    record = train_organs(a.out, config)
-    print(f"organs: wrote {a.out} ({record['training']['train_seconds']} s training)")
+    a = vars(p.parse_args(argv))  # every flag but --out is an OrgansConfig field
+    out = a.pop("out")
+    config = OrgansConfig(**a)
+    record = train_organs(out, config)
+    print(f"organs: wrote {out} ({record['training']['train_seconds']} s training)")
     return 0
 
 

@@ -183,19 +183,11 @@ LocalizerFactory = Callable[..., Localizer]
 # built-in localizers register themselves when imported; heavy imports stay inside functions
 LOCALIZERS: Registry[LocalizerFactory] = Registry(
     "localizer",
-    tuple(
-        f"radspatial.agent.{m}"
-        for m in ("mask_localizer", "unet", "markers_localizer", "totalseg_localizer", "organs")
-    ),
+    ("mask_localizer", "unet", "markers_localizer", "totalseg_localizer", "organs"),
+    package="radspatial.agent",
 )
-
-
-def register_localizer(name: str) -> Callable[[LocalizerFactory], LocalizerFactory]:
-    return LOCALIZERS.register(name)
-
-
-def list_localizers() -> list[str]:
-    return LOCALIZERS.names()
+register_localizer = LOCALIZERS.register  # decorator: @register_localizer("name")
+list_localizers = LOCALIZERS.names
 
 
 def create_localizer(name: str, **options: Any) -> Localizer:

@@ -19,6 +19,7 @@ localizer) stays cheap.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
@@ -173,6 +174,18 @@ def config_head(
         "train_config": config.to_json(),
         "seed": config.seed,
     }
+
+
+def save_weights(net: Any, out: Path, *, half: bool = False) -> None:
+    """``out/model.safetensors`` (written aside, then renamed): the state dict on the CPU, as
+    float16 when ``half`` (organs: half the package size; loading casts back to float32)."""
+    from safetensors.torch import save_file
+
+    tmp = out / f".{WEIGHTS}.tmp"
+    state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
+    state = {k: (v.half() if half else v).contiguous() for k, v in state.items()}
+    save_file(state, str(tmp))
+    os.replace(tmp, out / WEIGHTS)
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:

@@ -176,17 +176,8 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
 
     for case_id in (_stem(ct), _stem(ct_out)):
         check_case_id(case_id, f"{ct}: the CT's name")
-    if ct.is_dir():
-        ct_bytes, seg_bytes = _mirror_dicom(ct, seg, seg_img, seg_raw, mapping)
-    else:
-        ct_img = _load(ct, "CT")
-        if ct_img.shape != seg_img.shape:
-            raise InputError(f"{seg}: mask shape {seg_img.shape} != CT shape {ct_img.shape} ({ct})")
-        if not np.allclose(ct_img.affine, seg_img.affine, atol=1e-3):
-            raise InputError(f"{seg}: mask affine differs from the CT's ({ct})")
-        ct_raw = np.asanyarray(getattr(ct_img.dataobj, "get_unscaled", lambda: ct_img.dataobj)())
-        ct_m, seg_m = mirror_arrays(ct_raw, seg_raw, ct_img.affine, mapping)
-        ct_bytes, seg_bytes = _encode(ct_img, ct_m), _encode(seg_img, seg_m)
+    mirror = _mirror_dicom if ct.is_dir() else _mirror_nifti
+    ct_bytes, seg_bytes = mirror(ct, seg, seg_img, seg_raw, mapping)
     atomic_write_bytes(ct_out, ct_bytes)
     atomic_write_bytes(seg_out, seg_bytes)
     names = {**table.names, **extra}
@@ -195,18 +186,27 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
     table_spec = labels or "totalsegmentator"
     if table_spec not in BUILTIN_TABLES:
         table_spec = str(Path(table_spec).resolve())
+    mirrored_labels = labels_out.name if uses_extension else table_spec
     rows = [
         (_stem(ct), str(ct.resolve()), str(seg.resolve()), table_spec, "normal"),
-        (
-            _stem(ct_out),
-            ct_out.name,
-            seg_out.name,
-            labels_out.name if uses_extension else table_spec,
-            "mirrored",
-        ),
+        (_stem(ct_out), ct_out.name, seg_out.name, mirrored_labels, "mirrored"),
     ]
     write_cases_csv(Path(out) / "cases.csv", rows)
     return ct_out, seg_out
+
+
+def _mirror_nifti(
+    ct: Path, seg: Path, seg_img: nib.Nifti1Image, seg_raw: np.ndarray, mapping: dict[int, int]
+) -> tuple[bytes, bytes]:
+    """Mirror a NIfTI CT and mask on their own grid; same header and on-disk data types."""
+    ct_img = _load(ct, "CT")
+    if ct_img.shape != seg_img.shape:
+        raise InputError(f"{seg}: mask shape {seg_img.shape} != CT shape {ct_img.shape} ({ct})")
+    if not np.allclose(ct_img.affine, seg_img.affine, atol=1e-3):
+        raise InputError(f"{seg}: mask affine differs from the CT's ({ct})")
+    ct_raw = np.asanyarray(getattr(ct_img.dataobj, "get_unscaled", lambda: ct_img.dataobj)())
+    ct_m, seg_m = mirror_arrays(ct_raw, seg_raw, ct_img.affine, mapping)
+    return _encode(ct_img, ct_m), _encode(seg_img, seg_m)
 
 
 def _mirror_dicom(

@@ -7,29 +7,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import (
-    positive,
-)
+from radspatial.cli.common import HelpFormatter, add_command, pass_on, positive
 from radspatial.core import rules
 
 
 def add_agent(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import EvalHelpParser, HelpFormatter
-
     class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
         pass
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "agent",
-        help="answer a question about an image with the modular agent (or: agent train)",
-        description="radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
+        "answer a question about an image with the modular agent (or: agent train)",
+        "radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
         "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
         "  --trace FILE writes it to a file.\n"
         "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
         "Localizers: {localizers}.",
         formatter_class=AgentHelpFormatter,
+        localizers=True,
     )
-    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument(
         "--image", type=Path, help="the image, PNG/JPEG; required unless train (default: none)"
@@ -182,15 +179,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key = os.environ.get("RADSPATIAL_API_KEY")
     try:
         serve(
-            host=args.host,
-            port=args.port,
+            **pass_on(args, "host", "port"),
             api_key=api_key,
             localizers=args.localizer,
             model_dir=args.model,
-            threads=args.threads,
-            max_connections=args.max_connections,
-            max_pixels=args.max_pixels,
-            max_total_pixels=args.max_total_pixels,
+            **pass_on(args, "threads", "max_connections", "max_pixels", "max_total_pixels"),
         )
     except OSError as exc:  # e.g. the port is taken
         why = exc.strerror or exc

@@ -1,8 +1,67 @@
-"""Argument types and option groups shared by several subcommands."""
+"""What several subcommands share: their parser (help formatting), argument types, option
+groups, and passing parsed flags on to the public functions."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows every option's default after its help, as argparse's ArgumentDefaultsHelpFormatter
+    does, but leaves out "no value" defaults (None, False) and writes tuples as comma lists."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or "(default" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return text
+        if isinstance(default, tuple | list):
+            default = ",".join(str(v) for v in default)
+        return f"{text} (default: {str(default).replace('%', '%%')})"
+
+
+class LocalizerHelpParser(argparse.ArgumentParser):
+    """A parser whose description's ``{localizers}`` is filled from the agent's localizer
+    registry when help is printed (the registry imports numpy; --help elsewhere stays fast)."""
+
+    def format_help(self) -> str:
+        if self.description and "{localizers}" in self.description:
+            from radspatial.agent.types import list_localizers
+
+            self.description = self.description.replace(
+                "{localizers}", ", ".join(list_localizers())
+            )
+        return super().format_help()
+
+
+def add_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    description: str | None = None,
+    *,
+    formatter_class: type[argparse.HelpFormatter] = HelpFormatter,
+    localizers: bool = False,
+) -> argparse.ArgumentParser:
+    """A (sub)command's parser with radspatial's help formatting; ``localizers``: its
+    description names the localizers (see :class:`LocalizerHelpParser`)."""
+    p = sub.add_parser(name, help=help, description=description, formatter_class=formatter_class)
+    if localizers:
+        p.__class__ = LocalizerHelpParser  # only format_help differs
+    return p
+
+
+def pass_on(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """``{name: args.<name>}``: flags handed to a public function under the same name."""
+    return {name: getattr(args, name) for name in names}
 
 
 def csv_lower(text: str) -> tuple[str, ...]:
@@ -13,6 +72,22 @@ def csv_lower(text: str) -> tuple[str, ...]:
 def csv_list(text: str) -> tuple[str, ...]:
     """Comma list kept as written (variants, probe task names)."""
     return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def question_types(text: str) -> tuple[str, ...]:
+    """Question type names and groups (all, spar, open), each type once, in the order given."""
+    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
+
+    out: list[str] = []
+    for name in csv_lower(text):
+        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        group = groups.get(name, [name])
+        out += [n for n in group if n not in out]
+    known = list_question_types()
+    bad = [n for n in out if n not in known]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
+    return tuple(out)
 
 
 def window(text: str) -> tuple[float, float]:
@@ -63,3 +138,8 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
         "--ray-address",
         help="Ray cluster to join (default: env RAY_ADDRESS, else a local Ray with --workers CPUs)",
     )
+
+
+def executor_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``--workers`` and :func:`add_executor_options`' flags as the public functions take them."""
+    return {"workers": args.workers, "executor": args.executor, "address": args.ray_address}

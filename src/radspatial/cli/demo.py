@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from radspatial.cli.common import add_command, question_types
 from radspatial.cli.eval import _print_eval
-from radspatial.cli.generate import _question_types
 from radspatial.core.runtime import bundled_example
 
 DEMO_MODELS = (
@@ -23,15 +23,13 @@ _DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
 def add_demo(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "demo",
-        help="the main job on the bundled real CT: generate, evaluate the baselines, report",
-        description="Generates OUT/dataset from the bundled real CT, evaluates each model into "
+        "the main job on the bundled real CT: generate, evaluate the baselines, report",
+        "Generates OUT/dataset from the bundled real CT, evaluates each model into "
         "OUT/eval/<model> and writes OUT/report. Progress goes to stderr (plain lines every "
         "RADSPATIAL_PROGRESS_SECONDS, default 5, when not a terminal).",
-        formatter_class=HelpFormatter,
     )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
     p.add_argument("--runs", type=int, default=3, help="repeats of every item")
@@ -42,7 +40,7 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--questions",
-        type=_question_types,
+        type=question_types,
         default="all",
         help="question types, comma-separated, or spar, open, all (every type: MIRP relative "
         "position, the SPAR-VQA and the open types)",

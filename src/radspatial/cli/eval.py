@@ -6,29 +6,23 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import csv_lower
-from radspatial.cli.generate import _question_types
+from radspatial.cli.common import add_command, csv_lower, question_types
 
 
 def add_eval(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import (
-        MODEL_ARGS_HELP,
-        EvalHelpParser,
-        HelpFormatter,
-        add_backend_flags,
-    )
+    from radspatial.cli.eval_options import MODEL_ARGS_HELP, add_backend_flags
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "eval",
-        help="evaluate one or more models on a dataset (radspatial or MIRP layout)",
-        description="Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
+        "evaluate one or more models on a dataset (radspatial or MIRP layout)",
+        "Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
         "hf:<path or id>, vllm:<path or id>, "
         "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
         "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
         "Rerunning the same command resumes: finished calls are never repeated.",
-        formatter_class=HelpFormatter,
+        localizers=True,
     )
-    p.__class__ = EvalHelpParser  # fills {localizers} from the registry only when help prints
     p.add_argument("--data", type=Path, required=True, help="dataset folder")
     p.add_argument(
         "--model",
@@ -45,6 +39,14 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-args", metavar="K=V,...", help=MODEL_ARGS_HELP + " (default: none)")
     p.add_argument("--runs", type=int, default=3, help="repeats of every item")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once")
+    _add_item_filters(p)
+    _add_asking_options(p)
+    add_backend_flags(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_item_filters(p: argparse.ArgumentParser) -> None:
+    """Which items: a balanced --limit sample, setups, markers, question types."""
     p.add_argument(
         "--limit",
         type=int,
@@ -62,9 +64,13 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--questions",
-        type=_question_types,
+        type=question_types,
         help="only these question types, e.g. spar or size,distance (default: all)",
     )
+
+
+def _add_asking_options(p: argparse.ArgumentParser) -> None:
+    """How items are asked and answers read: prompt, protocol, decoding, the judge."""
     p.add_argument(
         "--prompt",
         type=Path,
@@ -89,8 +95,6 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--judge-all", action="store_true", help="judge every open answer, not only undecided"
     )
-    add_backend_flags(p)
-    p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -179,14 +183,12 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
 
 
 def add_report(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "report",
-        help="tables, figures and a browsable HTML report from one or more eval run folders",
-        description="Writes summary.md, summary.json, the figures and index.html (tables, "
+        "tables, figures and a browsable HTML report from one or more eval run folders",
+        "Writes summary.md, summary.json, the figures and index.html (tables, "
         "figures and an item gallery with filters; open it in a browser, no server needed).",
-        formatter_class=HelpFormatter,
     )
     p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
     p.add_argument("--out", type=Path, required=True, help="report folder")

@@ -1,4 +1,4 @@
-"""``radspatial eval``'s backend flags and ``--model-args``, checked up front; help formatting.
+"""``radspatial eval``'s backend flags and ``--model-args``, checked up front.
 
 ``--timeout``/``--retries``/``--api-key-env`` go to ``openai:`` and ``openai-compat:``;
 ``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``; ``--executor ray`` (with
@@ -17,42 +17,6 @@ from radspatial.models.options import MODEL_ARGS_HELP, parse_model_args
 from radspatial.models.options import backend_options as checked_options
 
 __all__ = ["MODEL_ARGS_HELP", "backend_options", "parse_model_args"]  # the CLI's names
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Shows every option's default after its help, as argparse's ArgumentDefaultsHelpFormatter
-    does, but leaves out "no value" defaults (None, False) and writes tuples as comma lists."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (
-            "%(default)" in text
-            or "(default" in text
-            or default is None
-            or default is False
-            or default is argparse.SUPPRESS
-            or not action.option_strings
-        ):
-            return text
-        if isinstance(default, tuple | list):
-            default = ",".join(str(v) for v in default)
-        return f"{text} (default: {str(default).replace('%', '%%')})"
-
-
-class EvalHelpParser(argparse.ArgumentParser):
-    """``eval``'s parser: ``{localizers}`` in its description is filled from the agent's
-    localizer registry when help is printed (the registry imports numpy; --help elsewhere
-    stays fast)."""
-
-    def format_help(self) -> str:
-        if self.description and "{localizers}" in self.description:
-            from radspatial.agent.types import list_localizers
-
-            self.description = self.description.replace(
-                "{localizers}", ", ".join(list_localizers())
-            )
-        return super().format_help()
 
 
 def add_backend_flags(parser: argparse.ArgumentParser) -> None:

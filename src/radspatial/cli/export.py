@@ -5,33 +5,33 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from radspatial.cli.common import add_command, pass_on
+
 
 def add_export(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
     p = sub.add_parser("export", help="write a run or dataset in another tool's layout")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    m = kinds.add_parser(
+    m = add_command(
+        kinds,
         "mirp",
-        help="an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
-        description="One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
+        "an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
+        "One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
         "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres file. Run "
         "MIRP's evaluation scripts inside each folder.",
-        formatter_class=HelpFormatter,
     )
     m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
     m.add_argument("--out", type=Path, required=True, help="output folder")
     m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
     m.set_defaults(func=cmd_export_mirp)
-    h = kinds.add_parser(
+    h = add_command(
+        kinds,
         "hf",
-        help="a generated dataset as Hugging Face datasets parquet shards with a dataset card",
-        description="OUT/data/test-*.parquet (one row per question: every manifest field, the "
+        "a generated dataset as Hugging Face datasets parquet shards with a dataset card",
+        "OUT/data/test-*.parquet (one row per question: every manifest field, the "
         "image as an Image feature) and OUT/README.md (dataset card: YAML header, counts, "
         "columns, licence and provenance of the source CTs). Load it with "
         'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
         "pip install 'radspatial[hf-export]'.",
-        formatter_class=HelpFormatter,
     )
     h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
     h.add_argument("--out", type=Path, required=True, help="output folder")
@@ -52,12 +52,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     from radspatial.bench.hf_export import export_hf
 
     done = export_hf(
-        args.data,
-        args.out,
-        license=args.license,
-        name=args.name,
-        max_shard_mb=args.max_shard_mb,
-        overwrite=args.overwrite,
+        args.data, args.out, **pass_on(args, "license", "name", "max_shard_mb", "overwrite")
     )
     print(f"Hugging Face dataset: {done.out.resolve()}")
     print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")

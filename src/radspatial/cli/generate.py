@@ -7,8 +7,12 @@ import sys
 from pathlib import Path
 
 from radspatial.cli.common import (
+    add_command,
     add_executor_options,
     csv_lower,
+    executor_args,
+    pass_on,
+    question_types,
     window,
 )
 from radspatial.core import rules
@@ -16,35 +20,53 @@ from radspatial.core.runtime import bundled_example
 
 
 def add_generate(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-    from radspatial.imaging.markers import MARKER_TYPES, marker_names
-
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "generate",
-        help="generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
-        description="With no --ct/--cases, uses the bundled real example CT and its mask.",
-        formatter_class=HelpFormatter,
+        "generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
+        "With no --ct/--cases, uses the bundled real example CT and its mask.",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--ct", type=Path, help="CT: NIfTI file or DICOM series folder (default: the bundled CT)"
+    _add_inputs(p)
+    p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    _add_question_options(p)
+    p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
+    add_executor_options(p)
+    p.add_argument(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="a failing case: stop with exit 2 (finished cases are kept for the rerun) or "
+        "skip it, recorded in failures.jsonl and dataset.json",
     )
-    src.add_argument(
-        "--cases",
-        type=Path,
-        help="CSV with columns ct,seg[,labels,case_id,variant], one case per row (default: "
-        "one case from --ct)",
+    p.add_argument(
+        "--png-level",
+        type=int,
+        default=3,
+        help="PNG zlib level 0-9; 3 is 2x faster than 6 for ~1%% more bytes",
     )
-    seg = p.add_mutually_exclusive_group()
-    seg.add_argument(
-        "--seg", type=Path, help="multilabel mask (NIfTI) of --ct (default: the bundled mask)"
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out dataset")
+    p.set_defaults(func=cmd_generate)
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    """Which cases: --ct with --seg or --seg-dir, or a --cases CSV (default: the bundled CT)."""
+    either_or = (
+        {
+            "--ct": "CT: NIfTI file or DICOM series folder (default: the bundled CT)",
+            "--cases": "CSV with columns ct,seg[,labels,case_id,variant], one case per row "
+            "(default: one case from --ct)",
+        },
+        {
+            "--seg": "multilabel mask (NIfTI) of --ct (default: the bundled mask)",
+            "--seg-dir": "TotalSegmentator per-structure output folder of --ct, instead of "
+            "--seg (default: none)",
+        },
     )
-    seg.add_argument(
-        "--seg-dir",
-        type=Path,
-        help="TotalSegmentator per-structure output folder of --ct, instead of --seg "
-        "(default: none)",
-    )
+    for flags in either_or:
+        group = p.add_mutually_exclusive_group()
+        for flag, text in flags.items():
+            group.add_argument(flag, type=Path, help=text)
     p.add_argument(
         "--labels",
         help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
@@ -57,8 +79,12 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         help="anatomy variant of the --ct case, recorded in every row, e.g. mirrored or "
         "situs_inversus; --cases takes a variant column (default: normal)",
     )
-    p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+
+
+def _add_question_options(p: argparse.ArgumentParser) -> None:
+    """What is asked and drawn: setups, markers, image, question types and their thresholds."""
+    from radspatial.imaging.markers import MARKER_TYPES, marker_names
+
     p.add_argument(
         "--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"), help="MIRP setups to write"
     )
@@ -80,7 +106,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px along the asked axis")
     p.add_argument(
         "--questions",
-        type=_question_types,
+        type=question_types,
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
@@ -106,23 +132,6 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--export-masks", action="store_true", help="write each slice's label image (masks/)"
     )
-    p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
-    add_executor_options(p)
-    p.add_argument(
-        "--on-error",
-        choices=["stop", "skip"],
-        default="stop",
-        help="a failing case: stop with exit 2 (finished cases are kept for the rerun) or "
-        "skip it, recorded in failures.jsonl and dataset.json",
-    )
-    p.add_argument(
-        "--png-level",
-        type=int,
-        default=3,
-        help="PNG zlib level 0-9; 3 is 2x faster than 6 for ~1%% more bytes",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out dataset")
-    p.set_defaults(func=cmd_generate)
 
 
 def _cases_from_args(args: argparse.Namespace):
@@ -160,21 +169,6 @@ def _cases_from_args(args: argparse.Namespace):
     return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
 
 
-def _question_types(text: str) -> tuple[str, ...]:
-    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
-
-    out: list[str] = []
-    for name in csv_lower(text):
-        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
-        group = groups.get(name, [name])
-        out += [n for n in group if n not in out]
-    known = list_question_types()
-    bad = [n for n in out if n not in known]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
-    return tuple(out)
-
-
 def _case_id_for(ct: Path) -> str:
     name = ct.name
     for suffix in (".nii.gz", ".nii"):
@@ -189,12 +183,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from radspatial.core.rules import QuestionRules
 
     config = GenerateConfig(
-        seed=args.seed,
-        size=args.size,
-        window=args.window,
-        setups=args.setups,
-        markers=args.markers,
-        as_count=args.as_count,
+        **pass_on(args, "seed", "size", "window", "setups", "markers", "as_count"),
         rules=QuestionRules(
             min_distance_px=args.min_distance,
             margin_px=args.margin,
@@ -203,19 +192,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ),
         question_types=args.questions,
         group=False if args.no_group else None,
-        export_masks=args.export_masks,
-        png_level=args.png_level,
+        **pass_on(args, "export_masks", "png_level"),
     )
     cases = _cases_from_args(args)
     summary = build_dataset(
         cases,
         config,
         args.out,
-        workers=args.workers,
-        overwrite=args.overwrite,
-        executor=args.executor,
-        address=args.ray_address,
-        on_error=args.on_error,
+        **executor_args(args),
+        **pass_on(args, "overwrite", "on_error"),
         log=lambda line: print(line, file=sys.stderr),
     )
     print(f"dataset: {summary.out.resolve()}")

@@ -6,21 +6,22 @@ import argparse
 from pathlib import Path
 
 from radspatial.cli.common import (
+    add_command,
     add_executor_options,
     csv_list,
+    executor_args,
+    pass_on,
     triple,
 )
 
 
 def add_phantom(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "phantom",
-        help="write synthetic CT phantoms with TotalSegmentator masks",
-        description="Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
+        "write synthetic CT phantoms with TotalSegmentator masks",
+        "Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
         "ct, seg, labels, variant) for radspatial generate --cases.",
-        formatter_class=HelpFormatter,
     )
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--n", type=int, default=1, help="number of phantoms")
@@ -46,14 +47,9 @@ def cmd_phantom(args: argparse.Namespace) -> int:
     variant = args.variant[0] if len(args.variant) == 1 else args.variant
     cases = write_phantoms(
         args.out,
-        n=args.n,
-        seed=args.seed,
-        shape=args.shape,
-        spacing=args.spacing,
+        **pass_on(args, "n", "seed", "shape", "spacing"),
         variant=variant,
-        workers=args.workers,
-        executor=args.executor,
-        address=args.ray_address,
+        **executor_args(args),
     )
     print(f"phantoms: {args.out} ({args.n} case(s))")
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
@@ -61,16 +57,14 @@ def cmd_phantom(args: argparse.Namespace) -> int:
 
 
 def add_counterfactual(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "counterfactual",
-        help="counterfactual anatomy from real volumes",
-        description="mirror: the case mirrored left-right with paired structures relabelled "
+        "counterfactual anatomy from real volumes",
+        "mirror: the case mirrored left-right with paired structures relabelled "
         "to their new side, as NIfTI in OUT, plus OUT/cases.csv listing the original "
         "(variant normal) and the mirror (variant mirrored): radspatial generate --cases "
         "OUT/cases.csv ...",
-        formatter_class=HelpFormatter,
     )
     p.add_argument("kind", choices=["mirror"], help="mirror: situs-inversus-like left-right mirror")
     p.add_argument("--ct", type=Path, required=True, help="CT: NIfTI file or DICOM series folder")

@@ -6,21 +6,19 @@ import argparse
 from pathlib import Path
 
 from radspatial.cli.common import (
+    add_command,
     add_executor_options,
     csv_list,
+    executor_args,
+    pass_on,
     triple,
 )
 
 
 def add_probe(sub: argparse._SubParsersAction) -> None:
-    from radspatial.cli.eval_options import HelpFormatter
-
-    fmt = {"formatter_class": HelpFormatter}
-    p = sub.add_parser(
-        "probe", help="SPAR probes of vision encoders: build, train, eval, table", **fmt
-    )
+    p = add_command(sub, "probe", "SPAR probes of vision encoders: build, train, eval, table")
     ps = p.add_subparsers(dest="probe_command", required=True)
-    b = ps.add_parser("build", help="probe datasets from cases (real CT or phantoms)", **fmt)
+    b = add_command(ps, "build", "probe datasets from cases (real CT or phantoms)")
     b.add_argument(
         "--cases", type=Path, help="cases CSV ct,seg[,labels,case_id,variant] (default: the "
         "bundled example CT)"
@@ -42,7 +40,7 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
     add_executor_options(b)
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
     b.set_defaults(func=cmd_probe_build)
-    t = ps.add_parser("train", help="train probe heads on an encoder (frozen or finetuned)", **fmt)
+    t = add_command(ps, "train", "train probe heads on an encoder (frozen or finetuned)")
     t.add_argument("--data", type=Path, required=True, help="probe dataset (probe build)")
     t.add_argument("--encoder", required=True, help="e.g. resnet-small, vit-tiny, resnet50, hf:DIR")
     t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"], help="head")
@@ -58,7 +56,7 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--device", default="cpu", help="torch device, e.g. cuda:0")
     t.add_argument("--out", type=Path, required=True, help="probe run folder to write")
     t.set_defaults(func=cmd_probe_train)
-    e = ps.add_parser("eval", help="zero-shot transfer of trained probes to another dataset", **fmt)
+    e = add_command(ps, "eval", "zero-shot transfer of trained probes to another dataset")
     e.add_argument("--model", type=Path, required=True, help="probe run folder (probe train)")
     e.add_argument("--data", type=Path, required=True, help="probe dataset to evaluate on")
     e.add_argument("--split", default="test", help="split of --data: train, val or test")
@@ -66,7 +64,7 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
         "--out", type=Path, help="folder for results.json (default: print only, write nothing)"
     )
     e.set_defaults(func=cmd_probe_eval)
-    tb = ps.add_parser("table", help="Table 1 (markdown + figure) from result folders", **fmt)
+    tb = add_command(ps, "table", "Table 1 (markdown + figure) from result folders")
     tb.add_argument("results", nargs="+", type=Path, help="probe run or transfer folders")
     tb.add_argument("--out", type=Path, required=True, help="folder for table1.md and table1.png")
     tb.set_defaults(func=cmd_probe_table)
@@ -86,16 +84,8 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
     info = build_probes(
         cases,
         args.out,
-        seed=args.seed,
-        size=args.size,
-        crop=args.crop,
-        splits=args.splits,
-        tasks=args.tasks,
-        max_per_case=args.max_per_case,
-        workers=args.workers,
-        overwrite=args.overwrite,
-        executor=args.executor,
-        address=args.ray_address,
+        **pass_on(args, "seed", "size", "crop", "splits", "tasks", "max_per_case", "overwrite"),
+        **executor_args(args),
     )
     tasks = info["tasks"]
     print(f"probes: {args.out} ({len(tasks)} task(s), {len(cases)} case(s), seed {args.seed})")
@@ -144,18 +134,12 @@ def _print_probe_results(results: dict, splits: tuple[str, ...]) -> None:
 def cmd_probe_train(args: argparse.Namespace) -> int:
     from radspatial.probes.train import train_probe
 
-    options = {
-        k: getattr(args, k) for k in ("epochs", "batch_size", "lr") if getattr(args, k) is not None
-    }
+    given = pass_on(args, "epochs", "batch_size", "lr")
+    options = {k: v for k, v in given.items() if v is not None}
     results = train_probe(
         args.data,
         args.out,
-        encoder=args.encoder,
-        head=args.head,
-        frozen=args.frozen,
-        tasks=args.tasks,
-        seed=args.seed,
-        device=args.device,
+        **pass_on(args, "encoder", "head", "frozen", "tasks", "seed", "device"),
         **options,
     )
     n = len(results.get("tasks", {}))

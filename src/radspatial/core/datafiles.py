@@ -16,6 +16,7 @@ laterality, direction, identification, counting) hold a word, a name or an integ
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +95,26 @@ def read_json_lines(path: Path) -> list[tuple[str, dict]]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise DataFileError(f"{path}: not UTF-8 text") from None
-    out = []
+    return list(json_objects(path, text, "row"))
+
+
+def json_objects(path: Path, text: str, what: str) -> Iterator[tuple[str, dict]]:
+    """``(where, object)`` per non-blank line of the JSON-lines ``text`` of ``path``; ``where`` is
+    ``"<path>: line <n>"``. A line that is not a JSON object (``what``: a row, a mark) is a
+    ``DataFileError``; a cut last line is called torn."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}: line {n}"
         try:
-            row = json.loads(line)
+            obj = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
             torn = " (torn: the file was cut mid-line)" if n == text.count("\n") + 1 else ""
             raise DataFileError(f"{where}: not valid JSON{torn}") from None
-        if not isinstance(row, dict):
-            raise DataFileError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
-        out.append((where, row))
-    return out
+        if not isinstance(obj, dict):
+            kind = type(obj).__name__
+            raise DataFileError(f"{where}: a {what} must be a JSON object, got {kind}")
+        yield where, obj
 
 
 def read_json(path: Path, *, want: type) -> Any:

@@ -16,3 +16,9 @@ def disk_error_line(exc: OSError, where: Path) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{path}: no space left on the output disk (free some space and rerun)"
     return f"{path}: cannot write the output ({exc.strerror or exc})"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

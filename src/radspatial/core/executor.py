@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from radspatial.core.progress import Progress
+
 EXECUTORS = ("local", "ray")
 
 
@@ -108,6 +110,37 @@ def run_ordered(
             yield i, _run_inline(fn, item, i, retries)
     else:
         yield from _in_order(_run_pool(fn, items, workers, retries))
+
+
+def run_all(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    *,
+    desc: str,
+    failed: Callable[[int, str], str],
+    progress: bool = True,
+    workers: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+) -> list[Any]:
+    """``[fn(item) for item in items]`` through :func:`run_ordered`, counted on a progress bar
+    (``desc``, one unit a case). A ``ValueError`` that ``fn`` returns (bad input, not retried)
+    is raised as is; a task that failed on every attempt raises
+    ``ValueError(failed(index, message))``."""
+    bar = Progress(len(items), desc, "case", enabled=progress)
+    out: list[Any] = []
+    try:
+        done = run_ordered(fn, items, workers=workers, executor=executor, address=address)
+        for i, result in done:
+            if isinstance(result, ValueError):
+                raise result
+            if isinstance(result, TaskFailed):
+                raise ValueError(failed(i, result.message))
+            out.append(result)
+            bar.update()
+    finally:
+        bar.close()
+    return out
 
 
 def _run_inline(fn: Callable[[Any], Any], item: Any, index: int, retries: int) -> Any:
@@ -199,18 +232,7 @@ def _run_ray(
         import ray
     except ImportError:
         raise ValueError("--executor ray needs Ray: pip install 'radspatial[ray]'") from None
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    started = False
-    if not ray.is_initialized():
-        options: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "logging_level": "ERROR",
-        }
-        if address is None:
-            options["num_cpus"] = workers
-        ray.init(address=address, **options)
-        started = True
+    started = ensure_ray(ray, address, workers)
     try:
         remote = ray.remote(max_retries=retries, retry_exceptions=True, num_cpus=1)(fn)
         refs = {remote.remote(item): i for i, item in enumerate(items)}
@@ -218,6 +240,23 @@ def _run_ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def ensure_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Join ``address`` / ``RAY_ADDRESS``, or start a local Ray with ``num_cpus`` (default: all);
+    True when this call started it (and so should shut it down)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "ERROR",
+    }
+    if address is None:
+        options["num_cpus"] = num_cpus or os.cpu_count() or 1
+    ray.init(address=address, **options)
+    return True
 
 
 def _ray_results(ray, refs: dict, retries: int) -> Iterator[tuple[int, Any]]:

@@ -6,7 +6,9 @@ themselves when their module is imported; the registry imports those modules laz
 time it is asked for a name, so listing stays fast and heavy imports (torch) stay where they
 are used. Example::
 
-    LOCALIZERS: Registry[Factory] = Registry("localizer", ("radspatial.agent.mask_localizer",))
+    LOCALIZERS: Registry[Factory] = Registry(
+        "localizer", ("mask_localizer", "unet"), package="radspatial.agent"
+    )
 
     @LOCALIZERS.register("mask")
     class MaskLocalizer: ...
@@ -24,11 +26,12 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Name -> entry, filled by ``register`` and by lazily importing ``modules``."""
+    """Name -> entry, filled by ``register`` and by lazily importing ``modules`` (names inside
+    ``package`` when it is given)."""
 
-    def __init__(self, kind: str, modules: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, modules: tuple[str, ...] = (), *, package: str = "") -> None:
         self.kind = kind  # used in messages: "unknown localizer 'x'"
-        self._modules = modules
+        self._modules = tuple(f"{package}.{m}" if package else m for m in modules)
         self._entries: dict[str, T] = {}
         self._loaded = not modules
 

@@ -175,49 +175,17 @@ def apply_judge(
         r for r in open_rows if judge_all or (r.get("rules") or {}).get("status") == "undecided"
     ]
     cases = [
-        {
-            "question": r["question"],
-            "expected": r["answer_expected"],
-            "reply": r["reply"] or "",
-            "qtype": r["question_type"],
-        }
+        _case(r["question"], r["answer_expected"], r["reply"] or "", r["question_type"])
         for r in chosen
     ]
     calibration = load_calibration()
     calib_cases = [
-        {
-            "question": c["question"],
-            "expected": c["expected"],
-            "reply": c["reply"],
-            "qtype": c["question_type"],
-        }
-        for c in calibration
+        _case(c["question"], c["expected"], c["reply"], c["question_type"]) for c in calibration
     ]
     done = run_judge(cases + calib_cases, out, spec, concurrency=concurrency, backend=backend)
-    pairs_rules, pairs_judge = [], []
-    n_failed = 0
-    for row, case in zip(chosen, cases, strict=True):
-        rec = done.get(case["key"])
-        if rec is None or not rec.get("understood"):
-            n_failed += 1
-            row["judge"] = {"verdict": None, "reply": rec.get("reply") if rec else None}
-            continue
-        grade = rec["grade"]
-        if row["rules"]["status"] != "undecided":
-            pairs_rules.append(_label(row["parsed"]))
-            pairs_judge.append(_label(grade))
-        row.update(parsed=grade, correct=grade == 1, grade_source="judge")
-        row["judge"] = {"verdict": _label(grade), "key": case["key"]}
-    calib = []
-    for c, case in zip(calibration, calib_cases, strict=True):
-        rec = done.get(case["key"])
-        judged = rec["grade"] if rec and rec.get("understood") else "failed"
-        norm = normalize(c["reply"], c["question_type"], c["question"])
-        rules = rule_grade(norm, c["expected"], c["question_type"])
-        calib.append({**c, "judge": judged, "rules": rules, "rules_status": norm.status})
-        if norm.status != "undecided" and judged != "failed":
-            pairs_rules.append(_label(rules))
-            pairs_judge.append(_label(judged))
+    pairs: tuple[list[str], list[str]] = ([], [])  # (rules, judge) labels where both decided
+    n_failed = _take_verdicts(chosen, cases, done, pairs)
+    calib = _grade_calibration(calibration, calib_cases, done, pairs)
     known = [c for c in calib if c["judge"] != "failed"]
     summary = {
         "judge": spec,
@@ -228,19 +196,7 @@ def apply_judge(
         "n_judged": len(chosen),
         "judge_needed_rate": round(len(chosen) / len(open_rows), 6) if open_rows else None,
         "n_judge_failed": n_failed,
-        "rules_vs_judge": {
-            "n": len(pairs_rules),
-            "agreement": (
-                round(
-                    sum(a == b for a, b in zip(pairs_rules, pairs_judge, strict=True))
-                    / len(pairs_rules),
-                    6,
-                )
-                if pairs_rules
-                else None
-            ),
-            "kappa": cohen_kappa(pairs_rules, pairs_judge),
-        },
+        "rules_vs_judge": _agreement(*pairs),
         "calibration": {
             "n": len(calib),
             "judge_accuracy": (
@@ -254,6 +210,64 @@ def apply_judge(
     }
     atomic_write_json(Path(out) / "judge.json", summary)
     return rows, summary
+
+
+def _case(question: str, expected: Any, reply: str, qtype: str) -> dict[str, Any]:
+    """What the judge is asked about one reply (``run_judge`` adds its prompt and key)."""
+    return {"question": question, "expected": expected, "reply": reply, "qtype": qtype}
+
+
+def _take_verdicts(
+    chosen: list[dict[str, Any]],
+    cases: list[dict[str, Any]],
+    done: dict[str, dict],
+    pairs: tuple[list[str], list[str]],
+) -> int:
+    """Give each judged row the judge's grade; returns how many the judge failed to grade."""
+    n_failed = 0
+    for row, case in zip(chosen, cases, strict=True):
+        rec = done.get(case["key"])
+        if rec is None or not rec.get("understood"):
+            n_failed += 1
+            row["judge"] = {"verdict": None, "reply": rec.get("reply") if rec else None}
+            continue
+        grade = rec["grade"]
+        if row["rules"]["status"] != "undecided":
+            pairs[0].append(_label(row["parsed"]))
+            pairs[1].append(_label(grade))
+        row.update(parsed=grade, correct=grade == 1, grade_source="judge")
+        row["judge"] = {"verdict": _label(grade), "key": case["key"]}
+    return n_failed
+
+
+def _grade_calibration(
+    calibration: list[dict[str, Any]],
+    calib_cases: list[dict[str, Any]],
+    done: dict[str, dict],
+    pairs: tuple[list[str], list[str]],
+) -> list[dict[str, Any]]:
+    """The calibration set with the judge's and the rules' grades."""
+    calib = []
+    for c, case in zip(calibration, calib_cases, strict=True):
+        rec = done.get(case["key"])
+        judged = rec["grade"] if rec and rec.get("understood") else "failed"
+        norm = normalize(c["reply"], c["question_type"], c["question"])
+        rules = rule_grade(norm, c["expected"], c["question_type"])
+        calib.append({**c, "judge": judged, "rules": rules, "rules_status": norm.status})
+        if norm.status != "undecided" and judged != "failed":
+            pairs[0].append(_label(rules))
+            pairs[1].append(_label(judged))
+    return calib
+
+
+def _agreement(rules: list[str], judge: list[str]) -> dict[str, Any]:
+    n = len(rules)
+    agree = sum(a == b for a, b in zip(rules, judge, strict=True))
+    return {
+        "n": n,
+        "agreement": round(agree / n, 6) if rules else None,
+        "kappa": cohen_kappa(rules, judge),
+    }
 
 
 def _rules_acc(calib: list[dict]) -> float | None:

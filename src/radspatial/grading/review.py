@@ -19,11 +19,10 @@ automatic grade stays in ``results.jsonl`` and in every metric.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.datafiles import DataFileError
+from radspatial.core.datafiles import DataFileError, json_objects
 from radspatial.grading.judge import cohen_kappa
 
 MARKS = ("correct", "incorrect", "ambiguous")
@@ -38,16 +37,7 @@ def read_marks(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise DataFileError(f"{path}: cannot read review marks ({exc})") from None
     latest: dict[tuple, dict] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}: line {n}"
-        try:
-            mark = json.loads(line)
-        except json.JSONDecodeError:
-            raise DataFileError(f"{where}: not valid JSON") from None
-        if not isinstance(mark, dict):
-            raise DataFileError(f"{where}: a mark must be a JSON object")
+    for where, mark in json_objects(path, text, "mark"):
         if not isinstance(mark.get("id"), str) or not mark["id"]:
             raise DataFileError(f"{where}: missing item 'id'")
         if mark.get("mark") not in MARKS:

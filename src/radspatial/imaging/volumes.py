@@ -24,19 +24,14 @@ from nibabel.filebasedimages import ImageFileError
 from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
 
-from radspatial.core.errors import InputError
+from radspatial.core.errors import InputError, first_line
 from radspatial.core.io import sha256_file
 from radspatial.core.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
-from radspatial.imaging.nifti import (
-    check_affine,
-    check_declared_size,
-    load_nifti_gz,
-    max_volume_bytes,
-)
+from radspatial.imaging.dicom import Warn, read_dicom_series
+from radspatial.imaging.nifti import check_affine, check_declared_size, load_nifti_gz
 
 log = logging.getLogger(__name__)
 
-Warn = Callable[[str], None]
 # What a damaged .nii.gz raises, often only once the data (not the header) is read.
 _READ_ERRORS = (
     *(OSError, EOFError, zlib.error, ValueError),
@@ -80,11 +75,6 @@ class Volume:
     table: LabelTable
     variant: str
     source: dict  # JSON-safe provenance (paths, hashes, formats, orientations, skipped ids)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _axcodes(affine: np.ndarray) -> str:
@@ -141,7 +131,7 @@ def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, 
     except InputError:
         raise
     except (*_READ_ERRORS, MemoryError) as exc:
-        raise InputError(f"{path}: cannot read {what} as NIfTI ({_one_line(exc)})") from None
+        raise InputError(f"{path}: cannot read {what} as NIfTI ({first_line(exc)})") from None
     shape = tuple(int(s) for s in img.shape)
     while len(shape) > 3 and shape[-1] == 1:  # (X, Y, Z, 1) is still one volume
         shape = shape[:-1]
@@ -165,7 +155,7 @@ def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
     try:
         return read()
     except _READ_ERRORS as exc:
-        raise InputError(f"{path}: corrupt or truncated image data ({_one_line(exc)})") from None
+        raise InputError(f"{path}: corrupt or truncated image data ({first_line(exc)})") from None
 
 
 def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -173,7 +163,8 @@ def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.nda
     path = Path(path)
     _require(path)
     if path.is_dir():
-        data, affine, info = _read_dicom_series(path, warn)
+        data, affine = read_dicom_series(path, warn)
+        info = {"ct_format": "dicom", "ct_orientation": _axcodes(affine), "n_slices": data.shape[2]}
         return (*_canonical(data, affine, np.float32), info)
     img, shape = _open_nifti(path, "CT")
     affine = np.asarray(img.affine, dtype=float)
@@ -194,118 +185,6 @@ def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.nda
         bad = int(np.count_nonzero(~np.isfinite(data)))
         raise InputError(f"{path}: CT has {bad} NaN or infinite voxel(s)")
     return data, affine, info
-
-
-_GEOMETRY = {"ImageOrientationPatient": 6, "PixelSpacing": 2, "ImagePositionPatient": 3}
-
-
-def _dicom_geometry(path: Path, ds) -> tuple[tuple[int, int], np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, columns), IOP (6,), PixelSpacing (2,), IPP (3,) of one slice."""
-    need = f"Rows/Columns/{'/'.join(_GEOMETRY)}"
-    try:
-        iop, spacing, ipp = (np.array([float(v) for v in ds[kw].value]) for kw in _GEOMETRY)
-        size = (int(ds.Rows), int(ds.Columns))
-    except (KeyError, AttributeError, TypeError, ValueError):
-        raise InputError(f"{path}: DICOM slice lacks {need}") from None
-    if (iop.size, spacing.size, ipp.size) != tuple(_GEOMETRY.values()):
-        raise InputError(f"{path}: DICOM slice has malformed {need}")
-    if not all(np.isfinite(v).all() for v in (iop, spacing, ipp)):
-        raise InputError(f"{path}: DICOM slice has NaN or infinite {need}")
-    if (spacing <= 0).any():
-        raise InputError(f"{path}: DICOM PixelSpacing {spacing.tolist()} must be > 0")
-    row, col = iop[:3], iop[3:]
-    if min(np.linalg.norm(row), np.linalg.norm(col), np.linalg.norm(np.cross(row, col))) < 1e-3:
-        raise InputError(f"{path}: DICOM ImageOrientationPatient {iop.tolist()} is degenerate")
-    return size, iop, spacing, ipp
-
-
-_RESCALE = (("RescaleSlope", 1.0), ("RescaleIntercept", 0.0))
-
-
-def _read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, dict]:
-    """One CT series folder -> (volume[i, j, k] HU, RAS affine, info), not yet canonical.
-
-    i runs along the IOP row direction (pixel column index), j along the column direction
-    (pixel row index), k along the slice normal, sorted by position, not by InstanceNumber.
-    """
-    import pydicom
-
-    slices = []
-    for p in sorted(q for q in folder.iterdir() if q.is_file()):
-        try:
-            ds = pydicom.dcmread(p)
-        except Exception as exc:  # pydicom raises many types for non-DICOM bytes
-            warn(f"{p}: not a DICOM file, skipped ({_one_line(exc)})")
-            continue
-        if "PixelData" not in ds:
-            warn(f"{p}: DICOM file without an image (e.g. DICOMDIR), skipped")
-            continue
-        slices.append((p, ds))
-    if not slices:
-        raise InputError(f"{folder}: no DICOM image files in this folder")
-    modalities = sorted({str(ds.get("Modality", "")) for _, ds in slices})
-    if modalities != ["CT"]:
-        raise InputError(f"{folder}: DICOM modality {'/'.join(modalities)}, expected CT")
-    uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in slices}
-    if len(uids) > 1:
-        raise InputError(f"{folder}: {len(uids)} series (SeriesInstanceUID) in one folder")
-    if len(slices) < 2:
-        raise InputError(f"{folder}: only one DICOM slice, a CT volume needs at least two")
-
-    (rows, cols), iop, pixel_spacing, _ = _dicom_geometry(*slices[0])
-    positions = []
-    for p, ds in slices:
-        size, o, s, ipp = _dicom_geometry(p, ds)
-        same = np.allclose(o, iop, atol=1e-4) and np.allclose(s, pixel_spacing, rtol=1e-4)
-        if size != (rows, cols) or not same:
-            raise InputError(f"{p}: size/orientation/pixel spacing differ from {slices[0][0].name}")
-        positions.append(ipp)
-    row_dir, col_dir = iop[:3], iop[3:]
-    along = np.array(positions) @ np.cross(row_dir, col_dir)
-    order = np.argsort(along, kind="stable")
-    along, steps = along[order], np.diff(along[order])
-    names = [slices[i][0].name for i in order]
-    if (steps < 1e-3).any():
-        k = int(np.argmax(steps < 1e-3))
-        raise InputError(
-            f"{folder}: two slices at the same position {along[k]:.2f} mm "
-            f"({names[k]}, {names[k + 1]})"
-        )
-    median = float(np.median(steps))
-    uneven = np.abs(steps - median) > 0.1 * median
-    if uneven.any():
-        k = int(np.argmax(uneven))
-        raise InputError(
-            f"{folder}: gap in the series: {steps[k]:.2f} mm between slices at {along[k]:.2f} "
-            f"and {along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
-        )
-
-    if rows * cols * len(slices) * 4 > max_volume_bytes():
-        raise InputError(f"{folder}: {cols} x {rows} x {len(slices)} voxels exceed the size limit")
-    volume = np.empty((cols, rows, len(slices)), dtype=np.float32, order="F")
-    for k, idx in enumerate(order):
-        p, ds = slices[idx]
-        try:
-            pixels = ds.pixel_array
-        except Exception as exc:  # missing decoder, truncated pixel data, ...
-            raise InputError(f"{p}: cannot decode DICOM pixel data ({_one_line(exc)})") from None
-        if pixels.shape != (rows, cols):
-            raise InputError(f"{p}: pixel data shape {pixels.shape}, expected ({rows}, {cols})")
-        slope, intercept = (np.float32(ds.get(kw) or d) for kw, d in _RESCALE)
-        volume[:, :, k] = pixels.T.astype(np.float32) * slope + intercept
-
-    first, last = positions[order[0]], positions[order[-1]]
-    lps = np.eye(4)
-    lps[:3, 0] = row_dir * pixel_spacing[1]  # PixelSpacing = (between rows, between columns)
-    lps[:3, 1] = col_dir * pixel_spacing[0]
-    lps[:3, 2] = (last - first) / (len(slices) - 1)
-    lps[:3, 3] = first
-    ras = np.diag([-1.0, -1.0, 1.0, 1.0]) @ lps  # DICOM patient space is LPS
-    check_affine(folder, ras, "DICOM series", InputError)
-    if not np.isfinite(volume).all():
-        raise InputError(f"{folder}: CT has NaN or infinite voxel values")
-    info = {"ct_format": "dicom", "ct_orientation": _axcodes(ras), "n_slices": len(slices)}
-    return volume, ras, info
 
 
 def _label_lut(table: LabelTable, max_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -401,7 +280,7 @@ def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning
     try:
         table = load_table(case.labels, group=group)
     except ValueError as exc:
-        raise InputError(_one_line(exc)) from None
+        raise InputError(first_line(exc)) from None
     ct, ct_affine, ct_info = load_ct(case.ct, warn=warn)
     seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
     if seg.shape != ct.shape:
@@ -438,7 +317,7 @@ def read_cases_csv(path: Path, *, labels: str | None = None) -> list[Case]:
             rows = list(reader)
             columns = {(c or "").strip() for c in reader.fieldnames or []}
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"{path}: cannot read CSV ({_one_line(exc)})") from None
+        raise InputError(f"{path}: cannot read CSV ({first_line(exc)})") from None
     missing = [c for c in ("ct", "seg") if c not in columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from radspatial.core.executor import EXECUTORS
 from radspatial.core.registry import Registry
 
 
@@ -33,12 +34,7 @@ class Decoding:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "top_p": self.top_p,
-            "seed": self.seed,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -80,26 +76,13 @@ BackendFactory = Callable[..., Backend]
 # Each module keeps heavy imports (torch, transformers, vllm) inside its functions.
 BACKENDS: Registry[BackendFactory] = Registry(
     "backend",
-    tuple(
-        f"radspatial.models.{m}"
-        for m in ("openai_compat", "hf", "vllm_backend", "baselines", "agent_backend")
-    ),
+    ("openai_compat", "hf", "vllm_backend", "baselines", "agent_backend"),
+    package="radspatial.models",
 )
-
-
-def register_backend(prefix: str) -> Callable[[BackendFactory], BackendFactory]:
-    """Register a factory for specs ``<prefix>`` or ``<prefix>:<rest>``.
-
-    The factory is called as ``factory(rest, decoding=..., concurrency=..., **options)``.
-    """
-    return BACKENDS.register(prefix)
-
-
-def list_backends() -> list[str]:
-    return BACKENDS.names()
-
-
-EXECUTORS = ("local", "ray")
+# @register_backend("prefix") on a factory for specs ``<prefix>`` or ``<prefix>:<rest>``, called
+# as ``factory(rest, decoding=..., concurrency=..., **options)``.
+register_backend = BACKENDS.register
+list_backends = BACKENDS.names
 
 
 def create_backend(

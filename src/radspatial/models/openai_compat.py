@@ -25,89 +25,19 @@ kept out of ``describe()``, ``repr`` and errors. Each retry is logged (logger
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
-import email.utils
 import ipaddress
-import logging
 import os
-import random
 import re
-import ssl
 import sys
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
-from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+from radspatial.models.base import Decoding, register_backend
+from radspatial.models.openai_client import Endpoint, OpenAIChatBackend
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
-RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-# httpcore's pool does O(connections^2) work per request: 256 requests through one client with
-# 64 connections took 3.9 s against 1.0 s with 32; a few smaller clients avoid that cost.
-SLOTS_PER_CLIENT = 16
-log = logging.getLogger(__name__)
 _SPEC_RE = re.compile(r"^(?P<model>[^@\s]+(?:@[^@\s]+)*?)@(?P<url>https?://\S+)$")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter: wait ``uniform(0, min(cap_s, base_s * 2**n))``.
-
-    A ``Retry-After`` (or ``retry-after-ms``) header replaces the jittered wait, capped at
-    ``cap_s``. ``max_attempts`` counts the first call too.
-    """
-
-    max_attempts: int = 6
-    base_s: float = 1.0
-    cap_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.base_s < 0 or self.cap_s < 0:
-            raise ValueError(f"backoff times must be >= 0, got {self.base_s}, {self.cap_s}")
-
-    def delay(self, retry_index: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to wait before retry number ``retry_index`` (0 for the first retry)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.cap_s)
-        return rng.uniform(0.0, min(self.cap_s, self.base_s * 2.0**retry_index))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"max_attempts": self.max_attempts, "base_s": self.base_s, "cap_s": self.cap_s}
-
-
-def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP-date), else None."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # HTTP-dates are GMT; a naive result means the zone was missing
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 def parse_compat_spec(rest: str) -> tuple[str, str]:
@@ -119,229 +49,6 @@ def parse_compat_spec(rest: str) -> tuple[str, str]:
             "e.g. 'openai-compat:qwen2-vl@http://127.0.0.1:8000/v1'"
         )
     return match["model"], match["url"].rstrip("/")
-
-
-def build_payload(model: str, request: Request, decoding: Decoding) -> dict[str, Any]:
-    """The JSON body of one chat-completions call."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
-    if request.image_png is not None:
-        b64 = base64.b64encode(request.image_png).decode("ascii")
-        content.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}})
-    payload: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": content}],
-        "temperature": decoding.temperature,
-        "max_tokens": decoding.max_tokens,
-        "top_p": decoding.top_p,
-    }
-    if decoding.seed is not None:  # some servers reject "seed": null
-        payload["seed"] = decoding.seed
-    return payload
-
-
-def parse_completion(body: Any) -> tuple[str, dict[str, Any]]:
-    """Reply text and meta (finish_reason, usage) from a chat-completions response body.
-
-    Raises ValueError for any body that is not shaped like a chat completion.
-    """
-    try:
-        choice = body["choices"][0]
-        content = choice["message"].get("content")
-        finish_reason = choice.get("finish_reason")
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ValueError("response has no choices[0].message") from exc
-    if isinstance(content, list):  # list-of-parts content
-        text = "".join(str(p["text"]) for p in content if isinstance(p, dict) and "text" in p)
-    else:
-        text = "" if content is None else str(content)
-    meta: dict[str, Any] = {"finish_reason": finish_reason}
-    if isinstance(body.get("usage"), dict):
-        meta["usage"] = body["usage"]
-    return text, meta
-
-
-class OpenAIChatBackend:
-    """Sends each Request as one chat-completions call; see the module docstring."""
-
-    def __init__(
-        self,
-        *,
-        spec: str,
-        backend: str,
-        model: str,
-        base_url: str,
-        api_key: str | None,
-        decoding: Decoding,
-        concurrency: int,
-        timeout_s: float = 120.0,
-        connect_timeout_s: float = 10.0,
-        max_attempts: int = RetryPolicy.max_attempts,
-        backoff_base_s: float = RetryPolicy.base_s,
-        backoff_cap_s: float = RetryPolicy.cap_s,
-    ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"{spec}: concurrency must be >= 1, got {concurrency}")
-        self.spec = spec
-        self.backend = backend
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.decoding = decoding
-        self.concurrency = concurrency
-        self.retry = RetryPolicy(max_attempts, backoff_base_s, backoff_cap_s)
-        self.timeout_s = timeout_s
-        self.connect_timeout_s = connect_timeout_s
-        self._api_key = api_key
-        self._rng = random.Random()
-
-    def __repr__(self) -> str:  # explicit so the key can never appear
-        return f"OpenAIChatBackend(spec={self.spec!r}, concurrency={self.concurrency})"
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec,
-            "backend": self.backend,
-            "model": self.model,
-            "base_url": self.base_url,
-            "concurrency": self.concurrency,
-            "decoding": self.decoding.to_json(),
-            "retries": self.retry.to_json(),
-            "timeout_s": self.timeout_s,
-        }
-
-    def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
-        """Answer every request; ``on_reply`` runs on the event-loop thread as each finishes."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            asyncio.run(self.agenerate(requests, on_reply))
-            return
-        # Called from inside a running loop (e.g. Jupyter): run ours on a helper thread.
-        errors: list[BaseException] = []
-
-        def target() -> None:
-            try:
-                asyncio.run(self.agenerate(requests, on_reply))
-            except BaseException as exc:  # re-raised in the caller's thread
-                errors.append(exc)
-
-        thread = threading.Thread(target=target, name="radspatial-openai")
-        thread.start()
-        thread.join()
-        if errors:
-            raise errors[0]
-
-    async def agenerate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
-        """Async form of :meth:`generate`, for callers that already run an event loop."""
-        # A window of tasks keeps memory flat for huge runs while retries sleep outside a slot.
-        window = 2 * self.concurrency
-        todo: Iterator[Request] = iter(requests)
-        pending: set[asyncio.Task[tuple[Request, Reply]]] = set()
-        async with contextlib.AsyncExitStack() as stack:
-            slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-            for size in _split(self.concurrency, SLOTS_PER_CLIENT):
-                client = await stack.enter_async_context(self._client(size))
-                for _ in range(size):
-                    slots.put_nowait(client)
-            while True:
-                for request in todo:
-                    pending.add(asyncio.create_task(self._one(slots, request)))
-                    if len(pending) >= window:
-                        break
-                if not pending:
-                    return
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    on_reply(*task.result())
-
-    def _client(self, connections: int) -> httpx.AsyncClient:
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        timeout = httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s, pool=None)
-        # Loading the CA bundle costs ~30 ms per client; plain http needs none. A bare
-        # PROTOCOL_TLS_CLIENT context still verifies, so it could never accept an https peer.
-        verify = (
-            True if self.base_url.startswith("https:") else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        )
-        return httpx.AsyncClient(
-            headers=self._headers(), limits=limits, timeout=timeout, verify=verify
-        )
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
-    async def _one(
-        self, slots: asyncio.Queue[httpx.AsyncClient], request: Request
-    ) -> tuple[Request, Reply]:
-        payload = build_payload(self.model, request, self.decoding)
-        start = time.perf_counter()
-        for attempt in range(1, self.retry.max_attempts + 1):
-            client = await slots.get()  # a slot covers the HTTP call only, not the backoff
-            try:
-                t0 = time.perf_counter()
-                outcome = await self._attempt(client, payload)
-            finally:
-                slots.put_nowait(client)
-            now = time.perf_counter()
-            if outcome.text is not None:
-                meta = {"attempts": attempt, "status": 200, **outcome.meta, "total_s": now - start}
-                return request, Reply(text=outcome.text, latency_s=now - t0, meta=meta)
-            if not outcome.retryable or attempt == self.retry.max_attempts:
-                break
-            wait = self.retry.delay(attempt - 1, outcome.retry_after, self._rng)
-            log.warning(
-                "%s: %s (attempt %d of %d), retrying in %.1f s",
-                request.meta.get("id", request.key[:12]),
-                self._redact(outcome.reason),
-                attempt,
-                self.retry.max_attempts,
-                wait,
-            )
-            await asyncio.sleep(wait)
-        total = time.perf_counter() - start
-        error = self._redact(f"{outcome.reason} after {attempt} attempt{'s' * (attempt > 1)}")
-        meta = {"attempts": attempt, "status": outcome.status, "total_s": total}
-        return request, Reply(text=None, error=error, latency_s=total, meta=meta)
-
-    async def _attempt(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> _Outcome:
-        try:
-            response = await client.post(f"{self.base_url}/chat/completions", json=payload)
-        except RETRY_ERRORS as exc:
-            return _Outcome(reason=type(exc).__name__, retryable=True)
-        except Exception as exc:  # e.g. an unsupported URL: retrying cannot help
-            return _Outcome(reason=f"{type(exc).__name__}: {exc}"[:300])
-        status = response.status_code
-        if status == 200:
-            try:
-                text, meta = parse_completion(response.json())
-            except ValueError:  # JSON decode errors are ValueErrors too
-                return _Outcome(status=status, reason="HTTP 200 with an unparseable body")
-            return _Outcome(status=status, text=text, meta=meta)
-        retryable = status in RETRY_STATUSES or status >= 500
-        reason = f"HTTP {status}" if retryable else f"HTTP {status}: {response.text[:200]}"
-        retry_after = parse_retry_after(response.headers)
-        return _Outcome(status=status, reason=reason, retryable=retryable, retry_after=retry_after)
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """One HTTP attempt: ``text`` is set on success, else ``reason`` says what went wrong."""
-
-    status: int | None = None
-    text: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
-    retryable: bool = False
-    retry_after: float | None = None
-
-
-def _split(total: int, part: int) -> list[int]:
-    """``_split(40, 16) -> [16, 16, 8]``."""
-    return [min(part, total - start) for start in range(0, total, part)]
 
 
 def is_loopback(url: str) -> bool:
@@ -384,17 +91,8 @@ def create_openai_compat(
             f"over plain http to {urlsplit(base_url).hostname}; use https",
             file=sys.stderr,
         )
-    spec = f"openai-compat:{rest.strip()}"
-    return OpenAIChatBackend(
-        spec=spec,
-        backend="openai-compat",
-        model=model,
-        base_url=base_url,
-        api_key=api_key,
-        decoding=decoding,
-        concurrency=concurrency,
-        **opts,
-    )
+    endpoint = Endpoint(f"openai-compat:{rest.strip()}", model, base_url, api_key)
+    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **opts)
 
 
 @register_backend("openai")
@@ -419,13 +117,5 @@ def create_openai(
     api_key = os.environ.get(api_key_env)
     if not api_key:
         raise ValueError(f"openai:{model}: needs an API key: set the {api_key_env} variable")
-    return OpenAIChatBackend(
-        spec=f"openai:{model}",
-        backend="openai",
-        model=model,
-        base_url=OPENAI_BASE_URL,
-        api_key=api_key,
-        decoding=decoding,
-        concurrency=concurrency,
-        **opts,
-    )
+    endpoint = Endpoint(f"openai:{model}", model, OPENAI_BASE_URL, api_key)
+    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **opts)

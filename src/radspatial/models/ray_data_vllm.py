@@ -118,7 +118,8 @@ class RayDataVLLM:
         **engine_kwargs: Any,
     ) -> None:
         llm = _import_ray_data_llm()
-        from radspatial.models.ray_replicas import ensure_ray, import_ray
+        from radspatial.core.executor import ensure_ray
+        from radspatial.models.ray_replicas import import_ray
 
         self.spec = f"vllm:{model}"
         self.model_path, self.decoding, self.chunk_size = model, decoding, chunk_size

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.executor import ensure_ray
 from radspatial.models.base import Decoding, MissingDependency, OnReply, Reply, Request
 
 log = logging.getLogger(__name__)
@@ -49,22 +50,6 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise MissingDependency(MISSING_RAY) from exc
     return ray
-
-
-def ensure_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
-    """Join ``address`` / ``RAY_ADDRESS``, or start a local Ray; True when this call started it."""
-    if ray.is_initialized():
-        return False
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    options: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": "ERROR",
-    }
-    if address is None:
-        options["num_cpus"] = num_cpus or os.cpu_count() or 1
-    ray.init(address=address, **options)
-    return True
 
 
 def _first_line(exc: BaseException) -> str:

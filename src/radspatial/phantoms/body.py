@@ -162,6 +162,31 @@ class Body:
         return self.z_anat[box[2]][None, None, :] > dome + margin
 
 
+def _scanner_table(
+    h: Habitus, pose: Pose, x: np.ndarray, y: np.ndarray, z_anat: np.ndarray
+) -> np.ndarray:
+    """The scanner table's pixels (world-horizontal, under the patient's back), every slice."""
+    down = np.array([-np.pi / 2])
+    depth = max(
+        float((cavity_radius(h, down, zz) + sum(wall(h, down, zz)))[0]) + SKIN_MM
+        for zz in np.linspace(z_anat.min(), z_anat.max(), 12)
+    )
+    back = pose.shift[1] - pose.fit[1] * depth
+    xw = x - pose.shift[0]
+    top = back - 6.0 + 0.0006 * xw**2
+    table = ((y < top) & (y > top - 2.5)) | ((y < top - 30.0) & (y > top - 34.0))
+    table &= np.abs(xw) < 230.0
+    return table
+
+
+def _body_box(h: Habitus, pose: Pose, r: np.ndarray) -> tuple[slice, slice] | None:
+    """The body's rows/columns (plus margin): everything outside is air or table."""
+    reach = (h.cavity[0] + 120.0 + 3.0 * h.fat_mm) * pose.fit[0]
+    rows = np.flatnonzero((r * pose.fit[0] < reach).any(axis=1))
+    cols = np.flatnonzero((r * pose.fit[0] < reach).any(axis=0))
+    return (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)) if rows.size else None
+
+
 def build_body(
     h: Habitus, grid: Grid, pose: Pose, tissue: np.ndarray, seg: np.ndarray, mirror: bool
 ) -> Body:
@@ -177,24 +202,10 @@ def build_body(
     cavity = np.empty((N_THETA, grid.shape[2]), np.float32)
 
     t = TISSUE_ID
-    # scanner table: world-horizontal, under the patient's back
-    down = np.array([-np.pi / 2])
-    depth = max(
-        float((cavity_radius(h, down, zz) + sum(wall(h, down, zz)))[0]) + SKIN_MM
-        for zz in np.linspace(z_anat.min(), z_anat.max(), 12)
-    )
-    back = pose.shift[1] - pose.fit[1] * depth
-    xw = x - pose.shift[0]
-    top = back - 6.0 + 0.0006 * xw**2
-    table = ((y < top) & (y > top - 2.5)) | ((y < top - 30.0) & (y > top - 34.0))
-    table &= np.abs(xw) < 230.0
+    table = _scanner_table(h, pose, x, y, z_anat)
     lung_side = np.where(xa >= 0, LUNG_RIGHT, LUNG_LEFT).astype(seg.dtype)
     mediastinum = np.abs(xa) < 22.0 * h.frame
-    # the body's rows/columns (plus margin): everything outside is air or table
-    reach = (h.cavity[0] + 120.0 + 3.0 * h.fat_mm) * pose.fit[0]
-    rows = np.flatnonzero((r * pose.fit[0] < reach).any(axis=1))
-    cols = np.flatnonzero((r * pose.fit[0] < reach).any(axis=0))
-    xy = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)) if rows.size else None
+    xy = _body_box(h, pose, r)
     lateral = np.abs(np.cos(angles)) > 0.55
     order = np.array(
         [t["visceral_fat"], t["muscle"], t["fat"], t["skin"], t["air"], t["fat"]], np.uint8

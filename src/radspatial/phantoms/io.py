@@ -17,9 +17,8 @@ import nibabel as nib
 import numpy as np
 
 from radspatial.bench.counterfactual import EXTENSION_NAMES
-from radspatial.core.executor import TaskFailed, run_ordered, sigterm_as_interrupt
+from radspatial.core.executor import run_all, sigterm_as_interrupt
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.progress import Progress
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
 
 LABELS_FILE = "labels.json"
@@ -105,20 +104,17 @@ def write_phantoms(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(out, i, seed, tuple(shape), spacing, v) for i, v in enumerate(_variants(variant, n))]
-    bar = Progress(n, "phantoms", "case", enabled=progress)
-    rows: list[dict] = []
-    try:
-        with sigterm_as_interrupt():
-            done = run_ordered(
-                _write_one, jobs, workers=workers, executor=executor, address=address
-            )
-            for i, row in done:
-                if isinstance(row, TaskFailed):
-                    raise ValueError(f"{out}: phantom {i} failed: {row.message}")
-                rows.append(row)
-                bar.update()
-    finally:
-        bar.close()
+    with sigterm_as_interrupt():
+        rows = run_all(
+            _write_one,
+            jobs,
+            desc="phantoms",
+            failed=lambda i, message: f"{out}: phantom {i} failed: {message}",
+            progress=progress,
+            workers=workers,
+            executor=executor,
+            address=address,
+        )
     # extends the built-in table, so MIRP's vertebra/rib grouping still applies to these cases
     atomic_write_json(
         out / LABELS_FILE,

@@ -5,13 +5,6 @@ return rows); it reads no global state, so it runs unchanged in a process pool. 
 case draws from its own generator keyed by (seed, "<case id>/<task>") (crops: "<case id>/crops"),
 so adding a case or dropping a task leaves every other case's samples byte-identical.
 
-Splits are by case: cases are ordered by sha256("<seed>:<case id>") and cut into train/val/test
-by the split fractions (largest remainder). Every split with a non-zero fraction gets at least
-one case when there are enough cases, in the priority test, train, val: with one case
-everything is test, with two one train and one test. The split counts depend on the number of
-cases, so adding cases can move a case to another split (its images and targets stay the same,
-except ``size`` targets, whose quartile edges come from the training split).
-
 More samples per slice: ``slice_samples={"relpos": 8}`` plans a whole-slice task that many
 times per case, each draw from its own generator keyed "<case id>/<task>/<k>" (draw 0 is the
 usual one, so its samples are unchanged), and keeps the distinct samples (another pair of
@@ -19,32 +12,25 @@ structures, dots or rotation/flip variant of the same slice). Their ids and imag
 ``_d<k>`` suffix and ``meta["draw"] = k``. ``symmetry`` (one standard view per slice) and the
 crop tasks (every structure already) take no extra draws.
 
-Output is staged in ``OUT.partial/`` and renamed to ``OUT`` when complete, probes.json last
-(as ``radspatial.bench.dataset``).
+Splits are by case (``probes.splits``). Output is staged in ``OUT.partial/`` and renamed to
+``OUT`` when complete, probes.json last (as ``radspatial.bench.dataset``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from radspatial.bench.generate import encode_png
-from radspatial.core.executor import TaskFailed, run_ordered
+from radspatial.core.executor import run_all
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl
-from radspatial.core.progress import Progress
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import staged
-from radspatial.imaging.markers import DOT_COLORS, Mark, draw_marks
 from radspatial.imaging.slices import (
     Geometry,
-    Variant,
     render_gray,
     render_labels,
     structure_stats,
@@ -52,22 +38,18 @@ from radspatial.imaging.slices import (
 )
 from radspatial.imaging.volumes import Case, load_case
 from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo
+from radspatial.probes.planning import cap, crop_plans, plan_task
+from radspatial.probes.render import render_plan
+from radspatial.probes.splits import assign_splits, finalize_task
 from radspatial.probes.tasks import (
     CROP_TASKS,
-    DESCRIPTIONS,
     GRID,
-    REFERENCE_PX,
     TASK_NAMES,
-    TASKS,
     Plan,
     Rules,
     SliceView,
-    cap,
-    crop_plans,
-    plan_task,
 )
 
-COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
 MULTI_DRAW_TASKS: tuple[str, ...] = (
     "relpos",
     "orient",
@@ -166,50 +148,6 @@ def _folder_name(case_id: str) -> str:
     return safe
 
 
-def crop_square(gray: np.ndarray, labels: np.ndarray, label_id: int, crop: int) -> np.ndarray:
-    """The label's bounding box in ``gray``, padded (black) to a square, resized to ``crop``."""
-    ys, xs = np.nonzero(labels == label_id)
-    h, w = int(ys.max() - ys.min()) + 1, int(xs.max() - xs.min()) + 1
-    side = max(h, w)
-    y0, x0 = int(ys.min()) - (side - h) // 2, int(xs.min()) - (side - w) // 2
-    canvas = np.zeros((side, side), np.uint8)
-    sy, sx = max(y0, 0), max(x0, 0)
-    ey, ex = min(y0 + side, gray.shape[0]), min(x0 + side, gray.shape[1])
-    canvas[sy - y0 : ey - y0, sx - x0 : ex - x0] = gray[sy:ey, sx:ex]
-    img = Image.fromarray(canvas).resize((crop, crop), Image.Resampling.BILINEAR)
-    return np.asarray(img)
-
-
-def shuffle_tiles(img: np.ndarray, perm: Sequence[int], grid: int = GRID) -> np.ndarray:
-    """Tile ``perm[i]`` of ``img`` (row-major grid) placed at position i."""
-    t = img.shape[0] // grid
-    tiles = [
-        img[r * t : (r + 1) * t, c * t : (c + 1) * t] for r in range(grid) for c in range(grid)
-    ]
-    out = np.empty_like(img)
-    for i, src in enumerate(perm):
-        r, c = divmod(i, grid)
-        out[r * t : (r + 1) * t, c * t : (c + 1) * t] = tiles[src]
-    return out
-
-
-def _rgb(gray: np.ndarray) -> np.ndarray:
-    return np.repeat(gray[:, :, None], 3, axis=2)
-
-
-def _render(plan: Plan, gray: np.ndarray, labels: np.ndarray | None, rules: Rules) -> np.ndarray:
-    if plan.task in CROP_TASKS:
-        assert labels is not None
-        img = crop_square(gray, labels, plan.label_ids[0], rules.crop)
-        return _rgb(shuffle_tiles(img, plan.perm) if plan.perm else img)
-    shown = Variant(plan.variant).apply_image(_rgb(gray))
-    if not plan.dots:
-        return shown
-    # dots are already clamped and rounded (Rules.drawn): draw_marks keeps them where they are
-    marks = [Mark("dots", d.colour, d.xy) for d in plan.dots]
-    return draw_marks(shown, marks, colors=COLOURS)
-
-
 def _row(case_id: str, folder: str, plan: Plan, names: dict[int, str]) -> dict:
     sub = _FOLDERS.get(plan.task, f"images/{plan.task}")
     key = f"{plan.key}_d{plan.info['draw']}" if plan.info.get("draw") else plan.key
@@ -270,7 +208,7 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
             row = _row(case.case_id, folder, plan, names)
             path = stage / row["image"]
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(encode_png(_render(plan, gray, labels, rules), PNG_LEVEL))
+            path.write_bytes(encode_png(render_plan(plan, gray, labels, rules), PNG_LEVEL))
             rows[plan.task].append(row)
     n_slices = int(vol.seg.shape[2])
     return CaseProbes(vol.case_id, vol.source, vol.variant, n_slices, vol.table.to_json(), rows)
@@ -292,115 +230,11 @@ def _more_draws(task, plans, views, rules, config, case_id) -> list[Plan]:
     return sorted(out, key=lambda p: (p.z, p.info.get("draw", 0)))
 
 
-def split_counts(n: int, fractions: Sequence[float]) -> dict[str, int]:
-    """Cases per split: largest remainder, then at least one per non-empty split if possible."""
-    total = sum(fractions)
-    quota = [n * f / total for f in fractions]
-    counts = [math.floor(q) for q in quota]
-    for i in sorted(range(3), key=lambda i: (counts[i] - quota[i], i))[: n - sum(counts)]:
-        counts[i] += 1
-    need = [i for i in (2, 0, 1) if fractions[i] > 0][:n]  # test, train, val
-    for i in need:
-        if counts[i] == 0:
-            donor = max(
-                (j for j in range(3) if counts[j] > (1 if j in need else 0)),
-                key=lambda j: (counts[j], -j),
-            )
-            counts[donor] -= 1
-            counts[i] += 1
-    return dict(zip(SPLIT_NAMES, counts, strict=True))
-
-
-def assign_splits(case_ids: Sequence[str], seed: int, fractions: Sequence[float]) -> dict[str, str]:
-    """case id -> split: cases ordered by a hash of (seed, case id), cut by the fractions."""
-    order = sorted(case_ids, key=lambda c: (hashlib.sha256(f"{seed}:{c}".encode()).hexdigest(), c))
-    out: dict[str, str] = {}
-    start = 0
-    for split, k in split_counts(len(order), fractions).items():
-        out.update({c: split for c in order[start : start + k]})
-        start += k
-    return out
-
-
-def finalize_task(task: str, rows: list[dict]) -> tuple[list[dict], TaskInfo]:
-    """Fill training-split-derived targets (size) and compute the task's TaskInfo."""
-    d = TASKS[task]
-    train = [r for r in rows if r["split"] == "train"]
-    ref, stats_from = (train, "train") if train else (rows, "all")
-    extra: dict = {"stats_from": stats_from}
-    if task == "size":
-        fracs = [r["meta"]["area_fraction"] for r in ref]
-        edges = [round(float(e), 8) for e in np.quantile(fracs, [0.25, 0.5, 0.75])] if fracs else []
-        rows = [{**r, "target": _quartile(r["meta"]["area_fraction"], edges)} for r in rows]
-        extra["quartile_edges"] = edges
-    counts = {s: sum(r["split"] == s for r in rows) for s in SPLIT_NAMES}
-    chance = d.chance
-    by_metric: dict[str, float] = {}
-    if d.classes is not None:
-        rows = [{**r, "meta": {**r["meta"], "class": d.classes[r["target"]]}} for r in rows]
-        cc = {s: [0] * len(d.classes) for s in SPLIT_NAMES}
-        for r in rows:
-            cc[r["split"]][r["target"]] += 1
-        extra["class_counts"] = cc
-        if task == "count" and ref:
-            chance = float(max(np.bincount([r["target"] for r in ref]))) / len(ref)
-    elif task == "localize" and rows:
-        mean = np.mean([r["target"] for r in ref], axis=0)
-        test = [r for r in rows if r["split"] == "test"] or rows
-        err = np.linalg.norm(np.array([r["target"] for r in test]) - mean, axis=1)
-        chance = round(float(err.mean()) * REFERENCE_PX, 4)
-        extra["mean_target"] = [round(float(m), 6) for m in mean]
-    if chance is not None:
-        by_metric[d.metric] = chance
-    if task == "permutation":
-        by_metric["tile_accuracy"] = 1 / GRID**2
-    if task == "orient":
-        by_metric["flip_accuracy"] = 0.5
-    info = TaskInfo(
-        level=d.level,
-        kind=d.kind,
-        n_classes=len(d.classes) if d.classes else None,
-        classes=list(d.classes) if d.classes else None,
-        chance=chance,
-        metric=d.metric,
-        reference_size_px=REFERENCE_PX if task == "localize" else None,
-        counts=counts,
-        description=DESCRIPTIONS[task],
-        chance_by_metric=by_metric,
-        **extra,
-    )
-    return rows, info
-
-
-def _quartile(fraction: float, edges: Sequence[float]) -> int:
-    return int(np.searchsorted(edges, fraction, side="right")) if edges else 0
-
-
 def _probe_job(job: tuple) -> CaseProbes | ValueError:
     try:
         return probe_case(*job)
     except ValueError as exc:  # bad input: returned, not retried, raised by the caller
         return exc
-
-
-def _run(
-    cases, config, stage, workers: int, progress: bool, executor: str, address: str | None
-) -> list[CaseProbes]:
-    jobs = [(case, config, stage) for case in cases]
-    done = run_ordered(_probe_job, jobs, workers=workers, executor=executor, address=address)
-    out: list[CaseProbes] = []
-    bar = Progress(len(cases), "probe cases", "case", enabled=progress)
-    try:
-        for i, result in done:
-            if isinstance(result, ValueError):
-                raise result
-            if isinstance(result, TaskFailed):
-                raise ValueError(f"{cases[i].ct}: probe case {cases[i].case_id}: {result.message}")
-            out.append(result)
-            bar.update()
-    finally:
-        bar.close()
-    return out
 
 
 def build_probes(
@@ -426,10 +260,9 @@ def build_probes(
     of 4); ``splits``: train/val/test fractions of the *cases*; ``tasks``: a subset of
     ``TASK_NAMES`` (default all); ``max_per_case``: at most this many samples per task per case;
     ``slice_samples``: draws per case for whole-slice tasks (e.g. ``{"relpos": 8}``, default 1;
-    see the module docstring);
-    ``workers`` > 1 runs cases in a process pool, ``executor="ray"`` one case per Ray task
-    (same bytes as serial); ``overwrite`` replaces a non-empty ``out`` (otherwise
-    FileExistsError).
+    see the module docstring); ``workers`` > 1 runs cases in a process pool, ``executor="ray"``
+    one case per Ray task (same bytes as serial); ``overwrite`` replaces a non-empty ``out``
+    (otherwise FileExistsError).
 
     Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
     """
@@ -442,38 +275,63 @@ def build_probes(
         max_per_case,
         slice_samples=dict(slice_samples or {}),
     )
-    ids = [c.case_id for c in cases]
-    if len(set(ids)) != len(ids) or not ids:
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"duplicate case ids: {', '.join(dup)}" if dup else "no cases")
+    ids = _case_ids(cases)
     out = Path(out)
     with staged(out, overwrite) as stage:
-        outputs = _run(cases, config, stage, workers, progress, executor, address)
+        outputs = run_all(
+            _probe_job,
+            [(case, config, stage) for case in cases],
+            desc="probe cases",
+            failed=lambda i, message: f"{cases[i].ct}: probe case {cases[i].case_id}: {message}",
+            progress=progress,
+            workers=workers,
+            executor=executor,
+            address=address,
+        )
         split_of = assign_splits(ids, seed, config.splits)
         infos = {}
         for task in config.tasks:
             rows = [{**r, "split": split_of[o.case_id]} for o in outputs for r in o.rows[task]]
             rows, infos[task] = finalize_task(task, sorted(rows, key=lambda r: r["id"]))
             atomic_write_jsonl(stage / "tasks" / f"{task}.jsonl", rows)
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "config": config.to_json(),
-            "seed": seed,
-            "splits": {s: sorted(c for c in ids if split_of[c] == s) for s in SPLIT_NAMES},
-            "cases": [
-                {
-                    **o.source,
-                    "split": split_of[o.case_id],
-                    "variant": o.variant,
-                    "n_slices": o.n_slices,
-                    "n_samples": {t: len(o.rows[t]) for t in config.tasks},
-                }
-                for o in outputs
-            ],
-            "tasks": {t: info.to_json() for t, info in infos.items()},
-            "labels": {o.labels["name"]: o.labels for o in outputs},
-            "versions": software_versions(),
-        }
+        meta = _probes_json(config, ids, split_of, outputs, infos)
         atomic_write_json(stage / "probes.json", meta)
     return meta
+
+
+def _case_ids(cases: Sequence[Case]) -> list[str]:
+    """The cases' ids; ValueError when there is none or one repeats."""
+    ids = [c.case_id for c in cases]
+    if len(set(ids)) != len(ids) or not ids:
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate case ids: {', '.join(dup)}" if dup else "no cases")
+    return ids
+
+
+def _probes_json(
+    config: ProbeConfig,
+    ids: list[str],
+    split_of: dict[str, str],
+    outputs: list[CaseProbes],
+    infos: dict[str, TaskInfo],
+) -> dict:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": config.to_json(),
+        "seed": config.seed,
+        "splits": {s: sorted(c for c in ids if split_of[c] == s) for s in SPLIT_NAMES},
+        "cases": [
+            {
+                **o.source,
+                "split": split_of[o.case_id],
+                "variant": o.variant,
+                "n_slices": o.n_slices,
+                "n_samples": {t: len(o.rows[t]) for t in config.tasks},
+            }
+            for o in outputs
+        ],
+        "tasks": {t: info.to_json() for t, info in infos.items()},
+        "labels": {o.labels["name"]: o.labels for o in outputs},
+        "versions": software_versions(),
+    }

@@ -239,10 +239,7 @@ def evaluate_probe(
     ``predictions/<task>.jsonl`` into ``out`` when given; returns the results.
     """
     model, data = Path(model), Path(data)
-    run_path = model / "results.json"
-    if not run_path.is_file():
-        raise ValueError(f"{model}: no results.json (not a probe training run)")
-    run = json.loads(run_path.read_text())
+    run = _read_run(model)
     splits = list(SPLITS) if split == "all" else [split]
     if not set(splits) <= set(SPLITS):
         raise ValueError(f"split must be train, val, test or all, got {split!r}")
@@ -278,20 +275,49 @@ def evaluate_probe(
         }
         rows = preds.setdefault(task, [])
         for sp in splits:
-            samples = load_probe_task(data, task, sp)
-            targets, keep = encode_targets(samples, dst, src.get("classes"))
-            kept = [s for s, k in zip(samples, keep, strict=True) if k]
-            outputs = predict(net, load_images(kept, meta["image_size"]), batch_size, device)
-            y = targets[torch.from_numpy(keep)].numpy()
-            entry[sp] = {**task_metrics(task, src, outputs, y), "n_unmapped": int((~keep).sum())}
-            rows += [
-                {"id": s.id, "split": sp, "target": t.tolist(), "output": o.tolist()}
-                for s, t, o in zip(kept, y, outputs, strict=True)
-            ]
+            entry[sp], split_rows = _transfer_split(
+                net, meta, dst, data, task, sp, batch_size, device
+            )
+            rows += split_rows
         res["tasks"][task] = entry
     if out is not None:
-        out = Path(out)
-        for task, rows in preds.items():
-            atomic_write_jsonl(out / "predictions" / f"{task}.jsonl", rows)
-        atomic_write_json(out / "results.json", res)
+        _write_transfer(Path(out), res, preds)
     return res
+
+
+def _write_transfer(out: Path, res: dict[str, Any], preds: dict[str, list[dict]]) -> None:
+    for task, rows in preds.items():
+        atomic_write_jsonl(out / "predictions" / f"{task}.jsonl", rows)
+    atomic_write_json(out / "results.json", res)
+
+
+def _read_run(model: Path) -> dict[str, Any]:
+    run_path = model / "results.json"
+    if not run_path.is_file():
+        raise ValueError(f"{model}: no results.json (not a probe training run)")
+    return json.loads(run_path.read_text())
+
+
+def _transfer_split(
+    net: ProbeModel,
+    meta: dict[str, Any],
+    dst: dict[str, Any],
+    data: Path,
+    task: str,
+    sp: str,
+    batch_size: int,
+    device: str,
+) -> tuple[dict[str, Any], list[dict]]:
+    """A task model's metrics on one split of ``data`` (task info ``dst``), its prediction rows."""
+    src = meta["task_info"]
+    samples = load_probe_task(data, task, sp)
+    targets, keep = encode_targets(samples, dst, src.get("classes"))
+    kept = [s for s, k in zip(samples, keep, strict=True) if k]
+    outputs = predict(net, load_images(kept, meta["image_size"]), batch_size, device)
+    y = targets[torch.from_numpy(keep)].numpy()
+    metrics = {**task_metrics(task, src, outputs, y), "n_unmapped": int((~keep).sum())}
+    rows = [
+        {"id": s.id, "split": sp, "target": t.tolist(), "output": o.tolist()}
+        for s, t, o in zip(kept, y, outputs, strict=True)
+    ]
+    return metrics, rows

@@ -29,36 +29,19 @@ encoder, once), ``models/<task>/`` (see :mod:`radspatial.probes.evaluate`).
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from torch import nn
 
 from radspatial.core.io import atomic_write_json
 from radspatial.probes.data import load_probe_task, probe_info
-from radspatial.probes.encoders import Encoder, Features, create_encoder, load_encoder, save_encoder
-from radspatial.probes.evaluate import (
-    RESULTS_FORMAT,
-    SPLITS,
-    ProbeModel,
-    chance_of,
-    encode_targets,
-    load_images,
-    out_shape,
-    predict,
-    save_task_model,
-    task_metrics,
-)
-from radspatial.probes.heads import create_head
-
-CACHE_BUDGET_BYTES = 2 << 30  # frozen features above this are recomputed per batch instead
+from radspatial.probes.encoders import Encoder, create_encoder, load_encoder, save_encoder
+from radspatial.probes.evaluate import RESULTS_FORMAT, SPLITS
+from radspatial.probes.fitting import train_task
 
 
 @dataclass(frozen=True)
@@ -137,33 +120,38 @@ def train_probe(
         torch.manual_seed(cfg.seed)
         shared = freeze(resolve_frozen(cfg)).to(cfg.device)
         save_encoder(shared, out / "encoder")
-    results: dict[str, Any] = {
-        "format": RESULTS_FORMAT,
-        "version": 1,
-        "kind": "train",
-        "data": str(data),
-        "data_name": data.name,
-        "encoder": encoder,
-        "head": head,
-        "frozen": cfg.frozen,
-        "mode": "finetuned" if cfg.frozen is None else "frozen",
-        "seed": seed,
-        "config": asdict(cfg),
-        "versions": _versions(),
-        "tasks": {},
-        "skipped": {},
-    }
+    results = _results_head(cfg, data)
     for task in names:
         samples = {sp: load_probe_task(data, task, sp) for sp in SPLITS}
         if not samples["train"]:
             results["skipped"][task] = "no training samples"
         else:
             with _threads(cfg.threads):
-                entry = _train_task(cfg, task, all_tasks[task], samples, shared, out, progress)
+                entry = train_task(cfg, task, all_tasks[task], samples, shared, out, progress)
             results["tasks"][task] = entry
         results["wall_s"] = round(time.perf_counter() - t0, 2)
         atomic_write_json(out / "results.json", results)
     return results
+
+
+def _results_head(cfg: TrainConfig, data: Path) -> dict[str, Any]:
+    """results.json before any task: the run's data, model, config and software versions."""
+    return {
+        "format": RESULTS_FORMAT,
+        "version": 1,
+        "kind": "train",
+        "data": str(data),
+        "data_name": data.name,
+        "encoder": cfg.encoder,
+        "head": cfg.head,
+        "frozen": cfg.frozen,
+        "mode": "finetuned" if cfg.frozen is None else "frozen",
+        "seed": cfg.seed,
+        "config": asdict(cfg),
+        "versions": _versions(),
+        "tasks": {},
+        "skipped": {},
+    }
 
 
 @contextlib.contextmanager
@@ -208,175 +196,6 @@ def resolve_frozen(cfg: TrainConfig) -> Encoder:
 def freeze(encoder: Encoder) -> Encoder:
     encoder.requires_grad_(False)
     return encoder.eval()
-
-
-@torch.no_grad()
-def extract(encoder: Encoder, images: torch.Tensor, batch_size: int, device: str) -> Features:
-    """Frozen features of uint8 images, stored as float16 on the CPU."""
-    pooled, tokens = [], []
-    for i in range(0, len(images), batch_size):
-        f = encoder(images[i : i + batch_size].to(device).float() / 255)
-        pooled.append(f.pooled.half().cpu())
-        tokens.append(f.tokens.half().cpu())
-    return Features(torch.cat(pooled), torch.cat(tokens))
-
-
-def loss_fn(kind: str, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    if kind == "regression":
-        return ((outputs - targets).pow(2).sum(-1) + 1e-8).sqrt().mean()
-    if kind == "permutation":
-        return nn.functional.cross_entropy(
-            outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1)
-        )
-    return nn.functional.cross_entropy(outputs, targets)
-
-
-def lr_lambda(total: int, warmup: float, schedule: str):
-    warm = max(1, round(total * warmup))
-
-    def f(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        if schedule == "constant":
-            return 1.0
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
-
-    return f
-
-
-def task_seed(seed: int, task: str) -> int:
-    return seed * 1000 + zlib.crc32(task.encode()) % 1000
-
-
-def _train_task(
-    cfg: TrainConfig,
-    task: str,
-    info: dict[str, Any],
-    samples: dict[str, list],
-    shared: Encoder | None,
-    out: Path,
-    progress: bool,
-) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
-    t0 = time.perf_counter()
-    seed = task_seed(cfg.seed, task)
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
-    enc = shared if shared is not None else create_encoder(cfg.encoder, **cfg.encoder_options())
-    enc = enc.to(cfg.device)
-    head = create_head(cfg.head, dim=enc.dim, grid=enc.grid, out_shape=out_shape(info)).to(
-        cfg.device
-    )
-    model = ProbeModel(enc, head, info["kind"])
-    images = {sp: load_images(samples[sp], enc.image_size) for sp in SPLITS}
-    targets = {sp: encode_targets(samples[sp], info)[0] for sp in SPLITS}
-    feats: dict[str, Features] = {}
-    t_feat = time.perf_counter()
-    if shared is not None:
-        per_image = (enc.grid[0] * enc.grid[1] + 1) * enc.dim * 2
-        if per_image * sum(len(v) for v in images.values()) <= CACHE_BUDGET_BYTES:
-            feats = {sp: extract(enc, images[sp], 64, cfg.device) for sp in SPLITS}
-    feature_s = time.perf_counter() - t_feat
-
-    def forward(sp: str, idx: torch.Tensor, train: bool) -> torch.Tensor:
-        if feats:
-            f = feats[sp]
-            dev = cfg.device
-            return model.readout(
-                Features(f.pooled[idx].float().to(dev), f.tokens[idx].float().to(dev))
-            )
-        x = images[sp][idx].float() / 255
-        if train and shared is None and cfg.jitter > 0:
-            j = cfg.jitter
-            gain = 1 + (torch.rand(len(x), 1, 1, 1, generator=gen) * 2 - 1) * j
-            offset = (torch.rand(len(x), 1, 1, 1, generator=gen) - 0.5) * j
-            x = (x * gain + offset).clamp(0, 1)
-        x = x.to(cfg.device)
-        if shared is not None:
-            with torch.no_grad():
-                f = enc(x)
-            return model.readout(f)
-        return model(x)
-
-    n = len(targets["train"])
-    bs = min(cfg.batch_size, n)
-    steps = n // bs  # drop the last partial batch (batch norm and a steady step size)
-    epochs = cfg.epochs_for(task)
-    total = epochs * steps
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(total, cfg.warmup, cfg.schedule))
-    bar = tqdm(
-        total=total, desc=f"{task} {cfg.encoder}+{cfg.head}", unit="step", disable=not progress
-    )
-    t_train, losses = time.perf_counter(), []
-    for _ in range(epochs):
-        model.train()
-        if shared is not None:
-            enc.eval()
-        order = torch.from_numpy(rng.permutation(n))
-        for s in range(steps):
-            idx = order[s * bs : (s + 1) * bs]
-            loss = loss_fn(
-                info["kind"], forward("train", idx, True), targets["train"][idx].to(cfg.device)
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-    bar.close()
-    train_s = time.perf_counter() - t_train
-
-    model.eval()
-    result: dict[str, Any] = {
-        "level": info["level"],
-        "kind": info["kind"],
-        "metric": info["metric"],
-        "chance": chance_of(task, info),
-        "classes": info.get("classes"),
-    }
-    for sp in SPLITS:
-        m = len(targets[sp])
-        if feats and m:
-            with torch.no_grad():
-                chunks = [
-                    forward(sp, torch.arange(i, min(i + 256, m)), False) for i in range(0, m, 256)
-                ]
-            outputs = torch.cat(chunks).cpu().numpy()
-        else:
-            outputs = predict(model, images[sp], 64, cfg.device)
-        result[sp] = task_metrics(task, info, outputs, targets[sp].numpy())
-    folder = out / "models" / task
-    if shared is None:
-        save_encoder(enc, folder)
-    rel = "." if shared is None else "../../encoder"
-    save_task_model(
-        folder, task=task, info=info, head=head, encoder_dir=rel, image_size=enc.image_size
-    )
-    result["training"] = {
-        "n": n,
-        "epochs": epochs,
-        "steps": total,
-        "batch_size": bs,
-        "images_per_s": round(total * bs / train_s, 2) if train_s > 0 else None,
-        "train_s": round(train_s, 2),
-        "feature_s": round(feature_s, 2) if feats else None,
-        "first_loss": round(float(np.mean(losses[: max(1, steps)])), 5) if losses else None,
-        "final_loss": round(float(np.mean(losses[-max(1, steps) :])), 5) if losses else None,
-        "wall_s": round(time.perf_counter() - t0, 2),
-        "params": {
-            "encoder": sum(p.numel() for p in enc.parameters()),
-            "head": sum(p.numel() for p in head.parameters()),
-            "trainable": sum(p.numel() for p in params),
-        },
-        "image_size": enc.image_size,
-    }
-    return result
 
 
 def _versions() -> dict[str, str]:

@@ -1,0 +1,158 @@
+"""One DICOM CT series folder -> a float32 HU volume and its RAS affine (not yet canonical).
+
+Slices are sorted by their position along the slice normal (not by InstanceNumber); a folder
+with other modalities, several series, repeated positions or a gap is refused with an
+:class:`InputError` naming the file. pydicom is imported only when a series is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from radspatial.core.errors import InputError, first_line
+from radspatial.imaging.nifti import check_affine, max_volume_bytes
+
+Warn = Callable[[str], None]
+Slice = tuple[Path, object]  # (file, pydicom Dataset)
+
+_GEOMETRY = {"ImageOrientationPatient": 6, "PixelSpacing": 2, "ImagePositionPatient": 3}
+_RESCALE = (("RescaleSlope", 1.0), ("RescaleIntercept", 0.0))
+
+
+def read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray]:
+    """One CT series folder -> (volume[i, j, k] HU, RAS affine), not yet canonical.
+
+    i runs along the IOP row direction (pixel column index), j along the column direction
+    (pixel row index), k along the slice normal, sorted by position, not by InstanceNumber.
+    """
+    slices = _read_slices(folder, warn)
+    (rows, cols), iop, pixel_spacing, positions = _common_geometry(slices)
+    order = _order_by_position(folder, slices, positions, np.cross(iop[:3], iop[3:]))
+    if rows * cols * len(slices) * 4 > max_volume_bytes():
+        raise InputError(f"{folder}: {cols} x {rows} x {len(slices)} voxels exceed the size limit")
+    volume = _pixels(slices, order, rows, cols)
+    first, last = positions[order[0]], positions[order[-1]]
+    ras = _ras_affine(iop, pixel_spacing, first, last, len(slices))
+    check_affine(folder, ras, "DICOM series", InputError)
+    if not np.isfinite(volume).all():
+        raise InputError(f"{folder}: CT has NaN or infinite voxel values")
+    return volume, ras
+
+
+def _read_slices(folder: Path, warn: Warn) -> list[Slice]:
+    """The folder's image files of one CT series (other files skipped with a warning)."""
+    import pydicom
+
+    slices = []
+    for p in sorted(q for q in folder.iterdir() if q.is_file()):
+        try:
+            ds = pydicom.dcmread(p)
+        except Exception as exc:  # pydicom raises many types for non-DICOM bytes
+            warn(f"{p}: not a DICOM file, skipped ({first_line(exc)})")
+            continue
+        if "PixelData" not in ds:
+            warn(f"{p}: DICOM file without an image (e.g. DICOMDIR), skipped")
+            continue
+        slices.append((p, ds))
+    if not slices:
+        raise InputError(f"{folder}: no DICOM image files in this folder")
+    modalities = sorted({str(ds.get("Modality", "")) for _, ds in slices})
+    if modalities != ["CT"]:
+        raise InputError(f"{folder}: DICOM modality {'/'.join(modalities)}, expected CT")
+    uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in slices}
+    if len(uids) > 1:
+        raise InputError(f"{folder}: {len(uids)} series (SeriesInstanceUID) in one folder")
+    if len(slices) < 2:
+        raise InputError(f"{folder}: only one DICOM slice, a CT volume needs at least two")
+    return slices
+
+
+def _dicom_geometry(path: Path, ds) -> tuple[tuple[int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, columns), IOP (6,), PixelSpacing (2,), IPP (3,) of one slice."""
+    need = f"Rows/Columns/{'/'.join(_GEOMETRY)}"
+    try:
+        iop, spacing, ipp = (np.array([float(v) for v in ds[kw].value]) for kw in _GEOMETRY)
+        size = (int(ds.Rows), int(ds.Columns))
+    except (KeyError, AttributeError, TypeError, ValueError):
+        raise InputError(f"{path}: DICOM slice lacks {need}") from None
+    if (iop.size, spacing.size, ipp.size) != tuple(_GEOMETRY.values()):
+        raise InputError(f"{path}: DICOM slice has malformed {need}")
+    if not all(np.isfinite(v).all() for v in (iop, spacing, ipp)):
+        raise InputError(f"{path}: DICOM slice has NaN or infinite {need}")
+    if (spacing <= 0).any():
+        raise InputError(f"{path}: DICOM PixelSpacing {spacing.tolist()} must be > 0")
+    row, col = iop[:3], iop[3:]
+    if min(np.linalg.norm(row), np.linalg.norm(col), np.linalg.norm(np.cross(row, col))) < 1e-3:
+        raise InputError(f"{path}: DICOM ImageOrientationPatient {iop.tolist()} is degenerate")
+    return size, iop, spacing, ipp
+
+
+def _common_geometry(
+    slices: list[Slice],
+) -> tuple[tuple[int, int], np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The first slice's size, IOP and PixelSpacing (every slice must share them), and each
+    slice's IPP."""
+    (rows, cols), iop, pixel_spacing, _ = _dicom_geometry(*slices[0])
+    positions = []
+    for p, ds in slices:
+        size, o, s, ipp = _dicom_geometry(p, ds)
+        same = np.allclose(o, iop, atol=1e-4) and np.allclose(s, pixel_spacing, rtol=1e-4)
+        if size != (rows, cols) or not same:
+            raise InputError(f"{p}: size/orientation/pixel spacing differ from {slices[0][0].name}")
+        positions.append(ipp)
+    return (rows, cols), iop, pixel_spacing, positions
+
+
+def _order_by_position(
+    folder: Path, slices: list[Slice], positions: list[np.ndarray], normal: np.ndarray
+) -> np.ndarray:
+    """Slice indices sorted along ``normal``; InputError on a repeated position or a gap."""
+    along = np.array(positions) @ normal
+    order = np.argsort(along, kind="stable")
+    along, steps = along[order], np.diff(along[order])
+    names = [slices[i][0].name for i in order]
+    if (steps < 1e-3).any():
+        k = int(np.argmax(steps < 1e-3))
+        raise InputError(
+            f"{folder}: two slices at the same position {along[k]:.2f} mm "
+            f"({names[k]}, {names[k + 1]})"
+        )
+    median = float(np.median(steps))
+    uneven = np.abs(steps - median) > 0.1 * median
+    if uneven.any():
+        k = int(np.argmax(uneven))
+        raise InputError(
+            f"{folder}: gap in the series: {steps[k]:.2f} mm between slices at {along[k]:.2f} "
+            f"and {along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
+        )
+    return order
+
+
+def _pixels(slices: list[Slice], order: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """HU volume (columns, rows, slices), rescaled, in ``order``."""
+    volume = np.empty((cols, rows, len(slices)), dtype=np.float32, order="F")
+    for k, idx in enumerate(order):
+        p, ds = slices[idx]
+        try:
+            pixels = ds.pixel_array
+        except Exception as exc:  # missing decoder, truncated pixel data, ...
+            raise InputError(f"{p}: cannot decode DICOM pixel data ({first_line(exc)})") from None
+        if pixels.shape != (rows, cols):
+            raise InputError(f"{p}: pixel data shape {pixels.shape}, expected ({rows}, {cols})")
+        slope, intercept = (np.float32(ds.get(kw) or d) for kw, d in _RESCALE)
+        volume[:, :, k] = pixels.T.astype(np.float32) * slope + intercept
+    return volume
+
+
+def _ras_affine(
+    iop: np.ndarray, pixel_spacing: np.ndarray, first: np.ndarray, last: np.ndarray, n: int
+) -> np.ndarray:
+    lps = np.eye(4)
+    lps[:3, 0] = iop[:3] * pixel_spacing[1]  # PixelSpacing = (between rows, between columns)
+    lps[:3, 1] = iop[3:] * pixel_spacing[0]
+    lps[:3, 2] = (last - first) / (n - 1)
+    lps[:3, 3] = first
+    return np.diag([-1.0, -1.0, 1.0, 1.0]) @ lps  # DICOM patient space is LPS
