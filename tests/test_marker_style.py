@@ -69,7 +69,7 @@ CODES = MarkerStyle(
 def codes():
     register_marker_style(CODES)
     yield CODES
-    MARKER_STYLES._entries.pop(CODES.name)  # leave the registry as the other tests expect it
+    MARKER_STYLES.remove(CODES.name)  # leave the registry as the other tests expect it
 
 
 def test_wording_examples_and_parsing_come_from_the_style(codes):
