@@ -279,3 +279,30 @@ def test_python_api_generate_applies_labels_to_a_cases_csv(btcv_case, tmp_path):
     summary = generate(tmp_path / "b", cases=btcv_case / "cases.csv", labels="btcv", size=128,
                        setups=("rq1",))  # fmt: skip
     assert summary.cases[0]["labels"] == "btcv" and "liver" in _names(summary.out)
+
+
+def test_importing_the_cli_loads_no_numpy():
+    """`radspatial --help` stays fast: the CLI package imports no array library (it did, through
+    core.runtime's top-level numpy import for bundled_example)."""
+    code = "import sys, radspatial.cli; print(sorted({'numpy', 'PIL', 'torch'} & set(sys.modules)))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"
+
+
+def test_every_command_is_declared_once_as_data():
+    """Each command group module declares its subcommands as `Command` records (in help order),
+    registered by one loop; a record with both or neither of a handler and subcommands fails."""
+    from radspatial.cli import agent, demo, eval, export, generate, phantom, probe
+    from radspatial.cli.common import Command
+
+    groups = (generate, eval, demo, agent, phantom, probe, export)
+    parsers = dict(_subparsers(build_parser()))
+    assert [c.name for g in groups for c in g.COMMANDS] == [n for n in parsers if " " not in n]
+    records = [c for g in groups for top in g.COMMANDS for c in (top, *top.subcommands)]
+    handlers = [c.run for c in records if c.run is not None]
+    assert len(handlers) == len(set(handlers)) == 14  # 8 commands, probe's 4, export's 2
+    assert {p.get_default("func") for p in parsers.values()} - {None} == set(handlers)
+    with pytest.raises(ValueError, match="either run or subcommands"):
+        Command("x", "neither")
+    with pytest.raises(ValueError, match="either run or subcommands"):
+        Command("x", "both", run=lambda a: 0, subcommands=(Command("y", "y", run=lambda a: 0),))

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from radspatial.cli import agent, demo, eval, export, generate, phantom, probe
+from radspatial.cli.common import add_commands
 from radspatial.core.runtime import bundled_example  # re-exported: older imports and tests
 
 __all__ = ["build_parser", "bundled_example", "main"]
@@ -23,16 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"radspatial {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    generate.add_generate(sub)
-    eval.add_eval(sub)
-    eval.add_report(sub)
-    demo.add_demo(sub)
-    agent.add_agent(sub)
-    agent.add_serve(sub)
-    phantom.add_phantom(sub)
-    phantom.add_counterfactual(sub)
-    probe.add_probe(sub)
-    export.add_export(sub)
+    for group in (generate, eval, demo, agent, phantom, probe, export):  # help lists them so
+        add_commands(sub, group.COMMANDS)
     return parser
 
 

@@ -7,26 +7,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import HelpFormatter, add_command, pass_on, positive
+from radspatial.cli.common import Command, HelpFormatter, pass_on, positive
 from radspatial.core import rules
 
 
-def add_agent(sub: argparse._SubParsersAction) -> None:
-    class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
-        pass
+class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """radspatial's help formatting, with the description's line breaks kept."""
 
-    p = add_command(
-        sub,
-        "agent",
-        "answer a question about an image with the modular agent (or: agent train)",
-        "radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
-        "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
-        "  --trace FILE writes it to a file.\n"
-        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
-        "Localizers: {localizers}.",
-        formatter_class=AgentHelpFormatter,
-        localizers=True,
-    )
+
+def _agent_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument(
         "--image", type=Path, help="the image, PNG/JPEG; required unless train (default: none)"
@@ -69,7 +58,6 @@ def add_agent(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="train: seed")
     p.add_argument("--threads", type=int, help="train: torch CPU threads (default: torch's)")
-    p.set_defaults(func=cmd_agent)
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -138,8 +126,7 @@ def _agent_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_serve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the agent as an OpenAI-compatible API")
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     key = p.add_mutually_exclusive_group()
@@ -162,7 +149,6 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         type=positive(int),
         help="decoded pixels of all requests at once (default 2 x 4096^2, about 0.5 GB)",
     )
-    p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -189,3 +175,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         why = exc.strerror or exc
         raise ValueError(f"cannot serve on {args.host}:{args.port}: {why}") from None
     return 0
+
+
+COMMANDS = (
+    Command(
+        "agent",
+        "answer a question about an image with the modular agent (or: agent train)",
+        "radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
+        "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
+        "  --trace FILE writes it to a file.\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
+        "Localizers: {localizers}.",
+        _agent_arguments,
+        cmd_agent,
+        formatter_class=AgentHelpFormatter,
+        localizers=True,
+    ),
+    # serve's help shows no defaults: argparse's own formatter, as before
+    Command(
+        "serve",
+        "serve the agent as an OpenAI-compatible API",
+        arguments=_serve_arguments,
+        run=cmd_serve,
+        formatter_class=argparse.HelpFormatter,
+    ),
+)

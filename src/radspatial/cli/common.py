@@ -1,9 +1,12 @@
-"""What several subcommands share: their parser (help formatting), argument types, option
-groups, and passing parsed flags on to the public functions."""
+"""What several subcommands share: the :class:`Command` record each command group declares
+its subcommands with (registered by :func:`add_commands`), the help formatting, argument types,
+option groups, and passing parsed flags on to the public functions."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -42,21 +45,47 @@ class LocalizerHelpParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def add_command(
-    sub: argparse._SubParsersAction,
-    name: str,
-    help: str,
-    description: str | None = None,
-    *,
-    formatter_class: type[argparse.HelpFormatter] = HelpFormatter,
-    localizers: bool = False,
-) -> argparse.ArgumentParser:
-    """A (sub)command's parser with radspatial's help formatting; ``localizers``: its
-    description names the localizers (see :class:`LocalizerHelpParser`)."""
-    p = sub.add_parser(name, help=help, description=description, formatter_class=formatter_class)
-    if localizers:
-        p.__class__ = LocalizerHelpParser  # only format_help differs
-    return p
+@dataclass(frozen=True)
+class Command:
+    """One (sub)command as data: its name, one-line help and description, the function that
+    declares its arguments and the one that runs it, or, for a group, its subcommands (parsed
+    into ``dest``). ``localizers``: the description names the localizers
+    (see :class:`LocalizerHelpParser`)."""
+
+    name: str
+    help: str
+    description: str | None = None
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    run: Callable[[argparse.Namespace], int] | None = None
+    subcommands: tuple[Command, ...] = ()
+    dest: str | None = None
+    metavar: str | None = None
+    formatter_class: type[argparse.HelpFormatter] = HelpFormatter
+    localizers: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.run is None) == (not self.subcommands):
+            raise ValueError(f"command {self.name!r}: give either run or subcommands")
+
+
+def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -> None:
+    """Each command's parser, in order, with its arguments, handler and subcommands."""
+    for command in commands:
+        p = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.description,
+            formatter_class=command.formatter_class,
+        )
+        if command.localizers:
+            p.__class__ = LocalizerHelpParser  # only format_help differs
+        if command.arguments is not None:
+            command.arguments(p)
+        if command.subcommands:
+            group = p.add_subparsers(dest=command.dest, required=True, metavar=command.metavar)
+            add_commands(group, command.subcommands)
+        else:
+            p.set_defaults(func=command.run)
 
 
 def pass_on(args: argparse.Namespace, *names: str) -> dict[str, Any]:
@@ -127,7 +156,10 @@ def positive(kind: type):
     return parse
 
 
-def add_executor_options(p: argparse.ArgumentParser) -> None:
+def add_executor_options(p: argparse.ArgumentParser, workers: str) -> None:
+    """``--workers`` (``workers``: its help), ``--executor`` and ``--ray-address``: how a
+    command's independent jobs run (see :func:`executor_args`)."""
+    p.add_argument("--workers", type=int, default=1, help=workers)
     p.add_argument(
         "--executor",
         choices=["local", "ray"],

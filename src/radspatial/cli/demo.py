@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import add_command, question_types
+from radspatial.cli.common import Command, question_types
 from radspatial.cli.eval import _print_eval
 from radspatial.core.runtime import bundled_example
 
@@ -22,15 +22,7 @@ DEMO_MODELS = (
 _DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
-def add_demo(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "demo",
-        "the main job on the bundled real CT: generate, evaluate the baselines, report",
-        "Generates OUT/dataset from the bundled real CT, evaluates each model into "
-        "OUT/eval/<model> and writes OUT/report. Progress goes to stderr (plain lines every "
-        "RADSPATIAL_PROGRESS_SECONDS, default 5, when not a terminal).",
-    )
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
     p.add_argument("--runs", type=int, default=3, help="repeats of every item")
     p.add_argument(
@@ -45,7 +37,6 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
         help="question types, comma-separated, or spar, open, all (every type: MIRP relative "
         "position, the SPAR-VQA and the open types)",
     )
-    p.set_defaults(func=cmd_demo)
 
 
 def _stage(text: str) -> None:
@@ -90,3 +81,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"figure: {fig}")
     _stage(f"done in {time.monotonic() - start:.0f} s")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "demo",
+        "the main job on the bundled real CT: generate, evaluate the baselines, report",
+        "Generates OUT/dataset from the bundled real CT, evaluates each model into "
+        "OUT/eval/<model> and writes OUT/report. Progress goes to stderr (plain lines every "
+        "RADSPATIAL_PROGRESS_SECONDS, default 5, when not a terminal).",
+        _arguments,
+        cmd_demo,
+    ),
+)

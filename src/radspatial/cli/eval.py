@@ -6,23 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import add_command, csv_lower, question_types
+from radspatial.cli.common import Command, csv_lower, question_types
 
 
-def add_eval(sub: argparse._SubParsersAction) -> None:
+def _eval_arguments(p: argparse.ArgumentParser) -> None:
     from radspatial.cli.eval_options import MODEL_ARGS_HELP, add_backend_flags
 
-    p = add_command(
-        sub,
-        "eval",
-        "evaluate one or more models on a dataset (radspatial or MIRP layout)",
-        "Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
-        "hf:<path or id>, vllm:<path or id>, "
-        "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
-        "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
-        "Rerunning the same command resumes: finished calls are never repeated.",
-        localizers=True,
-    )
     p.add_argument("--data", type=Path, required=True, help="dataset folder")
     p.add_argument(
         "--model",
@@ -42,7 +31,6 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     _add_item_filters(p)
     _add_asking_options(p)
     add_backend_flags(p)
-    p.set_defaults(func=cmd_eval)
 
 
 def _add_item_filters(p: argparse.ArgumentParser) -> None:
@@ -182,14 +170,7 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     return n_err
 
 
-def add_report(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "report",
-        "tables, figures and a browsable HTML report from one or more eval run folders",
-        "Writes summary.md, summary.json, the figures and index.html (tables, "
-        "figures and an item gallery with filters; open it in a browser, no server needed).",
-    )
+def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
     p.add_argument("--out", type=Path, required=True, help="report folder")
     p.add_argument(
@@ -199,7 +180,6 @@ def add_report(sub: argparse._SubParsersAction) -> None:
         "docs/open_questions.md): folded in beside the automatic grades, never over them "
         "(default: none)",
     )
-    p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -213,3 +193,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     for fig in summary.figures:
         print(f"figure: {fig}")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "eval",
+        "evaluate one or more models on a dataset (radspatial or MIRP layout)",
+        "Model specs: openai:<model>, openai-compat:<model>@<base_url>, "
+        "hf:<path or id>, vllm:<path or id>, "
+        "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
+        "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
+        "Rerunning the same command resumes: finished calls are never repeated.",
+        _eval_arguments,
+        cmd_eval,
+        localizers=True,
+    ),
+    Command(
+        "report",
+        "tables, figures and a browsable HTML report from one or more eval run folders",
+        "Writes summary.md, summary.json, the figures and index.html (tables, "
+        "figures and an item gallery with filters; open it in a browser, no server needed).",
+        _report_arguments,
+        cmd_report,
+    ),
+)

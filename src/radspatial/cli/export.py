@@ -5,34 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import add_command, pass_on
+from radspatial.cli.common import Command, pass_on
 
 
-def add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a run or dataset in another tool's layout")
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    m = add_command(
-        kinds,
-        "mirp",
-        "an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
-        "One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
-        "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres file. Run "
-        "MIRP's evaluation scripts inside each folder.",
-    )
+def _mirp_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
     m.add_argument("--out", type=Path, required=True, help="output folder")
     m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-    m.set_defaults(func=cmd_export_mirp)
-    h = add_command(
-        kinds,
-        "hf",
-        "a generated dataset as Hugging Face datasets parquet shards with a dataset card",
-        "OUT/data/test-*.parquet (one row per question: every manifest field, the "
-        "image as an Image feature) and OUT/README.md (dataset card: YAML header, counts, "
-        "columns, licence and provenance of the source CTs). Load it with "
-        'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
-        "pip install 'radspatial[hf-export]'.",
-    )
+
+
+def _hf_arguments(h: argparse.ArgumentParser) -> None:
     h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
     h.add_argument("--out", type=Path, required=True, help="output folder")
     h.add_argument(
@@ -45,7 +27,6 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "--max-shard-mb", type=float, default=256.0, help="image bytes per parquet shard (MB)"
     )
     h.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-    h.set_defaults(func=cmd_export_hf)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
@@ -73,3 +54,35 @@ def cmd_export_mirp(args: argparse.Namespace) -> int:
     else:
         print("  no centres file: MIRP's anatomy script cannot run on this export")
     return 0
+
+
+COMMANDS = (
+    Command(
+        "export",
+        "write a run or dataset in another tool's layout",
+        dest="kind",
+        metavar="KIND",
+        subcommands=(
+            Command(
+                "mirp",
+                "an eval run in MIRP's inference-output layout (MIRP's scripts run on it)",
+                "One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
+                "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres "
+                "file. Run MIRP's evaluation scripts inside each folder.",
+                _mirp_arguments,
+                cmd_export_mirp,
+            ),
+            Command(
+                "hf",
+                "a generated dataset as Hugging Face datasets parquet shards with a dataset card",
+                "OUT/data/test-*.parquet (one row per question: every manifest field, the "
+                "image as an Image feature) and OUT/README.md (dataset card: YAML header, counts, "
+                "columns, licence and provenance of the source CTs). Load it with "
+                'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
+                "pip install 'radspatial[hf-export]'.",
+                _hf_arguments,
+                cmd_export_hf,
+            ),
+        ),
+    ),
+)

@@ -6,32 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import (
-    add_command,
-    add_executor_options,
-    csv_lower,
-    executor_args,
-    pass_on,
-    question_types,
-    window,
-)
+from radspatial.cli import common
 from radspatial.core import rules
 from radspatial.core.runtime import bundled_example
 
 
-def add_generate(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "generate",
-        "generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
-        "With no --ct/--cases, uses the bundled real example CT and its mask.",
-    )
+def _arguments(p: argparse.ArgumentParser) -> None:
     _add_inputs(p)
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
-    p.add_argument("--workers", type=int, default=1, help="processes (or Ray CPUs) in parallel")
-    add_executor_options(p)
+    common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
         "--on-error",
         choices=["stop", "skip"],
@@ -46,7 +31,6 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
         help="PNG zlib level 0-9; 3 is 2x faster than 6 for ~1%% more bytes",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out dataset")
-    p.set_defaults(func=cmd_generate)
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -86,16 +70,19 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     from radspatial.imaging.markers import MARKER_TYPES, marker_names
 
     p.add_argument(
-        "--setups", type=csv_lower, default=("rq1", "rq2", "rq3", "as"), help="MIRP setups to write"
+        "--setups",
+        type=common.csv_lower,
+        default=("rq1", "rq2", "rq3", "as"),
+        help="MIRP setups to write",
     )
     p.add_argument(
         "--markers",
-        type=csv_lower,
+        type=common.csv_lower,
         default=MARKER_TYPES,
         help=f"marker styles, comma-separated: {', '.join(marker_names())}",
     )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
-    p.add_argument("--window", type=window, default=(400.0, 40.0), help="W,L in HU")
+    p.add_argument("--window", type=common.window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
     p.add_argument(
         "--min-distance",
@@ -106,7 +93,7 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--margin", type=float, default=rules.MARGIN_PX, help="px along the asked axis")
     p.add_argument(
         "--questions",
-        type=question_types,
+        type=common.question_types,
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
@@ -183,7 +170,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from radspatial.core.rules import QuestionRules
 
     config = GenerateConfig(
-        **pass_on(args, "seed", "size", "window", "setups", "markers", "as_count"),
+        **common.pass_on(args, "seed", "size", "window", "setups", "markers", "as_count"),
         rules=QuestionRules(
             min_distance_px=args.min_distance,
             margin_px=args.margin,
@@ -192,15 +179,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ),
         question_types=args.questions,
         group=False if args.no_group else None,
-        **pass_on(args, "export_masks", "png_level"),
+        **common.pass_on(args, "export_masks", "png_level"),
     )
     cases = _cases_from_args(args)
     summary = build_dataset(
         cases,
         config,
         args.out,
-        **executor_args(args),
-        **pass_on(args, "overwrite", "on_error"),
+        **common.executor_args(args),
+        **common.pass_on(args, "overwrite", "on_error"),
         log=lambda line: print(line, file=sys.stderr),
     )
     print(f"dataset: {summary.out.resolve()}")
@@ -221,3 +208,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
     return 0
+
+
+COMMANDS = (
+    common.Command(
+        "generate",
+        "generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
+        "With no --ct/--cases, uses the bundled real example CT and its mask.",
+        _arguments,
+        cmd_generate,
+    ),
+)

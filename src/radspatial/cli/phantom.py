@@ -5,40 +5,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import (
-    add_command,
-    add_executor_options,
-    csv_list,
-    executor_args,
-    pass_on,
-    triple,
-)
+from radspatial.cli import common
 
 
-def add_phantom(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "phantom",
-        "write synthetic CT phantoms with TotalSegmentator masks",
-        "Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
-        "ct, seg, labels, variant) for radspatial generate --cases.",
-    )
+def _phantom_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--n", type=int, default=1, help="number of phantoms")
     p.add_argument("--seed", type=int, default=0, help="seed; phantom i depends on (seed, i)")
-    p.add_argument("--shape", type=triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
-    p.add_argument("--spacing", type=triple(float), help="sx,sy,sz mm (default ~0.8,0.8,2.5)")
+    p.add_argument("--shape", type=common.triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
+    p.add_argument(
+        "--spacing", type=common.triple(float), help="sx,sy,sz mm (default ~0.8,0.8,2.5)"
+    )
     p.add_argument(
         "--variant",
-        type=csv_list,
+        type=common.csv_list,
         default=("normal",),
         help="anatomy variant(s), comma-separated from normal, situs_inversus, displaced, or "
         "'mixed' (all three); phantom i gets variant i mod the list's length, e.g. "
         "normal,situs_inversus with --n 4: normal, situs_inversus, normal, situs_inversus",
     )
-    p.add_argument("--workers", type=int, default=1, help="phantoms built in parallel")
-    add_executor_options(p)
-    p.set_defaults(func=cmd_phantom)
+    common.add_executor_options(p, workers="phantoms built in parallel")
 
 
 def cmd_phantom(args: argparse.Namespace) -> int:
@@ -47,31 +33,21 @@ def cmd_phantom(args: argparse.Namespace) -> int:
     variant = args.variant[0] if len(args.variant) == 1 else args.variant
     cases = write_phantoms(
         args.out,
-        **pass_on(args, "n", "seed", "shape", "spacing"),
+        **common.pass_on(args, "n", "seed", "shape", "spacing"),
         variant=variant,
-        **executor_args(args),
+        **common.executor_args(args),
     )
     print(f"phantoms: {args.out} ({args.n} case(s))")
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
     return 0
 
 
-def add_counterfactual(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "counterfactual",
-        "counterfactual anatomy from real volumes",
-        "mirror: the case mirrored left-right with paired structures relabelled "
-        "to their new side, as NIfTI in OUT, plus OUT/cases.csv listing the original "
-        "(variant normal) and the mirror (variant mirrored): radspatial generate --cases "
-        "OUT/cases.csv ...",
-    )
+def _counterfactual_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", choices=["mirror"], help="mirror: situs-inversus-like left-right mirror")
     p.add_argument("--ct", type=Path, required=True, help="CT: NIfTI file or DICOM series folder")
     p.add_argument("--seg", type=Path, required=True, help="multilabel mask (NIfTI) on the CT grid")
     p.add_argument("--labels", help="label table of --seg (default: totalsegmentator)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.set_defaults(func=cmd_counterfactual)
 
 
 def cmd_counterfactual(args: argparse.Namespace) -> int:
@@ -83,3 +59,25 @@ def cmd_counterfactual(args: argparse.Namespace) -> int:
     cases = args.out / "cases.csv"
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
     return 0
+
+
+COMMANDS = (
+    common.Command(
+        "phantom",
+        "write synthetic CT phantoms with TotalSegmentator masks",
+        "Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
+        "ct, seg, labels, variant) for radspatial generate --cases.",
+        _phantom_arguments,
+        cmd_phantom,
+    ),
+    common.Command(
+        "counterfactual",
+        "counterfactual anatomy from real volumes",
+        "mirror: the case mirrored left-right with paired structures relabelled "
+        "to their new side, as NIfTI in OUT, plus OUT/cases.csv listing the original "
+        "(variant normal) and the mirror (variant mirrored): radspatial generate --cases "
+        "OUT/cases.csv ...",
+        _counterfactual_arguments,
+        cmd_counterfactual,
+    ),
+)

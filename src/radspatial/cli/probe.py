@@ -5,20 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import (
-    add_command,
-    add_executor_options,
-    csv_list,
-    executor_args,
-    pass_on,
-    triple,
-)
+from radspatial.cli import common
 
 
-def add_probe(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "probe", "SPAR probes of vision encoders: build, train, eval, table")
-    ps = p.add_subparsers(dest="probe_command", required=True)
-    b = add_command(ps, "build", "probe datasets from cases (real CT or phantoms)")
+def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--cases", type=Path, help="cases CSV ct,seg[,labels,case_id,variant] (default: the "
         "bundled example CT)"
@@ -28,19 +18,21 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
     b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
     b.add_argument(
-        "--splits", type=triple(float), default=(0.7, 0.15, 0.15),
+        "--splits", type=common.triple(float), default=(0.7, 0.15, 0.15),
         help="train,val,test fractions of the cases",
     )  # fmt: skip
-    b.add_argument("--tasks", type=csv_list, help="comma-separated subset of tasks (default: all)")
+    b.add_argument(
+        "--tasks", type=common.csv_list, help="comma-separated subset of tasks (default: all)"
+    )
     b.add_argument(
         "--max-per-case", type=int, help="at most this many samples per task and case "
         "(default: no limit)"
     )  # fmt: skip
-    b.add_argument("--workers", type=int, default=1, help="cases built in parallel processes")
-    add_executor_options(b)
+    common.add_executor_options(b, workers="cases built in parallel processes")
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-    b.set_defaults(func=cmd_probe_build)
-    t = add_command(ps, "train", "train probe heads on an encoder (frozen or finetuned)")
+
+
+def _train_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--data", type=Path, required=True, help="probe dataset (probe build)")
     t.add_argument("--encoder", required=True, help="e.g. resnet-small, vit-tiny, resnet50, hf:DIR")
     t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"], help="head")
@@ -48,26 +40,29 @@ def add_probe(sub: argparse._SubParsersAction) -> None:
         "--frozen", help="encoder checkpoint to freeze: our run folder or hf:DIR (default: "
         "finetune the encoder from scratch)"
     )  # fmt: skip
-    t.add_argument("--tasks", type=csv_list, help="comma-separated subset of tasks (default: all)")
+    t.add_argument(
+        "--tasks", type=common.csv_list, help="comma-separated subset of tasks (default: all)"
+    )
     t.add_argument("--epochs", type=int, help="training epochs (default: 30)")
     t.add_argument("--batch-size", type=int, help="samples per step (default: 32)")
     t.add_argument("--lr", type=float, help="peak learning rate (default: 0.001)")
     t.add_argument("--seed", type=int, default=0, help="seed of initialisation and batches")
     t.add_argument("--device", default="cpu", help="torch device, e.g. cuda:0")
     t.add_argument("--out", type=Path, required=True, help="probe run folder to write")
-    t.set_defaults(func=cmd_probe_train)
-    e = add_command(ps, "eval", "zero-shot transfer of trained probes to another dataset")
+
+
+def _eval_arguments(e: argparse.ArgumentParser) -> None:
     e.add_argument("--model", type=Path, required=True, help="probe run folder (probe train)")
     e.add_argument("--data", type=Path, required=True, help="probe dataset to evaluate on")
     e.add_argument("--split", default="test", help="split of --data: train, val or test")
     e.add_argument(
         "--out", type=Path, help="folder for results.json (default: print only, write nothing)"
     )
-    e.set_defaults(func=cmd_probe_eval)
-    tb = add_command(ps, "table", "Table 1 (markdown + figure) from result folders")
+
+
+def _table_arguments(tb: argparse.ArgumentParser) -> None:
     tb.add_argument("results", nargs="+", type=Path, help="probe run or transfer folders")
     tb.add_argument("--out", type=Path, required=True, help="folder for table1.md and table1.png")
-    tb.set_defaults(func=cmd_probe_table)
 
 
 def cmd_probe_build(args: argparse.Namespace) -> int:
@@ -84,8 +79,10 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
     info = build_probes(
         cases,
         args.out,
-        **pass_on(args, "seed", "size", "crop", "splits", "tasks", "max_per_case", "overwrite"),
-        **executor_args(args),
+        **common.pass_on(
+            args, "seed", "size", "crop", "splits", "tasks", "max_per_case", "overwrite"
+        ),
+        **common.executor_args(args),
     )
     tasks = info["tasks"]
     print(f"probes: {args.out} ({len(tasks)} task(s), {len(cases)} case(s), seed {args.seed})")
@@ -134,12 +131,12 @@ def _print_probe_results(results: dict, splits: tuple[str, ...]) -> None:
 def cmd_probe_train(args: argparse.Namespace) -> int:
     from radspatial.probes.train import train_probe
 
-    given = pass_on(args, "epochs", "batch_size", "lr")
+    given = common.pass_on(args, "epochs", "batch_size", "lr")
     options = {k: v for k, v in given.items() if v is not None}
     results = train_probe(
         args.data,
         args.out,
-        **pass_on(args, "encoder", "head", "frozen", "tasks", "seed", "device"),
+        **common.pass_on(args, "encoder", "head", "frozen", "tasks", "seed", "device"),
         **options,
     )
     n = len(results.get("tasks", {}))
@@ -165,3 +162,38 @@ def cmd_probe_table(args: argparse.Namespace) -> int:
     path = write_table(args.results, args.out)
     print(f"table: {path}")
     return 0
+
+
+COMMANDS = (
+    common.Command(
+        "probe",
+        "SPAR probes of vision encoders: build, train, eval, table",
+        dest="probe_command",
+        subcommands=(
+            common.Command(
+                "build",
+                "probe datasets from cases (real CT or phantoms)",
+                arguments=_build_arguments,
+                run=cmd_probe_build,
+            ),
+            common.Command(
+                "train",
+                "train probe heads on an encoder (frozen or finetuned)",
+                arguments=_train_arguments,
+                run=cmd_probe_train,
+            ),
+            common.Command(
+                "eval",
+                "zero-shot transfer of trained probes to another dataset",
+                arguments=_eval_arguments,
+                run=cmd_probe_eval,
+            ),
+            common.Command(
+                "table",
+                "Table 1 (markdown + figure) from result folders",
+                arguments=_table_arguments,
+                run=cmd_probe_table,
+            ),
+        ),
+    ),
+)
