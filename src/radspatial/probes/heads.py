@@ -82,6 +82,10 @@ class _Head(nn.Module):
         )
         self.options = self.options_type(**kwargs) if self.options_type else None
         self.kwargs = asdict(self.options) if self.options else dict(kwargs)
+        self.build(self.dim, self.options)
+
+    def build(self, dim: int, opt: Any) -> None:
+        """Create the layers (``opt``: an instance of ``options_type``)."""
 
     def spec(self) -> dict[str, Any]:
         kw = {"dim": self.dim, "grid": list(self.grid), "out_shape": list(self.out_shape)}
@@ -93,9 +97,7 @@ class MLPHead(_Head):
     name = "mlp"
     options_type = MLPOptions
 
-    def __init__(self, **shape_and_options: Any) -> None:
-        super().__init__(**shape_and_options)
-        dim, opt = self.dim, self.options
+    def build(self, dim: int, opt: MLPOptions) -> None:
         self.trunk = nn.Sequential(
             nn.LayerNorm(dim), nn.Linear(dim, opt.hidden), nn.GELU(), nn.Dropout(opt.dropout)
         )
@@ -111,9 +113,7 @@ class TransformerHead(_Head):
     name = "transformer"
     options_type = TransformerOptions
 
-    def __init__(self, **shape_and_options: Any) -> None:
-        super().__init__(**shape_and_options)
-        dim, opt = self.dim, self.options
+    def build(self, dim: int, opt: TransformerOptions) -> None:
         width = opt.width
         n_tokens = self.grid[0] * self.grid[1]
         self.slots = self.out_shape[0] if len(self.out_shape) == 2 else 1
