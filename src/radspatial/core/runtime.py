@@ -6,10 +6,12 @@ import hashlib
 import platform
 from importlib import resources
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from radspatial import __version__
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXAMPLE_CT = "example_ct_sm.nii.gz"
 EXAMPLE_SEG = "example_seg.nii.gz"
@@ -17,6 +19,8 @@ EXAMPLE_SEG = "example_seg.nii.gz"
 
 def keyed_rng(seed: int, key: str) -> np.random.Generator:
     """One generator per (seed, key): a rerun or a partial rerun draws the same numbers."""
+    import numpy as np  # here: the CLI imports this module and starts without numpy
+
     digest = hashlib.sha256(key.encode()).digest()
     return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
 
