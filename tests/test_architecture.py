@@ -131,3 +131,13 @@ def test_functions_stay_under_the_size_limit():
 def test_every_module_has_a_docstring(module):
     tree = ast.parse(MODULES[module].read_text())
     assert ast.get_docstring(tree), f"{MODULES[module]} says nothing about what it is for"
+
+
+def test_the_command_line_starts_without_numpy():
+    """``radspatial --help`` and argument errors stay fast: heavy imports happen in handlers."""
+    import subprocess
+    import sys
+
+    code = "import sys, radspatial.cli; print(sorted({'numpy', 'torch'} & set(sys.modules)))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"

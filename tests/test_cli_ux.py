@@ -281,14 +281,6 @@ def test_python_api_generate_applies_labels_to_a_cases_csv(btcv_case, tmp_path):
     assert summary.cases[0]["labels"] == "btcv" and "liver" in _names(summary.out)
 
 
-def test_importing_the_cli_loads_no_numpy():
-    """`radspatial --help` stays fast: the CLI package imports no array library (it did, through
-    core.runtime's top-level numpy import for bundled_example)."""
-    code = "import sys, radspatial.cli; print(sorted({'numpy', 'PIL', 'torch'} & set(sys.modules)))"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert res.stdout.strip() == "[]"
-
-
 def test_every_command_is_declared_once_as_data():
     """Each command group module declares its subcommands as `Command` records (in help order),
     registered by one loop; a record with both or neither of a handler and subcommands fails."""

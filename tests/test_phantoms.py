@@ -222,3 +222,15 @@ def test_paired_structures_differ_both_ways_across_a_set():
             ratios[name].append(v[IDS[f"{name}_left"]] / v[IDS[f"{name}_right"]])
     for name, r in ratios.items():
         assert max(r) > 1.15 and min(r) < 1 / 1.15, (name, r)
+
+
+def test_phantom_label_ids_are_totalsegmentators():
+    """The skeleton's, muscles' and vertebrae's ids name the same structures as the table."""
+    from radspatial.phantoms.habitus import VERTEBRAE
+    from radspatial.phantoms.skeleton import IDS as SKELETON
+    from radspatial.phantoms.skeleton import RIB_ID
+
+    for key, label in SKELETON.items():
+        assert IDS[key if isinstance(key, str) else "_".join(key)] == label, key
+    assert all(IDS[name] == label for label, name, *_ in VERTEBRAE)
+    assert all(IDS[f"rib_{side}_{n}"] == base + n for side, base in RIB_ID.items() for n in (1, 12))

@@ -1,6 +1,7 @@
 """A question type is one module: a built-in type module taken out of the package and loaded
 back as a plugin from another folder drives the generator, the agent (parse + verify through
-``Agent.answer``), the anatomy prior and the prompt example exactly as the built-in did."""
+``Agent.answer``), the anatomy prior, the prompt example and the CLI's type groups
+(``--question-types spar|open``, at the same place) exactly as the built-in did."""
 
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ from radspatial.agent.types import ParseError
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
+from radspatial.cli.common import question_types
 from radspatial.eval.prompts import example_question
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.models.base import Request
 from radspatial.models.baselines import Baseline, builtin_atlas
-from radspatial.questions import QUESTION_TYPES, list_question_types
+from radspatial.questions import QUESTION_TYPES, list_question_types, question_groups
 
-# module -> (the types it registers, a question of its first type, the item a prior reads)
+# module -> (the types it registers, a question of its first type, the item a prior reads);
+# size's and distance's types are in the CLI group "spar", laterality in "open"
 MODULES = {
     "size": (
         ("size", "symmetry"),
@@ -115,15 +118,19 @@ def test_a_type_module_outside_the_package_works_as_the_built_in(module, tmp_pat
     builtin_parse = parse_question(question)
     builtin_example = example_question("rq3", "dots", names[0])
     builtin_prior = _prior(meta)
+    builtin_groups = question_groups()
+    group = next(g for g, members in builtin_groups.items() if names[0] in members)
+    builtin_group = question_types(group)
 
     for name in names:
         QUESTION_TYPES.remove(name)
-    # without the module nothing knows the type: no parse, no example, no prior
+    # without the module nothing knows the type: no parse, no example, no prior, no group
     with pytest.raises(ParseError):
         parse_question(question)
     with pytest.raises(ValueError, match="unknown question type"):
         example_question("rq3", "dots", names[0])
     assert _prior(meta)[1] is None
+    assert question_types(group) == tuple(n for n in builtin_group if n not in names)
 
     _load_plugin(module, tmp_path)
     assert type(QUESTION_TYPES.get(names[0])).__module__ == f"plugin_{module}"
@@ -131,6 +138,9 @@ def test_a_type_module_outside_the_package_works_as_the_built_in(module, tmp_pat
     assert parse_question(question) == builtin_parse
     assert example_question("rq3", "dots", names[0]) == builtin_example
     assert _prior(meta) == builtin_prior
+    # back in its CLI group, at its place in the group's order: no list to edit
+    assert question_groups() == builtin_groups
+    assert question_types(group) == builtin_group
     assert plugin.keys() == builtin.keys()
     for key in builtin:
         assert plugin[key] == builtin[key], key

@@ -104,12 +104,13 @@ def csv_list(text: str) -> tuple[str, ...]:
 
 
 def question_types(text: str) -> tuple[str, ...]:
-    """Question type names and groups (all, spar, open), each type once, in the order given."""
-    from radspatial.questions import OPEN, SPAR_VQA, list_question_types
+    """Question type names and groups (all, and those the types declare: spar, open), each
+    type once, in the order given."""
+    from radspatial.questions import list_question_types, question_groups
 
     out: list[str] = []
     for name in csv_lower(text):
-        groups = {"all": list_question_types(), "spar": list(SPAR_VQA), "open": list(OPEN)}
+        groups = {**question_groups(), "all": list_question_types()}
         group = groups.get(name, [name])
         out += [n for n in group if n not in out]
     known = list_question_types()

@@ -19,7 +19,7 @@ EXAMPLE_SEG = "example_seg.nii.gz"
 
 def keyed_rng(seed: int, key: str) -> np.random.Generator:
     """One generator per (seed, key): a rerun or a partial rerun draws the same numbers."""
-    import numpy as np  # lazy: the CLI imports this module for bundled_example
+    import numpy as np  # here: the CLI imports this module and starts without numpy
 
     digest = hashlib.sha256(key.encode()).digest()
     return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])

@@ -50,29 +50,19 @@ def create_hf_backend(
     *,
     decoding: Decoding,
     concurrency: int = 8,  # unused: batching replaces concurrency in-process
-    batch_size: int = 8,
-    device: str = "auto",
-    dtype: str = "auto",
     allow_download: bool | None = None,
-    trust_remote_code: bool = False,
-    max_pixels: int | None = None,
+    **options: Any,
 ) -> HFBackend:
+    """``hf:<local path or hub id>``; ``options`` are :class:`HFBackend`'s (batch_size, device,
+    dtype, trust_remote_code, max_pixels). Downloads only when allowed here or by
+    ``RADSPATIAL_HF_ALLOW_DOWNLOAD``."""
     if not rest:
         raise ValueError("hf backend needs a model: 'hf:<local path or hub id>'")
     if rest.startswith(("/", "./", "../", "~")) and not Path(rest).expanduser().is_dir():
         raise ValueError(f"hf:{rest}: no such model folder")
     if allow_download is None:
         allow_download = os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("", "0")
-    return HFBackend(
-        rest,
-        decoding=decoding,
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        allow_download=allow_download,
-        trust_remote_code=trust_remote_code,
-        max_pixels=max_pixels,
-    )
+    return HFBackend(rest, decoding=decoding, allow_download=allow_download, **options)
 
 
 def _fit(image: Any, max_pixels: int | None) -> Any:

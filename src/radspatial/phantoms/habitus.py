@@ -19,20 +19,14 @@ import numpy as np
 
 # Vertebra (TotalSegmentator v2 id, name, bottom, top) at torso length 1.0, mm above the pubis.
 VERTEBRAE: tuple[tuple[int, str, float, float], ...] = (
-    (26, "vertebrae_s1", 102.0, 130.0),
-    (27, "vertebrae_l5", 140.0, 168.0),
-    (28, "vertebrae_l4", 178.0, 206.0),
-    (29, "vertebrae_l3", 216.0, 244.0),
-    (30, "vertebrae_l2", 254.0, 282.0),
-    (31, "vertebrae_l1", 292.0, 319.0),
-    (32, "vertebrae_t12", 327.0, 351.0),
-    (33, "vertebrae_t11", 357.0, 380.0),
-    (34, "vertebrae_t10", 386.0, 408.0),
-    (35, "vertebrae_t9", 414.0, 435.0),
-    (36, "vertebrae_t8", 441.0, 461.0),
-    (37, "vertebrae_t7", 467.0, 486.0),
+    (26, "vertebrae_s1", 102.0, 130.0), (27, "vertebrae_l5", 140.0, 168.0),
+    (28, "vertebrae_l4", 178.0, 206.0), (29, "vertebrae_l3", 216.0, 244.0),
+    (30, "vertebrae_l2", 254.0, 282.0), (31, "vertebrae_l1", 292.0, 319.0),
+    (32, "vertebrae_t12", 327.0, 351.0), (33, "vertebrae_t11", 357.0, 380.0),
+    (34, "vertebrae_t10", 386.0, 408.0), (35, "vertebrae_t9", 414.0, 435.0),
+    (36, "vertebrae_t8", 441.0, 461.0), (37, "vertebrae_t7", 467.0, 486.0),
     (38, "vertebrae_t6", 492.0, 510.0),
-)
+)  # fmt: skip
 Z_SPAN = (-50.0, 450.0)  # reference field of view along z (mm, torso length 1.0)
 
 # Anterior surface of the spine's centre line (vertebral body centre y) along z: lumbar

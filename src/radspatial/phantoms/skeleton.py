@@ -15,24 +15,15 @@ from radspatial.phantoms.shapes import Bumps, Ellipsoid, tube_through
 
 SIDES = ((1.0, "right"), (-1.0, "left"))  # +x is the patient's right (RAS+)
 RIB_ID = {"left": 91, "right": 103}  # rib_<side>_N = base + N
+# TotalSegmentator v2 ids of the skeleton's and muscles' structures
 IDS = {
-    "sacrum": 25,
-    "spinal_cord": 79,
-    "sternum": 116,
-    "costal_cartilages": 117,
-    ("femur", "left"): 75,
-    ("femur", "right"): 76,
-    ("hip", "left"): 77,
-    ("hip", "right"): 78,
-    ("gluteus_maximus", "left"): 80,
-    ("gluteus_maximus", "right"): 81,
-    ("gluteus_medius", "left"): 82,
-    ("gluteus_medius", "right"): 83,
-    ("autochthon", "left"): 86,
-    ("autochthon", "right"): 87,
-    ("iliopsoas", "left"): 88,
-    ("iliopsoas", "right"): 89,
-}
+    "sacrum": 25, "spinal_cord": 79, "sternum": 116, "costal_cartilages": 117,
+    ("femur", "left"): 75, ("femur", "right"): 76, ("hip", "left"): 77, ("hip", "right"): 78,
+    ("gluteus_maximus", "left"): 80, ("gluteus_maximus", "right"): 81,
+    ("gluteus_medius", "left"): 82, ("gluteus_medius", "right"): 83,
+    ("autochthon", "left"): 86, ("autochthon", "right"): 87,
+    ("iliopsoas", "left"): 88, ("iliopsoas", "right"): 89,
+}  # fmt: skip
 BONE = {
     "tissue": "cancellous_bone",
     "wall": "cortical_bone",

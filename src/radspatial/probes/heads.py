@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -47,8 +48,26 @@ def create_head(
     return HEADS.get(name)(dim=dim, grid=tuple(grid), out_shape=tuple(out_shape), **kwargs)
 
 
+@dataclass(frozen=True)
+class MLPOptions:
+    hidden: int = 512
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class TransformerOptions:
+    width: int = 128
+    layers: int = 2
+    heads: int = 4
+    dropout: float = 0.1
+
+
 class _Head(nn.Module):
+    """The shape every head shares (``dim``, ``grid``, ``out_shape``) and its options: a
+    subclass names its options dataclass in ``options_type`` (None: kwargs kept as given)."""
+
     name = ""
+    options_type: type | None = None
 
     def __init__(
         self, *, dim: int, grid: tuple[int, ...], out_shape: tuple[int, ...], **kwargs: Any
@@ -61,7 +80,12 @@ class _Head(nn.Module):
             tuple(int(g) for g in grid),
             tuple(int(s) for s in out_shape),
         )
-        self.kwargs = dict(kwargs)
+        self.options = self.options_type(**kwargs) if self.options_type else None
+        self.kwargs = asdict(self.options) if self.options else dict(kwargs)
+        self.build(self.dim, self.options)
+
+    def build(self, dim: int, opt: Any) -> None:
+        """Create the layers (``opt``: an instance of ``options_type``)."""
 
     def spec(self) -> dict[str, Any]:
         kw = {"dim": self.dim, "grid": list(self.grid), "out_shape": list(self.out_shape)}
@@ -71,21 +95,13 @@ class _Head(nn.Module):
 @register_head("mlp")
 class MLPHead(_Head):
     name = "mlp"
+    options_type = MLPOptions
 
-    def __init__(
-        self,
-        *,
-        dim: int,
-        grid: tuple[int, ...],
-        out_shape: tuple[int, ...],
-        hidden: int = 512,
-        dropout: float = 0.1,
-    ) -> None:
-        super().__init__(dim=dim, grid=grid, out_shape=out_shape, hidden=hidden, dropout=dropout)
+    def build(self, dim: int, opt: MLPOptions) -> None:
         self.trunk = nn.Sequential(
-            nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout)
+            nn.LayerNorm(dim), nn.Linear(dim, opt.hidden), nn.GELU(), nn.Dropout(opt.dropout)
         )
-        self.readout = nn.Linear(hidden, math.prod(self.out_shape))
+        self.readout = nn.Linear(opt.hidden, math.prod(self.out_shape))
 
     def forward(self, feats: Features) -> torch.Tensor:
         out = self.readout(self.trunk(feats.pooled))
@@ -95,27 +111,10 @@ class MLPHead(_Head):
 @register_head("transformer")
 class TransformerHead(_Head):
     name = "transformer"
+    options_type = TransformerOptions
 
-    def __init__(
-        self,
-        *,
-        dim: int,
-        grid: tuple[int, ...],
-        out_shape: tuple[int, ...],
-        width: int = 128,
-        layers: int = 2,
-        heads: int = 4,
-        dropout: float = 0.1,
-    ) -> None:
-        super().__init__(
-            dim=dim,
-            grid=grid,
-            out_shape=out_shape,
-            width=width,
-            layers=layers,
-            heads=heads,
-            dropout=dropout,
-        )
+    def build(self, dim: int, opt: TransformerOptions) -> None:
+        width = opt.width
         n_tokens = self.grid[0] * self.grid[1]
         self.slots = self.out_shape[0] if len(self.out_shape) == 2 else 1
         self.proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, width))
@@ -124,10 +123,10 @@ class TransformerHead(_Head):
         nn.init.trunc_normal_(self.pos, std=0.02)
         nn.init.trunc_normal_(self.queries, std=0.02)
         layer = nn.TransformerEncoderLayer(
-            width, heads, dim_feedforward=2 * width, dropout=dropout, activation="gelu",
+            width, opt.heads, dim_feedforward=2 * width, dropout=opt.dropout, activation="gelu",
             batch_first=True, norm_first=True,
         )  # fmt: skip
-        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.blocks = nn.TransformerEncoder(layer, opt.layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.readout = nn.Linear(width, self.out_shape[-1])
 

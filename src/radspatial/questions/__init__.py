@@ -18,9 +18,9 @@ first time it is used: a new type is one new module.
 from __future__ import annotations
 
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -29,15 +29,16 @@ from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
 
-if TYPE_CHECKING:  # the agent's records; imported by the types that the agent answers
+if TYPE_CHECKING:  # the agent's records, for annotations here and in the types (``q.Asked``)
     from radspatial.agent.parse import Asked
     from radspatial.agent.types import Context, Decision, Found, ParsedQuestion, Ref, Scene
 
 __all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
+T = TypeVar("T")
 
-SPAR_VQA: tuple[str, ...] = ("orientation", "symmetry", "size", "distance", "count")
-# open types: a word or a number as the answer (questions/open_common.py)
-OPEN: tuple[str, ...] = ("laterality", "direction", "identification", "counting")
+# the CLI's groups (``--question-types spar|open``) as their types declare them (``group``);
+# read from the registry when first asked: see ``__getattr__`` at the end
+_GROUP_NAMES = {"SPAR_VQA": "spar", "OPEN": "open"}  # open: a word or a number as the answer
 
 
 @dataclass(frozen=True)
@@ -86,14 +87,6 @@ class QuestionSpec:
     answer_standard: int | str | None
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"n": 3} for count
     answer_anatomical: int | str | None = None
-
-    @property
-    def object1(self) -> Candidate | None:
-        return self.objects[0] if self.objects else None
-
-    @property
-    def object2(self) -> Candidate | None:
-        return self.objects[1] if len(self.objects) > 1 else None
 
 
 @dataclass(frozen=True)
@@ -175,7 +168,7 @@ class QuestionType(Protocol):
     """What a question type provides. :class:`TypeDefaults` gives the optional members."""
 
     name: str
-    setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in
+    setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in (default: all three)
     n_objects: int  # objects that carry markers (0 for orientation)
     chance: float | None  # accuracy of a random guess (0.5: binary, balanced)
     open_answer: bool  # answered by a word or a number (open_common.py), not yes/no
@@ -185,6 +178,10 @@ class QuestionType(Protocol):
     relations: tuple[str, ...]
     roles: tuple[str, ...]
     parse_order: int
+    # the CLI group it belongs to ("spar", "open"; empty: none) and its place in the group's
+    # order, which is the order ``--question-types <group>`` generates in
+    group: str
+    group_order: int
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
@@ -215,13 +212,17 @@ class QuestionType(Protocol):
 
 
 class TypeDefaults:
-    """The optional members of :class:`QuestionType`: no agent support, no prior."""
+    """The optional members of :class:`QuestionType`: every setup, no agent support, no prior,
+    no group."""
 
+    setups: tuple[str, ...] = ("rq1", "rq2", "rq3")
     open_answer = False
     example: Example | None = None
     relations: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     parse_order = 50
+    group = ""
+    group_order = 50
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         return None
@@ -244,6 +245,18 @@ class KeepVariant(TypeDefaults):
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         return default
+
+
+def pick(options: Sequence[Any], rng: np.random.Generator) -> Any:
+    """One of ``options`` at random: one draw of ``rng.integers`` (every type draws so)."""
+    return options[int(rng.integers(len(options)))]
+
+
+def pairs(items: Sequence[T]) -> Iterator[tuple[T, T]]:
+    """Every unordered pair, in order: (0, 1), (0, 2), ..., (1, 2), ... (candidates, points)."""
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            yield a, b
 
 
 def _builtin_modules() -> tuple[str, ...]:
@@ -282,3 +295,23 @@ def agent_types() -> list[QuestionType]:
     """The types the agent parses, in the order their patterns are tried."""
     types = [qt for _, qt in QUESTION_TYPES.items() if qt.relations]
     return sorted(types, key=lambda qt: qt.parse_order)
+
+
+def question_groups() -> dict[str, tuple[str, ...]]:
+    """group -> its types' names in the group's order (``group_order``, then name), as the
+    registered types declare them: a new type joins a group by saying so."""
+    members: dict[str, list[QuestionType]] = {}
+    for _, qt in QUESTION_TYPES.items():
+        if group := getattr(qt, "group", ""):
+            members.setdefault(group, []).append(qt)
+    return {
+        group: tuple(qt.name for qt in sorted(types, key=lambda qt: (qt.group_order, qt.name)))
+        for group, types in sorted(members.items())
+    }
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``SPAR_VQA`` and ``OPEN``: the "spar" and "open" groups, read when asked."""
+    if name in _GROUP_NAMES:
+        return question_groups().get(_GROUP_NAMES[name], ())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

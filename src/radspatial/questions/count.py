@@ -19,25 +19,12 @@ atlas holds no counts: no anatomy prior.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
 from radspatial.core.rules import MIN_COMPONENT_PX
-from radspatial.questions import (
-    Candidate,
-    Example,
-    KeepVariant,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 RELATION = "count"
 _REGIONS = r"(?:separate\s+|distinct\s+|disconnected\s+)?(?:regions?|components?|parts?|pieces?)"
@@ -59,45 +46,46 @@ def count_regions(areas: list[float], min_px: float) -> int | None:
     return sum(a >= min_px for a in areas)
 
 
-class Count(KeepVariant):
+class Count(q.KeepVariant):
     name = "count"
     setups = ("rq1",)
     n_objects = 1
     chance = 0.5
     # "exactly 2?" with answer 0 too: no image is shown with the example
-    example = Example(("colon",), (RELATION, RELATION), {"n": 2})
+    example = q.Example(("colon",), (RELATION, RELATION), {"n": 2})
     relations = (RELATION,)
     roles = ("structure",)
     parse_order = 30
+    group, group_order = "spar", 50
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         if facts.component_areas is None:
             return None
-        by_class: dict[int, list[tuple[Candidate, int]]] = {}
+        by_class: dict[int, list[tuple[q.Candidate, int]]] = {}
         for c in facts.present:
             n = count_regions(facts.component_areas(c.label_id), rules.min_component_px)
             if n:
                 by_class.setdefault(min(n, 3), []).append((c, n))
         if not by_class:
             return None
-        group = by_class[sorted(by_class)[int(rng.integers(len(by_class)))]]
-        c, n = group[int(rng.integers(len(group)))]
+        group = by_class[q.pick(sorted(by_class), rng)]
+        c, n = q.pick(group, rng)
         wrong = n + 1 if n == 1 or rng.random() < 0.5 else n - 1
         asked = n if target else wrong
         answer = int(asked == n)
-        return QuestionSpec(
+        return q.QuestionSpec(
             self.name, (c,), RELATION, answer, answer, {"n": asked, "regions": n}, answer
         )
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return (
             f"Is the number of separate regions of {wording.ref(0)} in this image exactly "
             f"{spec.params['n']}?"
         )
 
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
+    def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         for pattern in _COUNT_RES:
             if m := pattern.match(asked.plain):
                 n = int(m["n"]) if m["n"].isdigit() else _WORDS.index(m["n"].lower()) + 1
@@ -112,7 +100,7 @@ class Count(KeepVariant):
         return verify_count(n, found[0], min_component_px=scene.rules.min_component_px)
 
 
-register_question_type(Count())
+q.register_question_type(Count())
 
 
 def verify_count(

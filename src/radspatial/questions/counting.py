@@ -16,15 +16,8 @@ import re
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
-from radspatial.questions import (
-    Example,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
 from radspatial.questions.count import count_regions
 from radspatial.questions.open_common import OpenType
 
@@ -33,16 +26,16 @@ class Counting(OpenType):
     name = "counting"
     setups = ("rq1",)
     n_objects = 1
-    chance = 1 / 3
+    group_order = 40
     classes = (1, 2, 3)
-    example = Example(("colon",), answers=(2,))
+    example = q.Example(("colon",), answers=(2,))
     pattern = re.compile(
         r"^how many separate regions of (?P<a>.+?) are visible(?: in this image)?\s*\??$", re.I
     )
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         if facts.component_areas is None:
             return None
         want = self.classes[target]
@@ -53,10 +46,10 @@ class Counting(OpenType):
         ]
         if not options:
             return None
-        c = options[int(rng.integers(len(options)))]
-        return QuestionSpec(self.name, (c,), "counting", want, want, {}, want)
+        c = q.pick(options, rng)
+        return q.QuestionSpec(self.name, (c,), "counting", want, want, {}, want)
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return f"How many separate regions of {wording.ref(0)} are visible in this image?"
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
@@ -72,4 +65,4 @@ class Counting(OpenType):
         return Decision(n, f"{n} components of >= {min_px} px", "")
 
 
-register_question_type(Counting())
+q.register_question_type(Counting())

@@ -18,29 +18,19 @@ item's own standard-view centres.
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
-from radspatial.questions import (
-    Candidate,
-    Example,
-    PriorInput,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
 from radspatial.questions.open_common import (
     DIRECTION_RELATION,
     DIRECTIONS,
     OpenType,
     subject_phrase,
 )
-from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated
+from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated_pairs
 
 DOMINANCE = 2.0
 
@@ -53,11 +43,11 @@ def direction_of(xy1: tuple[float, float], xy2: tuple[float, float]) -> str:
     return "above" if dy < 0 else "below"
 
 
-def _dominant(a: Candidate, b: Candidate, axis: int) -> bool:
-    for p, q in point_pairs(a, b):
-        if p is None or q is None:
+def _dominant(a: q.Candidate, b: q.Candidate, axis: int) -> bool:
+    for p1, p2 in point_pairs(a, b):
+        if p1 is None or p2 is None:
             continue
-        if abs(p[axis] - q[axis]) < DOMINANCE * abs(p[1 - axis] - q[1 - axis]):
+        if abs(p1[axis] - p2[axis]) < DOMINANCE * abs(p1[1 - axis] - p2[1 - axis]):
             return False
     return True
 
@@ -73,11 +63,10 @@ def anatomical_direction(std1: tuple[float, float], std2: tuple[float, float]) -
 
 class Direction(OpenType):
     name = "direction"
-    setups = ("rq1", "rq2", "rq3")
     n_objects = 2
-    chance = 0.25
+    group_order = 20
     classes = DIRECTIONS
-    example = Example(("aorta", "spleen"), answers=DIRECTIONS)
+    example = q.Example(("aorta", "spleen"), answers=DIRECTIONS)
     pattern = re.compile(
         r"^where (?:is|are) (?P<a>.+?) relative to (?P<b>.+?)(?: in this image)?\s*:"
         r"\s*left, right, above or below\s*\??$",
@@ -85,30 +74,26 @@ class Direction(OpenType):
     )
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         want = DIRECTIONS[target]
-        options: list[tuple[Candidate, Candidate]] = []
-        cands = facts.candidates
-        for i, a in enumerate(cands):
-            for b in cands[i + 1 :]:
-                if math.dist(a.center_xy, b.center_xy) < rules.min_distance_px:
-                    continue
-                for axis in (0, 1):
-                    if separated(a, b, axis, rules.margin_px) and _dominant(a, b, axis):
-                        for x, y in ((a, b), (b, a)):
-                            if direction_of(x.center_xy, y.center_xy) == want:
-                                options.append((x, y))
+        options = [
+            (x, y)
+            for a, b, axis in separated_pairs(facts.candidates, rules)
+            if _dominant(a, b, axis)
+            for x, y in ((a, b), (b, a))
+            if direction_of(x.center_xy, y.center_xy) == want
+        ]
         if not options:
             return None
-        a, b = options[int(rng.integers(len(options)))]
+        a, b = q.pick(options, rng)
         standard = direction_of(a.center_xy_canonical, b.center_xy_canonical)
         anatomical = anatomical_direction(a.center_xy_canonical, b.center_xy_canonical)
-        return QuestionSpec(
+        return q.QuestionSpec(
             self.name, (a, b), "direction", want, standard, answer_anatomical=anatomical
         )
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         verb, first = subject_phrase(wording, 0)
         _, second = subject_phrase(wording, 1)
         return (
@@ -120,7 +105,7 @@ class Direction(OpenType):
         assert f1 is not None and f2 is not None
         return Decision(direction_of(f1.xy, f2.xy), "axis of larger centre difference", "")
 
-    def prior(self, given: PriorInput) -> str | None:
+    def prior(self, given: q.PriorInput) -> str | None:
         if given.reader == "standard-view":
             s1, s2 = given.meta.get("center1_canonical"), given.meta.get("center2_canonical")
             return direction_of(tuple(s1), tuple(s2)) if s1 and s2 else None
@@ -128,4 +113,4 @@ class Direction(OpenType):
         return anatomical_direction(c1, c2) if c1 and c2 and c1 != c2 else None
 
 
-register_question_type(Direction())
+q.register_question_type(Direction())

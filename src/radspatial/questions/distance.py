@@ -18,26 +18,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.rules import MARGIN_PX
-from radspatial.questions import (
-    Candidate,
-    Example,
-    KeepVariant,
-    PriorInput,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 RELATIONS = {"closer_to": "closer to", "farther_from": "farther from"}
 _DISTANCE_RE = re.compile(
@@ -57,14 +43,14 @@ def distance_holds(relation: str, d_first: float, d_second: float) -> bool:
     raise ValueError(f"unknown distance relation {relation!r}")
 
 
-def separated(d1: float, d2: float, rules: QuestionRules) -> bool:
+def separated(d1: float, d2: float, rules: q.QuestionRules) -> bool:
     gap = abs(d1 - d2)
     return gap >= rules.margin_px and gap >= rules.size_tolerance * max(d1, d2)
 
 
-def _usable(a: Candidate, b: Candidate, c: Candidate, rules: QuestionRules) -> bool:
+def _usable(a: q.Candidate, b: q.Candidate, c: q.Candidate, rules: q.QuestionRules) -> bool:
     cs = [x.center_xy for x in (a, b, c)]
-    if min(math.dist(p, q) for i, p in enumerate(cs) for q in cs[i + 1 :]) < rules.min_distance_px:
+    if min(math.dist(p1, p2) for p1, p2 in q.pairs(cs)) < rules.min_distance_px:
         return False
     d1, d2 = math.dist(cs[0], cs[1]), math.dist(cs[0], cs[2])
     ms = [x.marker_xy or x.center_xy for x in (a, b, c)]
@@ -72,19 +58,19 @@ def _usable(a: Candidate, b: Candidate, c: Candidate, rules: QuestionRules) -> b
     return separated(d1, d2, rules) and separated(m1, m2, rules) and (d1 < d2) == (m1 < m2)
 
 
-class Distance(KeepVariant):
+class Distance(q.KeepVariant):
     name = "distance"
-    setups = ("rq1", "rq2", "rq3")
     n_objects = 3
     chance = 0.5
-    example = Example(("aorta", "spleen", "liver"), ("farther_from", "closer_to"))
+    example = q.Example(("aorta", "spleen", "liver"), ("farther_from", "closer_to"))
     relations = tuple(RELATIONS)
     roles = ("anchor", "first", "second")
     parse_order = 40
+    group, group_order = "spar", 40
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         cands = facts.candidates
         if len(cands) < 3:
             return None
@@ -100,16 +86,16 @@ class Distance(KeepVariant):
             b, c = c, b
             d_b, d_c = d_c, d_b
         answer = int(distance_holds(relation, d_b, d_c))
-        spec = QuestionSpec(self.name, (a, b, c), relation, answer, answer)
+        spec = q.QuestionSpec(self.name, (a, b, c), relation, answer, answer)
         return replace(spec, answer_anatomical=answer)
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         rel = RELATIONS[spec.relation]
         than = "than to" if spec.relation == "closer_to" else "than from"
         w = wording
         return f"{w.verb(0)} {w.ref(0)} {rel} {w.ref(1)} {than} {w.ref(2)}?"
 
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
+    def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         if not (m := _DISTANCE_RE.search(plain := asked.plain)):
             return None
         relation = "closer_to" if m["closer_to"] else "farther_from"
@@ -125,7 +111,7 @@ class Distance(KeepVariant):
         anchor, first, second = found
         return verify_distance(parsed.relation, anchor, first, second, margin=scene.rules.margin_px)
 
-    def prior(self, given: PriorInput) -> int | None:
+    def prior(self, given: q.PriorInput) -> int | None:
         rel = given.meta.get("relation")
         c1, c2, c3 = given.centres(3, guess_side=True)
         if rel and c1 and c2 and c3:
@@ -133,7 +119,7 @@ class Distance(KeepVariant):
         return None
 
 
-register_question_type(Distance())
+q.register_question_type(Distance())
 
 
 def verify_distance(

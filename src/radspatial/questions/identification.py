@@ -18,17 +18,10 @@ import re
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.labels import display_name
 from radspatial.imaging.markers import marker_style
-from radspatial.questions import (
-    Example,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
 from radspatial.questions.open_common import OpenType
 
 
@@ -36,24 +29,24 @@ class Identification(OpenType):
     name = "identification"
     setups = ("rq3",)
     n_objects = 1
-    chance = None  # per item: 1 / len(params["options"])
-    classes: tuple[str, ...] = ()
+    group_order = 30
+    # no classes: chance is per item, 1 / len(params["options"]) (``item_chance``)
     # "the number 1" marks the spleen: the second example marker
-    example = Example(("spleen",), answers=("spleen",), first_mark=1)
+    example = q.Example(("spleen",), answers=("spleen",), first_mark=1)
     pattern = re.compile(r"^which structure (?:does|do) (?P<a>.+?) mark\s*\??$", re.I)
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         if not facts.candidates:
             return None
-        c = facts.candidates[int(rng.integers(len(facts.candidates)))]
+        c = q.pick(facts.candidates, rng)
         name = display_name(c.name)
         options = sorted({display_name(p.name) for p in facts.present} | {name})
         params = {"options": options}
-        return QuestionSpec(self.name, (c,), "identification", name, name, params, name)
+        return q.QuestionSpec(self.name, (c,), "identification", name, name, params, name)
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         style = marker_style(wording.marker)
         verb = "do" if style.plural else "does"
         return f"Which structure {verb} {style.ref(wording.marks[0])} mark?"
@@ -71,4 +64,4 @@ class Identification(OpenType):
         return Decision(display_name(name), f"label {label_id} under the marker", "")
 
 
-register_question_type(Identification())
+q.register_question_type(Identification())

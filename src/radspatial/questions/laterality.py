@@ -19,16 +19,8 @@ import re
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
-from radspatial.questions import (
-    Example,
-    PriorInput,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
 from radspatial.questions.relative_position import anatomical_holds
 
@@ -43,18 +35,17 @@ def _clear(xy: tuple[float, float], size: int, margin: float) -> bool:
 
 class Laterality(OpenType):
     name = "laterality"
-    setups = ("rq1", "rq2", "rq3")
     n_objects = 1
-    chance = 0.5
+    group_order = 10
     classes = SIDES
-    example = Example(("aorta",), answers=("left", "right"))
+    example = q.Example(("aorta",), answers=("left", "right"))
     pattern = re.compile(
         r"^on which side of the image (?:is|are) (?P<a>.+?)\s*:\s*left or right\s*\??$", re.I
     )
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         want = SIDES[target]
         size, margin = facts.size, rules.margin_px
         options = []
@@ -68,15 +59,15 @@ class Laterality(OpenType):
                 options.append(c)
         if not options:
             return None
-        c = options[int(rng.integers(len(options)))]
+        c = q.pick(options, rng)
         standard = side_in(c.center_xy_canonical[0], size)
         mid = (size / 2, size / 2)
         anatomical = "left" if anatomical_holds("left_of", c.center_xy_canonical, mid) else "right"
-        return QuestionSpec(
+        return q.QuestionSpec(
             self.name, (c,), "laterality", want, standard, answer_anatomical=anatomical
         )
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         verb, ref = subject_phrase(wording, 0)
         return f"On which side of the image {verb} {ref}: left or right?"
 
@@ -87,7 +78,7 @@ class Laterality(OpenType):
         side = "left" if f.xy[0] < mid else "right"
         return Decision(side, f"centre x {f.xy[0]:.1f} vs midline {mid}", "")
 
-    def prior(self, given: PriorInput) -> str | None:
+    def prior(self, given: q.PriorInput) -> str | None:
         if given.reader == "standard-view":
             s1 = given.meta.get("center1_canonical")
             return side_in(s1[0], given.width) if s1 else None
@@ -95,4 +86,4 @@ class Laterality(OpenType):
         return ("left" if c1[0] > 0.5 else "right") if c1 else None  # patient's left: image right
 
 
-register_question_type(Laterality())
+q.register_question_type(Laterality())

@@ -15,19 +15,10 @@ structure not found is an abstention. The open types are parsed before the other
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from radspatial import questions as q
 from radspatial.agent.types import ParsedQuestion, ParseError
 from radspatial.imaging.markers import marker_style
-from radspatial.questions import (
-    QUESTION_TYPES,
-    Candidate,
-    KeepVariant,
-    Wording,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 SIDES: tuple[str, ...] = ("left", "right")
 DIRECTIONS: tuple[str, ...] = ("left", "right", "above", "below")
@@ -37,7 +28,7 @@ DIRECTION_RELATION = {"left": "left_of", "right": "right_of", "above": "above", 
 
 def is_open(question_type: str | None) -> bool:
     """Whether the type answers with a word or a number (False for unknown names)."""
-    return question_type in QUESTION_TYPES and QUESTION_TYPES.get(question_type).open_answer
+    return question_type in q.QUESTION_TYPES and q.QUESTION_TYPES.get(question_type).open_answer
 
 
 def reasoning_type(question_type: str) -> str:
@@ -45,18 +36,25 @@ def reasoning_type(question_type: str) -> str:
     return question_type if is_open(question_type) else "yes/no relation"
 
 
-class OpenType(KeepVariant):
+class OpenType(q.KeepVariant):
     """Base of the open types: the agent's parse from ``pattern``; ``verify`` per type."""
 
     open_answer = True
     parse_order = 10  # each pattern is anchored on the question's first words
+    group = "open"
     pattern: re.Pattern[str]
+    classes: tuple = ()
+
+    @property
+    def chance(self) -> float | None:
+        """A uniform guess among the classes (balanced); None without classes (per item)."""
+        return 1 / len(self.classes) if self.classes else None
 
     @property
     def relations(self) -> tuple[str, ...]:
         return (self.name,)
 
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
+    def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         m = self.pattern.match(asked.question.strip())
         if not m:
             return None
@@ -67,7 +65,7 @@ class OpenType(KeepVariant):
         return ParsedQuestion(refs, self.name, asked.question, self.name)
 
 
-def subject_phrase(wording: Wording, k: int) -> tuple[str, str]:
+def subject_phrase(wording: q.Wording, k: int) -> tuple[str, str]:
     """('is', 'the liver'), ('is', 'the liver (12)'), ('are', 'the letters BZ') for object k."""
     if wording.setup == "rq3":
         style = marker_style(wording.marker)
@@ -75,7 +73,7 @@ def subject_phrase(wording: Wording, k: int) -> tuple[str, str]:
     return "is", wording.ref(k)
 
 
-def points(c: Candidate) -> list[tuple[tuple[float, float], tuple[float, float]] | None]:
+def points(c: q.Candidate) -> list[tuple[tuple[float, float], tuple[float, float]] | None]:
     """(shown, standard) pairs of the centre and of the marker point."""
     out = [(c.center_xy, c.center_xy_canonical)]
     if c.marker_xy is not None and c.marker_xy_canonical is not None:

@@ -29,26 +29,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Context, Decision, Found, ParsedQuestion, Ref, Scene
 from radspatial.core.labels import load_table, side_pairs
 from radspatial.imaging.slices import Variant
-from radspatial.questions import (
-    Example,
-    PriorInput,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    TypeDefaults,
-    Wording,
-    register_question_type,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 QUESTION = (
     "Ignoring any rotation, is this image mirrored (flipped left to right) compared with the "
@@ -60,31 +48,34 @@ _ORIENTATION_RE = re.compile(
 )
 
 
-class Orientation(TypeDefaults):
+class Orientation(q.TypeDefaults):
     name = "orientation"
     setups = ("rq1",)
     n_objects = 0
     chance = 0.5
     # one question per image, so the example is a different question about the view
-    example = Example(question="Is the top of this image the front (anterior side) of the patient?")
+    example = q.Example(
+        question="Is the top of this image the front (anterior side) of the patient?"
+    )
     relations = (RELATION,)
     parse_order = 20  # any lead-in: before the types that need "Is/Are/Does"
+    group, group_order = "spar", 10
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         return ("A" if target else "B") + str(int(rng.integers(4)) + 1)
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
         answer = int(Variant(facts.variant).flip)
         if answer != target:
             return None
-        return QuestionSpec(self.name, (), RELATION, answer, 0)
+        return q.QuestionSpec(self.name, (), RELATION, answer, 0)
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return QUESTION
 
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
+    def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         if _ORIENTATION_RE.search(asked.question):
             return ParsedQuestion((), RELATION, asked.question, self.name)
         return None
@@ -103,11 +94,11 @@ class Orientation(TypeDefaults):
         found_pairs = list(zip(bases, found[0:n:2], found[1:n:2], strict=True))
         return verify_orientation(found_pairs, found[n:], body_centre(scene.image))
 
-    def prior(self, given: PriorInput) -> int:
+    def prior(self, given: q.PriorInput) -> int:
         return 0  # a reader who assumes the standard view never sees a mirror image
 
 
-register_question_type(Orientation())
+q.register_question_type(Orientation())
 
 
 def _names(context: Context) -> dict[int, str]:

@@ -30,28 +30,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
 from radspatial.core.rules import MARGIN_PX
 from radspatial.imaging.markers import marker_style
-from radspatial.questions import (
-    Candidate,
-    Example,
-    KeepVariant,
-    PriorInput,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    marker_ref,
-    register_question_type,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -126,12 +112,12 @@ def _aliases(phrase: str) -> list[str]:
 def stated_terms(question: str) -> tuple[str, list[str], list[str]] | None:
     """("left", aliases of X, aliases of Y) for "Is X to the left of Y?" (markup removed),
     else None: what a reply restating the relation is read against."""
-    q = question.split("?")[0]
-    m = STATED_RE.search(q)
+    asked = question.split("?")[0]
+    m = STATED_RE.search(asked)
     if m is None or m.lastgroup is None:
         return None
-    x = re.sub(r"^.*?\b(?:is|are)\s+", "", q[: m.start()], count=1, flags=re.I | re.S)
-    y = re.sub(r"\s+(?:in|on|within)\s+(?:this|the)\s+\w+\s*$", "", q[m.end() :], flags=re.I)
+    x = re.sub(r"^.*?\b(?:is|are)\s+", "", asked[: m.start()], count=1, flags=re.I | re.S)
+    y = re.sub(r"\s+(?:in|on|within)\s+(?:this|the)\s+\w+\s*$", "", asked[m.end() :], flags=re.I)
     xs, ys = _aliases(x), _aliases(y)
     if not xs or not ys:
         return None
@@ -171,7 +157,7 @@ def anatomical_from_standard(relation: str | None, standard: int | None) -> int 
     return int(standard) if _AXIS[relation] == 1 else 1 - int(standard)
 
 
-def point_pairs(a: Candidate, b: Candidate) -> list[tuple]:
+def point_pairs(a: q.Candidate, b: q.Candidate) -> list[tuple]:
     """The points two structures are compared by: centres (shown, standard), then markers
     (shown, standard); a marker point may be None."""
     return [
@@ -182,14 +168,14 @@ def point_pairs(a: Candidate, b: Candidate) -> list[tuple]:
     ]
 
 
-def separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
+def separated(a: q.Candidate, b: q.Candidate, axis: int, margin: float) -> bool:
     """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
     standard frame, and in the same order (markers agree with the centres)."""
     signs = []
-    for p, q in point_pairs(a, b):
-        if p is None or q is None:
+    for p1, p2 in point_pairs(a, b):
+        if p1 is None or p2 is None:
             continue
-        d = p[axis] - q[axis]
+        d = p1[axis] - p2[axis]
         if abs(d) < margin:
             return False
         signs.append(d > 0)
@@ -197,32 +183,33 @@ def separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
     return signs[0:2] == signs[2:4] if len(signs) == 4 else True
 
 
-class RelativePosition(KeepVariant):
+def separated_pairs(
+    cands: Sequence[q.Candidate], rules: q.QuestionRules
+) -> Iterator[tuple[q.Candidate, q.Candidate, int]]:
+    """(a, b, axis) for each pair at least ``rules.min_distance_px`` apart and each image axis
+    along which they are ``separated`` by ``rules.margin_px`` (the same words asked of the
+    standard image read the same image axis)."""
+    for a, b in q.pairs(cands):
+        if math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:
+            yield from ((a, b, axis) for axis in (0, 1) if separated(a, b, axis, rules.margin_px))
+
+
+class RelativePosition(q.KeepVariant):
     name = "relative_position"
-    setups = ("rq1", "rq2", "rq3")
     n_objects = 2
     chance = 0.5
-    example = Example(("aorta", "spleen"), ("below", "above"))  # MIRP's example
+    example = q.Example(("aorta", "spleen"), ("below", "above"))  # MIRP's example
     relations = tuple(RELATIONS)
     roles = ("subject", "reference")
     parse_order = 90  # last: what no other type claims is read as a relation, or refused
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
-        candidates = facts.candidates
-        options: list[tuple[Candidate, Candidate, int]] = []
-        for i, a in enumerate(candidates):
-            for b in candidates[i + 1 :]:
-                if math.dist(a.center_xy, b.center_xy) < rules.min_distance_px:
-                    continue
-                for axis in (0, 1):
-                    # The same words asked of the standard image read the same image axis.
-                    if separated(a, b, axis, rules.margin_px):
-                        options.append((a, b, axis))
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
+        options = list(separated_pairs(facts.candidates, rules))
         if not options:
             return None
-        a, b, axis = options[int(rng.integers(len(options)))]
+        a, b, axis = q.pick(options, rng)
         if rng.random() < 0.5:
             a, b = b, a
         first_is_smaller = a.center_xy[axis] < b.center_xy[axis]
@@ -233,11 +220,11 @@ class RelativePosition(KeepVariant):
         std_a, std_b = a.center_xy_canonical, b.center_xy_canonical
         standard = int(relation_holds(relation, std_a, std_b))
         anatomical = int(anatomical_holds(relation, std_a, std_b))
-        return QuestionSpec(
+        return q.QuestionSpec(
             self.name, (a, b), relation, answer, standard, answer_anatomical=anatomical
         )
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         if wording.setup == "rq3":
             t1, t2 = wording.marks
             return marker_question(wording.marker, t1, spec.relation, t2)
@@ -245,7 +232,7 @@ class RelativePosition(KeepVariant):
         r1, r2 = wording.marks or ("", "")
         return named_question(n1, spec.relation, n2, r1, r2)
 
-    def parse(self, asked: Asked) -> ParsedQuestion:
+    def parse(self, asked: q.Asked) -> ParsedQuestion:
         rest = asked.body
         if m := _ANATOMICAL_RE.search(rest):
             raise ParseError(
@@ -275,7 +262,7 @@ class RelativePosition(KeepVariant):
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         return verify_relation(parsed.relation, found[0], found[1], margin=scene.rules.margin_px)
 
-    def prior(self, given: PriorInput) -> int | None:
+    def prior(self, given: q.PriorInput) -> int | None:
         rel = given.meta.get("relation")
         c1, c2 = given.centres(2, guess_side=True)
         if not rel:
@@ -292,7 +279,7 @@ class RelativePosition(KeepVariant):
         return None
 
 
-register_question_type(RelativePosition())
+q.register_question_type(RelativePosition())
 
 _RULES = {
     "above": "yes iff y(subject) < y(reference)",
@@ -343,5 +330,5 @@ def marker_question(kind: str, text1: str, relation: str, text2: str) -> str:
     letters AA?"; dots: "Is the red dot above the blue dot?".
     """
     verb = marker_style(kind).verb
-    ref1, ref2 = marker_ref(kind, text1), marker_ref(kind, text2)
+    ref1, ref2 = q.marker_ref(kind, text1), q.marker_ref(kind, text2)
     return f"{verb} {ref1} {RELATIONS[relation]} {ref2}?"

@@ -16,26 +16,13 @@ answers from the areas a localizer measures (mask, unet, totalsegmentator), abst
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from radspatial import questions as q
 from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.labels import side_of
 from radspatial.core.rules import SIZE_TOLERANCE
-from radspatial.questions import (
-    Candidate,
-    Example,
-    KeepVariant,
-    QuestionRules,
-    QuestionSpec,
-    SliceFacts,
-    Wording,
-    register_question_type,
-)
-
-if TYPE_CHECKING:
-    from radspatial.agent.parse import Asked
 
 RELATIONS = {"larger_than": "larger than", "smaller_than": "smaller than"}
 _SIZE_RE = re.compile(
@@ -64,45 +51,43 @@ def clearly_different(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) >= tolerance * max(a, b) and a != b
 
 
-class SizeComparison(KeepVariant):
-    setups = ("rq1", "rq2", "rq3")
+class SizeComparison(q.KeepVariant):
     n_objects = 2
     chance = 0.5
-
     parse_order = 50
+    group = "spar"
 
-    def __init__(self, name: str, paired: bool, example: tuple[str, str]) -> None:
+    def __init__(self, name: str, paired: bool, example: tuple[str, str], group_order: int) -> None:
         self.name = name
         self.paired = paired
-        self.example = Example(example, ("smaller_than", "larger_than"))
+        self.group_order = group_order
+        self.example = q.Example(example, ("smaller_than", "larger_than"))
         # one wording for both: the agent parses them as "size" (symmetry parses nothing)
         self.relations = () if paired else tuple(RELATIONS)
         self.roles = () if paired else ("subject", "reference")
 
     def propose(
-        self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
-    ) -> QuestionSpec | None:
-        cands = facts.candidates
-        options: list[tuple[Candidate, Candidate]] = [
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
+        options = [
             (a, b)
-            for i, a in enumerate(cands)
-            for b in cands[i + 1 :]
+            for a, b in q.pairs(facts.candidates)
             if sides_of_one(a.name, b.name) == self.paired
             and clearly_different(a.area_px, b.area_px, rules.size_tolerance)
         ]
         if not options:
             return None
-        a, b = options[int(rng.integers(len(options)))]
+        a, b = q.pick(options, rng)
         relation = "larger_than" if rng.random() < 0.5 else "smaller_than"
         if size_holds(relation, a.area_px, b.area_px) != bool(target):
             a, b = b, a
         answer = int(size_holds(relation, a.area_px, b.area_px))
-        return QuestionSpec(self.name, (a, b), relation, answer, answer, answer_anatomical=answer)
+        return q.QuestionSpec(self.name, (a, b), relation, answer, answer, answer_anatomical=answer)
 
-    def text(self, spec: QuestionSpec, wording: Wording) -> str:
+    def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return f"Is {wording.thing(0)} {RELATIONS[spec.relation]} {wording.thing(1)} in this image?"
 
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
+    def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         if self.paired or not (m := _SIZE_RE.search(plain := asked.plain)):
             return None
         relation = "larger_than" if m["larger_than"] else "smaller_than"
@@ -118,9 +103,9 @@ class SizeComparison(KeepVariant):
         return verify_size(parsed.relation, first, second, tolerance=scene.rules.size_tolerance)
 
 
-register_question_type(SizeComparison("size", paired=False, example=("liver", "spleen")))
-register_question_type(
-    SizeComparison("symmetry", paired=True, example=("left kidney", "right kidney"))
+q.register_question_type(SizeComparison("size", False, ("liver", "spleen"), group_order=30))
+q.register_question_type(
+    SizeComparison("symmetry", True, ("left kidney", "right kidney"), group_order=20)
 )
 
 
