@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli import common
+import radspatial.cli.common as common
 from radspatial.core import rules
 from radspatial.core.runtime import bundled_example
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli import common
+import radspatial.cli.common as common
 
 
 def _phantom_arguments(p: argparse.ArgumentParser) -> None:
