@@ -39,7 +39,7 @@ if not SHARED.is_dir():
 def dicom_dataset(cache: Path) -> Path:
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
-    from radspatial.cli.generate import _question_types
+    from radspatial.cli.common import question_types as _question_types
     from radspatial.imaging.volumes import Case
 
     out = cache / "dicom_all_512"
