@@ -149,3 +149,37 @@ def test_a_type_module_outside_the_package_works_as_the_built_in(module, tmp_pat
     kinds = {row["meta"]["trace"]["parsed"]["kind"] for row in calls}
     assert kinds == {names[0]} and builtin_parse.kind == names[0]
     assert (builtin_prior[1] is None) == (module == "size")  # the atlas holds no areas
+
+
+def test_a_plugin_type_without_a_rule_makes_the_agent_abstain():
+    """A type may parse a question and leave the decision out: the agent abstains, with the
+    reason in its answer, instead of failing."""
+    import re
+
+    import numpy as np
+
+    from radspatial.agent.core import Agent
+    from radspatial.agent.types import Context, ParsedQuestion
+
+    class Wobbly(questions_pkg.KeepVariant):
+        name, n_objects, chance, parse_order = "wobbly", 1, 0.5, 1
+        relations, roles = ("wobbly",), ("structure",)
+
+        def parse(self, asked):
+            if not (m := re.fullmatch(r"(.+?)\s+wobbly", asked.plain)):
+                return None
+            return ParsedQuestion(
+                (asked.ref(m[1], "structure"),), "wobbly", asked.question, "wobbly"
+            )
+
+    questions_pkg.register_question_type(Wobbly())
+    try:
+        mask = np.zeros((64, 64), np.uint16)
+        mask[20:40, 10:30] = 5
+        image, context = np.zeros((64, 64, 3), np.uint8), Context(mask, {5: "liver"})
+        result = Agent("mask").answer(image, "Is the liver wobbly?", context=context)
+    finally:
+        QUESTION_TYPES.remove("wobbly")
+    assert result.answer is None
+    assert result.text == "abstain: no rule to decide wobbly questions"
+    assert result.trace["parsed"]["kind"] == "wobbly"

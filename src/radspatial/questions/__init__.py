@@ -234,7 +234,10 @@ class TypeDefaults:
         return [None if f is None else f.to_json() for f in found]
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        raise NotImplementedError(f"the agent does not answer {parsed.kind} questions")
+        """No geometric rule: the agent abstains (a type that parses should define one)."""
+        from radspatial.agent.types import Decision
+
+        return Decision(None, f"no rule to decide {parsed.kind} questions", "none")
 
     def prior(self, given: PriorInput) -> int | str | None:
         return None
