@@ -21,21 +21,14 @@ from pathlib import Path
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
+from radspatial.cli.demo import DEMO_MODELS, DEMO_SETUPS
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.questions import list_question_types
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
-MODELS = (
-    "baseline:random",
-    "baseline:yes",
-    "baseline:anatomy-prior",
-    "baseline:standard-view",
-    "agent:markers",
-    "agent:mask",
-    "agent",
-)
-SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
+MODELS = (*DEMO_MODELS, "agent")  # the demo's models plus the plain agent
+SETUPS = DEMO_SETUPS
 
 
 def _digest(path: Path) -> str:

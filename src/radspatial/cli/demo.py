@@ -19,7 +19,7 @@ DEMO_MODELS = (
     "agent:mask",
 )
 # The mask oracle needs each slice's label image: blank ablation images have none.
-_DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
+DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -69,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for k, spec in enumerate(specs, start=2):
         run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
         _stage(f"[{k}/{n_steps}] evaluating {spec} ({time.monotonic() - start:.0f} s so far)")
-        config = EvalConfig(model=spec, runs=args.runs, setups=_DEMO_SETUPS.get(spec))
+        config = EvalConfig(model=spec, runs=args.runs, setups=DEMO_SETUPS.get(spec))
         rows = run_eval(data, run_dir, config)
         _print_eval(run_dir, rows)
         sys.stdout.flush()
