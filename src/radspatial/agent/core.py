@@ -35,6 +35,7 @@ from radspatial.agent.types import (
 from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
 from radspatial.questions import QuestionType, get_question_type
+from radspatial.questions.open_common import is_open
 
 MAX_PIXELS = 4096 * 4096
 
@@ -198,6 +199,17 @@ def _text(decision: Decision) -> str:
     return str(decision.answer)
 
 
+def verdict(result: AgentAnswer) -> str:
+    """The answer as a person reads it: ``abstain``, yes/no for a yes/no question, else the
+    word or count of an open one ("left", "liver", "2"; a count of 1 is not "yes")."""
+    if result.answer is None:
+        return "abstain"
+    kind = (result.trace.get("parsed") or {}).get("kind")
+    if isinstance(result.answer, str) or is_open(kind):
+        return str(result.answer)
+    return {1: "yes", 0: "no"}.get(result.answer, str(result.answer))
+
+
 def _ms(since: float) -> float:
     return round(1000 * (time.perf_counter() - since), 3)
 
@@ -244,8 +256,8 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
                 end = (cx + length * ux, cy + length * uy)
                 draw.line([(cx, cy), end], fill=colour, width=3)
                 _label(draw, (end[0] + 3, end[1] + 3), tag, colour, font)
-    verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
-    _banner(draw, pil.width, 0, f"{verdict}: {decision.get('reason', '')}", font, top=True)
+    shown = verdict(result).upper()
+    _banner(draw, pil.width, 0, f"{shown}: {decision.get('reason', '')}", font, top=True)
     question = str(result.trace.get("question", ""))
     _banner(draw, pil.width, pil.height, f"Q: {question}", font, top=False)
     return pil

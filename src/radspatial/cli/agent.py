@@ -67,7 +67,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         raise ValueError("radspatial agent needs --image and --question (or: agent train)")
     import json
 
-    from radspatial.agent.core import Agent, draw_overlay, load_image
+    from radspatial.agent.core import Agent, draw_overlay, load_image, verdict
     from radspatial.agent.types import Context
     from radspatial.core.io import atomic_write_bytes, atomic_write_json
 
@@ -87,11 +87,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         )
     image = load_image(args.image)
     result = agent.answer(image, args.question, context=context)
-    verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
     if args.json:
         print(json.dumps(result.trace, indent=2))
     else:
-        print(f"answer: {verdict} ({result.trace['decision']['reason']})")
+        print(f"answer: {verdict(result)} ({result.trace['decision']['reason']})")
     if args.trace:
         atomic_write_json(args.trace, result.trace)
         print(f"trace: {args.trace}", file=sys.stderr if args.json else sys.stdout)
@@ -127,8 +126,10 @@ def _agent_train(args: argparse.Namespace) -> int:
 
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port)")
     key = p.add_mutually_exclusive_group()
     key.add_argument(
         "--api-key-env",
@@ -137,9 +138,16 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         "when set); unlike --api-key it does not show in ps",
     )
     key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
-    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
+    p.add_argument(
+        "--localizer",
+        action="append",
+        help="localizer to serve, repeatable (default: auto as 'agent', and markers; mask, an "
+        "oracle needing the request's radspatial_mask label image, only when named)",
+    )
     p.add_argument("--model", type=Path, help="model folder for the unet localizer")
-    p.add_argument("--threads", type=positive(int), default=32, help="agent calls at once")
+    p.add_argument(
+        "--threads", type=positive(int), default=32, help="agent calls answered at once (32)"
+    )
     p.add_argument(
         "--max-connections", type=positive(int), help="open connections (default 4 x threads)"
     )
