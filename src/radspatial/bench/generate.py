@@ -153,17 +153,42 @@ def _plan_type(
     vol: Volume, config: GenerateConfig, qtype: QuestionType, usable: list[_SliceInfo]
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
-    (datasets made before other types existed are reproduced byte for byte)."""
+    (datasets made before other types existed are reproduced byte for byte).
+
+    Open types balance over their answer classes in blocks of one variant (identification,
+    unbalanced, has none: blocks of 1); yes/no types in pairs, as always. A block of 3 or 4
+    classes that a view cannot finish is dropped, and the slices no block took are scanned
+    again in the cycle's next view, each view once (a 90-degree view keeps almost no pair
+    clearly apart along one axis in both frames); without this, direction vanished for some
+    case ids."""
     relpos = qtype.name == "relative_position"
     rng = keyed_rng(config.seed, vol.case_id if relpos else f"{vol.case_id}/{qtype.name}")
-    names = vol.table.names
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
-    suffix = "" if relpos else f"_{qtype.name}"
-    plans: list[SlicePlan] = []
-    pair_targets: list[int] = []
-    # open types balance over their answer classes in blocks of one variant (identification,
-    # unbalanced, has none: blocks of 1); yes/no types in pairs, as always
     block = len(getattr(qtype, "classes", (0, 1))) or 1
+    plans: list[SlicePlan] = []
+    for shift in range(len(cycle) if block > 2 else 1):
+        used = {p.z for p in plans}
+        left = [info for info in usable if info.z not in used]
+        if not left:
+            break
+        plans = _scan(vol, config, qtype, left, (rng, cycle, shift, block), plans)
+        plans = plans[: len(plans) - len(plans) % block]  # this view cannot finish the block
+    return sorted(plans, key=lambda p: p.z) if block > 2 else plans
+
+
+def _scan(
+    vol: Volume,
+    config: GenerateConfig,
+    qtype: QuestionType,
+    usable: list[_SliceInfo],
+    how: tuple[np.random.Generator, list[str], int, int],
+    plans: list[SlicePlan],
+) -> list[SlicePlan]:
+    """``plans`` extended by one pass over ``usable`` (the unfinished block left on)."""
+    rng, cycle, shift, block = how
+    names, suffix = vol.table.names, "" if qtype.name == "relative_position" else f"_{qtype.name}"
+    plans = list(plans)
+    pair_targets: list[int] = []
     for info in usable:
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
@@ -173,7 +198,8 @@ def _plan_type(
             first = int(rng.integers(2))
             pair_targets = [first, 1 - first]
         target = pair_targets[k % block]
-        variant = Variant(qtype.choose_variant(target, cycle[(k // block) % len(cycle)], rng))
+        default = cycle[(k // block + shift) % len(cycle)]
+        variant = Variant(qtype.choose_variant(target, default, rng))
         facts = SliceFacts(
             variant=variant.code,
             size=config.size,
@@ -188,6 +214,8 @@ def _plan_type(
             component_areas=info.component_areas,
         )
         spec = qtype.propose(facts, target, rng, config.rules)
+        if spec is None and block > 2:  # another class still open in this block, if any
+            spec = _propose_open(qtype, facts, pair_targets, k % block, rng, config)
         if spec is None:
             continue
         if len(spec.objects) <= 2:
@@ -196,9 +224,30 @@ def _plan_type(
             dots = tuple(str(c) for c in rng.permutation(DOT_ORDER[: len(spec.objects)]))
         base = f"{vol.case_id}_slice{z:03d}{suffix}"
         plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)]))
-    while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
-        plans.pop()
+    if block <= 2:
+        while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
+            plans.pop()
     return plans
+
+
+def _propose_open(
+    qtype: QuestionType,
+    facts: SliceFacts,
+    targets: list[int],
+    at: int,
+    rng: np.random.Generator,
+    config: GenerateConfig,
+) -> QuestionSpec | None:
+    """A question for one of the classes the block still needs after ``targets[at]`` (which
+    this slice cannot ask), moved to position ``at`` (in place). Without it a class that the
+    block's view never offers (no structure clearly above another once rotated) held every
+    later slice of the case, and the type vanished for some case ids."""
+    for j in range(at + 1, len(targets)):
+        spec = qtype.propose(facts, targets[j], rng, config.rules)
+        if spec is not None:
+            targets[at], targets[j] = targets[j], targets[at]
+            return spec
+    return None
 
 
 def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, ...]:

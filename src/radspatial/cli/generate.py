@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 from pathlib import Path
 
 import radspatial.cli.common as common
@@ -205,9 +206,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
         yes, no = c["yes"], c["n"] - n_open - c["yes"]
         print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
+    _warn_missing_types(config, summary.question_types, len(summary.cases))
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
     return 0
+
+
+def _warn_missing_types(config: Any, counts: dict[str, Any], n_cases: int) -> None:
+    """A type asked for that no slice could ask is said, not just left out of the counts."""
+    from radspatial.questions import get_question_type
+
+    for name in config.question_types:
+        if set(get_question_type(name).setups) & set(config.setups) and name not in counts:
+            print(f"warning: no {name} question in {n_cases} case(s): no slice met its rules "
+                  "(structures, distances and margins; docs/spar_vqa.md, docs/open_questions.md)",
+                  file=sys.stderr)  # fmt: skip
 
 
 COMMANDS = (
