@@ -456,7 +456,7 @@ def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
     rep = build_report(runs, tmp_path / "report")
     md = rep.summary_md.read_text()
     assert "## Question types" in md and "| chance | 50.0 |" in md
-    assert "agent:mask: question type by setup and marker" in md
+    assert "agent:mask (oracle): question type by setup and marker" in md
     assert (tmp_path / "report" / "question_types.png").stat().st_size > 10_000
 
 

@@ -248,7 +248,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         del body
         result = self.server.run_agent(call)
         if call.stream:  # whole events, so a Content-Length and keep-alive as for JSON
-            chunks = completion_chunks(call.model, result, call.text, include_usage=call.include_usage)
+            chunks = completion_chunks(
+                call.model, result, call.text, include_usage=call.include_usage
+            )
             self._send(200, sse_body(chunks), "text/event-stream", {"Cache-Control": "no-cache"})
             return
         self._send_json(200, completion(call.model, result, call.text))

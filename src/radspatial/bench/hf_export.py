@@ -77,8 +77,8 @@ def _row(root: Path, where: str, row: dict[str, Any]) -> dict[str, Any]:
 
 
 TEXT_ANSWERS_NOTE = (
-    "The answer columns are text: this dataset mixes yes/no questions (`\"1\"` yes, `\"0\"` "
-    "no) with open ones (a word such as `\"left\"` or a count such as `\"2\"`); "
+    'The answer columns are text: this dataset mixes yes/no questions (`"1"` yes, `"0"` '
+    'no) with open ones (a word such as `"left"` or a count such as `"2"`); '
     "`question_type` says which.\n"
 )
 

@@ -276,7 +276,9 @@ def sample_items(items: Sequence[EvalItem], n: int, *, seed: int = 0) -> list[Ev
     queues = []
     for key in sorted(groups):
         rng = random.Random(f"{seed}|{'|'.join(key)}")
-        by_answer = [[i for i in groups[key] if i.expected == a] for a in _answer_classes(groups[key])]
+        by_answer = [
+            [i for i in groups[key] if i.expected == a] for a in _answer_classes(groups[key])
+        ]
         for part in by_answer:
             rng.shuffle(part)
         if rng.random() < 0.5:  # which answer leads, per group

@@ -24,6 +24,7 @@ from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import read_results
 from radspatial.eval.metrics import mcnemar
 from radspatial.imaging.markers import MARKER_STYLES
+from radspatial.models.base import ORACLE_MARK, is_oracle
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
@@ -106,6 +107,7 @@ def load_runs(run_dirs: Sequence[Path]) -> list[RunData]:
         raise ValueError("no run folders given")
     runs = [load_run(Path(p)) for p in run_dirs]
     labels = _labels([r.label for r in runs], [r.path for r in runs])
+    labels = [lab + ORACLE_MARK * is_oracle(r.label) for r, lab in zip(runs, labels, strict=True)]
     return [
         RunData(r.path, lab, r.info, r.metrics, r.correct0)
         for r, lab in zip(runs, labels, strict=True)

@@ -20,6 +20,7 @@ from radspatial.eval.report import (
     Group,
     _rank,
 )
+from radspatial.models.base import ORACLE_MARK
 
 
 def _num(x: Any) -> float | None:
@@ -246,6 +247,12 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
         f"# radspatial report\n\n{len(s['models'])} model(s) on data {data}; "
         f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"
     )
+    if any(m["label"].endswith(ORACLE_MARK) for m in s["models"]):
+        head += (
+            "\n*(oracle)*: reads the truth instead of the image (`agent:mask` the true label "
+            "image, `baseline:standard-view` the true centres): a check of the data and the "
+            "scoring, not a result to compare models with.\n"
+        )
     sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
     sections.append(_transform_tables(s))
     sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]

@@ -84,6 +84,17 @@ BACKENDS: Registry[BackendFactory] = Registry(
 register_backend = BACKENDS.register
 list_backends = BACKENDS.names
 
+# Models that read the truth instead of the image: the mask localizer (the true label image)
+# and the standard-view reader (every structure's true centre). References, never results.
+ORACLES = ("agent:mask", "baseline:standard-view")
+ORACLE_MARK = " (oracle)"
+
+
+def is_oracle(spec: str) -> bool:
+    """Whether a model spec names an oracle (also behind ``openai-compat:...@url``)."""
+    model = spec.split("@", 1)[0]
+    return any(model == o or model.endswith(f":{o}") for o in ORACLES)
+
 
 def create_backend(
     spec: str,
