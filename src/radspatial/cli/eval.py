@@ -154,20 +154,44 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:
+        scope = "all question types and setups"
         print(
             f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
             f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
-            f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
-            f"errors {n_err} (not counted in accuracy)"
+            f"{o['n_items']} items ({scope}), invalid {100 * o['invalid_rate']:.1f}% (same "
+            f"items: abstentions and unreadable replies), errors {n_err} (not counted in accuracy)"
         )
     h = metrics.get("headline") or {}
     if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
         print(
             f"  relative position RQ1-RQ3 (MIRP's overall): {100 * h['accuracy_mean']:.1f} +- "
-            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items"
+            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items, invalid "
+            f"{100 * (h.get('invalid_rate') or 0):.1f}% of those"
         )
+    _print_judge(metrics.get("judge"))
+    _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")
     return n_err
+
+
+def _print_judge(judge: dict | None) -> None:
+    """The judge's share and its failures, on the console (not only in judge.json)."""
+    if not judge:
+        return
+    failed, n = judge.get("n_judge_failed") or 0, judge.get("n_judged") or 0
+    line = f"  judge {judge.get('judge')}: {n} open answer(s) judged, {failed} call(s) failed"
+    if failed:
+        line += " (those keep the rules' grade; rerun the command to ask again)"
+    print(line, file=sys.stderr if failed else sys.stdout)
+
+
+def _print_errors(rows: list[dict]) -> None:
+    """The commonest failed-call messages (a 401 from a keyed server, a timeout), on stderr."""
+    from collections import Counter
+
+    seen = Counter(str(r["error"])[:200] for r in rows if r.get("error"))
+    for message, n in seen.most_common(3):
+        print(f"  error in {n} call(s): {message}", file=sys.stderr)
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
