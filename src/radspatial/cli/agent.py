@@ -118,11 +118,28 @@ def _agent_train(args: argparse.Namespace) -> int:
         config = replace(config, size=args.size)
     if args.threads is not None:
         config = replace(config, threads=args.threads)
-    metrics = train_unet(args.data, args.out, config, progress=False)
+    metrics = train_unet(args.data, args.out, config, progress=True)
     print(f"model: {args.out}")
-    for key, value in metrics.items():
-        print(f"  {key}: {value}")
+    print(_train_summary(metrics))
+    print(f"metrics: {Path(args.out) / 'metrics.json'} (per structure: Dice, centroid error)")
     return 0
+
+
+def _train_summary(m: dict) -> str:
+    """Three lines a person reads after training; the whole dict is in metrics.json."""
+
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{100 * x:.1f}%"
+
+    dice = "–" if m.get("mean_dice") is None else f"{m['mean_dice']:.3f}"
+    q = m.get("questions") or {}
+    unet, oracle = q.get("unet") or {}, q.get("oracle") or {}
+    return (
+        f"  validation ({m.get('split')}): {m.get('n_slices')} slice(s), mean Dice {dice} over "
+        f"{len(m.get('dice') or {})} structure(s)\n"
+        f"  relative-position questions on them: {q.get('n', 0)}, accuracy {pct(unet.get('accuracy'))}"
+        f" (abstained {pct(unet.get('abstain_rate'))}); mask oracle {pct(oracle.get('accuracy'))}"
+    )
 
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
