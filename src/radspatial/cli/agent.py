@@ -137,8 +137,9 @@ def _train_summary(m: dict) -> str:
     return (
         f"  validation ({m.get('split')}): {m.get('n_slices')} slice(s), mean Dice {dice} over "
         f"{len(m.get('dice') or {})} structure(s)\n"
-        f"  relative-position questions on them: {q.get('n', 0)}, accuracy {pct(unet.get('accuracy'))}"
-        f" (abstained {pct(unet.get('abstain_rate'))}); mask oracle {pct(oracle.get('accuracy'))}"
+        f"  relative-position questions on them: {q.get('n', 0)}, "
+        f"accuracy {pct(unet.get('accuracy'))} (abstained {pct(unet.get('abstain_rate'))}); "
+        f"mask oracle {pct(oracle.get('accuracy'))}"
     )
 
 
