@@ -27,7 +27,9 @@ from radspatial.imaging.volumes import Case
 from radspatial.questions import list_question_types
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
-MODELS = (*DEMO_MODELS, "agent")  # the demo's models plus the plain agent
+# the demo's models with the marker reader in the plain agent's place, then the plain agent:
+# the same models in the same order as before the demo ran the plain agent
+MODELS = (*("agent:markers" if m == "agent" else m for m in DEMO_MODELS), "agent")
 SETUPS = DEMO_SETUPS
 
 

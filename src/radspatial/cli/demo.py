@@ -15,7 +15,7 @@ DEMO_MODELS = (
     "baseline:yes",
     "baseline:anatomy-prior",
     "baseline:standard-view",
-    "agent:markers",
+    "agent",  # the README's agent: markers where the question names them, organs otherwise
     "agent:mask",
 )
 # The mask oracle needs each slice's label image: blank ablation images have none.
