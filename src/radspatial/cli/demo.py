@@ -49,8 +49,10 @@ def _runnable(specs: tuple[str, ...]) -> list[str]:
 
     if "agent" not in specs or importlib.util.find_spec("torch") is not None:
         return list(specs)
-    _stage("the plain agent needs PyTorch (pip install 'radspatial[agent]'): running "
-           "agent:markers (the marker reader alone; it abstains on plain RQ1 slices) instead")  # fmt: skip
+    _stage(
+        "the plain agent needs PyTorch (pip install 'radspatial[agent]'): running "
+        "agent:markers (the marker reader alone; it abstains on plain RQ1 slices) instead"
+    )
     return ["agent:markers" if s == "agent" else s for s in specs]
 
 
