@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.bench.blocks import plan_in_views, propose_other_class
 from radspatial.bench.config import SETUP_DIRS, GenerateConfig
 from radspatial.core.labels import display_name
 from radspatial.core.progress import step
@@ -153,27 +154,17 @@ def _plan_type(
     vol: Volume, config: GenerateConfig, qtype: QuestionType, usable: list[_SliceInfo]
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
-    (datasets made before other types existed are reproduced byte for byte).
-
-    Open types balance over their answer classes in blocks of one variant (identification,
-    unbalanced, has none: blocks of 1); yes/no types in pairs, as always. A block of 3 or 4
-    classes that a view cannot finish is dropped, and the slices no block took are scanned
-    again in the cycle's next view, each view once (a 90-degree view keeps almost no pair
-    clearly apart along one axis in both frames); without this, direction vanished for some
-    case ids."""
+    (datasets made before other types existed are reproduced byte for byte). Open types
+    balance over their classes in blocks of one view (``blocks.plan_in_views``)."""
     relpos = qtype.name == "relative_position"
     rng = keyed_rng(config.seed, vol.case_id if relpos else f"{vol.case_id}/{qtype.name}")
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
     block = len(getattr(qtype, "classes", (0, 1))) or 1
-    plans: list[SlicePlan] = []
-    for shift in range(len(cycle) if block > 2 else 1):
-        used = {p.z for p in plans}
-        left = [info for info in usable if info.z not in used]
-        if not left:
-            break
-        plans = _scan(vol, config, qtype, left, (rng, cycle, shift, block), plans)
-        plans = plans[: len(plans) - len(plans) % block]  # this view cannot finish the block
-    return sorted(plans, key=lambda p: p.z) if block > 2 else plans
+
+    def scan(left: list[_SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
+        return _scan(vol, config, qtype, left, (rng, cycle, shift, block), plans)
+
+    return plan_in_views(usable, block, len(cycle), scan)
 
 
 def _scan(
@@ -215,7 +206,7 @@ def _scan(
         )
         spec = qtype.propose(facts, target, rng, config.rules)
         if spec is None and block > 2:  # another class still open in this block, if any
-            spec = _propose_open(qtype, facts, pair_targets, k % block, rng, config)
+            spec = propose_other_class(qtype, facts, pair_targets, k % block, rng, config.rules)
         if spec is None:
             continue
         if len(spec.objects) <= 2:
@@ -228,26 +219,6 @@ def _scan(
         while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
             plans.pop()
     return plans
-
-
-def _propose_open(
-    qtype: QuestionType,
-    facts: SliceFacts,
-    targets: list[int],
-    at: int,
-    rng: np.random.Generator,
-    config: GenerateConfig,
-) -> QuestionSpec | None:
-    """A question for one of the classes the block still needs after ``targets[at]`` (which
-    this slice cannot ask), moved to position ``at`` (in place). Without it a class that the
-    block's view never offers (no structure clearly above another once rotated) held every
-    later slice of the case, and the type vanished for some case ids."""
-    for j in range(at + 1, len(targets)):
-        spec = qtype.propose(facts, targets[j], rng, config.rules)
-        if spec is not None:
-            targets[at], targets[j] = targets[j], targets[at]
-            return spec
-    return None
 
 
 def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, ...]:
