@@ -334,6 +334,7 @@ def _filters(values: dict[str, set[str]]) -> str:
         opts = "".join(
             f'<option value="{html.escape(v)}">{html.escape(v)}</option>'
             for v in sorted(values.get(key, ()))
+            if v  # "" is "all" (blank AS images have no rotation/flip code)
         )
         parts.append(
             f'<label>{label} <select name="{key}"><option value="">all</option>'
