@@ -105,6 +105,10 @@ def _mirp_entry(row: ManifestRow) -> dict:
     if row.setup != "as":
         entry["rotate_flip_short"] = row.transform
         entry["rotate_flip_long"] = row.transform_name
+    if row.plane:  # an extra field: MIRP's slices are all axial
+        entry["plane"] = row.plane
+    if row.group:
+        entry["question_answer"][0]["group"] = row.group
     return entry
 
 
@@ -311,6 +315,7 @@ class _Tally:
     counts: dict[str, dict] = field(default_factory=dict)  # "rq2/dots" -> {"n", "yes"}
     by_type: dict[str, dict] = field(default_factory=dict)  # "size" -> {"n", "yes"}
     variants: Counter = field(default_factory=Counter)  # rq1 transforms
+    planes: dict[str, dict] = field(default_factory=dict)  # "coronal" -> {"n", "rq1", "groups"}
     chance: _Chance = field(default_factory=_Chance)
     n_rows: int = 0
 
@@ -328,6 +333,11 @@ class _Tally:
             else:
                 c["yes"] += row.answer
         self.chance.add(row)
+        if row.setup != "as":
+            c = self.planes.setdefault(row.plane or "axial", {"n": 0, "rq1": 0, "groups": 0})
+            c["n"] += 1
+            c["rq1"] += row.setup == "rq1"
+            c["groups"] += bool(row.group) and row.setup == "rq1" and row.transform == "B1"
         if row.setup == "rq1":
             self.variants[row.transform] += 1
 
@@ -377,6 +387,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
             for name in sorted(tally.by_type)
         },
         "rq1_transforms": dict(sorted(tally.variants.items())),
+        "planes": dict(sorted(tally.planes.items())),
         "cases": case_info,
         "failures": failures,
         "versions": software_versions(),

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from radspatial import __version__
 from radspatial.bench.config import GenerateConfig
-from radspatial.bench.generate import generate_case
+from radspatial.bench.case import generate_case
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import TaskFailed, run_ordered
 from radspatial.core.io import atomic_write_json, dumps

@@ -119,6 +119,24 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--export-masks", action="store_true", help="write each slice's label image (masks/)"
     )
+    p.add_argument(
+        "--planes",
+        type=common.csv_lower,
+        default=("axial",),
+        help="slice planes, comma-separated: axial, coronal, sagittal (docs/planes.md)",
+    )
+    p.add_argument(
+        "--per-slice",
+        type=int,
+        default=1,
+        help="questions per slice and type, each on its own image (another pair, variant)",
+    )
+    p.add_argument(
+        "--consistency",
+        action="store_true",
+        help="relative position in consistency groups: one slice and pair, the same words, "
+        "all 8 rotation/flip variants (and the pair asked the other way round)",
+    )
 
 
 def _cases_from_args(args: argparse.Namespace):
@@ -178,6 +196,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             min_component_px=args.min_component,
         ),
         question_types=args.questions,
+        planes=args.planes,
+        consistency=args.consistency,
+        per_slice=args.per_slice,
         group=False if args.no_group else None,
         **common.pass_on(args, "export_masks", "png_level"),
     )
