@@ -2,7 +2,7 @@
 
 Per plane, the mean standard-view centre (normalised to [0, 1] of the square image) of every
 named structure over all slices of patient A's full scan that show it, each slice weighted
-equally; the axial ``centres`` are left as they are. Run from the repository root:
+by the structure's area in it (the structure's centre of mass, seen in that plane); the axial ``centres`` are left as they are. Run from the repository root:
 
     python benchmarks/build_plane_atlas.py [--ct CT --seg SEG]
 """
@@ -33,9 +33,9 @@ def plane_atlas(vol, plane: str) -> dict[str, list[float]]:
             name = v.table.names.get(label)
             if name:
                 acc = sums[name]
-                acc[0] += s.center_xy[0] / SIZE
-                acc[1] += s.center_xy[1] / SIZE
-                acc[2] += 1
+                acc[0] += s.area_px * s.center_xy[0] / SIZE
+                acc[1] += s.area_px * s.center_xy[1] / SIZE
+                acc[2] += s.area_px
     return {n: [round(a / c, 4), round(b / c, 4)] for n, (a, b, c) in sorted(sums.items())}
 
 
