@@ -1,8 +1,9 @@
 """Learn the anatomy prior's coronal and sagittal atlases (``radspatial/data/atlas.json``).
 
 Per plane, the mean standard-view centre (normalised to [0, 1] of the square image) of every
-named structure over all slices of patient A's full scan that show it, each slice weighted
-by the structure's area in it (the structure's centre of mass, seen in that plane); the axial ``centres`` are left as they are. Run from the repository root:
+named structure over all slices of patient A's full scan that show it, each slice weighted by
+the structure's area in it (its centre of mass, seen in that plane); the axial ``centres``
+are left as they are. Run from the repository root:
 
     python benchmarks/build_plane_atlas.py [--ct CT --seg SEG]
 """

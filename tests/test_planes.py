@@ -162,7 +162,9 @@ def test_generated_planes_answer_in_all_three_frames(dataset):
     rows = [r for r in _rows(dataset) if r["setup"] == "rq1"]
     planes = {r.get("plane", "axial") for r in rows}
     assert planes == {"axial", "coronal", "sagittal"}
-    assert not any("plane" in r for r in rows if "_coronal_" not in r["id"] and "_sag" not in r["id"])
+    assert not any(
+        "plane" in r for r in rows if "_coronal_" not in r["id"] and "_sag" not in r["id"]
+    )
     for r in rows:
         plane = r.get("plane", "axial")
         a, b = r["object1"]["name"], r["object2"]["name"]
@@ -180,7 +182,7 @@ def test_consistency_groups_hold_8_variants_balanced_with_opposite_twins(dataset
         if r.get("group"):
             groups.setdefault((r["setup"], r["marker"], r["group"]), []).append(r)
     assert groups
-    for (setup, marker, gid), members in groups.items():
+    for (setup, marker, _), members in groups.items():
         assert sorted(m["transform"] for m in members) == sorted(VARIANTS)
         assert sum(m["answer"] for m in members) == 4  # 4 yes, 4 no
         assert len({m["question"] for m in members}) == 1  # the same words
@@ -240,3 +242,6 @@ def test_generate_cli_planes_and_per_slice(dataset, tmp_path):
     assert any(r["id"].endswith("_1/q0") for r in rows)  # a second question on a slice
     assert len({(r["image"]) for r in rows}) == len(rows)
     assert main([*argv[:-1], str(tmp_path / "bad"), "--planes", "oblique"]) == 2
+    groups = [*argv[:-1], str(tmp_path / "groups"), "--planes", "sagittal", "--consistency"]
+    assert main(groups) == 0
+    assert all(r["group"] for r in _rows(tmp_path / "groups"))

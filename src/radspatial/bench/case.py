@@ -53,7 +53,8 @@ def _write_plans(
     rendered: dict[tuple, dict[str, bytes]] = {}  # consistency twins show the same image
     for k, plan in enumerate(plans, start=1):
         step(f"{vol.case_id}: rendering {k}/{len(plans)} {plan.plane} question slices")
-        same = (plan.z, plan.variant.code, frozenset(zip(plan.spec.objects, plan.dots)))
+        marked = frozenset(zip(plan.spec.objects, plan.dots, strict=True))
+        same = (plan.z, plan.variant.code, marked)
         if same not in rendered:  # kept for one slice (the twins of its groups)
             if plan.group is None or any(k[0] != plan.z for k in rendered):
                 rendered = {}

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from radspatial.bench.generate import SlicePlan, _candidate, _SliceInfo, plane_key
 from radspatial.bench.config import GenerateConfig
+from radspatial.bench.generate import SlicePlan, _candidate, _SliceInfo, plane_key
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.imaging.volumes import Volume
@@ -74,8 +74,7 @@ def plan_groups(
             for code in VARIANTS:
                 variant = Variant(code)
                 objs = tuple(
-                    _candidate(info.stats[o.label_id], o.name, variant, config.size)
-                    for o in (x, y)
+                    _candidate(info.stats[o.label_id], o.name, variant, config.size) for o in (x, y)
                 )
                 spec = QuestionSpec(
                     "relative_position",

@@ -1,19 +1,18 @@
 """Benchmark generation: one pure-ish function per case, run in a process pool.
 
 ``bench/case.generate_case`` loads one volume, plans its questions (per plane:
-``imaging/planes.py``), renders and writes its PNGs into a staging folder and returns the rows; it reads no global state, so it runs unchanged in a local
-pool or on a cluster worker. Randomness comes from one generator per case keyed by
-(seed, case id), so adding a case leaves every other case byte-identical.
+``imaging/planes.py``), renders and writes its PNGs into a staging folder and returns the
+rows; it reads no global state, so it runs unchanged in a local pool or on a cluster worker.
+Randomness comes from one generator per case keyed by (seed, case id), so adding a case leaves
+every other case byte-identical.
 """
 
 from __future__ import annotations
 
 import io
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
