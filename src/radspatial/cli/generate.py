@@ -16,6 +16,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_plane_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
         "--on-error",
@@ -119,6 +120,10 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--export-masks", action="store_true", help="write each slice's label image (masks/)"
     )
+
+
+def _add_plane_options(p: argparse.ArgumentParser) -> None:
+    """Which slices are asked about: planes (docs/planes.md), questions per slice, groups."""
     p.add_argument(
         "--planes",
         type=common.csv_lower,
