@@ -30,17 +30,22 @@ from radspatial.questions.relative_position import (
 )
 
 RELATIONS = ("left_of", "right_of", "above", "below")
+# a group is asked 8 times: its pair is held 1 px beyond the margin, so a reader that
+# measures the centres again on the resampled label image (the mask oracle: within a pixel of
+# the generator's) never falls under the margin in one variant and abstains there
+_SLACK_PX = 1.0
 
 
 def _both_axes(info: _SliceInfo, vol: Volume, config: GenerateConfig) -> list[tuple]:
-    """Pairs separated by the margin along both standard-view axes, far enough apart."""
+    """Pairs separated by the margin (+ ``_SLACK_PX``) along both standard-view axes, far enough
+    apart."""
     names, size, rules = vol.table.names, config.size, config.rules
     cands = [_candidate(s, names[s.label_id], Variant("B1"), size) for s in info.eligible]
     return [
         (a, b)
         for a, b in pairs(cands)
         if math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px
-        and all(separated(a, b, axis, rules.margin_px) for axis in (0, 1))
+        and all(separated(a, b, axis, rules.margin_px + _SLACK_PX) for axis in (0, 1))
     ]
 
 
