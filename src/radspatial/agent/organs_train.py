@@ -66,6 +66,7 @@ class OrgansConfig:
     workers: int = 1
     threads: int | None = None
     max_seconds: float | None = None  # a safety stop on shared machines (recorded if hit)
+    init_from: str | None = None  # warm start from this model folder (organs_init)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -242,7 +243,13 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         arch = unet.architecture(len(classes), config.channels, config.num_res_units)
-        net = unet.build_model(arch).to(dev)
+        net = unet.build_model(arch)
+    init = None
+    if config.init_from:
+        from radspatial.agent.organs_init import warm_start
+
+        init = warm_start(net, Path(config.init_from), classes)
+    net = net.to(dev)
     t_train, cpu0 = time.perf_counter(), time.process_time()
     history, steps_done = _fit(net, banks, config, dev, progress)
     train_s, cpu_s = time.perf_counter() - t_train, time.process_time() - cpu0
@@ -257,6 +264,7 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
         "device": str(dev),
         "steps_done": steps_done,
         "threads": torch.get_num_threads(),
+        "init": init,
         "loss_every_100_steps": [
             round(float(np.mean(history[i : i + 100])), 4) for i in range(0, len(history), 100)
         ],
@@ -361,6 +369,7 @@ def _args_text(c: OrgansConfig) -> str:
         f" --volumes {','.join(c.volumes)} --channels {','.join(map(str, c.channels))}"
         + (f" --threads {c.threads}" if c.threads else "")
         + (f" --max-seconds {c.max_seconds:g}" if c.max_seconds else "")
+        + (f" --init-from {c.init_from}" if c.init_from else "")
     )
 
 
@@ -386,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mirror-real", action="store_true")
     p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
     p.add_argument("--wide-windows", type=float, default=d.wide_windows)
+    p.add_argument("--init-from")
     p.add_argument("--volumes", type=_csv(str), default=d.volumes)
     p.add_argument("--channels", type=_csv(int), default=d.channels)
     a = vars(p.parse_args(argv))  # every flag but --out is an OrgansConfig field
