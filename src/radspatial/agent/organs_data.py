@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from radspatial.core.io import sha256_file
+from radspatial.imaging.slices import Geometry, to_display
 
 IGNORE = 65535  # label id of "unknown" pixels (partially labelled volumes); no loss there
 BODY_HU = -500.0  # air / body threshold
@@ -41,6 +43,25 @@ class TrainVolume:
     seg: np.ndarray  # (X, Y, Z) grouped TotalSegmentator ids, IGNORE where unknown
     spacing: tuple[float, ...]
     source: dict[str, Any]  # files and sha256
+
+
+def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    """One axial slice in the generator's display geometry, HU (float32), air outside."""
+    geom = Geometry.for_slice(ct.shape[:2], spacing[:2], size)
+    disp = to_display(ct[:, :, z]).astype(np.float32)
+    img = Image.fromarray(disp, mode="F").resize(
+        (geom.content_w, geom.content_h), Image.Resampling.BILINEAR
+    )
+    out = np.full((size, size), -1024.0, np.float32)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
+    return out
+
+
+def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    from radspatial.imaging.slices import render_labels
+
+    geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
+    return render_labels(to_display(seg[:, :, z]), geom)
 
 
 def shared_data() -> Path:
@@ -123,8 +144,6 @@ def training_volumes(root: Path | None = None, names: tuple[str, ...] = ("a", "c
 def banks(vols: list[TrainVolume], size: int) -> tuple[tuple[np.ndarray, np.ndarray], list]:
     """(HU float16 (n, S, S), label ids uint16 (n, S, S)) of every slice with >= 1 structure,
     and the per-volume source records (with the number of slices used)."""
-    from radspatial.agent.organs_train import render_hu, render_lab
-
     hus, labs, sources = [], [], []
     for v in vols:
         used = 0

@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from radspatial.agent import unet
+from radspatial.agent.organs_data import render_hu, render_lab
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
-from radspatial.imaging.slices import Geometry, to_display
 
 FORMAT = "radspatial-organs"
 _MIN_CLASSES = 3  # a slice with fewer labelled structures teaches little
@@ -75,25 +74,6 @@ class OrgansConfig:
         d["phantom_variants"] = list(self.phantom_variants)
         d["volumes"] = list(self.volumes)
         return d
-
-
-def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
-    """One axial slice in the generator's display geometry, HU (float32), air outside."""
-    geom = Geometry.for_slice(ct.shape[:2], spacing[:2], size)
-    disp = to_display(ct[:, :, z]).astype(np.float32)
-    img = Image.fromarray(disp, mode="F").resize(
-        (geom.content_w, geom.content_h), Image.Resampling.BILINEAR
-    )
-    out = np.full((size, size), -1024.0, np.float32)
-    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
-    return out
-
-
-def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
-    from radspatial.imaging.slices import render_labels
-
-    geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
-    return render_labels(to_display(seg[:, :, z]), geom)
 
 
 def volume_bank(
