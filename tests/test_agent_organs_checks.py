@@ -141,3 +141,25 @@ def test_warm_start_carries_classes_by_label_id(tmp_path):
     )
     assert torch.allclose(state[key][1, 3], old[key][li, si].float())
     assert torch.allclose(state[key][3, 1], old[key][si, li].float())
+
+
+@pytest.mark.skipif(not (SHARED / "dcmqi_ct3").is_dir(), reason="needs ../shared/data")
+def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, capsys):
+    import json
+
+    from radspatial.agent.organs_train import main
+
+    out = tmp_path / "m"
+    args = ["--out", str(out), "--n-phantoms", "0", "--real-weight", "1", "--steps", "4"]
+    args += ["--batch-size", "2", "--size", "32", "--channels", "8,16", "--volumes", "c"]
+    assert main([*args, "--threads", "1"]) == 0
+    assert (
+        main([*args, "--threads", "1", "--init-from", str(out), "--out", str(tmp_path / "w")]) == 0
+    )
+    record = json.loads((tmp_path / "w" / "config.json").read_text())
+    assert [v["name"] for v in record["data"]["real"]["volumes"]] == ["patient_c"]
+    assert {c["name"] for c in record["classes"]} == {"background", "liver", "stomach", "vertebrae"}
+    copied, total = record["training"]["init"]["tensors_copied"].split("/")
+    assert copied == total and record["training"]["init"]["classes_new"] == 0
+    assert "--volumes c --channels 8,16" in record["training"]["command"]
+    assert "--init-from" in record["training"]["command"]
