@@ -1,14 +1,15 @@
 """The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
 
-``organs``: a MONAI 2D U-Net trained by the project on synthetic phantoms plus the bundled real
-CT and its mirrored counterfactual, with the 8 rotation/flip variants, zoom, shift, window, gamma,
-blur and noise as augmentation (:mod:`radspatial.agent.organs_train`). Its weights ship in
+``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
+(:mod:`radspatial.agent.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
+wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.agent.organs_train`). Its weights ship in
 ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed, config, command and
 sha256), so it works out of the box with no download. A ref's structure comes from its name, or
 from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot names no
 structure (None). The answer is the centroid of the largest component of the class (see
 :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
-``min_score`` (the reason goes to the trace).
+``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
+re-orientation agreement, body region, plausibility); the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs``; a
 marker the reader cannot find falls back to the name, when the ref has one.
