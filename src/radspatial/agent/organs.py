@@ -3,7 +3,8 @@
 ``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
 (:mod:`radspatial.agent.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
 wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.agent.organs_train`).
-Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed, config, command and
+Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed,
+config, command and
 sha256), so it works out of the box with no download. A ref's structure comes from its name, or
 from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot names no
 structure (None). The answer is the centroid of the largest component of the class (see
