@@ -85,6 +85,15 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=common.window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
     p.add_argument(
+        "--rules",
+        choices=rules.RULE_PROFILES,
+        default="mirp",
+        help="mirp: MIRP's rules (centres 50 px apart along the asked axis, size twice the "
+        "drawn marker, markers at the centre of mass, MIRP's boxes and dots); strict: "
+        "radspatial's earlier rules (interior markers that agree with the centres, a margin, "
+        "outlined boxes, ringed dots); see docs/mirp.md",
+    )
+    p.add_argument(
         "--min-distance",
         type=float,
         default=rules.MIN_DISTANCE_PX,
@@ -176,6 +185,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             margin_px=args.margin,
             size_tolerance=args.size_tolerance,
             min_component_px=args.min_component,
+            profile=args.rules,
         ),
         question_types=args.questions,
         group=False if args.no_group else None,
