@@ -154,6 +154,13 @@ def test_mirp_scripts_agree_with_our_mirp_block(runs, tmp_path, model):
     agg = anatomy_ref.aggregate_runs([anatomy_ref.eval_run(str(p), centre_map) for p in files])
     keys = ("anat_acc_mean", "anat_acc_std", "anat_f1_mean", "anat_f1_std")
     assert [agg["agg"][k] for k in keys] == stats
+    # RQ3(1)'s image frame: the script's own left/right selection, its xlsx columns 12-15
+    image = block["RQ1/none"]["anatomy_image"]
+    stats = [image[k] for k in ("accuracy_mean", "accuracy_std", "f1_mean", "f1_std")]
+    assert anat[12:16] == [_xlsx(v) for v in stats]
+    keys = ("img_acc_mean", "img_acc_std", "img_f1_mean", "img_f1_std")
+    assert [agg["agg"][k] for k in keys] == stats
+    assert [r["img_total"] for r in agg["runs"]] == [image["n_items"]] * len(agg["runs"])
 
 
 @needs_scripts

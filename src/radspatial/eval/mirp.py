@@ -129,9 +129,18 @@ def in_anatomy_subset(row: dict[str, Any]) -> bool:
     )
 
 
+def in_anatomy_image_subset(row: dict[str, Any]) -> bool:
+    """RQ1 questions MIRP's anatomy script scores in the image frame: every question whose text
+    says "left" or "right" anywhere (its own selection, names such as "left kidney" included)."""
+    words = row["question"].lower()
+    return row["setup"] == "rq1" and ("left" in words or "right" in words)
+
+
 def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
     """MIRP's statistics per setup and marker (relative position only, as in the paper):
-    ``{"RQ1/none": {"image": {...}, "anatomy_left_right": {...}}, "RQ2/dots": {...}, ...}``."""
+    ``{"RQ1/none": {"image": {...}, "anatomy_left_right": {...}, "anatomy_image": {...}},
+    "RQ2/dots": {...}, ...}``. RQ3(1) is the RQ1 pair ``anatomy_image`` (image frame) and
+    ``anatomy_left_right`` (anatomical frame), each on the anatomy script's own subset."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r.get("question_type", "relative_position") == "relative_position":
@@ -157,6 +166,13 @@ def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
                 for b in anat_runs
             ]
             block["anatomy_left_right"] = _stats(anat, len(anat_runs[0]))
+        img_runs = [[r for r in b if in_anatomy_image_subset(r)] for b in by_run]
+        if key.startswith("RQ1/") and img_runs[0]:
+            img = [
+                binary_metrics([r["expected"] for r in b], [mirp_guess(r) for r in b])
+                for b in img_runs
+            ]
+            block["anatomy_image"] = _stats(img, len(img_runs[0]))
         out[key] = block
     return out
 
