@@ -114,7 +114,7 @@ def test_mirp_profile_draws_markers_as_mirp_published_them(generated):
     on_ct = [d.ringed for setup, d in pub_dots if setup != "AS"]
     assert True not in on_ct and on_ct.count(False) >= 3
     assert len(our_dots) >= 4 and all(d is not None for _, d in our_dots)
-    for setup, mine in our_dots:
+    for _, mine in our_dots:
         assert mine.ringed is not True
         assert all(abs(mine.diameter - t.diameter) <= TOL for t in theirs_d), mine
 

@@ -261,14 +261,14 @@ def test_protocol_mirp_sends_text_first_and_the_ct_prompt_everywhere(dataset, tm
         assert example in questions  # (another image may ask the same words)
 
 
-def test_hf_and_vllm_put_text_first_only_when_asked():
+def test_vllm_puts_text_first_by_default():
     from radspatial.models.base import Request
     from radspatial.models.vllm_backend import _message
 
-    first = _message(Request("k", "p", b"png", text_first=True))[0]["content"]
     default = _message(Request("k", "p", b"png"))[0]["content"]
-    assert [c["type"] for c in first] == ["text", "image_url"]
-    assert [c["type"] for c in default] == ["image_url", "text"]
+    last = _message(Request("k", "p", b"png", text_first=False))[0]["content"]
+    assert [c["type"] for c in default] == ["text", "image_url"]
+    assert [c["type"] for c in last] == ["image_url", "text"]
 
 
 def test_export_without_results_is_a_clear_error(tmp_path):

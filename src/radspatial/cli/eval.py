@@ -69,8 +69,11 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
         choices=("radspatial", "mirp"),
         default="radspatial",
         help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
-        "replication protocol (example drawn from another item per run, text before image, "
-        "MIRP's prompt for every setup, MIRP's answer parser)",
+        "replication protocol (example drawn from another item per run, MIRP's prompt for "
+        "every setup, MIRP's answer parser, and the decoding MIRP's code used for GPT-4o, "
+        "Pixtral, Llama 3.2 Vision and Janus-Pro, recognised from the model name or "
+        "--model-args family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none); text comes "
+        "before the image in both",
     )
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
@@ -88,7 +91,12 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
-    from radspatial.cli.eval_options import backend_options, run_dir_for, show_retries
+    from radspatial.cli.eval_options import (
+        backend_options,
+        model_family,
+        run_dir_for,
+        show_retries,
+    )
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
     from radspatial.eval.runner import EvalConfig, run_eval
@@ -120,6 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             backend_options=options[spec],
             judge=args.judge,
             judge_all=args.judge_all,
+            family=model_family(args),
         )
         with sigterm_as_interrupt():
             try:
