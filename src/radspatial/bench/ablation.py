@@ -44,7 +44,9 @@ def _bounds(size: int, markers: tuple[str, ...], rules: QuestionRules) -> tuple[
 def _positions(rng: np.random.Generator, size: int, rules: QuestionRules, markers: tuple[str, ...]):
     (lo, hi), (lo_y, hi_y) = _bounds(size, markers, rules)
     need = rules.min_distance_px if rules.mirp else rules.margin_px
-    if min(hi - lo, hi_y - lo_y) < max(rules.min_distance_px, need) / math.sqrt(2) + 1:
+    # mirp: min_distance_px along one axis; strict: Euclidean, so along the diagonal
+    room = max(hi - lo, hi_y - lo_y) if rules.mirp else min(hi - lo, hi_y - lo_y) * math.sqrt(2)
+    if room < max(rules.min_distance_px, need) + math.sqrt(2):
         raise ValueError(
             f"a {size} px blank image cannot hold two markers {rules.min_distance_px:g} px apart "
             "(use a larger --size or a smaller --min-distance)"
