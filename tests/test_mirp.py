@@ -328,7 +328,8 @@ def test_markers_of_a_concave_structure_never_contradict_the_answer():
     # precondition: along y the centres differ by >= 10 px, but the markers order the other way
     assert abs(c[1].center_xy[1] - c[2].center_xy[1]) >= 10
     assert (c[1].center_xy[1] < c[2].center_xy[1]) != (m[1][1] < m[2][1])
-    rules = QuestionRules(min_distance_px=20.0)
+    # the strict profile's rule (mirp draws markers at the centres: nothing to contradict)
+    rules = QuestionRules(min_distance_px=20.0, profile="strict")
     assert math.dist(c[1].center_xy, c[2].center_xy) >= rules.min_distance_px
     qtype = get_question_type("relative_position")
     asked = 0
