@@ -9,7 +9,6 @@ pool or on a cluster worker. Randomness comes from one generator per case keyed 
 from __future__ import annotations
 
 import io
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,18 +19,15 @@ from PIL import Image
 from scipy import ndimage
 
 from radspatial.bench.config import SETUP_DIRS, GenerateConfig
+from radspatial.bench.eligibility import eligible_structures, size_rule
 from radspatial.core.labels import display_name
 from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
-from radspatial.core.rules import MIN_SIZE_FACTOR
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.markers import (
     DOT_ORDER,
     Mark,
     draw_marks,
-    drawn_area,
-    marker_area,
-    marker_extent,
     marker_geometry,
     marker_style,
 )
@@ -41,7 +37,6 @@ from radspatial.imaging.slices import (
     StructureStat,
     Variant,
     component_areas,
-    referenceable,
     render_gray,
     render_labels,
     structure_stats,
@@ -70,34 +65,6 @@ class SlicePlan:
     @property
     def question_type(self) -> QuestionType:
         return get_question_type(self.spec.question_type)
-
-
-def _eligible(
-    stats: dict[int, StructureStat],
-    names: dict[int, str],
-    min_area: float | Callable[[int], float],
-    min_gap: float,
-) -> list[StructureStat]:
-    """The referenceable structures (``slices.referenceable``) that are not near-duplicates.
-
-    ``min_area`` is one area for every structure, or label id -> its own (the mirp profile:
-    twice the markers drawn on it). Near-duplicate: same display name as a larger eligible
-    structure, or its marker would overlap a larger one's (marker points closer than
-    ``min_gap``). The larger one is kept.
-    """
-    if callable(min_area):
-        pool = [s for s in referenceable(stats, names, 0.0) if s.area_px >= min_area(s.label_id)]
-    else:
-        pool = referenceable(stats, names, min_area)
-    kept: list[StructureStat] = []
-    for s in sorted(pool, key=lambda s: (-s.area_px, s.label_id)):
-        if any(
-            names[k.label_id] == names[s.label_id] or math.dist(k.marker_xy, s.marker_xy) < min_gap
-            for k in kept
-        ):
-            continue
-        kept.append(s)
-    return sorted(kept, key=lambda s: s.label_id)
 
 
 def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Candidate:
@@ -139,7 +106,7 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
     if not qtypes:
         return []
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
-    min_area, min_gap = _size_rule(config)
+    min_area, min_gap = size_rule(config)
     usable: list[_SliceInfo] = []
     n_z = vol.seg.shape[2]
     for z in range(n_z):
@@ -147,29 +114,10 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
         if config.rules.mirp:  # MIRP marks the centre of mass, inside the structure or not
             stats = {k: replace(s, marker_xy=s.center_xy) for k, s in stats.items()}
-        eligible = _eligible(stats, vol.table.names, min_area, min_gap)
+        eligible = eligible_structures(stats, vol.table.names, min_area, min_gap)
         if len(eligible) >= 2:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return [p for q in qtypes for p in _plan_type(vol, config, q, usable)]
-
-
-def _size_rule(config: GenerateConfig) -> tuple[float | Callable[[int], float], float]:
-    """(minimum area, minimum marker gap) of a structure that may be marked.
-
-    strict: twice the largest box (three digits) for every structure. mirp: twice the largest
-    marker actually drawn on that structure over the configured styles (its number's box, its
-    letters' box, a dot), as MIRP's "a size at least twice that of the markers"."""
-    size, geometry = config.size, marker_geometry(config.rules.profile)
-    min_gap = 2 * marker_extent(size, geometry)
-    if not config.rules.mirp:
-        return MIN_SIZE_FACTOR * marker_area(size, geometry), min_gap
-    markers = config.markers
-
-    def min_area(label_id: int) -> float:
-        texts = ((m, marker_style(m).texts([label_id], ("red",))[0]) for m in markers)
-        return MIN_SIZE_FACTOR * max(drawn_area(m, t, size, geometry) for m, t in texts)
-
-    return min_area, min_gap
 
 
 @dataclass(frozen=True)

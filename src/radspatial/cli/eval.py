@@ -91,12 +91,7 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
-    from radspatial.cli.eval_options import (
-        backend_options,
-        model_family,
-        run_dir_for,
-        show_retries,
-    )
+    from radspatial.cli import eval_options as opts
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
     from radspatial.eval.runner import EvalConfig, run_eval
@@ -105,12 +100,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     specs = list(dict.fromkeys(args.model))
     if len(specs) != len(args.model):
         raise ValueError("--model: the same spec is given twice")
-    options = {spec: backend_options(args, spec) for spec in specs}  # all checked up front
+    options = {spec: opts.backend_options(args, spec) for spec in specs}  # all checked up front
     template = load_template(args.prompt) if args.prompt else None
-    out_dirs = {s: args.out if len(specs) == 1 else run_dir_for(args.out, s) for s in specs}
+    out_dirs = {s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, s) for s in specs}
     if len(set(out_dirs.values())) != len(specs):
         raise ValueError("--model: two specs map to the same run folder name")
-    show_retries()
+    opts.show_retries()
     n_err = 0
     for spec in specs:
         config = EvalConfig(
@@ -128,7 +123,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             backend_options=options[spec],
             judge=args.judge,
             judge_all=args.judge_all,
-            family=model_family(args),
+            family=opts.model_family(args),
         )
         with sigterm_as_interrupt():
             try:

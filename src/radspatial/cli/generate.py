@@ -16,6 +16,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_rules_option(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
         "--on-error",
@@ -65,6 +66,18 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_rules_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rules",
+        choices=rules.RULE_PROFILES,
+        default="mirp",
+        help="mirp: MIRP's rules (centres 50 px apart along the asked axis, size twice the "
+        "drawn marker, markers at the centre of mass, MIRP's boxes and dots); strict: "
+        "radspatial's earlier rules (interior markers that agree with the centres, a margin, "
+        "outlined boxes, ringed dots); see docs/mirp.md",
+    )
+
+
 def _add_question_options(p: argparse.ArgumentParser) -> None:
     """What is asked and drawn: setups, markers, image, question types and their thresholds."""
     from radspatial.imaging.markers import MARKER_TYPES, marker_names
@@ -84,15 +97,6 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=int, default=512, help="output image size in px")
     p.add_argument("--window", type=common.window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
-    p.add_argument(
-        "--rules",
-        choices=rules.RULE_PROFILES,
-        default="mirp",
-        help="mirp: MIRP's rules (centres 50 px apart along the asked axis, size twice the "
-        "drawn marker, markers at the centre of mass, MIRP's boxes and dots); strict: "
-        "radspatial's earlier rules (interior markers that agree with the centres, a margin, "
-        "outlined boxes, ringed dots); see docs/mirp.md",
-    )
     p.add_argument(
         "--min-distance",
         type=float,
