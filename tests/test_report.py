@@ -221,7 +221,7 @@ def test_as_only_runs_skip_figures_without_crashing_and_drop_stale_ones(report, 
     assert not (out / "frames_rq2.png").exists()  # a stale per-setup figure is removed too
     md = rep.summary_md.read_text()
     assert "`rotation_heatmap.png` skipped" in md and "`frames.png` skipped" in md
-    assert "No rotation/flip codes" in md and "| Model | AS dots |" in md
+    assert "No rotation/flip codes" in md and "| Model | Protocol | AS dots |" in md
     assert "Normal vs counterfactual" not in md
     s = json.loads(rep.summary_json.read_text())
     assert s["mcnemar"]["pairs"] == [] and s["figures"]["frames.png"]

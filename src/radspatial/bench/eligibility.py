@@ -12,6 +12,7 @@ from collections.abc import Callable
 from radspatial.bench.config import GenerateConfig
 from radspatial.core.rules import MIN_SIZE_FACTOR
 from radspatial.imaging.markers import (
+    MARKER_TYPES,
     drawn_area,
     marker_area,
     marker_extent,
@@ -25,13 +26,15 @@ def size_rule(config: GenerateConfig) -> tuple[float | Callable[[int], float], f
     """(minimum area, minimum marker gap) of a structure that may be marked.
 
     strict: twice the largest box (three digits) for every structure. mirp: twice the largest
-    marker actually drawn on that structure over the configured styles (its number's box, its
-    letters' box, a dot), as MIRP's "a size at least twice that of the markers"."""
+    marker drawn on that structure by MIRP's three styles and any other configured one (its
+    number's box, its letters' box, a dot), as MIRP's "a size at least twice that of the
+    markers"; MIRP's three always count, so ``--markers`` does not change which slices RQ1
+    asks about."""
     size, geometry = config.size, marker_geometry(config.rules.profile)
     min_gap = 2 * marker_extent(size, geometry)
     if not config.rules.mirp:
         return MIN_SIZE_FACTOR * marker_area(size, geometry), min_gap
-    markers = config.markers
+    markers = tuple(dict.fromkeys((*MARKER_TYPES, *config.markers)))
 
     def min_area(label_id: int) -> float:
         texts = ((m, marker_style(m).texts([label_id], ("red",))[0]) for m in markers)

@@ -114,6 +114,14 @@ def _stats(per_run: list[BinaryMetrics], n: int) -> dict[str, Any]:
     }
 
 
+def _scored(by_run: list[list[dict[str, Any]]], target: str) -> dict[str, Any]:
+    """MIRP's statistics of the guesses against ``target`` per run. The guesses never are None:
+    binary_metrics scores them as sklearn does (F1 of "yes", 0 without true positives), which is
+    what MIRP's scripts compute."""
+    per_run = [binary_metrics([r[target] for r in b], [mirp_guess(r) for r in b]) for b in by_run]
+    return _stats(per_run, len(by_run[0]))
+
+
 def mirp_guess(row: dict[str, Any]) -> int:
     """The 0/1 MIRP's scripts score: the parsed reply, else the wrong image-frame answer."""
     parsed = row.get("parsed_mirp")
@@ -151,28 +159,17 @@ def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
         by_run = [b for b in by_run if b]
         if not by_run:
             continue
-        # the guesses never are None: binary_metrics scores them as sklearn does (F1 of "yes",
-        # 0 without true positives), which is what MIRP's scripts compute
-        image = [
-            binary_metrics([r["expected"] for r in b], [mirp_guess(r) for r in b]) for b in by_run
-        ]
-        block: dict[str, Any] = {"image": _stats(image, len(by_run[0]))}
+        block: dict[str, Any] = {"image": _scored(by_run, "expected")}
         unsure = [sum(1 for r in b if r.get("parsed_mirp") is None) for b in by_run]
         block["image"]["unsure"] = unsure
-        anat_runs = [[r for r in b if in_anatomy_subset(r)] for b in by_run]
-        if key.startswith("RQ1/") and anat_runs[0]:
-            anat = [
-                binary_metrics([r["expected_anatomical"] for r in b], [mirp_guess(r) for r in b])
-                for b in anat_runs
-            ]
-            block["anatomy_left_right"] = _stats(anat, len(anat_runs[0]))
-        img_runs = [[r for r in b if in_anatomy_image_subset(r)] for b in by_run]
-        if key.startswith("RQ1/") and img_runs[0]:
-            img = [
-                binary_metrics([r["expected"] for r in b], [mirp_guess(r) for r in b])
-                for b in img_runs
-            ]
-            block["anatomy_image"] = _stats(img, len(img_runs[0]))
+        subsets = {  # RQ3(1): the anatomy script's two selections
+            "anatomy_left_right": (in_anatomy_subset, "expected_anatomical"),
+            "anatomy_image": (in_anatomy_image_subset, "expected"),
+        }
+        for name, (keep, target) in subsets.items():
+            sub = [[r for r in b if keep(r)] for b in by_run]
+            if key.startswith("RQ1/") and sub[0]:
+                block[name] = _scored(sub, target)
         out[key] = block
     return out
 
