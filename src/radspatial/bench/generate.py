@@ -10,9 +10,8 @@ every other case byte-identical.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from PIL import Image
@@ -20,6 +19,7 @@ from scipy import ndimage
 
 from radspatial.bench.blocks import plan_in_views, propose_other_class
 from radspatial.bench.config import SETUP_DIRS, GenerateConfig
+from radspatial.bench.eligibility import eligible_structures, size_rule
 from radspatial.core.labels import display_name
 from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
@@ -28,8 +28,7 @@ from radspatial.imaging.markers import (
     DOT_ORDER,
     Mark,
     draw_marks,
-    marker_area,
-    marker_extent,
+    marker_geometry,
     marker_style,
 )
 from radspatial.imaging.slices import (
@@ -38,7 +37,6 @@ from radspatial.imaging.slices import (
     StructureStat,
     Variant,
     component_areas,
-    referenceable,
     render_gray,
     render_labels,
     structure_stats,
@@ -70,25 +68,6 @@ class SlicePlan:
     @property
     def question_type(self) -> QuestionType:
         return get_question_type(self.spec.question_type)
-
-
-def _eligible(
-    stats: dict[int, StructureStat], names: dict[int, str], min_area: float, min_gap: float
-) -> list[StructureStat]:
-    """The referenceable structures (``slices.referenceable``) that are not near-duplicates.
-
-    Near-duplicate: same display name as a larger eligible structure, or its marker would
-    overlap a larger one's (marker points closer than ``min_gap``). The larger one is kept.
-    """
-    kept: list[StructureStat] = []
-    for s in sorted(referenceable(stats, names, min_area), key=lambda s: (-s.area_px, s.label_id)):
-        if any(
-            names[k.label_id] == names[s.label_id] or math.dist(k.marker_xy, s.marker_xy) < min_gap
-            for k in kept
-        ):
-            continue
-        kept.append(s)
-    return sorted(kept, key=lambda s: s.label_id)
 
 
 def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Candidate:
@@ -146,13 +125,15 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
 def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
     """Every slice with at least two eligible structures, analysed once."""
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
-    min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
+    min_area, min_gap = size_rule(config)
     usable: list[_SliceInfo] = []
     n_z = vol.seg.shape[2]
     for z in range(n_z):
         step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
-        eligible = _eligible(stats, vol.table.names, min_area, min_gap)
+        if config.rules.mirp:  # MIRP marks the centre of mass, inside the structure or not
+            stats = {k: replace(s, marker_xy=s.center_xy) for k, s in stats.items()}
+        eligible = eligible_structures(stats, vol.table.names, min_area, min_gap)
         if len(eligible) >= 2:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return usable
@@ -389,7 +370,8 @@ def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[st
             Mark(marker, text, obj.marker_xy)
             for text, obj in zip(_marker_texts(plan, marker), plan.spec.objects, strict=True)
         ]
-        out[marker] = encode_png(draw_marks(shown, marks), config.png_level)
+        geometry = marker_geometry(config.rules.profile)
+        out[marker] = encode_png(draw_marks(shown, marks, geometry=geometry), config.png_level)
     if config.export_masks:
         lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
         out["mask"] = encode_png_16(plan.variant.apply_image(lab), config.png_level)

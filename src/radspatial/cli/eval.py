@@ -69,8 +69,11 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
         choices=("radspatial", "mirp"),
         default="radspatial",
         help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
-        "replication protocol (example drawn from another item per run, text before image, "
-        "MIRP's prompt for every setup, MIRP's answer parser)",
+        "replication protocol (example drawn from another item per run, MIRP's prompt for "
+        "every setup, MIRP's answer parser, and the decoding MIRP's code used for GPT-4o, "
+        "Pixtral, Llama 3.2 Vision and Janus-Pro, recognised from the model name or "
+        "--model-args family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none); text comes "
+        "before the image in both",
     )
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
@@ -88,7 +91,7 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
-    from radspatial.cli.eval_options import backend_options, run_dir_for, show_retries
+    from radspatial.cli import eval_options as opts
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
     from radspatial.eval.runner import EvalConfig, run_eval
@@ -97,12 +100,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     specs = list(dict.fromkeys(args.model))
     if len(specs) != len(args.model):
         raise ValueError("--model: the same spec is given twice")
-    options = {spec: backend_options(args, spec) for spec in specs}  # all checked up front
+    options = {spec: opts.backend_options(args, spec) for spec in specs}  # all checked up front
     template = load_template(args.prompt) if args.prompt else None
-    out_dirs = {s: args.out if len(specs) == 1 else run_dir_for(args.out, s) for s in specs}
+    out_dirs = {s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, s) for s in specs}
     if len(set(out_dirs.values())) != len(specs):
         raise ValueError("--model: two specs map to the same run folder name")
-    show_retries()
+    opts.show_retries()
     n_err = 0
     for spec in specs:
         config = EvalConfig(
@@ -120,6 +123,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             backend_options=options[spec],
             judge=args.judge,
             judge_all=args.judge_all,
+            family=opts.model_family(args),
         )
         with sigterm_as_interrupt():
             try:

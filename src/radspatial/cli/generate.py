@@ -17,6 +17,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_rules_option(p)
     _add_plane_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
@@ -64,6 +65,18 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "--variant",
         help="anatomy variant of the --ct case, recorded in every row, e.g. mirrored or "
         "situs_inversus; --cases takes a variant column (default: normal)",
+    )
+
+
+def _add_rules_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rules",
+        choices=rules.RULE_PROFILES,
+        default="mirp",
+        help="mirp: MIRP's rules (centres 50 px apart along the asked axis, size twice the "
+        "drawn marker, markers at the centre of mass, MIRP's boxes and dots); strict: "
+        "radspatial's earlier rules (interior markers that agree with the centres, a margin, "
+        "outlined boxes, ringed dots); see docs/mirp.md",
     )
 
 
@@ -200,6 +213,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             margin_px=args.margin,
             size_tolerance=args.size_tolerance,
             min_component_px=args.min_component,
+            profile=args.rules,
         ),
         question_types=args.questions,
         planes=args.planes,

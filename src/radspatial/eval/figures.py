@@ -22,7 +22,7 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 DPI = 150
 SETUP_ORDER = ("rq1", "rq2", "rq3")
 RELPOS = "relative_position"
-AXIS_TITLES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (extension)"}
+AXIS_TITLES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (extension)"}
 Summary = dict[str, Any]
 
 

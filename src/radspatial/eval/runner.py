@@ -20,7 +20,7 @@ import json
 import os
 import platform
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
 )
+from radspatial.models.families import Family, clean_reply, family_of, settings
 
 CALLS = "calls.jsonl"
 PROTOCOLS = ("radspatial", "mirp")
@@ -61,6 +62,18 @@ class EvalConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)  # e.g. timeout_s, max_attempts
     judge: str | None = None  # backend spec of the LLM judge for open answers (grading.judge)
     judge_all: bool = False  # judge every open answer, not only those the rules leave open
+    family: str | None = None  # a MIRP family name or "none" (--model-args family=); None: by name
+
+    @property
+    def mirp_family(self) -> Family | None:
+        """The MIRP model family whose decoding ``--protocol mirp`` applies (None: ours)."""
+        return family_of(self.model, self.family) if self.protocol == "mirp" else None
+
+    @property
+    def effective_decoding(self) -> Decoding:
+        """``decoding``, or under ``--protocol mirp`` the model family's (models/families.py)."""
+        family = self.mirp_family
+        return self.decoding if family is None else replace(self.decoding, family=family.name)
 
     @property
     def prompt_template(self) -> PromptTemplate:
@@ -77,6 +90,7 @@ class EvalConfig:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
         if self.concurrency < 1:
             raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
+        family_of(self.model, self.family)  # an unknown family= fails here
 
 
 def call_key(
@@ -85,7 +99,7 @@ def call_key(
     prompt: str,
     image_sha256: str,
     run: int,
-    text_first: bool = False,
+    text_first: bool = True,
 ) -> str:
     fields = {
         "model": spec,
@@ -94,7 +108,7 @@ def call_key(
         "image": image_sha256,
         "run": run,
     }
-    if text_first:  # only then, so keys of runs made before the option stay valid
+    if text_first:  # always now; keys of runs made image-first (without it) are not reused
         fields["text_first"] = True
     blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -169,19 +183,19 @@ def _chunks(
     Fills ``where`` with key -> (item id, run) for every call, pending or done.
     """
     batch: list[Request] = []
-    text_first = config.protocol == "mirp"
+    decoding = config.effective_decoding
     for item in items:
         png = item.image.read_bytes()
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
             prompt = prompts(item, run)
-            key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
+            key = call_key(config.model, decoding, prompt, sha, run)
             where[key] = (item.id, run)
             row = done.get(key)
             if row is not None and row.get("error") is None:
                 continue
             meta = {**_item_meta(item), "run": run}
-            batch.append(Request(key, prompt, png, meta, text_first=text_first))
+            batch.append(Request(key, prompt, png, meta))
             if len(batch) >= size:
                 yield batch
                 batch = []
@@ -229,7 +243,7 @@ def _open_backend(config: EvalConfig) -> Backend:
     try:
         return create_backend(
             config.model,
-            decoding=config.decoding,
+            decoding=config.effective_decoding,
             concurrency=config.concurrency,
             **config.backend_options,
         )
@@ -282,13 +296,23 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
         "setups": list(config.setups) if config.setups else None,
         "markers": list(config.markers) if config.markers else None,
         "question_types": list(config.question_types) if config.question_types else None,
-        "decoding": config.decoding.to_json(),
+        "decoding": config.effective_decoding.to_json(),
+        "decoding_source": _decoding_source(config),
         "protocol": config.protocol,
         "template": config.prompt_template.to_json(),
         **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
         "n_items": n_items,
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
+
+
+def _decoding_source(config: EvalConfig) -> dict[str, Any]:
+    """Which decoding the run used: a MIRP family's (its script, its settings) or ours."""
+    family = config.mirp_family
+    if family is None:
+        return {"family": None, "source": "radspatial defaults (--temperature, --max-tokens)"}
+    used = settings(config.effective_decoding).to_json()
+    return {"family": family.name, "source": f"MIRP {family.source}", "settings": used}
 
 
 def _call_all(
@@ -308,6 +332,7 @@ def _call_all(
     )
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, tuple[str, int]] = {}
+    decoding = config.effective_decoding
     with open(out / CALLS, "a", encoding="utf-8") as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
@@ -315,7 +340,7 @@ def _call_all(
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": reply.text,
+                "reply": clean_reply(decoding, reply.text),
                 "error": reply.error,
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,

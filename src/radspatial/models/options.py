@@ -39,7 +39,8 @@ MODEL_ARGS_HELP = (
     "backend options as key=value,... (lmms-eval style), for every --model: "
     "hf: batch_size, device, dtype, max_pixels, allow_download, trust_remote_code; "
     "openai/openai-compat: timeout, connect_timeout, retries, api_key_env; "
-    "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2)"
+    "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2); every backend: "
+    "family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none (the decoding --protocol mirp uses)"
 )
 
 
