@@ -21,6 +21,7 @@ from typing import Any
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
 from radspatial.core.records import ResultRow
+from radspatial.core.safepath import inside
 
 ROW_KEY = "accuracy"  # the metric whose logged value is the result row
 SAMPLES_GLOB = "*_samples_*.jsonl"
@@ -98,6 +99,9 @@ def import_lmms(
 
     files = sample_files(samples)
     rows = read_samples(files)
+    if data is not None:  # the image paths as eval writes them: inside the dataset folder
+        for r in rows:
+            r["image"] = str(inside(Path(data), r["image"], where=f"{r['id']}", what="image"))
     model = model or files[0].parent.name
     n_errors = sum(1 for r in rows if r.get("error"))
     run_info = {

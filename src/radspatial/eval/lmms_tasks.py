@@ -54,12 +54,13 @@ def _strip_none(value: Any) -> Any:
     return value
 
 
-def doc_item(doc: dict[str, Any], root: Path) -> EvalItem:
-    """The ``EvalItem`` of a task document (a manifest row; ``image_path`` the image's path)."""
+def doc_item(doc: dict[str, Any], folder: Path) -> EvalItem:
+    """The ``EvalItem`` of a task document (a manifest row; ``image_path`` the image's path in
+    the dataset, kept relative: ``import lmms-eval --data`` puts the dataset folder before it)."""
     row = {k: v for k, v in doc.items() if k not in ("image", "image_path", "mask")}
     row = _strip_none({**row, "image": doc["image_path"]})
-    where = f"{root}: item {doc.get('id')!r}"
-    return manifest_item(root, where, ManifestRow.from_json(row, where))
+    where = f"{folder}: item {doc.get('id')!r}"
+    return manifest_item(Path(), where, ManifestRow.from_json(row, where))
 
 
 def _score(rows: Sequence[Row], target: str = "expected", marker: str | None = None) -> float:
