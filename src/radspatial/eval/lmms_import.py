@@ -22,8 +22,8 @@ from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
 from radspatial.core.records import ResultRow
 from radspatial.core.safepath import inside
+from radspatial.eval.lmms_tasks import ROW_METRIC
 
-ROW_KEY = "accuracy"  # the metric whose logged value is the result row
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
 
@@ -50,10 +50,10 @@ def sample_files(samples: Path) -> list[Path]:
 
 
 def _sample_row(where: str, sample: dict[str, Any]) -> dict[str, Any]:
-    row = sample.get(ROW_KEY)
+    row = sample.get(ROW_METRIC)
     if not isinstance(row, dict) or "id" not in row:
         raise DataFileError(
-            f"{where}: no radspatial result row under {ROW_KEY!r} (not a task written by "
+            f"{where}: no radspatial result row under {ROW_METRIC!r} (not a task written by "
             "radspatial export lmms-eval?)"
         )
     record = ResultRow.from_json(row, where)  # a bad row is refused, naming its line and field

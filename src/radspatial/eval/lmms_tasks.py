@@ -7,8 +7,9 @@ names its members with ``!function utils.<name>``. Every number is radspatial's:
 (radspatial's parser, or MIRP's under ``mirp``), and the aggregations are
 ``aggregate.group_metrics`` on those rows, as ``metrics.json`` computes them.
 
-``process_results`` gives every metric the same result row, so lmms-eval's ``--log_samples``
-file holds the rows ``radspatial import lmms-eval`` turns back into a run folder.
+``process_results`` logs the whole result row under ``accuracy`` (and its scored fields under
+the other metrics), so lmms-eval's ``--log_samples`` file holds the rows ``radspatial import
+lmms-eval`` turns back into a run folder.
 
 Yes/no question types only: the open types are graded by ``grading`` (and its judge), which
 lmms-eval's per-metric aggregation does not run.
@@ -36,6 +37,9 @@ FRAME_METRICS = {
     "accuracy_anatomical": "expected_anatomical",
 }
 OTHER_METRICS = ("f1", "invalid_rate")
+ROW_METRIC = "accuracy"  # its logged value is the whole row (lmms_import reads it)
+# what the aggregations read of a row (the other metrics log only these)
+SCORE_FIELDS = ("id", "run", "setup", "marker", "error", "parsed", *FRAME_METRICS.values())
 
 
 def metric_names(markers: Sequence[str]) -> list[str]:
@@ -132,9 +136,16 @@ class TaskHooks:
         return result_row(item, 0, call, self.prompt(item), self.protocol).to_json()
 
     def process_results_for(self, setup: str) -> Callable[[dict, Sequence[Any]], dict[str, Row]]:
-        """``process_results`` of a setup's task: the result row under each of its metrics."""
+        """``process_results`` of a setup's task: the whole result row under ``accuracy`` (what
+        the sample log keeps for ``import lmms-eval``), what scoring reads under the others."""
         names = metric_names(self.markers[setup])
-        return lambda doc, results: dict.fromkeys(names, self.result(doc, results))
+
+        def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, Row]:
+            row = self.result(doc, results)
+            scores = {k: row.get(k) for k in SCORE_FIELDS}
+            return {n: row if n == ROW_METRIC else scores for n in names}
+
+        return process_results
 
     def aggregation(self, metric: str) -> Callable[[Sequence[Row]], float]:
         """The aggregation of a metric name (``metric_names``) over its rows."""
