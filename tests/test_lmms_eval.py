@@ -71,6 +71,11 @@ def _export(data: Path, out: Path, *extra: str) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def task(data, tmp_path_factory) -> Path:
+    return _export(data, tmp_path_factory.mktemp("task") / "task")
+
+
 def _hooks(task: Path):
     """The task's utils.py, imported from its file as lmms-eval's ``!function`` does."""
     import importlib.util
@@ -105,8 +110,7 @@ def _simulate(task: Path, setup: str) -> tuple[list[dict], dict[str, float]]:
     return rows, agg
 
 
-def test_hooks_give_radspatial_eval_numbers_prompts_and_rows(data, radspatial_run, tmp_path):
-    task = _export(data, tmp_path / "task")
+def test_hooks_give_radspatial_eval_numbers_prompts_and_rows(task, radspatial_run):
     assert sorted(p.name for p in task.glob("*.yaml")) == sorted(
         ["radspatial.yaml", *(f"radspatial_{s}.yaml" for s in SETUPS)]
     )
@@ -134,10 +138,9 @@ def test_hooks_give_radspatial_eval_numbers_prompts_and_rows(data, radspatial_ru
     assert seen == len(ours)
 
 
-def test_frame_accuracies_are_eval_rows_scored_in_that_frame(data, radspatial_run, tmp_path):
+def test_frame_accuracies_are_eval_rows_scored_in_that_frame(task, radspatial_run):
     from radspatial.eval.aggregate import group_metrics
 
-    task = _export(data, tmp_path / "task")
     ours = list(read_jsonl(radspatial_run / "results.jsonl"))
     for setup in ("rq1", "rq3"):
         _, agg = _simulate(task, setup)
@@ -181,6 +184,27 @@ def test_bad_name_version_pin_and_foreign_logs_are_one_line_errors(data, tmp_pat
     assert main(["import", "lmms-eval", "--samples", str(tmp_path / "nope"), "--out", "r"]) == 2
 
 
+def test_import_checks_the_reply_and_keeps_images_inside_the_dataset(task, data, tmp_path, capsys):
+    rows, _ = _simulate(task, "rq1")
+    sample = {"doc_id": 0, "filtered_resps": [rows[0]["reply"]], "accuracy": rows[0]}
+    logs = tmp_path / "fake"
+    logs.mkdir()
+    path = logs / "20260101_000000_samples_radspatial_rq1.jsonl"
+    path.write_text(json.dumps(sample) + "\n")
+    argv = ["import", "lmms-eval", "--samples", str(path), "--data", str(data)]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    (row,) = read_jsonl(tmp_path / "run" / "results.jsonl")
+    assert row["image"] == str(data / rows[0]["image"]) and (data / rows[0]["image"]).is_file()
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["model"] == "fake"
+    path.write_text(json.dumps({**sample, "filtered_resps": ["no way"]}) + "\n")
+    assert main([*argv, "--out", str(tmp_path / "run2")]) == 2
+    assert "differs from the sample's filtered_resps" in capsys.readouterr().err
+    escaping = {**sample, "accuracy": {**rows[0], "image": "../../etc/passwd"}}
+    path.write_text(json.dumps(escaping) + "\n")
+    assert main([*argv, "--out", str(tmp_path / "run3")]) == 2
+    assert "outside the dataset folder" in capsys.readouterr().err
+
+
 def _lmms_eval(task: Path, server, out: Path) -> Path:
     env = {**os.environ, "OPENAI_API_KEY": "x", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     args = f"model_version=fake,base_url={server.base_url}"
@@ -195,9 +219,10 @@ def _lmms_eval(task: Path, server, out: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_real_lmms_eval_equals_radspatial_eval_and_imports(data, server, radspatial_run, tmp_path):
+def test_real_lmms_eval_equals_radspatial_eval_and_imports(
+    data, task, server, radspatial_run, tmp_path
+):
     pytest.importorskip("lmms_eval", reason="lmms-eval not installed (radspatial[lmms])")
-    task = _export(data, tmp_path / "task")
     logs = _lmms_eval(task, server, tmp_path / "lmms_out")
     (results_file,) = logs.glob("*/*_results.json")
     lm = json.loads(results_file.read_text())["results"]
