@@ -67,14 +67,20 @@ def doc_item(doc: dict[str, Any], folder: Path) -> EvalItem:
     return manifest_item(Path(), where, ManifestRow.from_json(row, where))
 
 
-def _score(rows: Sequence[Row], target: str = "expected", marker: str | None = None) -> float:
+def _score(
+    rows: Sequence[Row],
+    *,
+    value: str = "accuracy_mean",
+    target: str = "expected",
+    marker: str | None = None,
+) -> float:
+    """``value`` of ``group_metrics`` (as in ``metrics.json``) on the answered rows, scored
+    against ``target``, of one marker or all."""
     from radspatial.eval.aggregate import group_metrics
 
     rows = [r for r in rows if not r.get("error") and (marker is None or r["marker"] == marker)]
-    key = "f1_mean" if target == "f1" else "invalid_rate" if target == "invalid" else None
-    metrics = group_metrics(rows, 1, target=target if key is None else "expected")
-    value = metrics.get(key or "accuracy_mean")
-    return float("nan") if value is None else float(value)
+    got = group_metrics(rows, 1, target=target).get(value)
+    return float("nan") if got is None else float(got)
 
 
 @dataclass(frozen=True)
@@ -150,13 +156,13 @@ class TaskHooks:
     def aggregation(self, metric: str) -> Callable[[Sequence[Row]], float]:
         """The aggregation of a metric name (``metric_names``) over its rows."""
         if metric in FRAME_METRICS:
-            return lambda rows: _score(rows, FRAME_METRICS[metric])
+            return lambda rows: _score(rows, target=FRAME_METRICS[metric])
         if metric == "f1":
-            return lambda rows: _score(rows, "f1")
+            return lambda rows: _score(rows, value="f1_mean")
         if metric == "invalid_rate":
-            return lambda rows: _score(rows, "invalid")
+            return lambda rows: _score(rows, value="invalid_rate")
         marker = metric.removeprefix("accuracy_")
-        return lambda rows: _score(rows, "expected", marker)
+        return lambda rows: _score(rows, marker=marker)
 
 
 def task_hooks(folder: Path, needs: str) -> TaskHooks:
