@@ -141,6 +141,11 @@ class Agent:
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
+        refusal = getattr(self.localizer, "refuses", None)  # e.g. a plane it was not trained on
+        if refs and refusal is not None and (why := refusal(refs, context)):
+            decision = Decision(None, why, "none")
+            trace.update(decision=decision.to_json(), timings_ms=timings)
+            return AgentAnswer(None, f"abstain: {why}", trace)
         found = self.localizer.locate(arr, refs, context) if refs else []
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found)

@@ -68,6 +68,10 @@ class OrgansLocalizer:
     def model(self) -> unet.UNetModel:
         return unet.load_model(self.model_dir, self.device)
 
+    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """Why it will not look (the agent abstains with this reason in its trace)."""
+        return _untrained_plane(context) if refs else None
+
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
     ) -> list[Found | None]:
@@ -93,6 +97,13 @@ class OrgansLocalizer:
                 found = Found((x, y), found.score, "organs", details)
             out.append(found)
         return out
+
+
+def _untrained_plane(context: Context) -> str | None:
+    plane = context.extra.get("plane") or "axial"
+    if plane == "axial":
+        return None
+    return f"the organs localizer is not trained on {plane} slices (axial only)"
 
 
 def _featureless(image: np.ndarray) -> bool:
@@ -152,6 +163,10 @@ class AutoLocalizer:
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
         self.markers = create_localizer("markers")
         self.organs = OrgansLocalizer(model_dir, device)
+
+    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""
+        return self.organs.refuses([r for r in refs if not r.marker], context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
