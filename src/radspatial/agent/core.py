@@ -166,6 +166,10 @@ class Agent:
                 what = ref.name or ref.text or role
                 reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
                 return Decision(None, reason, "abstain on low localizer confidence")
+            if f is not None and f.details.get("abstain_reason"):  # the localizer's own checks
+                what = ref.name or ref.text or role
+                reason = f"{role} ({what}) {f.details['abstain_reason']}"
+                return Decision(None, reason, "abstain: localization not trustworthy")
         return qtype.verify(parsed, found, scene)
 
     def _answer_open(
