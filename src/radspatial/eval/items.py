@@ -186,6 +186,12 @@ def _manifest_item(
     )
 
 
+def manifest_item(root: Path, where: str, row: ManifestRow, order: int = 0) -> EvalItem:
+    """The item of one manifest row, outside a dataset folder's tables (an exported task's
+    document: no ``dataset.json`` label tables, no MIRP centres file)."""
+    return _manifest_item(root, where, row, order, {}, {})
+
+
 def _mirp_name(qa: dict, k: int) -> str | None:
     name = qa.get(f"object{k}_name")
     return normalize_name(name) if isinstance(name, str) and name else None
