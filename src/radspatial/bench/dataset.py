@@ -167,6 +167,7 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
                 answer_anatomical=None,
                 relation=fields["relation"],
                 variant="blank",
+                modality=None if config.modality == "CT" else config.modality,
                 object1=o1,
                 object2=o2,
             )
@@ -370,6 +371,8 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
         "format_version": FORMAT_VERSION,
         "config": config.to_json(),
         "seed": config.seed,
+        "modality": config.modality,
+        "prompt_words": config.prompt_words,
         "n_questions": tally.n_rows,
         "counts": dict(sorted(tally.counts.items())),
         "question_types": {

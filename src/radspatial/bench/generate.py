@@ -38,6 +38,7 @@ from radspatial.imaging.slices import (
     StructureStat,
     Variant,
     component_areas,
+    percentile_window,
     referenceable,
     render_gray,
     render_labels,
@@ -301,6 +302,7 @@ def manifest_row(
         transform=plan.variant.code,
         transform_name=plan.variant.long_name,
         variant=vol.variant,
+        modality=None if config.modality == "CT" else config.modality,
         object1=_object_row(plan, 1, marker, size),
         object2=_object_row(plan, 2, marker, size),
         object3=_object_row(plan, 3, marker, size),
@@ -313,10 +315,19 @@ def manifest_row(
     )
 
 
-def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[str, bytes]:
+def display_window(vol: Volume, config: GenerateConfig) -> tuple[float, float]:
+    """The (width, level) a case's slices are shown with: ``--window``, else the volume's own
+    percentiles (MR: ``slices.percentile_window``)."""
+    return config.window or percentile_window(vol.ct)
+
+
+def render_plan(
+    vol: Volume, plan: SlicePlan, config: GenerateConfig, window: tuple[float, float] | None = None
+) -> dict[str, bytes]:
     """PNG bytes per marker type ("none" = plain) for one planned slice, shown frame."""
     geom = Geometry.for_slice(vol.ct.shape[:2], vol.spacing[:2], config.size)
-    gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, config.window)
+    window = window or display_window(vol, config)
+    gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, window)
     shown = plan.variant.apply_image(np.repeat(gray[:, :, None], 3, axis=2))
     out: dict[str, bytes] = {}
     markers_needed = {m for s, m in combos_for(config, plan)}
@@ -347,9 +358,11 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     rows: list[ManifestRow] = []
     centres: list[dict] = []
     z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
+    window = display_window(vol, config) if plans else None
+    source = vol.source if config.window or window is None else {**vol.source, "window": window}
     for k, plan in enumerate(plans, start=1):
         step(f"{vol.case_id}: rendering {k}/{len(plans)} question slices")
-        images = render_plan(vol, plan, config)
+        images = render_plan(vol, plan, config, window)
         filename = f"{plan.base_name}.png"
         centres.append(centres_entry(filename, plan.stats, vol.table.names))
         if "mask" in images:
@@ -364,7 +377,7 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
                 written[marker] = stage / row.image
             rows.append(row)
     n_used = len({p.z for p in plans})
-    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used, centres)
+    return CaseOutput(vol.case_id, source, rows, int(vol.seg.shape[2]), n_used, centres)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -42,7 +42,8 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
             "(default: one case from --ct)",
         },
         {
-            "--seg": "multilabel mask (NIfTI) of --ct (default: the bundled mask)",
+            "--seg": "multilabel mask of --ct: NIfTI, NRRD label map (.nrrd, .seg.nrrd) or "
+            "DICOM SEG (default: the bundled mask)",
             "--seg-dir": "TotalSegmentator per-structure output folder of --ct, instead of "
             "--seg (default: none)",
         },
@@ -53,8 +54,8 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
             group.add_argument(flag, type=Path, help=text)
     p.add_argument(
         "--labels",
-        help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
-        "name; with --cases, the table of rows with an empty labels column (a row naming "
+        help="label table of the masks: totalsegmentator|totalsegmentator_mr|btcv|amos|word or a "
+        "JSON file id -> name (a DICOM SEG or .seg.nrrd names its own segments); with --cases, the table of rows with an empty labels column (a row naming "
         "another table is an error) (default: totalsegmentator)",
     )
     p.add_argument("--case-id", help="case id for --ct (default: the CT's file name)")
@@ -82,7 +83,20 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
         help=f"marker styles, comma-separated: {', '.join(marker_names())}",
     )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
-    p.add_argument("--window", type=common.window, default=(400.0, 40.0), help="W,L in HU")
+    p.add_argument(
+        "--window",
+        type=common.window,
+        help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
+        "1st and white at its 99th percentile)",
+    )
+    p.add_argument(
+        "--modality",
+        type=str.upper,
+        choices=("CT", "MR"),
+        default="CT",
+        help="what the volumes are (ct|mr): the display default and the prompts' words, "
+        "recorded in dataset.json and the rows",
+    )
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
     p.add_argument(
         "--min-distance",
@@ -179,9 +193,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ),
         question_types=args.questions,
         group=False if args.no_group else None,
-        **common.pass_on(args, "export_masks", "png_level"),
+        **common.pass_on(args, "export_masks", "png_level", "modality"),
     )
     cases = _cases_from_args(args)
+    if args.modality != "CT" and not (args.ct or args.cases):
+        raise ValueError(f"--modality {args.modality.lower()}: the bundled example is a CT")
     summary = build_dataset(
         cases,
         config,

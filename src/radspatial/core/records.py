@@ -153,6 +153,7 @@ _MANIFEST_OPTIONAL = {
     "transform_name": _STR,
     "slice": _OBJ,
     "params": _OBJ,
+    "modality": _STR,
 }
 
 
@@ -173,6 +174,7 @@ class ManifestRow:
     transform: str | None = None  # variant code A1..B4 (None on AS)
     transform_name: str | None = None
     variant: str = "normal"  # anatomy variant of the case; "blank" on AS
+    modality: str | None = None  # the dataset's modality when not CT ("MR"); absent on CT
     object1: ObjectRow | None = None
     object2: ObjectRow | None = None
     object3: ObjectRow | None = None  # distance only; absent otherwise
@@ -184,7 +186,7 @@ class ManifestRow:
     # eval derives the anatomical answer of relative position from the standard view
     legacy_frames: bool = field(default=False, compare=False)
 
-    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask")
+    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask", "modality")
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:

@@ -120,6 +120,8 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
                 "mask",
                 "labels",
                 "grouping",
+                "label_names",
+                "modality",
                 "ct",
                 "slice_index",
                 "center1_canonical",
