@@ -68,6 +68,10 @@ class OrgansLocalizer:
     def model(self) -> unet.UNetModel:
         return unet.load_model(self.model_dir, self.device)
 
+    def abstain_reason(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """ "trained on CT" on an MR item, unless the model folder was trained on MR."""
+        return unet.modality_refusal(unet.read_config(self.model_dir), context)
+
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
     ) -> list[Found | None]:
@@ -152,6 +156,10 @@ class AutoLocalizer:
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
         self.markers = create_localizer("markers")
         self.organs = OrgansLocalizer(model_dir, device)
+
+    def abstain_reason(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """The organs model's refusal, when a ref has no marker to read instead."""
+        return None if all(r.marker for r in refs) else self.organs.abstain_reason(refs, context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

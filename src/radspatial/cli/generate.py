@@ -55,8 +55,9 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--labels",
         help="label table of the masks: totalsegmentator|totalsegmentator_mr|btcv|amos|word or a "
-        "JSON file id -> name (a DICOM SEG or .seg.nrrd names its own segments); with --cases, the table of rows with an empty labels column (a row naming "
-        "another table is an error) (default: totalsegmentator)",
+        "JSON file id -> name; with --cases, the table of rows with an empty labels column (a "
+        "row naming another table is an error) (default: the names a DICOM SEG or .seg.nrrd "
+        "gives its segments, else totalsegmentator)",
     )
     p.add_argument("--case-id", help="case id for --ct (default: the CT's file name)")
     p.add_argument(
