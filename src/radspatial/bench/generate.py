@@ -135,9 +135,15 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
         step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
         eligible = _eligible(stats, vol.table.names, min_area, min_gap)
-        if len(eligible) >= 2:
+        if len(eligible) >= min(_min_eligible(q) for q in qtypes):
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return [p for q in qtypes for p in _plan_type(vol, config, q, usable)]
+
+
+def _min_eligible(qtype: QuestionType) -> int:
+    """Eligible structures a slice needs for ``qtype``: one for the single-structure types (so
+    a mask of one organ, e.g. a liver SEG, still makes questions), else two (as always)."""
+    return 1 if qtype.n_objects == 1 else 2
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def _plan_type(
     # open types balance over their answer classes in blocks of one variant (identification,
     # unbalanced, has none: blocks of 1); yes/no types in pairs, as always
     block = len(getattr(qtype, "classes", (0, 1))) or 1
-    for info in usable:
+    for info in (u for u in usable if len(u.eligible) >= _min_eligible(qtype)):
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
         if k % block == 0 and block != 2:
