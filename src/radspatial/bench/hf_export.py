@@ -192,10 +192,7 @@ def dataset_card(
     bundled: set[str],
 ) -> str:
     """The README.md: YAML header (licence, task, size, the parquet config) and the card."""
-    n_rows = len(rows)
-    modalities: dict[str, int] = {}
-    for r in rows:
-        modalities[r["modality"]] = modalities.get(r["modality"], 0) + 1
+    n_rows, modalities = len(rows), _modality_counts(rows)
     header = _card_header(licence, name, n_rows, sorted(modalities))
     counts = info.get("counts", {})
     types = info.get("question_types", {})
@@ -244,6 +241,13 @@ def dataset_card(
         *_provenance(info, licence, bundled),
     ]
     return "\n".join(header + lines)
+
+
+def _modality_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["modality"]] = counts.get(r["modality"], 0) + 1
+    return counts
 
 
 _MODALITY_TAGS = {"CT": "computed-tomography", "MR": "magnetic-resonance-imaging"}

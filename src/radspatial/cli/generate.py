@@ -16,6 +16,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_display_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
         "--on-error",
@@ -84,20 +85,6 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
         help=f"marker styles, comma-separated: {', '.join(marker_names())}",
     )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
-    p.add_argument(
-        "--window",
-        type=common.window,
-        help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
-        "1st and white at its 99th percentile)",
-    )
-    p.add_argument(
-        "--modality",
-        type=str.upper,
-        choices=("CT", "MR"),
-        default="CT",
-        help="what the volumes are (ct|mr): the display default and the prompts' words, "
-        "recorded in dataset.json and the rows",
-    )
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
     p.add_argument(
         "--min-distance",
@@ -133,6 +120,24 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--export-masks", action="store_true", help="write each slice's label image (masks/)"
+    )
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
+    """What the volumes are and how their grey values are shown."""
+    p.add_argument(
+        "--window",
+        type=common.window,
+        help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
+        "1st and white at its 99th percentile)",
+    )
+    p.add_argument(
+        "--modality",
+        type=str.upper,
+        choices=("CT", "MR"),
+        default="CT",
+        help="what the volumes are (ct|mr): the display default and the prompts' words, "
+        "recorded in dataset.json and the rows",
     )
 
 
