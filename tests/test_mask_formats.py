@@ -193,3 +193,56 @@ def test_cli_seg_error_is_one_line_exit_2(tmp_path):
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "02.dcm" in lines[0] and "Segmentation" in lines[0]
+
+
+@pytest.mark.filterwarnings("ignore:The string")
+def test_synthetic_binary_seg_overlap_and_orientation(tmp_path):
+    """Two overlapping segments drawn on the real CT's pixel grid: pixel (row r, column c) of
+    the slice at height z lands on canonical RAS voxel (511 - c, 511 - r, rank of z), and where
+    the segments overlap the higher number wins."""
+    import pydicom
+    from highdicom.sr.coding import CodedConcept
+
+    sources = [pydicom.dcmread(p) for p in sorted(CT3.iterdir())]
+    for ds in sources:  # these files carry an empty SpecificCharacterSet, which highdicom rejects
+        if "SpecificCharacterSet" in ds and not ds.SpecificCharacterSet:
+            del ds.SpecificCharacterSet
+    pixels = np.zeros((len(sources), 512, 512, 2), dtype=bool)
+    pixels[0, 10:40, 300:350, 0] = True  # segment 1, first file, rows 10-39, columns 300-349
+    pixels[0, 30:60, 340:360, 1] = True  # segment 2 overlaps it
+    tissue = CodedConcept("85756007", "SCT", "Tissue")
+    descriptions = [
+        hd.seg.SegmentDescription(
+            segment_number=n,
+            segment_label=label,
+            segmented_property_category=tissue,
+            segmented_property_type=tissue,
+            algorithm_type=hd.seg.SegmentAlgorithmTypeValues.MANUAL,
+        )
+        for n, label in ((1, "Left Kidney"), (2, "Spleen"))
+    ]
+    seg = hd.seg.Segmentation(
+        source_images=sources,
+        pixel_array=pixels,
+        segmentation_type=hd.seg.SegmentationTypeValues.BINARY,
+        segment_descriptions=descriptions,
+        series_instance_uid=hd.UID(),
+        series_number=99,
+        sop_instance_uid=hd.UID(),
+        instance_number=1,
+        manufacturer="test",
+        manufacturer_model_name="test",
+        software_versions="0",
+        device_serial_number="0",
+    )
+    seg.save_as(tmp_path / "two.dcm")
+    vol = load_case(Case("s", CT3, tmp_path / "two.dcm"))
+    assert vol.table.names == {1: "kidney_left", 2: "spleen"}  # the SEG's own labels
+    z_rank = sorted(float(s.ImagePositionPatient[2]) for s in sources)
+    k = z_rank.index(float(sources[0].ImagePositionPatient[2]))
+    truth = np.zeros((512, 512, 3), np.uint16)
+    for r, c in zip(*np.nonzero(pixels[0, :, :, 0]), strict=True):
+        truth[511 - c, 511 - r, k] = 1
+    for r, c in zip(*np.nonzero(pixels[0, :, :, 1]), strict=True):
+        truth[511 - c, 511 - r, k] = 2
+    np.testing.assert_array_equal(vol.seg, truth)

@@ -5,7 +5,8 @@ frames, or as one label map (``SegmentationType`` LABELMAP). The label id of a v
 segment number; where binary segments overlap the higher number wins (as for TotalSegmentator
 folders); fractional segments count from 0.5. highdicom sorts the frames into a regular volume
 (indices slice, row, column -> LPS mm); a SEG that is not one regular volume is refused, and so
-is one whose referenced series is not the CT's (:func:`check_references`). highdicom
+is one whose referenced series is not the CT's (:func:`check_references`). A SEG without its
+empty frames is put back on the CT's slices (:func:`onto_ct_grid`). highdicom
 (``pip install 'radspatial[masks]'``) is imported only when a file is read.
 """
 
@@ -125,3 +126,25 @@ def check_references(seg: Path, ct: Path) -> None:
                 f"not the CT series {uid} of {ct}"
             )
         return
+
+
+def onto_ct_grid(
+    path: Path, labels: np.ndarray, affine: np.ndarray, shape: tuple[int, ...], ct: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A SEG that leaves out its empty frames (the default of dcmqi and highdicom) spans fewer
+    slices than its CT: put its slab back on the CT's grid (both canonical RAS). Unchanged when
+    the axes differ (the grid check then says how); InputError when its frames fall between
+    the CT's voxels or outside the CT."""
+    if labels.shape == tuple(shape) or not np.allclose(affine[:3, :3], ct[:3, :3], atol=1e-3):
+        return labels, affine
+    offset = (np.linalg.inv(ct) @ affine[:, 3])[:3]
+    start = np.rint(offset).astype(int)
+    end = start + np.array(labels.shape)
+    if np.abs(offset - start).max() > 0.05 or (start < 0).any() or (end > np.array(shape)).any():
+        raise InputError(
+            f"{path}: DICOM SEG frames do not lie on the CT's voxels (offset "
+            f"{np.round(offset, 2).tolist()} voxels, SEG {labels.shape} in CT {tuple(shape)})"
+        )
+    out = np.zeros(shape, dtype=labels.dtype)
+    out[start[0] : end[0], start[1] : end[1], start[2] : end[2]] = labels
+    return out, ct

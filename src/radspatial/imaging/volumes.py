@@ -30,7 +30,7 @@ from radspatial.core.io import sha256_file
 from radspatial.core.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
 from radspatial.imaging import mask_formats
 from radspatial.imaging.dicom import Warn, read_dicom_series
-from radspatial.imaging.dicom_seg import check_references
+from radspatial.imaging.dicom_seg import check_references, onto_ct_grid
 from radspatial.imaging.nifti import check_affine, check_declared_size, load_nifti_gz
 
 log = logging.getLogger(__name__)
@@ -297,6 +297,7 @@ def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning
     seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
     if seg_info["seg_format"] == "dicom_seg":
         check_references(case.seg, case.ct)
+        seg, seg_affine = onto_ct_grid(case.seg, seg, seg_affine, ct.shape, ct_affine)
     if seg.shape != ct.shape:
         raise InputError(f"{case.seg}: mask shape {seg.shape} != CT shape {ct.shape} ({case.ct})")
     if diff := _grid_difference(seg_affine, ct_affine):
