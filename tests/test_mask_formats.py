@@ -246,3 +246,31 @@ def test_synthetic_binary_seg_overlap_and_orientation(tmp_path):
     for r, c in zip(*np.nonzero(pixels[0, :, :, 1]), strict=True):
         truth[511 - c, 511 - r, k] = 2
     np.testing.assert_array_equal(vol.seg, truth)
+
+
+def test_seg_nrrd_names_its_segments(tmp_path):
+    data, header = nrrd.read(str(D / "liver_spine_seg.nrrd"))
+    header.update(
+        {
+            "Segment0_Name": "Liver",
+            "Segment0_LabelValue": "1",
+            "Segment1_Name": "Spinal column",
+            "Segment1_LabelValue": "2",
+        }
+    )
+    path = tmp_path / "named.seg.nrrd"
+    _write_nrrd(path, data, header)
+    vol = load_case(Case("s", CT3, path))
+    assert vol.table.names == {1: "liver", 2: "spinal_column"}
+    assert vol.table.name == "nrrd:named.seg.nrrd"
+
+
+def test_the_mask_oracle_takes_a_seg_s_own_names(tmp_path):
+    from PIL import Image
+
+    from radspatial.models.agent_backend import _context
+
+    Image.fromarray(np.ones((8, 8), np.uint16)).save(tmp_path / "m.png")
+    meta = {"mask": str(tmp_path / "m.png"), "labels": "dicom_seg:liver.dcm"}
+    meta["label_names"] = {"1": "liver"}
+    assert _context(meta).labels == {1: "liver"}
