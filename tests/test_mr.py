@@ -187,7 +187,7 @@ def test_organ_localizer_trained_on_ct_abstains_on_mr():
         assert answer.answer is None
         assert answer.trace["decision"]["reason"] == "localizer trained on CT, not MR"
     ct, mr = Context(extra={"modality": "CT"}), Context(extra={"modality": "MR"})
-    assert Agent("organs").localizer.abstain_reason([Ref(name="liver")], ct) is None
+    assert Agent("organs").localizer.refuses([Ref(name="liver")], ct) is None
     marked = [Ref(marker="numbers", text="5"), Ref(marker="numbers", text="1")]
-    assert Agent("auto").localizer.abstain_reason(marked, mr) is None  # markers are read
+    assert Agent("auto").localizer.refuses(marked, mr) is None  # markers are read
     assert modality_refusal({"modalities": ["MR"]}, Context(extra={"modality": "MR"})) is None

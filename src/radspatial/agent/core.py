@@ -141,10 +141,10 @@ class Agent:
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
-        if refs and (refusal := _refusal(self.localizer, refs, context)):
-            decision = Decision(None, refusal, "localizer refused")
+        if refs and (why := _refusal(self.localizer, refs, context)):  # plane, modality
+            decision = Decision(None, why, "none")
             trace.update(decision=decision.to_json(), timings_ms=timings)
-            return AgentAnswer(None, _text(decision), trace)
+            return AgentAnswer(None, f"abstain: {why}", trace)
         found = self.localizer.locate(arr, refs, context) if refs else []
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found)
@@ -165,6 +165,10 @@ class Agent:
                 what = ref.name or ref.text or role
                 reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
                 return Decision(None, reason, "abstain on low localizer confidence")
+            if f is not None and f.details.get("abstain_reason"):  # the localizer's own checks
+                what = ref.name or ref.text or role
+                reason = f"{role} ({what}) {f.details['abstain_reason']}"
+                return Decision(None, reason, "abstain: localization not trustworthy")
         return qtype.verify(parsed, found, scene)
 
     def _answer_open(
@@ -200,9 +204,9 @@ class Agent:
 
 
 def _refusal(localizer: Any, refs: list, context: Context) -> str | None:
-    """A localizer's reason not to look at this image at all (optional ``abstain_reason``:
-    a model trained on CT asked about an MR slice)."""
-    reason = getattr(localizer, "abstain_reason", None)
+    """A localizer's reason not to look at this image at all (optional ``refuses``: a plane
+    it was not trained on, a model trained on CT asked about an MR slice)."""
+    reason = getattr(localizer, "refuses", None)
     return reason(refs, context) if callable(reason) else None
 
 

@@ -124,6 +124,7 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
                 "modality",
                 "ct",
                 "slice_index",
+                "plane",
                 "center1_canonical",
                 "center2_canonical",
             )

@@ -27,7 +27,7 @@ def _context(meta: dict[str, Any]):
     from radspatial.agent.types import Context
     from radspatial.core.labels import load_table
 
-    keys = ("slice_index", "transform", "modality")
+    keys = ("slice_index", "transform", "plane", "modality")
     extra = {k: meta[k] for k in keys if meta.get(k) is not None}
     if not meta.get("mask"):
         return Context(ct_path=meta.get("ct"), extra=extra)
