@@ -131,20 +131,20 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
     if not qtypes:
         return []
-    usable = _usable_slices(vol, config)
+    usable = _usable_slices(vol, config, min(_min_eligible(q) for q in qtypes))
     plans: list[SlicePlan] = []
     for q in qtypes:
         if config.consistency and q.name == "relative_position":
             from radspatial.bench.consistency import plan_groups
 
-            plans += plan_groups(vol, config, plane, usable)
+            plans += plan_groups(vol, config, plane, [u for u in usable if len(u.eligible) > 1])
         else:
             plans += _plan_type(vol, config, q, usable, plane)
     return plans
 
 
-def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
-    """Every slice with at least two eligible structures, analysed once."""
+def _usable_slices(vol: Volume, config: GenerateConfig, need: int = 2) -> list[_SliceInfo]:
+    """Every slice with at least ``need`` eligible structures, analysed once."""
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
     min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
     usable: list[_SliceInfo] = []
@@ -153,7 +153,7 @@ def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
         step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
         eligible = _eligible(stats, vol.table.names, min_area, min_gap)
-        if len(eligible) >= min(_min_eligible(q) for q in qtypes):
+        if len(eligible) >= need:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return usable
 
