@@ -88,7 +88,7 @@ def test_cli_generate_mr_records_mr_everywhere(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     meta = json.loads((out / "dataset.json").read_text())
-    assert meta["modality"] == "MR" and meta["prompt_words"] == MRI_SENTENCE
+    assert meta["config"]["prompt_words"] == MRI_SENTENCE
     assert meta["config"]["window"] is None and meta["config"]["modality"] == "MR"
     case = meta["cases"][0]
     assert case["modality"] == "MR" and case["labels"] == "totalsegmentator_mr"

@@ -85,7 +85,7 @@ class GenerateConfig:
     def to_json(self) -> dict:
         d = asdict(self)
         d["window"] = None if self.window is None else list(self.window)
-        d["display"] = display_rule(self)
+        d["display"], d["prompt_words"] = display_rule(self), self.prompt_words
         d["setups"], d["markers"] = list(self.setups), list(self.markers)
         d["question_types"] = list(self.question_types)
         d["planes"] = list(self.planes)

@@ -1,8 +1,5 @@
-"""The on-disk benchmark: staging, MIRP-compatible JSON, manifest.jsonl, dataset.json.
-
-Everything is written into ``OUT.partial/`` and renamed to ``OUT`` only once complete, with
-``dataset.json`` written last: a folder without ``dataset.json`` is never a finished dataset.
-"""
+"""The on-disk benchmark, staged in ``OUT.partial/`` and renamed to ``OUT`` once complete: MIRP
+JSON, manifest.jsonl, and ``dataset.json`` last (a folder without it is never finished)."""
 
 from __future__ import annotations
 
@@ -376,8 +373,6 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
         "format_version": FORMAT_VERSION,
         "config": config.to_json(),
         "seed": config.seed,
-        "modality": config.modality,
-        "prompt_words": config.prompt_words,
         "n_questions": tally.n_rows,
         "counts": dict(sorted(tally.counts.items())),
         "question_types": {

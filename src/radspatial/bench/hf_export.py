@@ -140,7 +140,7 @@ def export_hf(
     if not max_shard_mb > 0:
         raise ValueError(f"--max-shard-mb must be > 0, got {max_shard_mb}")
     info = json.loads(info_path.read_text())
-    modality = str(info.get("modality") or "CT")
+    modality = str(info.get("config", {}).get("modality") or "CT")
     rows = []
     for where, row in read_json_lines(manifest):
         ManifestRow.from_json(row, where)  # a bad row is refused, naming its line and field
