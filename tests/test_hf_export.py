@@ -50,8 +50,9 @@ def test_every_manifest_field_and_the_image_bytes_are_in_the_parquet(data, expor
     manifest = list(read_jsonl(data / "manifest.jsonl"))
     rows = table.to_pylist()
     assert len(rows) == len(manifest)
-    fields = {k for r in manifest for k in r}
+    fields = {k for r in manifest for k in r} | {"modality"}  # every row says its modality
     assert fields == set(table.column_names) and {"mask", "params"} <= fields
+    assert {r["modality"] for r in rows} == {"CT"}
     for want, got in zip(manifest, rows, strict=True):
         for key, value in want.items():
             if key in ("image", "mask"):

@@ -143,8 +143,7 @@ class Agent:
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
-        refusal = getattr(self.localizer, "refuses", None)  # e.g. a plane it was not trained on
-        if refs and refusal is not None and (why := refusal(refs, context)):
+        if refs and (why := _refusal(self.localizer, refs, context)):  # plane, modality
             decision = Decision(None, why, "none")
             trace.update(decision=decision.to_json(), timings_ms=timings)
             return AgentAnswer(None, f"abstain: {why}", trace)
@@ -191,8 +190,11 @@ class Agent:
         if context.labels is None:
             names = load_table("totalsegmentator").names
             context = Context(context.mask, names, context.ct_path, context.extra)
-        found = self.localizer.locate(image, list(parsed.refs), context)
-        if any(f is None for f in found):
+        refusal = _refusal(self.localizer, list(parsed.refs), context)
+        found = [] if refusal else self.localizer.locate(image, list(parsed.refs), context)
+        if refusal:
+            decision = Decision(None, refusal, "localizer refused")
+        elif any(f is None for f in found):
             decision = Decision(None, "a structure was not found", "")
         else:
             decision = qtype.verify(parsed, found, Scene(image, context, self.rules))
@@ -204,6 +206,13 @@ class Agent:
             timings_ms={"total_ms": _ms(t0)},
         )
         return decision
+
+
+def _refusal(localizer: Any, refs: list, context: Context) -> str | None:
+    """A localizer's reason not to look at this image at all (optional ``refuses``: a plane
+    it was not trained on, a model trained on CT asked about an MR slice)."""
+    reason = getattr(localizer, "refuses", None)
+    return reason(refs, context) if callable(reason) else None
 
 
 def _text(decision: Decision) -> str:

@@ -77,8 +77,12 @@ class OrgansLocalizer:
         return unet.load_model(self.model_dir, self.device)
 
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
-        """Why it will not look (the agent abstains with this reason in its trace)."""
-        return _untrained_plane(context) if refs else None
+        """Why it will not look (the agent abstains with this reason in its trace): a plane it
+        was not trained on, or an MR item for a model trained on CT."""
+        if not refs:
+            return None
+        config = unet.read_config(self.model_dir)
+        return _untrained_plane(context) or unet.modality_refusal(config, context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

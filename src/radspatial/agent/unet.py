@@ -192,6 +192,21 @@ def save_weights(net: Any, out: Path, *, half: bool = False) -> None:
     os.replace(tmp, out / WEIGHTS)
 
 
+def trained_modalities(config: dict[str, Any]) -> tuple[str, ...]:
+    """The modalities a model folder was trained on (``modalities`` in config.json; models
+    written before MR existed, the shipped organs model included, were trained on CT)."""
+    return tuple(config.get("modalities") or ("CT",))
+
+
+def modality_refusal(config: dict[str, Any], context: Context) -> str | None:
+    """Why a model must not look at this image ("trained on CT", on an MR item), else None."""
+    modality = str(context.extra.get("modality") or "CT").upper()
+    trained = trained_modalities(config)
+    return (
+        None if modality in trained else f"localizer trained on {'/'.join(trained)}, not {modality}"
+    )
+
+
 def read_config(model_dir: Path) -> dict[str, Any]:
     path = Path(model_dir) / CONFIG
     if not path.is_file():
@@ -267,6 +282,9 @@ def label_names(data: Path, items: list[SliceItem]) -> dict[int, str]:
     cases = dataset_cases(data)
     names: dict[int, str] = {}
     for case in cases or [{}]:
+        if isinstance(case.get("label_names"), dict):  # the mask file's own (DICOM SEG)
+            names = {**{int(k): str(v) for k, v in case["label_names"].items()}, **names}
+            continue
         grouped = case.get("grouping") == "mirp" or not case
         table = load_table(case.get("labels"), group=grouped)
         names = {**table.names, **names}
@@ -363,6 +381,9 @@ class UNetLocalizer:
     @property
     def model(self) -> UNetModel:
         return load_model(self.model_dir, self.device)
+
+    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
+        return modality_refusal(read_config(self.model_dir), context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

@@ -196,7 +196,7 @@ def _fit(net: Any, x: Any, y: Any, config: TrainConfig, progress: bool) -> list[
 
 def _data_source(data: Path) -> dict[str, Any]:
     cases = unet.dataset_cases(data)
-    keys = ("case_id", "ct", "seg", "ct_sha256", "seg_sha256", "labels", "grouping")
+    keys = ("case_id", "ct", "seg", "ct_sha256", "seg_sha256", "labels", "grouping", "modality")
     return {
         "path": str(Path(data).resolve()),
         "manifest_sha256": sha256_file(Path(data) / "manifest.jsonl"),
@@ -243,6 +243,7 @@ def train_unet(
         {
             **unet.config_head(FORMAT, arch, classes, config),
             "data": _data_source(data),
+            "modalities": sorted({c.get("modality") or "CT" for c in unet.dataset_cases(data)}),
             "split": split,
             "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
             "training": {

@@ -14,6 +14,7 @@ from radspatial.bench.generate import (
     SlicePlan,
     centres_entry,
     combos_for,
+    display_window,
     manifest_row,
     plan_case,
     render_plan,
@@ -31,13 +32,15 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     rows: list[ManifestRow] = []
     centres: list[dict] = []
     n_used = 0
+    window = display_window(loaded, config)  # one for the whole volume, every plane
     for plane in config.planes:
         vol = reformat(loaded, plane)
         plans = plan_case(vol, config, plane)
-        _write_plans(vol, plans, config, stage, rows, centres)
+        _write_plans(vol, plans, config, stage, rows, centres, window)
         n_used += len({p.z for p in plans})
     n_slices = int(sum(reformat(loaded, p).seg.shape[2] for p in config.planes))
-    return CaseOutput(loaded.case_id, loaded.source, rows, n_slices, n_used, centres)
+    source = loaded.source if config.window else {**loaded.source, "window": window}
+    return CaseOutput(loaded.case_id, source, rows, n_slices, n_used, centres)
 
 
 def _write_plans(
@@ -47,6 +50,7 @@ def _write_plans(
     stage: Path,
     rows: list[ManifestRow],
     centres: list[dict],
+    window: tuple[float, float],
 ) -> None:
     """Render one plane's plans, write their images (a twin's are links) and collect rows."""
     z_mm = slice_position_mm(vol, plans[0].plane) if plans else None
@@ -58,7 +62,7 @@ def _write_plans(
         if same not in rendered:  # kept for one slice (the twins of its groups)
             if plan.group is None or any(k[0] != plan.z for k in rendered):
                 rendered = {}
-            rendered[same] = render_plan(vol, plan, config)
+            rendered[same] = render_plan(vol, plan, config, window)
         images = rendered[same]
         filename = f"{plan.base_name}.png"
         centres.append(centres_entry(filename, plan.stats, vol.table.names))

@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from radspatial.core.modality import MODALITIES, modality_sentence
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
 from radspatial.imaging.planes import check_planes
 from radspatial.questions import QuestionRules, get_question_type
 
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
+CT_WINDOW = (400.0, 40.0)  # soft tissue, HU (MIRP's)
 MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
 PNG_LEVEL = 3
 
@@ -21,7 +23,9 @@ PNG_LEVEL = 3
 class GenerateConfig:
     seed: int = 0
     size: int = 512
-    window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
+    # width, level in the volume's units; None: CT's soft-tissue window (HU), or on MR the
+    # volume's own 1st-99th percentile (imaging.slices.percentile_window)
+    window: tuple[float, float] | None = None
     setups: tuple[str, ...] = SETUPS
     markers: tuple[str, ...] = MARKER_TYPES
     as_count: int = 100
@@ -32,11 +36,18 @@ class GenerateConfig:
     # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
     # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
     png_level: int = PNG_LEVEL
+    modality: str = "CT"  # CT | MR: the display default and the words the prompts use
     planes: tuple[str, ...] = ("axial",)  # imaging/planes.py: axial, coronal, sagittal
     per_slice: int = 1  # questions per slice and type (each its own image, pair and variant)
     consistency: bool = False  # relative position in groups of 8 variants (bench/consistency)
 
     def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise ValueError(
+                f"--modality must be one of {', '.join(MODALITIES)}, got {self.modality!r}"
+            )
+        if self.window is None and self.modality == "CT":
+            object.__setattr__(self, "window", CT_WINDOW)
         bad = set(self.setups) - set(SETUPS)
         if bad or not self.setups:
             raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {self.setups}")
@@ -45,9 +56,9 @@ class GenerateConfig:
             raise ValueError(f"markers must be a non-empty subset of {marker_names()}")
         if not 64 <= self.size <= MAX_SIZE:
             raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
-        if not all(math.isfinite(v) for v in self.window):
+        if self.window is not None and not all(math.isfinite(v) for v in self.window):
             raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
-        if self.window[0] <= 0:
+        if self.window is not None and self.window[0] <= 0:
             raise ValueError(f"window width must be > 0, got {self.window[0]}")
         for option, value in (
             ("--min-distance", self.rules.min_distance_px),
@@ -73,11 +84,17 @@ class GenerateConfig:
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d["window"] = list(self.window)
+        d["window"] = None if self.window is None else list(self.window)
+        d["display"], d["prompt_words"] = display_rule(self), self.prompt_words
         d["setups"], d["markers"] = list(self.setups), list(self.markers)
         d["question_types"] = list(self.question_types)
         d["planes"] = list(self.planes)
         return d
+
+    @property
+    def prompt_words(self) -> str:
+        """What the prompts call the image (``eval.prompts``), recorded in dataset.json."""
+        return modality_sentence(self.modality)
 
     def combos(self) -> list[tuple[str, str]]:
         """(setup, marker) pairs for the slice setups, in output order."""
@@ -88,3 +105,11 @@ class GenerateConfig:
             if setup in self.setups:
                 out += [(setup, m) for m in self.markers]
         return out
+
+
+def display_rule(config: GenerateConfig) -> str:
+    """How the slices' grey values were chosen, in words (recorded in dataset.json)."""
+    if config.window is None:
+        return "per-volume percentiles: black at the 1st, white at the 99th (all voxels)"
+    unit = " HU" if config.modality == "CT" else ""
+    return f"window width {config.window[0]:g}{unit}, level {config.window[1]:g}{unit}"

@@ -1,8 +1,5 @@
-"""The on-disk benchmark: staging, MIRP-compatible JSON, manifest.jsonl, dataset.json.
-
-Everything is written into ``OUT.partial/`` and renamed to ``OUT`` only once complete, with
-``dataset.json`` written last: a folder without ``dataset.json`` is never a finished dataset.
-"""
+"""The on-disk benchmark, staged in ``OUT.partial/`` and renamed to ``OUT`` once complete: MIRP
+JSON, manifest.jsonl, and ``dataset.json`` last (a folder without it is never finished)."""
 
 from __future__ import annotations
 
@@ -168,6 +165,7 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
                 answer_anatomical=None,
                 relation=fields["relation"],
                 variant="blank",
+                modality=None if config.modality == "CT" else config.modality,
                 object1=o1,
                 object2=o2,
             )

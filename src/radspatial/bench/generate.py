@@ -37,6 +37,7 @@ from radspatial.imaging.slices import (
     StructureStat,
     Variant,
     component_areas,
+    percentile_window,
     render_gray,
     render_labels,
     structure_stats,
@@ -110,20 +111,20 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
     if not qtypes:
         return []
-    usable = _usable_slices(vol, config)
+    usable = _usable_slices(vol, config, min(_min_eligible(q) for q in qtypes))
     plans: list[SlicePlan] = []
     for q in qtypes:
         if config.consistency and q.name == "relative_position":
             from radspatial.bench.consistency import plan_groups
 
-            plans += plan_groups(vol, config, plane, usable)
+            plans += plan_groups(vol, config, plane, [u for u in usable if len(u.eligible) > 1])
         else:
             plans += _plan_type(vol, config, q, usable, plane)
     return plans
 
 
-def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
-    """Every slice with at least two eligible structures, analysed once."""
+def _usable_slices(vol: Volume, config: GenerateConfig, need: int = 2) -> list[_SliceInfo]:
+    """Every slice with at least ``need`` eligible structures, analysed once."""
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
     min_area, min_gap = size_rule(config)
     usable: list[_SliceInfo] = []
@@ -134,9 +135,15 @@ def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
         if config.rules.mirp:  # MIRP marks the centre of mass, inside the structure or not
             stats = {k: replace(s, marker_xy=s.center_xy) for k, s in stats.items()}
         eligible = eligible_structures(stats, vol.table.names, min_area, min_gap)
-        if len(eligible) >= 2:
+        if len(eligible) >= need:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return usable
+
+
+def _min_eligible(qtype: QuestionType) -> int:
+    """Eligible structures a slice needs for ``qtype``: one for the single-structure types (so
+    a mask of one organ, e.g. a liver SEG, still makes questions), else two (as always)."""
+    return 1 if qtype.n_objects == 1 else 2
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,8 @@ def _plan_type(
     def scan(left: list[_SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
         return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane), plans)
 
-    return plan_in_views(usable, block, len(cycle), scan)
+    eligible_for = [i for i in usable if len(i.eligible) >= _min_eligible(qtype)]
+    return plan_in_views(eligible_for, block, len(cycle), scan)
 
 
 def _scan(
@@ -340,6 +348,7 @@ def manifest_row(
         transform=plan.variant.code,
         transform_name=plan.variant.long_name,
         variant=vol.variant,
+        modality=None if config.modality == "CT" else config.modality,
         object1=_object_row(plan, 1, marker, size),
         object2=_object_row(plan, 2, marker, size),
         object3=_object_row(plan, 3, marker, size),
@@ -355,10 +364,19 @@ def manifest_row(
     )
 
 
-def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[str, bytes]:
+def display_window(vol: Volume, config: GenerateConfig) -> tuple[float, float]:
+    """The (width, level) a case's slices are shown with: ``--window``, else the volume's own
+    percentiles (MR: ``slices.percentile_window``)."""
+    return config.window or percentile_window(vol.ct)
+
+
+def render_plan(
+    vol: Volume, plan: SlicePlan, config: GenerateConfig, window: tuple[float, float] | None = None
+) -> dict[str, bytes]:
     """PNG bytes per marker type ("none" = plain) for one planned slice, shown frame."""
     geom = Geometry.for_slice(vol.ct.shape[:2], vol.spacing[:2], config.size)
-    gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, config.window)
+    window = window or display_window(vol, config)
+    gray = render_gray(to_display(vol.ct[:, :, plan.z]), geom, window)
     shown = plan.variant.apply_image(np.repeat(gray[:, :, None], 3, axis=2))
     out: dict[str, bytes] = {}
     markers_needed = {m for s, m in combos_for(config, plan)}

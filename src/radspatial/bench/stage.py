@@ -118,7 +118,7 @@ def shard_task(job: ShardJob) -> ShardDone | CaseFailure:
         (tmp / CENTRES).write_text(text, encoding="utf-8")
         info = {
             **out.source,
-            "modality": "CT",
+            "modality": job.config.modality,
             "n_slices": out.n_slices,
             "n_selected": out.n_selected,
         }

@@ -18,6 +18,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
     _add_rules_option(p)
+    _add_display_options(p)
     _add_plane_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
@@ -45,7 +46,8 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
             "(default: one case from --ct)",
         },
         {
-            "--seg": "multilabel mask (NIfTI) of --ct (default: the bundled mask)",
+            "--seg": "multilabel mask of --ct: NIfTI, NRRD label map (.nrrd, .seg.nrrd) or "
+            "DICOM SEG (default: the bundled mask)",
             "--seg-dir": "TotalSegmentator per-structure output folder of --ct, instead of "
             "--seg (default: none)",
         },
@@ -56,9 +58,10 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
             group.add_argument(flag, type=Path, help=text)
     p.add_argument(
         "--labels",
-        help="label table of the masks: totalsegmentator|btcv|amos|word or a JSON file id -> "
-        "name; with --cases, the table of rows with an empty labels column (a row naming "
-        "another table is an error) (default: totalsegmentator)",
+        help="label table of the masks: totalsegmentator|totalsegmentator_mr|btcv|amos|word or a "
+        "JSON file id -> name; with --cases, the table of rows with an empty labels column (a "
+        "row naming another table is an error) (default: the names a DICOM SEG or .seg.nrrd "
+        "gives its segments, else totalsegmentator)",
     )
     p.add_argument("--case-id", help="case id for --ct (default: the CT's file name)")
     p.add_argument(
@@ -97,7 +100,6 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
         help=f"marker styles, comma-separated: {', '.join(marker_names())}",
     )
     p.add_argument("--size", type=int, default=512, help="output image size in px")
-    p.add_argument("--window", type=common.window, default=(400.0, 40.0), help="W,L in HU")
     p.add_argument("--as-count", type=int, default=100, help="blank-image items per marker type")
     p.add_argument(
         "--min-distance",
@@ -133,6 +135,24 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--export-masks", action="store_true", help="write each slice's label image (masks/)"
+    )
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
+    """What the volumes are and how their grey values are shown."""
+    p.add_argument(
+        "--window",
+        type=common.window,
+        help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
+        "1st and white at its 99th percentile)",
+    )
+    p.add_argument(
+        "--modality",
+        type=str.upper,
+        choices=("CT", "MR"),
+        default="CT",
+        help="what the volumes are (ct|mr): the display default and the prompts' words, "
+        "recorded in dataset.json and the rows",
     )
 
 
@@ -220,9 +240,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         consistency=args.consistency,
         per_slice=args.per_slice,
         group=False if args.no_group else None,
-        **common.pass_on(args, "export_masks", "png_level"),
+        **common.pass_on(args, "export_masks", "png_level", "modality"),
     )
     cases = _cases_from_args(args)
+    if args.modality != "CT" and not (args.ct or args.cases):
+        raise ValueError(f"--modality {args.modality.lower()}: the bundled example is a CT")
     summary = build_dataset(
         cases,
         config,

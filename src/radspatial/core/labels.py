@@ -14,18 +14,24 @@ from pathlib import Path
 
 BUILTIN_TABLES = {
     "totalsegmentator": "totalsegmentator_v2_total.json",
+    "totalsegmentator_mr": "totalsegmentator_v2_total_mr.json",
     "btcv": "btcv.json",
     "amos": "amos.json",
     "word": "word.json",
 }
 
 # MIRP merged TotalSegmentator's vertebrae into one structure and the ribs into one per side,
-# reusing the first id of each block (see the MIRP dataset guide's structure table).
-_MIRP_GROUPS: tuple[tuple[range, int, str], ...] = (
-    (range(26, 51), 26, "vertebrae"),
-    (range(92, 104), 92, "rib_left"),
-    (range(104, 116), 93, "rib_right"),
-)
+# reusing the first id of each block (see the MIRP dataset guide's structure table). The MR
+# task ("total_mr") already labels the vertebrae as one class (19) and has no ribs: nothing to
+# merge, and its tables are recorded as grouped the MIRP way all the same.
+_MIRP_GROUPS: dict[str, tuple[tuple[range, int, str], ...]] = {
+    "totalsegmentator": (
+        (range(26, 51), 26, "vertebrae"),
+        (range(92, 104), 92, "rib_left"),
+        (range(104, 116), 93, "rib_right"),
+    ),
+    "totalsegmentator_mr": (),
+}
 
 _SIDES = ("left", "right")
 
@@ -75,8 +81,9 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
     """Load a built-in table by name or a JSON file ``{"1": "spleen", ...}``.
 
     A JSON file may extend a built-in table: ``{"extends": "totalsegmentator", "200": "mass"}``.
-    ``group`` applies MIRP's vertebrae/rib grouping; ``None`` means on for TotalSegmentator
-    (and tables extending it) and off otherwise (grouping is defined for TotalSegmentator ids).
+    ``group`` applies MIRP's vertebrae/rib grouping; ``None`` means on for TotalSegmentator's
+    CT and MR tables (and tables extending them) and off otherwise (grouping is defined for
+    TotalSegmentator ids).
     """
     spec = "totalsegmentator" if spec is None else str(spec)
     base = None
@@ -102,17 +109,17 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
             raise ValueError(f"{path}: extends {base!r}, not a built-in table")
         names = {**(_builtin(base) if base else {}), **_parse_table(raw, str(path))}
         table_name = str(path)
-    is_totalseg = "totalsegmentator" in (table_name, base)
+    family = next((t for t in (table_name, base) if t in _MIRP_GROUPS), None)
     if group is None:
-        group = is_totalseg
+        group = family is not None
     if not group:
         return LabelTable(table_name, names)
-    if not is_totalseg:
+    if family is None:
         raise ValueError(
-            f"{table_name}: vertebrae/rib grouping is defined only for totalsegmentator"
+            f"{table_name}: vertebrae/rib grouping is defined only for {' and '.join(_MIRP_GROUPS)}"
         )
     remap: dict[int, int] = {}
-    for ids, target, group_name in _MIRP_GROUPS:
+    for ids, target, group_name in _MIRP_GROUPS[family]:
         for i in ids:
             remap[i] = target
             names.pop(i, None)

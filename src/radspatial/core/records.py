@@ -153,6 +153,7 @@ _MANIFEST_OPTIONAL = {
     "transform_name": _STR,
     "slice": _OBJ,
     "params": _OBJ,
+    "modality": _STR,
     "plane": _STR,
     "group": _STR,
     "group_twin": _STR,
@@ -176,6 +177,7 @@ class ManifestRow:
     transform: str | None = None  # variant code A1..B4 (None on AS)
     transform_name: str | None = None
     variant: str = "normal"  # anatomy variant of the case; "blank" on AS
+    modality: str | None = None  # the dataset's modality when not CT ("MR"); absent on CT
     object1: ObjectRow | None = None
     object2: ObjectRow | None = None
     object3: ObjectRow | None = None  # distance only; absent otherwise
@@ -191,6 +193,7 @@ class ManifestRow:
     legacy_frames: bool = field(default=False, compare=False)
 
     _ABSENT_IF_NONE = ("object3", "params", "slice", "mask", "plane", "group", "group_twin")
+    _ABSENT_IF_NONE += ("modality",)
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:

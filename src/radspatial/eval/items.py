@@ -109,6 +109,7 @@ def _case_tables(root: Path) -> dict[str, dict]:
             "labels": c.get("labels"),
             "grouping": c.get("grouping"),
             "modality": c.get("modality"),
+            **({"label_names": c["label_names"]} if isinstance(c.get("label_names"), dict) else {}),
         }
         for c in cases
         if isinstance(c.get("case_id"), str)
@@ -162,7 +163,7 @@ def _manifest_item(
     if source and source.ct:  # for localizers that work on the volume (TotalSegmentator)
         extra.update(ct=source.ct, slice_index=source.slice_index)
     case_info = tables.get(source.case_id if source else None, {})
-    extra["modality"] = case_info.get("modality") or "CT"  # generate reads CT only, so far
+    extra["modality"] = case_info.get("modality") or row.modality or "CT"
     named = centres.get(Path(row.image).name)
     if named:  # every named structure of the slice, for the anatomy-region subgroups
         extra["structures"] = sorted(named)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.modality import modality_sentence
 from radspatial.eval.items import EvalItem
 from radspatial.imaging.markers import marker_style
 from radspatial.questions import (
@@ -27,7 +28,7 @@ from radspatial.questions import (
 from radspatial.questions.open_common import is_open
 
 MIRP_CT = (
-    "The image is a 2D axial slice of an abdominal CT scan with soft tissue windowing. "
+    f"{modality_sentence('CT')}"
     "Answer strictly with '1' for Yes or '0' for No. No explanations, no additional text. "
     "Your output must contain exactly one character: '1' or '0'."
     "Ignore anatomical correctness; focus solely on what the image shows.\n"
@@ -39,7 +40,7 @@ MIRP_CT = (
 # the open types (a word or a number as the answer): MIRP's CT prompt with the answer format
 # changed, nothing else
 OPEN_CT = (
-    "The image is a 2D axial slice of an abdominal CT scan with soft tissue windowing. "
+    f"{modality_sentence('CT')}"
     "Answer with only the requested word, structure name or number. No explanations, no "
     "additional text. "
     "Ignore anatomical correctness; focus solely on what the image shows.\n"
@@ -125,6 +126,7 @@ class PromptTemplate:
                 text = OPEN_CT
             if example is None:
                 example = open_example(item.id, item.setup, item.marker, item.question_type)
+        text = _for_modality(text, item.extra.get("modality"))
         if example is None:
             answer = example_answer(item.id)
             question = example_question(item.setup, item.marker, item.question_type, answer)
@@ -139,6 +141,15 @@ class PromptTemplate:
 
     def to_json(self) -> dict:
         return {"name": self.name, "ct": self.ct, "blank": self.blank}
+
+
+def _for_modality(text: str, modality: str | None) -> str:
+    """MIRP's CT sentence swapped for the item's modality's (MR: "... of an abdominal MRI
+    scan."); a text without it (the blank prompt, a custom template) is left as it is."""
+    ct = modality_sentence("CT")
+    if not modality or modality.upper() == "CT" or not text.startswith(ct):
+        return text
+    return modality_sentence(modality) + text[len(ct) :]
 
 
 MIRP = PromptTemplate("mirp")

@@ -2,9 +2,10 @@
 and ``index.html`` (the same tables and figures plus an item gallery, ``report_html``).
 
 The numbers are those of each run's ``metrics.json`` (see ``aggregate.compute_metrics``), laid
-out side by side; the only new statistic is McNemar's test between models, from the per-item
-correctness of run 0 in ``results.jsonl``. Everything is written atomically and overwrites a
-previous report in the same folder.
+out side by side; the only new statistics are McNemar's test between models, from the per-item
+correctness of run 0 in ``results.jsonl``, and the per-modality setup/marker table (accuracy
+with Wilson 95% CI, runs pooled, from ``results.jsonl``). Everything is written atomically and
+overwrites a previous report in the same folder.
 
 Example:
     >>> build_report([Path("runs/gpt"), Path("runs/qwen")], Path("report"))  # doctest: +SKIP
@@ -14,15 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.records import read_results
+from radspatial.core.records import ResultRow, read_results
 from radspatial.eval.metrics import mcnemar
+from radspatial.eval.subgroups import grouped_accuracy
 from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.models.base import ORACLE_MARK, is_oracle
 
@@ -70,6 +72,8 @@ class RunData:
     info: dict[str, Any]  # run.json ({} if missing)
     metrics: dict[str, Any]
     correct0: dict[str, bool] | None  # item id -> correct in run 0; None without results.jsonl
+    # modality -> setup/marker -> accuracy with Wilson CI, all runs pooled (from results.jsonl)
+    by_modality: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- loading
@@ -84,11 +88,27 @@ def load_run(path: Path, label: str | None = None) -> RunData:
     info_path = path / "run.json"
     info = json.loads(info_path.read_text()) if info_path.is_file() else {}
     results = path / "results.jsonl"
-    correct0 = None
+    correct0, by_modality = None, {}
     if results.is_file():
-        correct0 = {r.id: r.correct for r in read_results(results) if r.run == 0}
+        rows = read_results(results)
+        correct0 = {r.id: r.correct for r in rows if r.run == 0}
+        by_modality = modality_groups(rows)
     model = str(metrics.get("model") or info.get("model") or path.name)
-    return RunData(path, label or model, info, metrics, correct0)
+    return RunData(path, label or model, info, metrics, correct0, by_modality)
+
+
+def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """modality -> setup/marker (and "all") -> accuracy with Wilson 95% CI, errors left out."""
+    plain = [
+        {"correct": r.correct, "parsed": r.parsed, "m": r.modality or "unknown", "k": k}
+        for r in rows
+        if not r.error
+        for k in (f"{r.setup}/{r.marker}", "all")
+    ]
+    return {
+        m: grouped_accuracy([p for p in plain if p["m"] == m], lambda p: p["k"])
+        for m in sorted({p["m"] for p in plain})
+    }
 
 
 def _labels(specs: Sequence[str], paths: Sequence[Path]) -> list[str]:
@@ -109,7 +129,7 @@ def load_runs(run_dirs: Sequence[Path]) -> list[RunData]:
     labels = _labels([r.label for r in runs], [r.path for r in runs])
     labels = [lab + ORACLE_MARK * is_oracle(r.label) for r, lab in zip(runs, labels, strict=True)]
     return [
-        RunData(r.path, lab, r.info, r.metrics, r.correct0)
+        RunData(r.path, lab, r.info, r.metrics, r.correct0, r.by_modality)
         for r, lab in zip(runs, labels, strict=True)
     ]
 
@@ -223,6 +243,8 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
             if len(question_types) > 1
             else {}
         ),
+        "modalities": sorted({m for r in runs for m in r.by_modality}),
+        "by_modality": {r.label: r.by_modality for r in runs},
         "variants": variants,
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
         "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},

@@ -195,6 +195,32 @@ def _variant_table(s: dict[str, Any]) -> str:
     )
 
 
+def _ci(group: Group | None) -> str:
+    """``accuracy [low, high] (n)`` in % from a Wilson group, or a dash."""
+    if not group or not group.get("n"):
+        return DASH
+    lo, hi = pct(group["ci_low"]), pct(group["ci_high"])
+    return f"{pct(group['accuracy'])} [{lo}, {hi}] (n={group['n']})"
+
+
+def _modality_tables(s: dict[str, Any]) -> str:
+    """Accuracy per modality (one column each), then each modality's setup/marker table."""
+    mods, by = s.get("modalities") or [], s.get("by_modality") or {}
+    if not mods:
+        return ""
+    rows = [[label, *(_ci(g.get(m, {}).get("all")) for m in mods)] for label, g in by.items()]
+    parts = [
+        "## Modality\n\nAccuracy in % with Wilson 95% CI, all runs pooled, per modality of the "
+        "case (answers = items x runs; from results.jsonl).\n\n" + table(["Model", *mods], rows)
+    ]
+    for m in mods:
+        keys = sorted({k for g in by.values() for k in g.get(m, {}) if k != "all"}, key=_rank)
+        body = [[label, *(_ci(g.get(m, {}).get(k)) for k in keys)] for label, g in by.items()]
+        body = [r for r in body if any(c != DASH for c in r[1:])]
+        parts.append(f"### {m}\n\n" + table(["Model", *map(column_name, keys)], body))
+    return "\n".join(parts)
+
+
 def _question_type_table(s: dict[str, Any]) -> str:
     if not s["by_question_type"]:
         return ""
@@ -265,6 +291,7 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
         )
     sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
     sections.append(_transform_tables(s))
-    sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]
+    sections += [_question_type_table(s), _modality_tables(s), _variant_table(s)]
+    sections.append(_mcnemar_table(s))
     sections.append(_figures_section(figures))
     return "\n".join([head, *(x for x in sections if x)])

@@ -134,6 +134,8 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
                 "mask",
                 "labels",
                 "grouping",
+                "label_names",
+                "modality",
                 "ct",
                 "slice_index",
                 "plane",

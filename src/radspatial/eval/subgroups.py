@@ -10,7 +10,7 @@ structure, setup, rotation/flip variant, anatomy variant and modality.
   still show the liver count as upper abdomen.
 - structure: each structure the item is about (an item counts once under each of its
   structures).
-- modality: recorded per case (CT for every dataset ``radspatial generate`` writes today).
+- modality: recorded per case (``generate --modality``: CT or MR).
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ def _group(rows: Sequence[dict], keys: Callable[[dict], Iterable[str]]) -> dict[
             "invalid_rate": round(sum(r["parsed"] is None for r in sub) / n, 6),
         }
     return out
+
+
+def grouped_accuracy(rows: Sequence[dict], key: Callable[[dict], str | None]) -> dict[str, Any]:
+    """Accuracy with Wilson 95% CI per ``key(row)`` (rows keyed None are left out)."""
+    return _group(rows, lambda r: [k] if (k := key(r)) is not None else [])
 
 
 def subgroup_metrics(rows: Sequence[dict]) -> dict[str, Any]:

@@ -120,6 +120,20 @@ def window_to_uint8(hu: np.ndarray, width: float, level: float) -> np.ndarray:
     return np.clip(scaled + 0.5, 0, 255).astype(np.uint8)
 
 
+PERCENTILES = (1.0, 99.0)  # MR display: black and white points, percent of all voxels
+
+
+def percentile_window(
+    volume: np.ndarray, pct: tuple[float, float] = PERCENTILES
+) -> tuple[float, float]:
+    """(width, level) mapping the volume's ``pct[0]``-th percentile to black and ``pct[1]``-th
+    to white: MR has no absolute units, so each volume is shown by its own intensity spread
+    (one window for every slice of it, so slices compare)."""
+    lo, hi = (float(v) for v in np.percentile(volume, pct))
+    width = hi - lo if hi > lo else 1.0
+    return (round(width, 4), round(lo + width / 2, 4))
+
+
 def render_gray(display_hu: np.ndarray, geom: Geometry, window: tuple[float, float]) -> np.ndarray:
     """Windowed, resampled (bilinear), padded canonical-frame image, uint8 (size, size)."""
     gray = window_to_uint8(display_hu, *window)

@@ -1,4 +1,5 @@
-"""CT + organ mask loading (NIfTI, DICOM series, TotalSegmentator folder) in canonical RAS+.
+"""CT + organ mask loading (NIfTI, DICOM series, TotalSegmentator folder; masks also as NRRD or
+DICOM SEG, ``imaging.mask_formats``) in canonical RAS+.
 
 Every volume leaves this module in nibabel's "closest canonical" voxel order: axis 0 grows toward
 the patient's Right, axis 1 toward Anterior, axis 2 toward Superior (``aff2axcodes == RAS``).
@@ -34,7 +35,9 @@ from radspatial.core.labels import (
     normalize_name,
     table_misuse,
 )
+from radspatial.imaging import mask_formats
 from radspatial.imaging.dicom import Warn, read_dicom_series
+from radspatial.imaging.dicom_seg import check_references, onto_ct_grid
 from radspatial.imaging.nifti import check_affine, check_declared_size, load_nifti_gz
 
 log = logging.getLogger(__name__)
@@ -62,8 +65,10 @@ def check_case_id(case_id: str, where: str) -> str:
 class Case:
     case_id: str
     ct: Path  # NIfTI file or a DICOM series folder
-    seg: Path  # multilabel NIfTI or a TotalSegmentator per-structure folder
-    labels: str | None = None  # built-in table name or JSON path; None -> totalsegmentator
+    seg: Path  # multilabel NIfTI/NRRD, DICOM SEG or a TotalSegmentator per-structure folder
+    # built-in table name or JSON path; None -> the mask file's own names (DICOM SEG,
+    # .seg.nrrd), else totalsegmentator
+    labels: str | None = None
     variant: str = "normal"  # anatomy variant tag recorded in the manifest
 
     def __post_init__(self) -> None:
@@ -253,7 +258,8 @@ def _totalseg_folder(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, 
 def load_seg(
     path: Path, table: LabelTable, *, warn: Warn = log.warning
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Load a mask (multilabel NIfTI or TotalSegmentator folder) as canonical grouped uint16 ids.
+    """Load a mask (multilabel NIfTI/NRRD, DICOM SEG or TotalSegmentator folder) as canonical
+    grouped uint16 ids.
 
     Ids not in ``table`` are zeroed with a warning; then ``table``'s grouping is applied.
     """
@@ -264,6 +270,9 @@ def load_seg(
             raise InputError(f"{path}: a TotalSegmentator folder needs the totalsegmentator table")
         labels, affine, orientation = _totalseg_folder(path, warn)
         seg_format = "totalseg_dir"
+    elif (other := mask_formats.read_other_mask(path)) is not None:
+        data, affine, seg_format = other
+        labels, orientation = _integer_labels(path, data), _axcodes(affine)
     else:
         img, shape = _open_nifti(path, "mask")
         data = _read_data(path, lambda: np.asanyarray(img.dataobj)).reshape(shape)
@@ -288,12 +297,18 @@ def load_seg(
 
 def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning) -> Volume:
     """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input."""
+    own = mask_formats.embedded_table(case.seg) if case.labels is None else None
     try:
-        table = load_table(case.labels, group=group)
+        table = own or load_table(case.labels, group=group)
     except ValueError as exc:
         raise InputError(first_line(exc)) from None
+    if own is None:
+        mask_formats.check_user_table(case.seg, table, warn)
     ct, ct_affine, ct_info = load_ct(case.ct, warn=warn)
     seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
+    if seg_info["seg_format"] == "dicom_seg":
+        check_references(case.seg, case.ct)
+        seg, seg_affine = onto_ct_grid(case.seg, seg, seg_affine, ct.shape, ct_affine)
     if seg.shape != ct.shape:
         raise InputError(f"{case.seg}: mask shape {seg.shape} != CT shape {ct.shape} ({case.ct})")
     if diff := _grid_difference(seg_affine, ct_affine):
@@ -308,6 +323,7 @@ def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning
         **seg_info,
         "labels": table.name,
         "grouping": table.grouping,
+        **({"label_names": {str(k): v for k, v in own.names.items()}} if own else {}),
     }
     sx, sy, sz = (float(s) for s in _spacing(ct_affine))
     return Volume(case.case_id, ct, seg, ct_affine, (sx, sy, sz), table, case.variant, source)

@@ -27,13 +27,16 @@ def _context(meta: dict[str, Any]):
     from radspatial.agent.types import Context
     from radspatial.core.labels import load_table
 
-    keys = ("slice_index", "transform", "plane")
+    keys = ("slice_index", "transform", "plane", "modality")
     extra = {k: meta[k] for k in keys if meta.get(k) is not None}
     if not meta.get("mask"):
         return Context(ct_path=meta.get("ct"), extra=extra)
     mask = np.asarray(Image.open(meta["mask"]))
-    table = load_table(meta.get("labels"), group=meta.get("grouping") == "mirp")
-    return Context(mask=mask, labels=table.names, ct_path=meta.get("ct"), extra=extra)
+    if isinstance(meta.get("label_names"), dict):  # the mask file's own names (DICOM SEG)
+        names = {int(k): str(v) for k, v in meta["label_names"].items()}
+    else:
+        names = load_table(meta.get("labels"), group=meta.get("grouping") == "mirp").names
+    return Context(mask=mask, labels=names, ct_path=meta.get("ct"), extra=extra)
 
 
 class AgentBackend:
