@@ -223,8 +223,13 @@ def _choice_type(question_type: str):
     return choice_type(question_type)
 
 
-_LETTER = re.compile(r"^\(?([A-H])\)?[.)]?$|\(([A-H])\)|^([A-H])[).:]\s|\boption\s+([A-Ha-h])\b")
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*(?:%|percent\b)", re.I)
+# an option letter: "(B)", "B)", "option b", a standalone capital B-H, or "A" where it
+# cannot be the article ("A", "A.", "A or E")
+_LETTER = re.compile(
+    r"\(([A-H])\)|\b([B-H])\b(?!')|\b(A)\b(?=\s*(?:$|[).,;:]|or\b|and\b))"
+    r"|\boption\s+([A-Ha-h])\b"
+)
+_PERCENT = re.compile(r"(\d+(?:,\d+)?)\s*(?:%|percent\b)", re.I)
 
 
 def _read_choice(text: str, choice) -> Normalized:
@@ -232,11 +237,12 @@ def _read_choice(text: str, choice) -> Normalized:
     "(B)", "B) ...", "option B"), words that name one option ("mirrored", "the left kidney"),
     or, where the type reads numbers (size's bins), a percentage."""
     text = re.sub(r"\babout (?:the )?(same|equal)", r"the \1", text, flags=re.I)
+    text = re.sub(r"(?<=\d)\.(?=\d)", ",", text)  # a decimal point ends no clause: 1,5
     if _HEDGE.search(text):
         return Normalized(None, "invalid", f"hedge or refusal ({_HEDGE.search(text)[0]!r})")
 
     def find(clause: str):
-        for m in _LETTER.finditer(clause.strip()):
+        for m in _LETTER.finditer(clause):
             value = choice.letter_value(next(g for g in m.groups() if g))
             if value is not None:
                 yield m.start(), value
@@ -252,7 +258,7 @@ def _read_choice(text: str, choice) -> Normalized:
                 masked = masked[:start] + " " * (end - start) + masked[end:]
                 yield start, value
         for m in _PERCENT.finditer(masked):
-            value = choice.number_value(float(m[1]))
+            value = choice.number_value(float(m[1].replace(",", ".")))
             if value is not None:
                 yield m.start(), value
 

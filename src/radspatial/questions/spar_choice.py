@@ -144,10 +144,10 @@ class SparSize(ChoiceType):
     n_objects = 1
     group_order = 40
     options = (
-        Option("under_0.25", "under 0.25%", (r"under 0\.25 ?%", r"below 0\.25 ?%")),
-        Option("0.25_to_1", "0.25% to 1%", (r"0\.25 ?% to 1 ?%", r"0\.25 ?- ?1 ?%")),
-        Option("1_to_2.5", "1% to 2.5%", (r"1 ?% to 2\.5 ?%", r"1 ?- ?2\.5 ?%")),
-        Option("over_2.5", "over 2.5%", (r"over 2\.5 ?%", r"above 2\.5 ?%")),
+        Option("under_0.25", "under 0.25%", (r"under 0[.,]25 ?%", r"below 0[.,]25 ?%")),
+        Option("0.25_to_1", "0.25% to 1%", (r"0[.,]25 ?% to 1 ?%", r"0[.,]25 ?- ?1 ?%")),
+        Option("1_to_2.5", "1% to 2.5%", (r"1 ?% to 2[.,]5 ?%", r"1 ?- ?2[.,]5 ?%")),
+        Option("over_2.5", "over 2.5%", (r"over 2[.,]5 ?%", r"above 2[.,]5 ?%")),
     )
     stems = (
         "What fraction of the image's area does {a} occupy in this image?",
