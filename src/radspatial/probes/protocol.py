@@ -45,7 +45,8 @@ def _save(img, path: Path) -> Path:
 
 
 def slab_cases(ct: Path, seg: Path, out: Path, n_slabs: int, prefix: str) -> list[Case]:
-    """``ct``/``seg`` cut into ``n_slabs`` contiguous z slabs, one case each (``{prefix}_z{a}-{b}``)."""
+    """``ct``/``seg`` cut into ``n_slabs`` contiguous z slabs, one case each
+    (``{prefix}_z{a}-{b}``, a and b the slab's first and last slice)."""
     import nibabel as nib
 
     ct_img, seg_img = nib.load(ct), nib.load(seg)
