@@ -38,19 +38,31 @@ DIST_STEMS = (
 _DIST_WORDS = {"closer_to": ("closer to", "nearer to"), "farther_from": ("farther from",)}
 
 
-class SparRelpos(RelativePosition):
+class _Paraphrased:
+    """The base type's question, renamed, with the paraphrase drawn after it (``params``)."""
+
+    name: str
+
+    def propose(
+        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
+    ) -> q.QuestionSpec | None:
+        spec = super().propose(facts, target, rng, rules)  # type: ignore[misc]
+        if spec is None:
+            return None
+        return replace(spec, question_type=self.name, params=self.draw(spec, rng))
+
+    def draw(self, spec: q.QuestionSpec, rng: np.random.Generator) -> dict:
+        raise NotImplementedError
+
+
+class SparRelpos(_Paraphrased, RelativePosition):
     name = "spar_relpos"
     setups = ("rq1",)
     relations = ()  # relative position's parser reads these questions
     group, group_order = GROUP, 10
 
-    def propose(
-        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
-    ) -> q.QuestionSpec | None:
-        spec = super().propose(facts, target, rng, rules)
-        if spec is None:
-            return None
-        return replace(spec, question_type=self.name, params={"phrasing": _draw(rng)})
+    def draw(self, spec: q.QuestionSpec, rng: np.random.Generator) -> dict:
+        return {"phrasing": draw_phrasing(rng, RELPOS_STEMS)}
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         a, b = (f"the {n}" for n in wording.names)
@@ -58,25 +70,15 @@ class SparRelpos(RelativePosition):
         return stem.format(a=a, rel=RELPOS_RELATIONS[spec.relation], b=b)
 
 
-def _draw(rng: np.random.Generator) -> int:
-    return draw_phrasing(rng, RELPOS_STEMS)
-
-
-class SparDist(Distance):
+class SparDist(_Paraphrased, Distance):
     name = "spar_dist"
     setups = ("rq1",)
     relations = ()  # distance's parser reads these questions
     group, group_order = GROUP, 50
 
-    def propose(
-        self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
-    ) -> q.QuestionSpec | None:
-        spec = super().propose(facts, target, rng, rules)
-        if spec is None:
-            return None
+    def draw(self, spec: q.QuestionSpec, rng: np.random.Generator) -> dict:
         words = _DIST_WORDS[spec.relation]
-        params = {"phrasing": draw_phrasing(rng, DIST_STEMS), "word": int(rng.integers(len(words)))}
-        return replace(spec, question_type=self.name, params=params)
+        return {"phrasing": draw_phrasing(rng, DIST_STEMS), "word": int(rng.integers(len(words)))}
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         a, b, c = (f"the {n}" for n in wording.names)
