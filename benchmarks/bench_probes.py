@@ -208,6 +208,13 @@ def suite(args: argparse.Namespace) -> None:
             lambda run=run, kw=kw: train_probe(in_domain, run, **kw),
         )
         dirs.append(run)
+        if args.protocol == "real":  # test-split predictions in domain, for the organ tables
+            ind = out / "in_domain" / name
+            stage(
+                f"in-domain predictions {name}",
+                ind / "results.json",
+                lambda run=run, ind=ind: evaluate_probe(run, in_domain, ind, device=args.device),
+            )
         for key, data in transfers.items():
             ev = out / "transfer" / key / name if key else out / "transfer" / name
             stage(
@@ -217,6 +224,8 @@ def suite(args: argparse.Namespace) -> None:
             )
             dirs.append(ev)
     md = write_table(dirs, out / "table")
+    if args.protocol == "real":
+        organ_tables(out, [name for name, _ in runs], {"patient_a": in_domain, **transfers})
     speeds = {name: training_speed(out / "runs" / name) for name, _ in runs}
     wall = round(time.perf_counter() - t_all, 1)
     cpu = round(time.process_time() - cpu_all, 1)  # ~ the wall time on an idle core (1 thread)
@@ -236,6 +245,29 @@ def suite(args: argparse.Namespace) -> None:
         print(f"  {name}: {sp['images_per_s']} img/s ({sp['images']} images, {sp['train_s']} s)")
     print(f"[suite] wall {wall} s ({wall / 60:.1f} min), CPU {cpu} s ({cpu / 60:.1f} min)")
     print(f"[suite] load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def organ_tables(out: Path, names: list[str], datasets: dict[str, Path]) -> Path:
+    """Tables 3 and 4's shape (per organ, WORD's columns) for every run and patient."""
+    from radspatial.core.io import atomic_write_bytes
+    from radspatial.probes.organ_table import WORD_COLUMNS, localize_chance, organ_table_md
+
+    parts = []
+    for task, title in (
+        ("localize", "MED px @512, lower is better (Table 3's shape)"),
+        ("permutation", "per-tile accuracy %, chance 6.25 (Table 4's shape)"),
+    ):
+        for key, data in datasets.items():
+            base = out / ("in_domain" if key == "patient_a" else f"transfer/{key}")
+            runs = [(n, base / n) for n in names if (base / n / "predictions").is_dir()]
+            tile = {k: 100 / 16 for _, k in WORD_COLUMNS}
+            chance = localize_chance(data) if task == "localize" else tile
+            parts.append(
+                f"### {task}: {key}, {title}\n\n{organ_table_md(runs, data, task, chance)}"
+            )
+    path = out / "table" / "organs.md"
+    atomic_write_bytes(path, "\n".join(parts).encode())
+    return path
 
 
 def task_counts(items: list[str], option: str) -> dict[str, int]:

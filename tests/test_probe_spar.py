@@ -86,3 +86,39 @@ def test_per_tile_mlp_reads_each_tile(grid):
         p1 = pooled(Features(tokens.mean(1), tokens))
         p2 = pooled(Features(swapped.mean(1), swapped))
         assert torch.allclose(p1, p2, atol=1e-6)  # the mean is blind to where each tile is
+
+
+def test_organ_tables_join_predictions_by_word_name(tmp_path):
+    from radspatial.core.io import atomic_write_jsonl
+    from radspatial.core.labels import totalseg_names
+    from radspatial.probes.organ_table import organ_metrics, organ_table_md
+
+    assert totalseg_names("intestine") == ("small_bowel",)
+    assert totalseg_names("adrenal_gland") == ("adrenal_gland_left", "adrenal_gland_right")
+    assert totalseg_names("liver") == ("liver",)
+    data = tmp_path / "p"
+    ct, seg = bundled_example()
+    build_probes([Case("ex", ct, seg)], data, tasks=["localize", "permutation"], size=128,
+                 progress=False)  # fmt: skip
+    ev = tmp_path / "ev"
+    for task in ("localize", "permutation"):
+        rows = [json.loads(x) for x in (data / "tasks" / f"{task}.jsonl").open()]
+        preds = []
+        for r in rows:
+            t = np.array(r["target"], float)
+            if task == "localize":  # 0.01 of the slice off along x: 5.12 px at 512
+                out = (t + [0.01, 0.0]).tolist()
+            else:  # logits that put every tile where it came from, except tiles 0 and 1 swapped
+                lg = np.full((16, 16), -5.0)
+                lg[np.arange(16), t.astype(int)] = 5.0
+                lg[[0, 1]] = lg[[1, 0]]
+                out = lg.tolist()
+            preds.append({"id": r["id"], "split": "test", "target": r["target"], "output": out})
+        atomic_write_jsonl(ev / "predictions" / f"{task}.jsonl", preds)
+    med = organ_metrics(ev, data, "localize")
+    assert {"liver", "spleen", "kidney_left"} <= set(med)
+    assert all(abs(v["value"] - 5.12) < 1e-6 for v in med.values())
+    tile = organ_metrics(ev, data, "permutation")
+    assert all(abs(v["value"] - 100 * 14 / 16) < 1e-6 for v in tile.values())
+    text = organ_table_md([("oracle", ev)], data, "localize")
+    assert text.startswith("| Model | Liver (n=") and "| oracle | 5.1 |" in text
