@@ -372,6 +372,8 @@ def main() -> None:
         args.encoders = args.encoders or ["resnet-small", "vit-tiny"]
         args.batch = 32 if args.batch == 16 else args.batch
         spar = ["relpos2", "orient5"] if args.protocol == "real" else []  # SPAR's class sets
+        if args.protocol == "real" and not any(x.startswith("orient=") for x in args.slice_samples):
+            args.slice_samples = [*args.slice_samples, "orient=8"]  # one patient: 112 slices
         tasks = args.tasks or [t for t in TASK_NAMES if t != "relpos_organ"] + spar
         args.tasks = tasks + ["relpos_organ"] * (args.relpos_organ and "relpos_organ" not in tasks)
         suite(args)
