@@ -30,7 +30,12 @@ CHANCE = {"spar_relpos": 0.5, "spar_orient": 0.2, "spar_symm": 1 / 3, "spar_size
 
 
 def test_groups():
+    from radspatial.cli.common import question_types
+
     assert set(SPAR_TABLE2) == set(TABLE2)  # no count: Table 2 omits it
+    order = ("spar_relpos", "spar_orient", "spar_symm", "spar_size", "spar_dist")
+    assert question_types("spar") == order  # Table 2's column order
+    assert question_types("spar-binary") == SPAR_VQA
     assert SPAR_VQA == ("orientation", "symmetry", "size", "distance", "count")
 
 
