@@ -79,6 +79,8 @@ def test_symmetry_and_size_bins_leave_the_borders_out():
         ("spar_size", "B", "0.25_to_1"),
         ("spar_size", "1.5%", "1_to_2.5"),
         ("spar_size", '{"answer": "over 2.5%"}', "over_2.5"),
+        ("spar_size", "1_to_2.5", "1_to_2.5"),  # the class name itself (baselines answer so)
+        ("spar_orient", "rotated_90_ccw", "rotated_90_ccw"),
     ],
 )
 def test_choice_replies_are_read(qtype, reply, value):

@@ -241,6 +241,10 @@ def _read_choice(text: str, choice) -> Normalized:
     if _HEDGE.search(text):
         return Normalized(None, "invalid", f"hedge or refusal ({_HEDGE.search(text)[0]!r})")
 
+    values = {o.value.lower().replace(",", "."): o.value for o in choice.options}
+    if (whole := text.strip(" .").lower().replace(",", ".")) in values:  # the class name itself
+        return Normalized(values[whole], "answer", "the option's name")
+
     def find(clause: str):
         for m in _LETTER.finditer(clause):
             value = choice.letter_value(next(g for g in m.groups() if g))
