@@ -128,13 +128,6 @@ def suite(args: argparse.Namespace) -> None:
         stages[name] = round(time.perf_counter() - t, 1)
         print(f"[suite] {name}: {stages[name]} s", flush=True)
 
-    ph, in_domain, ct = out / "phantoms", out / "probes" / "phantoms", out / "probes" / "example_ct"
-    shape = tuple(args.shape)
-    stage(
-        "phantoms",
-        ph / "cases.csv",
-        lambda: write_phantoms(ph, n=args.phantoms, seed=args.seed, shape=shape, progress=False),
-    )
     draws = task_counts(args.slice_samples, "--slice-samples")
     build = {
         "seed": args.seed,
@@ -143,19 +136,49 @@ def suite(args: argparse.Namespace) -> None:
         "slice_samples": draws,
         "progress": False,
     }
-    stage(
-        "build phantoms",
-        in_domain / "probes.json",
-        lambda: build_probes(read_cases_csv(ph / "cases.csv"), in_domain, **build),
-    )
-    example = [Case("example_ct", *bundled_example(), "totalsegmentator")]
-    # the transfer set is small (one real case): all of it, uncapped, the same draws per slice
+    # the transfer sets are small (one real case each): all of it, uncapped, the same draws
     build_ct = {**build, "max_per_case": None}
-    stage("build example CT", ct / "probes.json", lambda: build_probes(example, ct, **build_ct))
+    if args.protocol == "real":  # patient A's slabs in domain; B and C zero-shot
+        from radspatial.probes.protocol import default_cases
+
+        real = default_cases(out / "cases", n_slabs=args.slabs)
+        in_domain = out / "probes" / "patient_a"
+        stage(
+            "build patient A",
+            in_domain / "probes.json",
+            lambda: build_probes(real["in_domain"], in_domain, **build),
+        )
+        transfers = {k: out / "probes" / k for k in ("patient_b", "patient_c")}
+        for k, folder in transfers.items():
+            stage(
+                f"build {k}",
+                folder / "probes.json",
+                lambda k=k, folder=folder: build_probes(real[k], folder, **build_ct),
+            )
+    else:
+        ph, in_domain = out / "phantoms", out / "probes" / "phantoms"
+        shape = tuple(args.shape)
+        stage(
+            "phantoms",
+            ph / "cases.csv",
+            lambda: write_phantoms(
+                ph, n=args.phantoms, seed=args.seed, shape=shape, progress=False
+            ),
+        )
+        stage(
+            "build phantoms",
+            in_domain / "probes.json",
+            lambda: build_probes(read_cases_csv(ph / "cases.csv"), in_domain, **build),
+        )
+        example = [Case("example_ct", *bundled_example(), "totalsegmentator")]
+        ct = out / "probes" / "example_ct"
+        stage("build example CT", ct / "probes.json", lambda: build_probes(example, ct, **build_ct))
+        transfers = {"": ct}
     counts = {t: v["counts"] for t, v in probe_info(in_domain)["tasks"].items()}
     print(f"[suite] in-domain samples per task: {counts}", flush=True)
 
     common = {
+        "device": args.device,
         "seed": args.seed,
         "progress": args.progress,
         "threads": args.threads,
@@ -178,19 +201,31 @@ def suite(args: argparse.Namespace) -> None:
             runs += [(f"{enc}-frozen-{src}-{h}", {**fz, "head": h, "frozen": ck}) for h in heads]
     dirs = []
     for name, kw in runs:
-        run, ev = out / "runs" / name, out / "transfer" / name
+        run = out / "runs" / name
         stage(
             f"train {name}",
             run / "models",
             lambda run=run, kw=kw: train_probe(in_domain, run, **kw),
         )
-        stage(
-            f"transfer {name}",
-            ev / "results.json",
-            lambda run=run, ev=ev: evaluate_probe(run, ct, ev),
-        )
-        dirs += [run, ev]
+        dirs.append(run)
+        if args.protocol == "real":  # test-split predictions in domain, for the organ tables
+            ind = out / "in_domain" / name
+            stage(
+                f"in-domain predictions {name}",
+                ind / "results.json",
+                lambda run=run, ind=ind: evaluate_probe(run, in_domain, ind, device=args.device),
+            )
+        for key, data in transfers.items():
+            ev = out / "transfer" / key / name if key else out / "transfer" / name
+            stage(
+                f"transfer {key or 'example_ct'} {name}",
+                ev / "results.json",
+                lambda run=run, ev=ev, data=data: evaluate_probe(run, data, ev, device=args.device),
+            )
+            dirs.append(ev)
     md = write_table(dirs, out / "table")
+    if args.protocol == "real":
+        organ_tables(out, [name for name, _ in runs], {"patient_a": in_domain, **transfers})
     speeds = {name: training_speed(out / "runs" / name) for name, _ in runs}
     wall = round(time.perf_counter() - t_all, 1)
     cpu = round(time.process_time() - cpu_all, 1)  # ~ the wall time on an idle core (1 thread)
@@ -210,6 +245,29 @@ def suite(args: argparse.Namespace) -> None:
         print(f"  {name}: {sp['images_per_s']} img/s ({sp['images']} images, {sp['train_s']} s)")
     print(f"[suite] wall {wall} s ({wall / 60:.1f} min), CPU {cpu} s ({cpu / 60:.1f} min)")
     print(f"[suite] load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def organ_tables(out: Path, names: list[str], datasets: dict[str, Path]) -> Path:
+    """Tables 3 and 4's shape (per organ, WORD's columns) for every run and patient."""
+    from radspatial.core.io import atomic_write_bytes
+    from radspatial.probes.organ_table import WORD_COLUMNS, localize_chance, organ_table_md
+
+    parts = []
+    for task, title in (
+        ("localize", "MED px @512, lower is better (Table 3's shape)"),
+        ("permutation", "per-tile accuracy %, chance 6.25 (Table 4's shape)"),
+    ):
+        for key, data in datasets.items():
+            base = out / ("in_domain" if key == "patient_a" else f"transfer/{key}")
+            runs = [(n, base / n) for n in names if (base / n / "predictions").is_dir()]
+            tile = {k: 100 / 16 for _, k in WORD_COLUMNS}
+            chance = localize_chance(data) if task == "localize" else tile
+            parts.append(
+                f"### {task}: {key}, {title}\n\n{organ_table_md(runs, data, task, chance)}"
+            )
+    path = out / "table" / "organs.md"
+    atomic_write_bytes(path, "\n".join(parts).encode())
+    return path
 
 
 def task_counts(items: list[str], option: str) -> dict[str, int]:
@@ -246,6 +304,15 @@ def main() -> None:
     )
     ap.add_argument("--encoders", nargs="*", default=None)
     ap.add_argument("--out", type=Path, help="suite: output folder")
+    ap.add_argument(
+        "--protocol",
+        choices=["real", "phantoms"],
+        default="real",
+        help="suite: real = patient A's z slabs in domain, patients B (DICOM) and C (MR) "
+        "zero-shot (probes/protocol.py); phantoms = the earlier phantoms -> example CT",
+    )
+    ap.add_argument("--device", default="cpu", help="suite: cpu or cuda (resnet50 / vit-b32 rows)")
+    ap.add_argument("--slabs", type=int, default=5, help="suite, real: slabs of patient A")
     ap.add_argument("--phantoms", type=int, default=12)
     ap.add_argument("--shape", type=int, nargs=3, default=[256, 256, 48])
     ap.add_argument("--max-per-case", type=int, default=None, help="suite: default all")
@@ -304,7 +371,10 @@ def main() -> None:
             raise SystemExit("suite needs --out DIR")
         args.encoders = args.encoders or ["resnet-small", "vit-tiny"]
         args.batch = 32 if args.batch == 16 else args.batch
-        tasks = args.tasks or [t for t in TASK_NAMES if t != "relpos_organ"]
+        spar = ["relpos2", "orient5"] if args.protocol == "real" else []  # SPAR's class sets
+        if args.protocol == "real" and not any(x.startswith("orient=") for x in args.slice_samples):
+            args.slice_samples = [*args.slice_samples, "orient=8"]  # one patient: 112 slices
+        tasks = args.tasks or [t for t in TASK_NAMES if t != "relpos_organ"] + spar
         args.tasks = tasks + ["relpos_organ"] * (args.relpos_organ and "relpos_organ" not in tasks)
         suite(args)
 

@@ -46,10 +46,11 @@ def cand(label_id, name, xy, area, marker_xy=None):
 
 
 def test_every_type_registered_with_chance():
-    from radspatial.questions import OPEN
+    from radspatial.questions import OPEN, SPAR_TABLE2
 
-    assert set(SPAR_VQA) | set(OPEN) | {"relative_position"} == set(list_question_types())
-    binary = [n for n in list_question_types() if n not in OPEN]
+    everything = set(SPAR_VQA) | set(OPEN) | set(SPAR_TABLE2) | {"relative_position"}
+    assert everything == set(list_question_types())
+    binary = [n for n in list_question_types() if n not in OPEN and n not in SPAR_TABLE2]
     assert {n: chance_levels()[n] for n in binary} == {name: 0.5 for name in binary}
 
 
@@ -468,9 +469,10 @@ def test_cli_question_type_selection(tmp_path, capsys):
     from radspatial.cli import main
     from radspatial.cli.common import question_types as _question_types
 
-    assert _question_types("spar") == SPAR_VQA
+    assert _question_types("spar-binary") == SPAR_VQA  # the earlier SPAR-VQA group
     assert _question_types("relative_position,all")[0] == "relative_position"
-    assert len(_question_types("all")) == 10  # 6 yes/no types + 4 open types (issue 16)
+    # 6 yes/no types + 4 open types (issue 16) + the 5 Table 2 types (issue 21)
+    assert len(_question_types("all")) == 15
     assert _question_types("open") == ("laterality", "direction", "identification", "counting")
     with pytest.raises(SystemExit) as exc:
         main(["generate", "--out", str(tmp_path / "x"), "--questions", "sizes"])

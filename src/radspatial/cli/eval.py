@@ -223,6 +223,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spar_table_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="eval run folders, one per dataset seed (generate --questions spar --seed S) and "
+        "model; grouped by model",
+    )
+    p.add_argument("--out", type=Path, required=True, help="table path (writes .md and .json)")
+
+
+def cmd_spar_table(args: argparse.Namespace) -> int:
+    from radspatial.eval.spar_seeds import write_seed_table
+
+    md = write_seed_table(args.runs, args.out)
+    print(md.read_text(), end="")
+    print(f"table: {md}")
+    return 0
+
+
 COMMANDS = (
     Command(
         "eval",
@@ -243,5 +263,13 @@ COMMANDS = (
         "figures and an item gallery with filters; open it in a browser, no server needed).",
         _report_arguments,
         cmd_report,
+    ),
+    Command(
+        "spar-table",
+        "SPAR-VQA over dataset seeds as SPAR-Bench's Table 2: mean +- std per type and macro",
+        "One run per seed and model (radspatial generate --questions spar --seed S, then "
+        "radspatial eval); accuracy per type averaged over each run's repeats.",
+        _spar_table_arguments,
+        cmd_spar_table,
     ),
 )

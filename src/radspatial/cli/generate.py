@@ -114,7 +114,9 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
         default=("relative_position",),
         help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
-        "'spar' = the five SPAR-VQA types, 'open' = the four open types, 'all' = every type",
+        "'spar' = SPAR-VQA as SPAR-Bench's Table 2 (five types, multiple choice where "
+        "multi-class), 'spar-binary' = the earlier all-yes/no SPAR-VQA types, 'open' = the four "
+        "open types, 'all' = every type",
     )
     p.add_argument(
         "--size-tolerance",

@@ -49,6 +49,16 @@ def answer01(value: Any, where: str, key: str = "answer") -> int:
 _OPEN_WORDS = {"laterality": ("left", "right"), "direction": ("left", "right", "above", "below")}
 
 
+def _choice_classes(question_type: str | None) -> tuple[str, ...] | None:
+    """A multiple-choice type's classes (``questions/spar_common.py``), None for other types."""
+    if not question_type or not question_type.startswith("spar_"):
+        return None
+    from radspatial.questions.spar_common import choice_type
+
+    qt = choice_type(question_type)
+    return qt.classes if qt is not None else None
+
+
 def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
     """The answer of a row of ``question_type``: 0/1 for yes/no types; for the open types a
     side (laterality), a direction word (direction), a non-empty name (identification) or an
@@ -56,6 +66,11 @@ def check_answer(value: Any, question_type: str | None, where: str, key: str = "
     if question_type in _OPEN_WORDS:
         if value not in _OPEN_WORDS[question_type]:
             allowed = "/".join(_OPEN_WORDS[question_type])
+            raise DataFileError(f"{where}: {key!r} must be one of {allowed}, got {value!r}")
+        return value
+    if (classes := _choice_classes(question_type)) is not None:
+        if value not in classes:
+            allowed = "/".join(classes)
             raise DataFileError(f"{where}: {key!r} must be one of {allowed}, got {value!r}")
         return value
     if question_type == "identification":

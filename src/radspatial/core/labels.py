@@ -35,6 +35,21 @@ _MIRP_GROUPS: dict[str, tuple[tuple[range, int, str], ...]] = {
 
 _SIDES = ("left", "right")
 
+# WORD's names that TotalSegmentator calls otherwise (by-name transfer, SPAR-Bench's Tables 3-4):
+# WORD's "intestine" is the small bowel, its "adrenal_gland" one label for both sides, and its
+# femur heads are the proximal part of TotalSegmentator's whole femurs (a superset)
+WORD_TO_TOTALSEG: dict[str, tuple[str, ...]] = {
+    "intestine": ("small_bowel",),
+    "adrenal_gland": ("adrenal_gland_left", "adrenal_gland_right"),
+    "femur_head_left": ("femur_left",),
+    "femur_head_right": ("femur_right",),
+}
+
+
+def totalseg_names(word_name: str) -> tuple[str, ...]:
+    """TotalSegmentator's name(s) for a WORD structure (the same name where they agree)."""
+    return WORD_TO_TOTALSEG.get(word_name, (word_name,))
+
 
 @dataclass(frozen=True)
 class LabelTable:

@@ -196,6 +196,8 @@ def normalize(reply: str | None, question_type: str, question: str | None = None
     text = clean(reply, question)
     if not text:
         return Normalized(None, "invalid", "nothing after cleaning")
+    if (choice := _choice_type(question_type)) is not None:
+        return _read_choice(text, choice)
     if _HEDGE.search(text):
         return Normalized(None, "invalid", f"hedge or refusal ({_HEDGE.search(text)[0]!r})")
     if question_type in ("laterality", "direction") and _OTHER_FRAME.search(text):
@@ -213,6 +215,59 @@ def normalize(reply: str | None, question_type: str, question: str | None = None
         stated, negated = _collect(text, _structures)
         return _decide(stated, negated, "structure")
     raise ValueError(f"{question_type!r} is not an open question type")
+
+
+def _choice_type(question_type: str):
+    from radspatial.questions.spar_common import choice_type
+
+    return choice_type(question_type)
+
+
+# an option letter: "(B)", "B)", "option b", a standalone capital B-H, or "A" where it
+# cannot be the article ("A", "A.", "A or E")
+_LETTER = re.compile(
+    r"\(([A-H])\)|\b([B-H])\b(?!')|\b(A)\b(?=\s*(?:$|[).,;:]|or\b|and\b))"
+    r"|\boption\s+([A-Ha-h])\b"
+)
+_PERCENT = re.compile(r"(\d+(?:,\d+)?)\s*(?:%|percent\b)", re.I)
+
+
+def _read_choice(text: str, choice) -> Normalized:
+    """A multiple-choice reply (``questions/spar_common.py``): the option's letter ("B",
+    "(B)", "B) ...", "option B"), words that name one option ("mirrored", "the left kidney"),
+    or, where the type reads numbers (size's bins), a percentage."""
+    text = re.sub(r"\babout (?:the )?(same|equal)", r"the \1", text, flags=re.I)
+    text = re.sub(r"(?<=\d)\.(?=\d)", ",", text)  # a decimal point ends no clause: 1,5
+    if _HEDGE.search(text):
+        return Normalized(None, "invalid", f"hedge or refusal ({_HEDGE.search(text)[0]!r})")
+
+    values = {o.value.lower().replace(",", "."): o.value for o in choice.options}
+    if (whole := text.strip(" .").lower().replace(",", ".")) in values:  # the class name itself
+        return Normalized(values[whole], "answer", "the option's name")
+
+    def find(clause: str):
+        for m in _LETTER.finditer(clause):
+            value = choice.letter_value(next(g for g in m.groups() if g))
+            if value is not None:
+                yield m.start(), value
+        masked = _ADVERB_RIGHT.sub(lambda m: " " * len(m[0]), clause).lower()
+        hits = [
+            (m.start(), m.end(), o.value)
+            for o in choice.options
+            for p in o.phrases
+            for m in re.finditer(rf"(?<![\w-]){p}(?![\w])", masked)
+        ]
+        for start, end, value in sorted(hits, key=lambda h: h[0] - h[1]):  # longest first
+            if masked[start:end].strip():
+                masked = masked[:start] + " " * (end - start) + masked[end:]
+                yield start, value
+        for m in _PERCENT.finditer(masked):
+            value = choice.number_value(float(m[1].replace(",", ".")))
+            if value is not None:
+                yield m.start(), value
+
+    stated, negated = _collect(text, find)
+    return _decide(stated, negated, "option")
 
 
 def _exact_letters(text: str) -> frozenset:

@@ -42,12 +42,15 @@ from radspatial.probes.planning import cap, crop_plans, plan_task
 from radspatial.probes.render import render_plan
 from radspatial.probes.splits import assign_splits, finalize_task
 from radspatial.probes.tasks import (
+    ALL_TASKS,
     CROP_TASKS,
+    DERIVED,
     GRID,
     TASK_NAMES,
     Plan,
     Rules,
     SliceView,
+    derive_rows,
 )
 
 MULTI_DRAW_TASKS: tuple[str, ...] = (
@@ -74,11 +77,11 @@ class ProbeConfig:
     slice_samples: dict[str, int] = field(default_factory=dict)  # task -> draws per case
 
     def __post_init__(self) -> None:
-        bad = sorted(set(self.tasks) - set(TASK_NAMES))
+        bad = sorted(set(self.tasks) - set(ALL_TASKS))
         if bad or not self.tasks:
-            raise ValueError(f"unknown probe task(s) {bad}; expected a subset of {TASK_NAMES}")
+            raise ValueError(f"unknown probe task(s) {bad}; expected a subset of {ALL_TASKS}")
         # Task order never depends on how they were asked for: output stays byte-identical.
-        object.__setattr__(self, "tasks", tuple(t for t in TASK_NAMES if t in self.tasks))
+        object.__setattr__(self, "tasks", tuple(t for t in ALL_TASKS if t in self.tasks))
         splits = tuple(float(f) for f in self.splits)
         if len(splits) != 3 or min(splits) < 0 or not sum(splits) > 0:
             raise ValueError(f"splits must be 3 fractions >= 0 (train, val, test), got {splits}")
@@ -192,14 +195,16 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
     crop_rng = keyed_rng(config.seed, f"{case.case_id}/crops")
     crops = cap(crop_plans(views, rules), crop_rng, config.max_per_case)
     by_z: dict[int, list[Plan]] = {}
-    for task in config.tasks:
+    sources = {DERIVED[t][0] for t in config.tasks if t in DERIVED}
+    planned = [t for t in TASK_NAMES if t in config.tasks or t in sources]
+    for task in planned:
         rng = keyed_rng(config.seed, f"{case.case_id}/{task}")
         plans = plan_task(task, views, rng, rules, crops)
         if config.draws(task) > 1:
             plans = _more_draws(task, plans, views, rules, config, case.case_id)
         for plan in plans if task in CROP_TASKS else cap(plans, rng, config.max_per_case):
             by_z.setdefault(plan.z, []).append(plan)
-    folder, rows = _folder_name(case.case_id), {t: [] for t in config.tasks}
+    folder, rows = _folder_name(case.case_id), {t: [] for t in planned}
     for z, plans in sorted(by_z.items()):  # one slice rendered at a time bounds memory
         lab = to_display(vol.seg[:, :, z])
         gray = render_gray(to_display(vol.ct[:, :, z]), geom, config.window)
@@ -210,6 +215,8 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(encode_png(render_plan(plan, gray, labels, rules), PNG_LEVEL))
             rows[plan.task].append(row)
+    rows.update({t: derive_rows(t, rows[DERIVED[t][0]]) for t in config.tasks if t in DERIVED})
+    rows = {t: rows[t] for t in config.tasks}
     n_slices = int(vol.seg.shape[2])
     return CaseProbes(vol.case_id, vol.source, vol.variant, n_slices, vol.table.to_json(), rows)
 

@@ -71,6 +71,13 @@ def lr_lambda(total: int, warmup: float, schedule: str):
     return f
 
 
+def slot_options(cfg: TrainConfig, info: dict[str, Any]) -> dict[str, Any]:
+    """The permutation's MLP reads each tile's own region (``MLPOptions.per_slot``)."""
+    if info["kind"] != "permutation" or not cfg.per_tile:
+        return {}
+    return {"mlp": {"per_slot": True}, "both": {"mlp_per_slot": True}}.get(cfg.head, {})
+
+
 def task_seed(seed: int, task: str) -> int:
     return seed * 1000 + zlib.crc32(task.encode()) % 1000
 
@@ -91,9 +98,9 @@ def train_task(
     gen = torch.Generator().manual_seed(seed)
     enc = shared if shared is not None else create_encoder(cfg.encoder, **cfg.encoder_options())
     enc = enc.to(cfg.device)
-    head = create_head(cfg.head, dim=enc.dim, grid=enc.grid, out_shape=out_shape(info)).to(
-        cfg.device
-    )
+    head = create_head(
+        cfg.head, dim=enc.dim, grid=enc.grid, out_shape=out_shape(info), **slot_options(cfg, info)
+    ).to(cfg.device)
     model = ProbeModel(enc, head, info["kind"])
     images = {sp: load_images(samples[sp], enc.image_size) for sp in SPLITS}
     targets = {sp: encode_targets(samples[sp], info)[0] for sp in SPLITS}

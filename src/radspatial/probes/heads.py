@@ -52,6 +52,10 @@ def create_head(
 class MLPOptions:
     hidden: int = 512
     dropout: float = 0.1
+    # slot outputs (the permutation's 16 tiles): the MLP reads each slot's own pooled region
+    # of the token grid (shared weights) instead of the whole image's mean, which cannot say
+    # which tile is where (a mean is the same for every arrangement of the tiles)
+    per_slot: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,26 @@ class MLPHead(_Head):
         self.trunk = nn.Sequential(
             nn.LayerNorm(dim), nn.Linear(dim, opt.hidden), nn.GELU(), nn.Dropout(opt.dropout)
         )
-        self.readout = nn.Linear(opt.hidden, math.prod(self.out_shape))
+        self.slot_grid = _slot_grid(self.out_shape) if opt.per_slot else None
+        width = self.out_shape[-1] if self.slot_grid else math.prod(self.out_shape)
+        self.readout = nn.Linear(opt.hidden, width)
 
     def forward(self, feats: Features) -> torch.Tensor:
-        out = self.readout(self.trunk(feats.pooled))
-        return out.view(out.shape[0], *self.out_shape)
+        if self.slot_grid is None:
+            out = self.readout(self.trunk(feats.pooled))
+            return out.view(out.shape[0], *self.out_shape)
+        b, n, d = feats.tokens.shape
+        grid = feats.tokens.transpose(1, 2).reshape(b, d, *self.grid)
+        regions = nn.functional.adaptive_avg_pool2d(grid, self.slot_grid)  # (B, D, s, s)
+        return self.readout(self.trunk(regions.flatten(2).transpose(1, 2)))
+
+
+def _slot_grid(out_shape: tuple[int, ...]) -> tuple[int, int]:
+    """(s, s) for ``(s * s, K)`` slot outputs (per_slot needs a square number of slots)."""
+    side = math.isqrt(out_shape[0]) if len(out_shape) == 2 else 0
+    if side * side != (out_shape[0] if len(out_shape) == 2 else -1):
+        raise ValueError(f"per_slot needs (s*s, K) outputs, got {out_shape}")
+    return side, side
 
 
 @register_head("transformer")

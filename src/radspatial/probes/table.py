@@ -33,8 +33,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("distance", "Dist ↑"),
     ("count", "Count ↑"),
     ("relpos_organ", "RelOrg ↑"),
+    ("relpos2", "RelPos-2 ↑"),
+    ("orient5", "Orient-5 ↑"),
 )
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"relpos_organ"})  # shown only when some run has it
+# shown only when some run has it (relpos2 / orient5: SPAR's class sets, docs/probes.md)
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"relpos_organ", "relpos2", "orient5"})
 HEAD_ORDER = {"mlp": 0, "transformer": 1, "both": 2}
 DASH = "–"
 

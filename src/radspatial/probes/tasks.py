@@ -39,6 +39,7 @@ Choices where docs/probes.md leaves room (all recorded in probes.json):
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,18 @@ TASK_NAMES: tuple[str, ...] = (
     "count",
     "relpos_organ",
 )
+# SPAR-Bench's class sets (Tables 1, 5; docs/probes.md): opt-in tasks whose samples are the
+# source task's images with the targets mapped (relpos: left/right only, binary; orient: the
+# four rotations and "mirrored"); the earlier 4- and 8-class forms keep their names
+DERIVED: dict[str, tuple[str, dict[str, str]]] = {
+    "relpos2": ("relpos", {"left": "left", "right": "right"}),
+    "orient5": (
+        "orient",
+        {"B1": "standard", "B2": "rotated_90_ccw", "B3": "rotated_180", "B4": "rotated_90_cw"}
+        | {f"A{k}": "mirrored" for k in range(1, 5)},
+    ),
+}
+ALL_TASKS: tuple[str, ...] = (*TASK_NAMES, *DERIVED)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 STANDARD = "B1"  # no flip, no rotation: the standard radiological view
 GRID = 4  # permutation: GRID x GRID tiles
@@ -99,6 +112,13 @@ TASKS: dict[str, TaskDef] = {
     "distance": TaskDef(3, "classification", ("red_blue", "green_yellow"), 0.5),
     "count": TaskDef(3, "classification", COUNT_CLASSES, None),
     "relpos_organ": TaskDef(3, "classification", ("left", "right", "above", "below"), 0.25),
+    "relpos2": TaskDef(3, "classification", ("left", "right"), 0.5),
+    "orient5": TaskDef(
+        3,
+        "classification",
+        ("standard", "rotated_90_ccw", "rotated_180", "rotated_90_cw", "mirrored"),
+        0.2,
+    ),
 }
 DESCRIPTIONS: dict[str, str] = {
     "localize": "organ crop -> organ centre [x, y] in the standard-view slice, in [0, 1]",
@@ -111,7 +131,30 @@ DESCRIPTIONS: dict[str, str] = {
     "count": "connected components of the red-dotted structure in the slice",
     "relpos_organ": "no markers: where the second structure of a fixed named pair (liver->spleen,"
     " kidney_right->kidney_left, liver->stomach; first present) lies from the first, as shown",
+    "relpos2": "SPAR's binary relative position: the relpos samples whose blue dot is left or"
+    " right of the red dot",
+    "orient5": "SPAR's five orientation classes: the orient samples as standard, rotated 90 ccw,"
+    " 180, 90 cw, or mirrored (any rotation)",
 }
+
+
+def derive_rows(task: str, source_rows: list[dict]) -> list[dict]:
+    """A derived task's rows from its source task's rows (same images, targets mapped)."""
+    source, mapping = DERIVED[task]
+    src_classes, classes = TASKS[source].classes, TASKS[task].classes
+    assert src_classes is not None and classes is not None
+    out = []
+    for r in source_rows:
+        code = src_classes[int(r["target"])]
+        cls = mapping.get(code)
+        # orient5: 4 of the 8 variants are mirrored; one in four of those samples is kept
+        # (chosen by a hash of the id) so the five classes are about equally frequent
+        if cls == "mirrored" and zlib.crc32(r["id"].encode()) % 4 != int(code[1]) - 1:
+            continue
+        if cls is not None:
+            meta = {**r["meta"], "source_task": source}
+            out.append({**r, "target": classes.index(cls), "meta": meta})
+    return out
 
 
 @dataclass(frozen=True)

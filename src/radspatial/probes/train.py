@@ -62,6 +62,9 @@ class TrainConfig:
     encoder_kwargs: dict[str, Any] | None = None  # more create_encoder options (e.g. width)
     threads: int | None = None  # torch CPU threads while training (None: leave as is)
     task_epochs: dict[str, int] | None = None  # task -> epochs, overriding ``epochs``
+    # permutation: the mlp head reads each tile's region (False: the whole image's mean, the
+    # earlier read-out, which cannot tell one arrangement of the tiles from another)
+    per_tile: bool = True
 
     def epochs_for(self, task: str) -> int:
         return (self.task_epochs or {}).get(task, self.epochs)

@@ -36,9 +36,11 @@ if TYPE_CHECKING:  # the agent's records, for annotations here and in the types 
 __all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 T = TypeVar("T")
 
-# the CLI's groups (``--question-types spar|open``) as their types declare them (``group``);
-# read from the registry when first asked: see ``__getattr__`` at the end
-_GROUP_NAMES = {"SPAR_VQA": "spar", "OPEN": "open"}  # open: a word or a number as the answer
+# the CLI's groups (``--questions spar|spar-binary|open``) as their types declare them
+# (``group``); read from the registry when first asked: see ``__getattr__`` at the end.
+# spar: SPAR-VQA as SPAR-Bench's Table 2 (questions/spar_*.py); spar-binary: the earlier
+# all-yes/no SPAR-VQA types; open: a word or a number as the answer
+_GROUP_NAMES = {"SPAR_VQA": "spar-binary", "SPAR_TABLE2": "spar", "OPEN": "open"}
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,8 @@ def question_groups() -> dict[str, tuple[str, ...]]:
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
-    """``SPAR_VQA`` and ``OPEN``: the "spar" and "open" groups, read when asked."""
+    """``SPAR_VQA``, ``SPAR_TABLE2`` and ``OPEN``: the "spar-binary", "spar" and "open"
+    groups, read when asked."""
     if name in _GROUP_NAMES:
         return question_groups().get(_GROUP_NAMES[name], ())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -56,7 +56,7 @@ class Count(q.KeepVariant):
     relations = (RELATION,)
     roles = ("structure",)
     parse_order = 30
-    group, group_order = "spar", 50
+    group, group_order = "spar-binary", 50
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules

@@ -66,7 +66,7 @@ class Distance(q.KeepVariant):
     relations = tuple(RELATIONS)
     roles = ("anchor", "first", "second")
     parse_order = 40
-    group, group_order = "spar", 40
+    group, group_order = "spar-binary", 40
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules

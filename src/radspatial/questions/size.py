@@ -55,7 +55,7 @@ class SizeComparison(q.KeepVariant):
     n_objects = 2
     chance = 0.5
     parse_order = 50
-    group = "spar"
+    group = "spar-binary"
 
     def __init__(self, name: str, paired: bool, example: tuple[str, str], group_order: int) -> None:
         self.name = name

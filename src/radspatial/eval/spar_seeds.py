@@ -1,0 +1,112 @@
+"""SPAR-VQA across dataset seeds, in the shape of SPAR-Bench's Table 2.
+
+The paper reports each model as mean +- std over three seeds with the phrasing resampled per
+seed: here, one ``radspatial generate --questions spar --seed S`` dataset per seed (other
+slices' questions, other variants, other paraphrases) and one eval run of the model on each.
+``seed_table`` reads the runs' ``metrics.json``, groups them by model, takes each run's
+accuracy per type (the mean over that run's repeats), and reports per type the mean and the
+sample standard deviation over the seeds, and the **macro** average: the mean over the types
+within each seed, then its mean +- std over the seeds (Table 2's "Macro"). ``n`` is the items
+per type summed over the seeds; chance comes from the datasets (``dataset.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.eval.metrics import mean_std
+
+SPAR_TYPES = ("spar_relpos", "spar_orient", "spar_symm", "spar_size", "spar_dist")
+_HEAD = {
+    "spar_relpos": "RelPos",
+    "spar_orient": "Orient",
+    "spar_symm": "Symm",
+    "spar_size": "Size",
+    "spar_dist": "Dist",
+}
+
+
+def _read(run: Path) -> dict[str, Any]:
+    path = Path(run) / "metrics.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read eval metrics ({exc})") from None
+
+
+def seed_table(runs: Sequence[Path], types: Sequence[str] = SPAR_TYPES) -> dict[str, Any]:
+    """{"types", "chance", "models": {model: {"seeds", type: {mean, std, n}, "macro"}}}."""
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        m = _read(run)
+        by_model.setdefault(str(m.get("model", Path(run).name)), []).append(m)
+    present = [
+        t for t in types if any(t in m["by_question_type"] for ms in by_model.values() for m in ms)
+    ]
+    chance: dict[str, float | None] = {}
+    models: dict[str, Any] = {}
+    for model, metrics in by_model.items():
+        row: dict[str, Any] = {"seeds": len(metrics)}
+        per_seed_macro: list[list[float]] = [[] for _ in metrics]
+        for t in present:
+            accs, n = [], 0
+            for k, m in enumerate(metrics):
+                g = m["by_question_type"].get(t)
+                if not g or g.get("accuracy_mean") is None:
+                    continue
+                accs.append(g["accuracy_mean"])
+                per_seed_macro[k].append(g["accuracy_mean"])
+                n += int(g.get("n_items", 0))
+                chance.setdefault(t, g.get("chance"))
+            mean, std = mean_std(accs)
+            row[t] = {"mean": mean if accs else None, "std": std if accs else None, "n": n}
+        complete = [sum(v) / len(v) for v in per_seed_macro if len(v) == len(present) and v]
+        mean, std = mean_std(complete)
+        row["macro"] = {"mean": mean if complete else None, "std": std if complete else None}
+        models[model] = row
+    return {"types": present, "chance": chance, "models": models}
+
+
+def _cell(c: dict[str, Any] | None) -> str:
+    if not c or c.get("mean") is None:
+        return "–"
+    return f"{100 * c['mean']:.1f} ± {100 * c['std']:.1f}"
+
+
+def seed_table_md(table: dict[str, Any]) -> str:
+    """Table 2's layout: Model | Macro | one column per type (n summed over the seeds)."""
+    types = table["types"]
+    first = next(iter(table["models"].values()), {})
+    heads = [f"{_HEAD.get(t, t)} (n={first.get(t, {}).get('n', 0)})" for t in types]
+    lines = [
+        "| Model | seeds | Macro | " + " | ".join(heads) + " |",
+        "|---" * (len(types) + 3) + "|",
+    ]
+    ch = [table["chance"].get(t) for t in types]
+    macro_ch = sum(ch) / len(ch) if ch and all(c is not None for c in ch) else None
+    cells = [f"{100 * c:.1f}" if c is not None else "–" for c in ch]
+    macro = f"{100 * macro_ch:.1f}" if macro_ch is not None else "–"
+    lines.append(f"| Chance | | {macro} | " + " | ".join(cells) + " |")
+    for model, row in table["models"].items():
+        vals = " | ".join(_cell(row.get(t)) for t in types)
+        lines.append(f"| {model} | {row['seeds']} | {_cell(row['macro'])} | {vals} |")
+    lines.append("")
+    lines.append(
+        "Accuracy %, mean ± sample std over the seeds (one dataset per seed, phrasing resampled"
+        " per seed); Macro: the mean over the types within a seed, then over the seeds. n: items"
+        " per type, all seeds (the first model's runs)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def write_seed_table(runs: Sequence[Path], out: Path) -> Path:
+    """``out``.md and ``out``.json (atomic)."""
+    table = seed_table(runs)
+    out = Path(out)
+    atomic_write_json(out.with_suffix(".json"), table)
+    atomic_write_bytes(out.with_suffix(".md"), seed_table_md(table).encode())
+    return out.with_suffix(".md")
