@@ -23,7 +23,7 @@ from radspatial.eval.prompts import example_question
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.models.base import Request
-from radspatial.models.baselines import Baseline, builtin_atlas
+from radspatial.models.baselines import Baseline, builtin_atlases
 from radspatial.questions import QUESTION_TYPES, list_question_types, question_groups
 
 # module -> (the types it registers, a question of its first type, the item a prior reads);
@@ -78,7 +78,7 @@ def _outputs(out: Path, names: tuple[str, ...]) -> dict[str, object]:
 
 def _prior(meta: dict) -> tuple[str, object]:
     """What the anatomy prior replies, and what the type's prior says (None: nothing)."""
-    prior = Baseline("baseline:anatomy-prior", "anatomy-prior", builtin_atlas(), "built-in")
+    prior = Baseline("baseline:anatomy-prior", "anatomy-prior", builtin_atlases(), "built-in")
     req = Request("k", "p", b"", meta)
     return prior.answer(req), prior._prior(req)
 

@@ -23,7 +23,7 @@ from radspatial.imaging.markers import Mark, draw_marks
 from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.imaging.volumes import Case
 from radspatial.models.base import Request
-from radspatial.models.baselines import Baseline, builtin_atlas
+from radspatial.models.baselines import Baseline, builtin_atlas, builtin_atlases
 from radspatial.questions import (
     SPAR_VQA,
     Candidate,
@@ -345,7 +345,7 @@ def test_markers_agent_reads_three_dots_for_distance():
 
 
 def test_anatomy_prior_on_spar_types():
-    prior = Baseline("baseline:anatomy-prior", "anatomy-prior", builtin_atlas(), "built-in")
+    prior = Baseline("baseline:anatomy-prior", "anatomy-prior", builtin_atlases(), "built-in")
     req = Request("k", "p", b"", {"question_type": "orientation", "relation": "mirrored"})
     assert prior.answer(req) == "0"
     meta = {

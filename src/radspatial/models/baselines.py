@@ -80,6 +80,11 @@ def builtin_plane_atlases() -> dict[str, Atlas]:
     return {p: {k: (v[0], v[1]) for k, v in a.items()} for p, a in planes.items()}
 
 
+def builtin_atlases() -> dict[str, Atlas]:
+    """The shipped atlas of every plane (axial: MIRP's centres)."""
+    return {"axial": builtin_atlas(), **builtin_plane_atlases()}
+
+
 def load_atlas(source: str) -> dict[str, Atlas]:
     """The atlas of each plane, learned from a dataset's manifest."""
     path = Path(source)
@@ -164,5 +169,5 @@ def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) 
         if source:
             raise ValueError(f"baseline:{rest}: only anatomy-prior/standard-view take @atlas")
         return Baseline(f"baseline:{rest}", kind, None, "")
-    atlas = load_atlas(source) if source else {"axial": builtin_atlas(), **builtin_plane_atlases()}
+    atlas = load_atlas(source) if source else builtin_atlases()
     return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in")
