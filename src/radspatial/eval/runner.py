@@ -25,8 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.io import atomic_write_json, atomic_write_jsonl, read_call_log
+from radspatial.core.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    jsonl_line,
+    open_append,
+    read_call_log,
+)
 from radspatial.core.progress import Progress
+from radspatial.core.redact import redact, redact_json
+from radspatial.core.safepath import check_image_bytes
+from radspatial.core.textsafe import utf8_clean
 from radspatial.eval.items import EvalItem, load_items, sample_items
 from radspatial.eval.mirp import draw_examples
 from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
@@ -42,6 +51,7 @@ from radspatial.models.base import (
 )
 
 CALLS = "calls.jsonl"
+MAX_CONCURRENCY = 4096  # calls in flight; more only builds connection slots nobody uses
 PROTOCOLS = ("radspatial", "mirp")
 
 
@@ -75,8 +85,10 @@ class EvalConfig:
             raise ValueError(f"--limit must be >= 1, got {self.limit}")
         if self.runs < 1:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
-        if self.concurrency < 1:
-            raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(
+                f"--concurrency must be between 1 and {MAX_CONCURRENCY}, got {self.concurrency}"
+            )
 
 
 def call_key(
@@ -161,23 +173,25 @@ def _chunks(
     prompts: PromptOf,
     done: dict[str, dict],
     size: int,
-    where: dict[str, tuple[str, int]],
+    where: dict[str, list[tuple[str, int]]],
 ) -> Iterator[list[Request]]:
     """Pending requests in chunks, reading each image once (bounded memory on big datasets).
 
-    Fills ``where`` with key -> (item id, run) for every call, pending or done.
+    Fills ``where`` with key -> [(item id, run), ...] for every call, pending or done: two
+    items asking the same question of the same image share one call (and its answer).
     """
     batch: list[Request] = []
     text_first = config.protocol == "mirp"
     for item in items:
         png = item.image.read_bytes()
+        check_image_bytes(item.image, png)
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
             prompt = prompts(item, run)
             key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
-            where[key] = (item.id, run)
+            where.setdefault(key, []).append((item.id, run))
             row = done.get(key)
-            if row is not None and row.get("error") is None:
+            if len(where[key]) > 1 or (row is not None and row.get("error") is None):
                 continue
             meta = {**_item_meta(item), "run": run}
             batch.append(Request(key, prompt, png, meta, text_first=text_first))
@@ -195,7 +209,11 @@ def run_eval(
     backend: Backend | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
+    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``.
+
+    ``data`` is made absolute first, so run.json and every row's image name the dataset
+    whatever folder the report or export later runs in."""
+    data = Path(os.path.abspath(data))
     items = load_items(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
@@ -255,7 +273,7 @@ def _run_locked(
         n_done = sum(1 for r in done.values() if r.get("error") is None)
         atomic_write_json(out / "run.json", {**run_info, "status": status, "calls_done": n_done})
         raise
-    by_pos = {pos: done.get(key) for key, pos in where.items()}
+    by_pos = {pos: done.get(key) for key, places in where.items() for pos in places}
     records = [
         result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
         for run in range(config.runs)
@@ -269,11 +287,12 @@ def _run_locked(
 
 
 def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) -> dict[str, Any]:
-    """What run.json records about the run (its status is added as it goes)."""
-    return {
+    """What run.json records about the run (its status is added as it goes); secrets in any
+    URL are redacted (``core.redact``)."""
+    info = {
         "data": str(data),
-        "model": config.model,
-        "backend": backend.describe(),
+        "model": redact(config.model),
+        "backend": redact_json(backend.describe()),
         "runs": config.runs,
         "concurrency": config.concurrency,
         "limit": config.limit,
@@ -288,6 +307,7 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
         "n_items": n_items,
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
+    return redact_json(info)
 
 
 def _call_all(
@@ -298,31 +318,34 @@ def _call_all(
     prompts: PromptOf,
     done: dict[str, dict],
     progress: bool,
-) -> dict[str, tuple[str, int]]:
+) -> dict[str, list[tuple[str, int]]]:
     """Every pending call through the backend, each reply appended to the call log (and to
-    ``done``) as it returns; key -> (item id, run) of every call, pending or done."""
+    ``done``) as it returns; key -> [(item id, run), ...] of every call, pending or done."""
     # a bar on a terminal, a line every few seconds when piped (radspatial.core.progress)
     bar = Progress(
-        len(items) * config.runs, f"eval {config.model}: calls", "call", enabled=progress
+        len(items) * config.runs, f"eval {redact(config.model)}: calls", "call", enabled=progress
     )
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
-    where: dict[str, tuple[str, int]] = {}
-    with open(out / CALLS, "a", encoding="utf-8") as log:
+    where: dict[str, list[tuple[str, int]]] = {}
+    with open_append(out / CALLS) as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
+            text, error = reply.text, reply.error
+            if error is None and not isinstance(text, str):  # a backend bug, not an answer
+                text, error = None, f"the backend returned {type(text).__name__}, not text"
             row = {
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": reply.text,
-                "error": reply.error,
+                "reply": None if text is None else utf8_clean(text),
+                "error": None if error is None else redact(utf8_clean(str(error))),
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,
             }
-            log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            log.write(jsonl_line(row))
             log.flush()
             done[req.key] = row
-            if reply.error is None:
+            if error is None:
                 bar.update()
 
         try:
@@ -349,8 +372,8 @@ def _write_results(out: Path, config: EvalConfig, rows: list[dict]) -> list[dict
             rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
         )
     atomic_write_jsonl(out / "results.jsonl", rows)
-    metrics = compute_metrics(rows, model=config.model, runs=config.runs)
+    metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
     if judge is not None:
         metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
-    atomic_write_json(out / "metrics.json", metrics)
+    atomic_write_json(out / "metrics.json", redact_json(metrics))
     return rows
