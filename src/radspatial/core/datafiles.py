@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,25 @@ def loads(text: str | bytes, where: object) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:  # e.g. an integer of over 4300 digits
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataFileError(f"{where}: not valid JSON ({text})") from None
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def check_names(row: dict, where: str, keys: tuple[str, ...], *, ids: tuple[str, ...] = ()) -> None:
+    """``keys`` (setup, marker, question type: they become folder and file names) must be plain
+    names (letters, digits, ``_.-``, no ``..``); ``ids`` may hold ``/`` but no control or
+    format character (newline, ESC, U+202E), which would forge lines or reorder text."""
+    for key in keys:
+        value = row.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+            raise DataFileError(f"{where}: {key!r} must be a plain name, got {value!r}")
+    for key in ids:
+        value = row.get(key)
+        if isinstance(value, str) and any(unicodedata.category(c)[0] == "C" for c in value):
+            raise DataFileError(f"{where}: {key!r} holds a control character: {value!r}")
 
 
 def read_json_lines(path: Path) -> list[tuple[str, dict]]:

@@ -297,7 +297,9 @@ class OpenAIChatBackend:
                 self._post(client, payload), timeout=self.timeout_s
             )
         except TimeoutError:
-            return _Outcome(reason=f"Timeout (no whole reply within {self.timeout_s:g} s)", retryable=True)
+            return _Outcome(
+                reason=f"Timeout (no whole reply within {self.timeout_s:g} s)", retryable=True
+            )
         except _TooBig:
             cap = self.max_reply_bytes / 2**20
             return _Outcome(reason=f"reply body over the {cap:g} MiB cap (max_reply_mb)")
