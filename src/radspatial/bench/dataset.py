@@ -29,6 +29,7 @@ from radspatial.bench.stage import (
     ShardDone,
     link_tree,
     locked_stage,
+    own_table,
     run_shards,
 )
 from radspatial.core.errors import disk_error_line
@@ -364,7 +365,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     tally = _write_manifest(dst, streams)
     if failures:
         atomic_write_jsonl(dst / "failures.jsonl", failures)
-    case_info = [r.info for r in done]
+    case_info = [own_table(dst, r.info) for r in done]
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -27,7 +27,7 @@ from radspatial.core.datafiles import (
 )
 from radspatial.core.labels import normalize_name
 from radspatial.core.records import RELPOS, ManifestRow, read_manifest
-from radspatial.core.safepath import inside
+from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.eval.mirp import MIRP_CENTRES
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
@@ -106,13 +106,30 @@ def _case_tables(root: Path) -> dict[str, dict]:
         raise DataFileError(f"{meta_path}: 'cases' must be a list of objects")
     return {
         c["case_id"]: {
-            "labels": c.get("labels"),
+            "labels": _contained_table(root, c.get("labels"), f"{meta_path}: cases[{i}]"),
             "grouping": c.get("grouping"),
             "modality": c.get("modality"),
         }
-        for c in cases
+        for i, c in enumerate(cases)
         if isinstance(c.get("case_id"), str)
     }
+
+
+def _contained_table(root: Path, labels: object, where: str) -> str | None:
+    """A case's label table: a built-in name, or a JSON file inside the dataset folder (given
+    relative to it; the agent opens it, so it may not point anywhere else)."""
+    from radspatial.core.labels import BUILTIN_TABLES
+
+    if labels is None or labels in BUILTIN_TABLES:
+        return labels  # type: ignore[return-value]
+    if not isinstance(labels, str):
+        raise DataFileError(f"{where}: 'labels' must be a table name or a path, got {labels!r}")
+    try:
+        return str(inside(root, labels, where=where, what="labels"))
+    except PathEscapeError as exc:
+        raise DataFileError(
+            f"{exc} (copy the label table into the dataset folder and name it relative there)"
+        ) from None
 
 
 def _from_manifest(root: Path) -> list[EvalItem]:
