@@ -97,3 +97,25 @@ def check_image_bytes(path: Path, data: bytes) -> None:
     if signatures and not data.startswith(signatures):
         kind = Path(path).suffix.lower().lstrip(".").upper()
         raise PathEscapeError(f"{path}: not a {kind} image (its bytes are another format)")
+
+
+def recorded_root(run_dir: Path, data: object) -> Path | None:
+    """The dataset folder a run folder's run.json names (``data``): absolute since eval records
+    it so; a relative one (older runs) is taken as given if it exists here, else from the run
+    folder's parent. None when there is none."""
+    if not isinstance(data, str) or not data.strip() or "\x00" in data:
+        return None
+    root = Path(data)
+    return root if root.is_absolute() or root.is_dir() else Path(run_dir).parent / root
+
+
+def linkable(root: Path | None, image: object) -> Path | None:
+    """``image`` (a results row's path) as an existing file inside the dataset ``root``, else
+    None: nothing outside the dataset is linked or even probed."""
+    if root is None or not isinstance(image, str) or not image or "\x00" in image:
+        return None
+    path = Path(image)
+    real_root, real = _real(root), _real(path if path.is_absolute() else Path.cwd() / path)
+    if real_root not in real.parents:
+        return None
+    return path if real.is_file() else None

@@ -4,6 +4,7 @@
   markdown on one line: control characters and newlines become spaces and the characters that
   make links, images, emphasis, code, HTML or table cells are backslash-escaped, so
   ``![t](http://host/x.png)`` prints as text and a newline cannot split a table row.
+- ``md_table(header, rows)``: a pipe table of such cells.
 - ``md_code(s)``: the same string as an inline code span (backticks inside are replaced);
   returns ``Markup``, which ``md_text`` passes through unchanged.
 - ``log_text(s)``: a request line or header for a log: control characters (ESC, CR, U+202E
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|!#~])")
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])")  # links, images, emphasis, code, HTML, cells
 _SPACE = re.compile(r"\s+")
 
 
@@ -43,6 +45,13 @@ def md_code(text: object) -> Markup:
     """``text`` as an inline code span on one line."""
     one_line = _SPACE.sub(" ", _visible(str(text))).strip().replace("`", "'")
     return Markup(f"`{one_line}`")
+
+
+def md_table(header: Sequence[object], rows: Iterable[Sequence[object]]) -> str:
+    """A pipe table; every cell through :func:`md_text` (``Markup`` cells pass as built)."""
+    lines = ["| " + " | ".join(md_text(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def log_text(text: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 from radspatial.core.datafiles import read_bytes_bounded, read_json
 from radspatial.core.io import atomic_write_bytes, dumps
 from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
-from radspatial.core.safepath import inside
+from radspatial.core.safepath import inside, recorded_root
 from radspatial.eval.mirp import MIRP_CENTRES, class_name
 
 
@@ -89,16 +89,11 @@ def _centres_from_manifest(root: Path) -> list[dict[str, Any]] | None:
 
 
 def run_data(run_dir: Path) -> Path | None:
-    """The dataset folder run.json names (relative ones, from runs before eval recorded it
-    absolute, are taken from the run folder's parent), or None."""
+    """The dataset folder run.json names (``core.safepath.recorded_root``), or None."""
     info_path = run_dir / "run.json"
     if not info_path.is_file():
         return None
-    data = read_json(info_path, want=dict).get("data")
-    if not isinstance(data, str) or not data or "\x00" in data:
-        return None
-    root = Path(data)
-    return root if root.is_absolute() or root.is_dir() else run_dir.parent / root
+    return recorded_root(run_dir, read_json(info_path, want=dict).get("data"))
 
 
 def _centres(run_dir: Path) -> tuple[bytes | None, str | None]:
