@@ -99,7 +99,7 @@ def load_items(
 def _case_tables(root: Path) -> dict[str, dict]:
     """case id -> {"labels": table, "grouping": ...} from dataset.json, if present."""
     meta_path = root / "dataset.json"
-    if not meta_path.is_file():
+    if not meta_path.exists() and not meta_path.is_symlink():
         return {}
     cases = read_json(meta_path, want=dict).get("cases") or []
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):

@@ -79,7 +79,7 @@ class RunData:
 def load_run(path: Path, label: str | None = None) -> RunData:
     path = Path(path)
     metrics_path = path / "metrics.json"
-    if not metrics_path.is_file():
+    if not metrics_path.exists():
         raise ValueError(f"{path}: no metrics.json (did the eval finish?)")
     metrics = _checked(read_json(metrics_path, want=dict), metrics_path)
     info_path = path / "run.json"
