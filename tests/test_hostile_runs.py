@@ -145,8 +145,8 @@ def _report_label(tmp: Path, base: Base) -> list[str]:
 def _report_safe(tmp: Path) -> None:
     html = (tmp / "rep" / "index.html").read_text()
     md = (tmp / "rep" / "summary.md").read_text()
-    assert "evil.invalid/x.png\"" not in html and "<img class=\"fig\" src=\"http" not in html
-    assert "/etc/passwd\"" not in html and "etc/passwd" not in html.split("image not found")[0]
+    assert 'evil.invalid/x.png"' not in html and '<img class="fig" src="http' not in html
+    assert '/etc/passwd"' not in html and "etc/passwd" not in html.split("image not found")[0]
     assert not any(line.startswith("![t]") for line in md.splitlines())
 
 
@@ -167,7 +167,8 @@ def _sources_intact(tmp: Path) -> None:
 
 def _dup_question(tmp: Path, base: Base) -> list[str]:
     ds, _ = _copy(base, tmp)
-    rewrite_jsonl(ds / "manifest.jsonl", lambda rows: [*rows, {**rows[0], "id": rows[0]["id"] + "b"}])
+    twice = lambda rows: [*rows, {**rows[0], "id": rows[0]["id"] + "b"}]  # noqa: E731
+    rewrite_jsonl(ds / "manifest.jsonl", twice)
     return _eval(ds, tmp / "out", "baseline:yes", "--limit", "1000")
 
 
@@ -315,7 +316,8 @@ CASES = [
          ("metrics.json", "'overall' must be an object")),
     Case("metrics deep nesting", _file("metrics.json", DEEP, "report"), 2,
          ("metrics.json", "nested too deeply")),
-    Case("run.json a list", _file("run.json", "[]", "report"), 2, ("run.json", "expected an object")),
+    Case("run.json a list", _file("run.json", "[]", "report"), 2,
+         ("run.json", "expected an object")),
     Case("results lines numbers", _file("results.jsonl", "1\n2\n", "report"), 2,
          ("results.jsonl", "line 1", "JSON object")),
     Case("results lines strings", _file("results.jsonl", '"a"\n', "mirp"), 2,

@@ -24,7 +24,10 @@ def _body(**extra) -> dict:
     import base64
 
     url = "data:image/png;base64," + base64.b64encode(_PNG).decode()
-    parts = [{"type": "text", "text": "Is 1 left of 2?"}, {"type": "image_url", "image_url": {"url": url}}]
+    parts = [
+        {"type": "text", "text": "Is 1 left of 2?"},
+        {"type": "image_url", "image_url": {"url": url}},
+    ]
     return {"messages": [{"role": "user", "content": parts}], **extra}
 
 

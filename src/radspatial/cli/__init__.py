@@ -45,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    from pathlib import Path
-
     from radspatial.core.redact import redact
     from radspatial.imaging.volumes import InputError
 
@@ -56,10 +54,10 @@ def _main(argv: list[str] | None) -> int:
         msg = " ".join(redact(str(exc)).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except OSError as exc:  # the output disk: full, read-only, no permission
-        from radspatial.core.errors import disk_error_line
+    except OSError as exc:  # a full or read-only disk, a missing or unreadable file
+        from radspatial.core.errors import os_error_line
 
-        msg = " ".join(redact(disk_error_line(exc, Path("."))).split())
+        msg = " ".join(redact(os_error_line(exc)).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
