@@ -13,6 +13,7 @@ anatomical truth) are derived from it. Datasets written before the three frames 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +218,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
             image_dir = f"{folder}/{'images' if marker == 'none' else f'image_{marker}'}"
             for where, entry, qas in read_mirp_qa(qa_file):
                 filename = entry["filename"]
-                image = inside(root / image_dir, filename, where=where, what="filename")
+                image = _mirp_image(root, image_dir, filename, where)
                 for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
                     relation = worded_relation(question)
@@ -257,6 +258,14 @@ def _from_mirp(root: Path) -> list[EvalItem]:
     return items
 
 
+def _mirp_image(root: Path, image_dir: str, filename: str, where: str) -> Path:
+    """A qa file's image: a plain file name in its setup's image folder, resolving inside the
+    dataset (it may link to another setup's copy of the same image)."""
+    if "/" in filename or "\\" in filename:
+        raise DataFileError(f"{where}: 'filename' must be a file name, got {filename!r}")
+    return inside(root, f"{image_dir}/{filename}", where=where, what="filename")
+
+
 def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
     if not path.is_file():
         return {}
@@ -269,6 +278,9 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
             }
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFileError(f"{path}: entry {i}: bad filename/label_info ({exc!r})") from None
+        bad = [n for n, xy in out[entry["filename"]].items() if not all(map(math.isfinite, xy))]
+        if bad:  # NaN or inf would silently turn every truth about it into 0
+            raise DataFileError(f"{path}: entry {i}: centre of {bad[0]!r} is not a finite number")
     return out
 
 
