@@ -264,6 +264,41 @@ def _probe_table_list(tmp: Path, base: Base) -> list[str]:
     return ["probe", "table", str(tmp / "p"), "--out", str(tmp / "t")]
 
 
+def _mirp_linked(tmp: Path, base: Base) -> list[str]:
+    """A MIRP layout whose RQ3 images are symlinks to RQ1's copies (inside the dataset)."""
+    ds, _ = _copy(base, tmp)
+    (ds / "manifest.jsonl").unlink()
+    (ds / "dataset.json").unlink()
+    (ds / "RQ3" / "images").mkdir(parents=True)
+    shutil.copy(ds / "RQ1" / "qa.json", ds / "RQ3" / "qa.json")
+    for png in (ds / "RQ1" / "images").iterdir():
+        (ds / "RQ3" / "images" / png.name).symlink_to(Path("../../RQ1/images") / png.name)
+    return _eval(ds, tmp / "out", "baseline:yes", "--limit", "1000")
+
+
+def _rq3_read(tmp: Path) -> None:
+    rows = [json.loads(x) for x in (tmp / "out" / "results.jsonl").read_text().splitlines()]
+    assert {r["setup"] for r in rows} == {"rq1", "rq3"}
+
+
+def _nan_centres(tmp: Path, base: Base) -> list[str]:
+    ds, _ = _copy(base, tmp)
+    path = next(ds.glob("center_of_*.json"))
+    entries = json.loads(path.read_text())
+    entries[0]["label_info"][0]["center_x"] = float("nan")
+    path.write_text(json.dumps(entries))
+    return _eval(ds, tmp / "out", "baseline:yes")
+
+
+def _no_manifest(empty: bool) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, _ = _copy(base, tmp)
+        (ds / "manifest.jsonl").write_text("") if empty else (ds / "manifest.jsonl").unlink()
+        return _eval(ds, tmp / "out", "baseline:yes")
+
+    return setup
+
+
 DEEP = "[" * 100_000 + "]" * 100_000
 
 CASES = [
@@ -329,6 +364,10 @@ CASES = [
     Case("hf licence injects YAML", _hf("--license", "mit\nx: y"), 2, ("--license", "licence id")),
     Case("hf dataset.json cases a number", _file("dataset.json", '{"cases": 3}', "hf"), 2,
          ("dataset.json", "'cases'")),
+    Case("MIRP RQ3 images linking to RQ1's", _mirp_linked, 0, (), _rq3_read),
+    Case("NaN centre", _nan_centres, 2, ("center_of_", "not a finite number")),
+    Case("empty manifest", _no_manifest(True), 2, ("manifest.jsonl", "no rows")),
+    Case("manifest missing", _no_manifest(False), 2, ("manifest.jsonl", "missing")),
     Case("probe table on a list", _probe_table_list, 2, ("results.json", "expected an object")),
 ]  # fmt: skip
 

@@ -74,8 +74,13 @@ def load_items(
 ) -> list[EvalItem]:
     """All items of a dataset folder, sorted by id, optionally filtered."""
     root = Path(root)
-    if (root / "manifest.jsonl").is_file():
+    manifest = root / "manifest.jsonl"
+    if manifest.exists() or manifest.is_symlink():
         items = _from_manifest(root)
+        if not items:
+            raise DataFileError(f"{manifest}: no rows (an empty manifest)")
+    elif (root / "dataset.json").is_file():  # a radspatial dataset that lost its manifest
+        raise DataFileError(f"{manifest}: missing (the folder has a radspatial dataset.json)")
     elif any((root / d).is_dir() for d in MIRP_SETUPS):
         items = _from_mirp(root)
     else:
