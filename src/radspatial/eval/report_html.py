@@ -27,6 +27,7 @@ from typing import Any
 from radspatial.core.records import read_results
 from radspatial.core.safepath import linkable
 
+MAX_REPLY_CHARS = 20_000  # per reply shown: 500 one-MB replies must not make a 500 MB page
 MAX_ITEMS = 3000  # gallery cap: beyond it, a spread over setup/marker/question type is shown
 FILTERS = (  # data attribute, label
     ("setup", "Setup"),
@@ -280,7 +281,12 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
         text = m.get("error") if m.get("reply") is None else m.get("reply")
         text = "" if text is None else str(text)
         short = esc(text[:160] + ("…" if len(text) > 160 else ""))
-        body = f"<details><summary>{short}</summary><pre>{esc(text)}</pre></details>"
+        whole = text[:MAX_REPLY_CHARS] + (
+            f"\n… ({len(text)} characters; the rest is in results.jsonl)"
+            if len(text) > MAX_REPLY_CHARS
+            else ""
+        )
+        body = f"<details><summary>{short}</summary><pre>{esc(whole)}</pre></details>"
         review = _review_buttons(label, r["id"])
         replies.append(
             f'<div class="reply"><b>{esc(label)}</b>: {" ".join(marks) or "–"}{review}{body}</div>'
