@@ -54,6 +54,8 @@ def _main(argv: list[str] | None) -> int:
         msg = " ".join(redact(str(exc)).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # stdout closed early: main() ends quietly
     except OSError as exc:  # a full or read-only disk, a missing or unreadable file
         from radspatial.core.errors import os_error_line
 

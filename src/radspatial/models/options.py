@@ -115,7 +115,8 @@ def _checked(key: str, value: object) -> object:
         raise ValueError(f"--{key.replace('_', '-')} / {key}= must be a number, got {value!r}")
     if key in ("timeout", "connect_timeout", "max_reply_mb"):
         if not (math.isfinite(value) and value > 0):  # type: ignore[arg-type]
-            raise ValueError(f"{key} must be a finite number > 0, got {value}")
+            what = "--timeout" if "timeout" in key else key
+            raise ValueError(f"{what} must be a finite number > 0, got {value}")
         return float(value)  # type: ignore[arg-type]
     if key == "retries":
         if value < 0 or value != int(value):  # type: ignore[operator]
