@@ -66,6 +66,17 @@ def _fifo_ct(tmp: Path, base: Base) -> list[str]:
     return ["generate", "--cases", str(tmp / "cases.csv"), "--out", str(tmp / "o")]
 
 
+def _prompt(content: bytes | None) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        import os
+
+        os.mkfifo(tmp / "p.txt") if content is None else (tmp / "p.txt").write_bytes(content)
+        return ["eval", "--data", str(tmp), "--model", "baseline:yes", "--out", str(tmp / "r"),
+                "--prompt", str(tmp / "p.txt")]  # fmt: skip
+
+    return setup
+
+
 def _splits(text: str) -> Case:
     return lambda tmp, base: ["probe", "build", "--out", str(tmp / "p"), "--splits", text]
 
@@ -92,6 +103,8 @@ CASES = [
          2, ("Is a directory",)),
     Case("agent unet config garbage", _unet_dir, 2, ("config.json",)),
     Case("generate ct a FIFO", _fifo_ct, 2, ("ct.nii.gz", "not a regular file")),
+    Case("prompt file not UTF-8", _prompt(b"\xff{question}"), 2, ("p.txt", "not UTF-8")),
+    Case("prompt file a FIFO", _prompt(None), 2, ("p.txt", "not a regular file")),
     Case("splits over 1", _splits("0.5,0.5,0.5"), 2, ("--splits", "sum to 1")),
     Case("splits negative", _splits("1.2,-0.1,-0.1"), 2, ("--splits", "sum to 1")),
 ]  # fmt: skip
