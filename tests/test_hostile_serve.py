@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 
 import httpx
 import pytest
@@ -64,12 +65,13 @@ def test_hostile_request_fields(server, name, extra, status, words) -> None:
 
 def test_control_characters_in_request_lines_are_escaped_in_the_log(server, caplog) -> None:
     caplog.set_level(logging.DEBUG, logger="radspatial.agent.server")
-    evil = b"GET /v1/\x1b[2J\x1b]0;pwned\x07x\xe2\x80\xae HTTP/1.1\r\nHost: x\r\n\r\n"
+    evil = b"GET /v1/\x1b[2J\x1b]0;pwned\x07x\xe2\x80\xae HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as s:
         s.sendall(evil)
-        while s.recv(65536):
-            pass
-    logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert "/v1/" in logged
+        assert s.recv(65536).startswith(b"HTTP/1.1 ")  # answered (404), then logged
+    deadline = time.monotonic() + 10  # the line is logged just after the reply is sent
+    while "/v1/" not in (logged := "\n".join(r.getMessage() for r in caplog.records)):
+        assert time.monotonic() < deadline, logged
+        time.sleep(0.05)
     assert "\x1b" not in logged and "\x07" not in logged and "\u202e" not in logged
     assert "\\x1b" in logged
