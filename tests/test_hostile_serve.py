@@ -65,7 +65,10 @@ def test_hostile_request_fields(server, name, extra, status, words) -> None:
 
 def test_control_characters_in_request_lines_are_escaped_in_the_log(server, caplog) -> None:
     caplog.set_level(logging.DEBUG, logger="radspatial.agent.server")
-    evil = b"GET /v1/\x1b[2J\x1b]0;pwned\x07x\xe2\x80\xae HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    evil = (
+        b"GET /v1/\x1b[2J\x1b]0;pwned\x07x\xe2\x80\xae HTTP/1.1\r\n"
+        b"Host: x\r\nConnection: close\r\n\r\n"
+    )
     with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) as s:
         s.sendall(evil)
         assert s.recv(65536).startswith(b"HTTP/1.1 ")  # answered (404), then logged
