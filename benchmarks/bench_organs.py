@@ -36,6 +36,22 @@ if not SHARED.is_dir():
     SHARED = Path("/work/shared/data")
 
 
+def dicom_rq1(cache: Path, seed: int) -> Path:
+    """Patient B, ``generate --setups rq1`` (relative position only) at ``seed``, 512 px."""
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.imaging.volumes import Case
+
+    out = cache / f"dicom_rq1_seed{seed}"
+    if (out / "manifest.jsonl").is_file():
+        return out
+    ts = SHARED / "totalseg_example"
+    cfg = GenerateConfig(setups=("rq1",), size=512, as_count=0, seed=seed)
+    case = Case("dicom", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")
+    build_dataset([case], cfg, out, overwrite=True)
+    return out
+
+
 def dicom_dataset(cache: Path) -> Path:
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
@@ -146,12 +162,18 @@ def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
 
 
 def _summary(c: Counter) -> dict:
+    from radspatial.eval.metrics import wilson_interval
+
     n, correct, answered = c["n"], c["correct"], c["answered"]
     return {
         "n": n,
         "accuracy": round(correct / n, 4) if n else None,
         "coverage": round(answered / n, 4) if n else None,
+        "coverage_ci": [round(v, 3) for v in wilson_interval(answered, n)],
+        "answered": answered,
+        "correct": correct,
         "accuracy_answered": round(correct / answered, 4) if answered else None,
+        "accuracy_answered_ci": [round(v, 3) for v in wilson_interval(correct, answered)],
     }
 
 
@@ -180,13 +202,53 @@ def cpu_time(agent: Agent, repeats: int) -> dict:
     }
 
 
+def held_out(agent: Agent, a: argparse.Namespace, tag: str) -> dict:
+    """Every held-out set for one model: patient B RQ1 per seed and pooled, MIRP RQ1, (with
+    ``--all-types``) patient B's every question type, CPU time."""
+    report: dict = {"dicom_rq1_seeds": {}}
+    pooled: list = []
+    for seed in a.seeds:
+        items = list(_items_dicom(dicom_rq1(a.cache, seed)))
+        pooled += [{**it, "id": f"s{seed}_{it['id']}"} for it in items]
+        report["dicom_rq1_seeds"][seed] = evaluate(agent, items, None, tag)["summary"]
+    report["dicom_rq1"] = evaluate(agent, pooled, a.overlays, f"{tag}_rq1")
+    report["mirp_rq1"] = evaluate(agent, _items_mirp(SHARED / "mirp_sample"), a.overlays, tag)
+    if a.all_types:
+        report["dicom"] = evaluate(agent, _items_dicom(dicom_dataset(a.cache)), a.overlays, tag)
+    report["cpu_512px"] = cpu_time(agent, a.repeats)
+    return report
+
+
+def _print(tag: str, report: dict) -> None:
+    for seed, s in report["dicom_rq1_seeds"].items():
+        print(f"{tag} dicom_rq1 seed {seed}", json.dumps(s))
+    for key in ("dicom_rq1", "mirp_rq1", "dicom"):
+        if key not in report:
+            continue
+        print(tag, key, json.dumps(report[key]["summary"]))
+        for t, s in report[key]["by_type"].items():
+            print(f"  {t}: {json.dumps(s)}")
+        for n, s in report[key]["structures"].items():
+            print(f"    {n}: {json.dumps(s)}")
+        for f in report[key]["failures"][:12]:
+            print("      miss", json.dumps(f))
+    print(tag, "cpu_512px", report["cpu_512px"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--localizer", default="organs")
-    p.add_argument("--model-dir", type=Path)
-    p.add_argument("--tag", default="organs")
+    p.add_argument(
+        "--model-dir",
+        type=Path,
+        action="append",
+        help="repeat for a learning curve (one row per model; the shipped weights if none)",
+    )
+    p.add_argument("--tag", action="append", help="one per --model-dir (e.g. '1 patient')")
     p.add_argument("--cache", type=Path, default=Path("/tmp/bench_organs"))
     p.add_argument("--overlays", type=Path)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--all-types", action="store_true", help="also every question type (slow)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int)
     p.add_argument("--json", type=Path)
@@ -195,24 +257,15 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(a.threads)
-    options = {"model_dir": a.model_dir} if a.model_dir else {}
-    agent = Agent(a.localizer, **options)
-    report = {
-        "localizer": a.localizer,
-        "model_dir": str(a.model_dir or "shipped"),
-        "dicom": evaluate(agent, _items_dicom(dicom_dataset(a.cache)), a.overlays, a.tag),
-        "mirp_rq1": evaluate(agent, _items_mirp(SHARED / "mirp_sample"), a.overlays, a.tag),
-        "cpu_512px": cpu_time(agent, a.repeats),
-    }
-    for key in ("dicom", "mirp_rq1"):
-        print(key, json.dumps(report[key]["summary"]))
-        for t, s in report[key]["by_type"].items():
-            print(f"  {t}: {json.dumps(s)}")
-        for n, s in report[key]["structures"].items():
-            print(f"    {n}: {json.dumps(s)}")
-    print("cpu_512px", report["cpu_512px"])
+    dirs = a.model_dir or [None]
+    tags = a.tag or [str(d or "shipped") for d in dirs]
+    reports = {}
+    for model_dir, tag in zip(dirs, tags, strict=True):
+        agent = Agent(a.localizer, **({"model_dir": model_dir} if model_dir else {}))
+        reports[tag] = {"model_dir": str(model_dir or "shipped"), **held_out(agent, a, tag)}
+        _print(tag, reports[tag])
     if a.json:
-        a.json.write_text(json.dumps(report, indent=1))
+        a.json.write_text(json.dumps({"localizer": a.localizer, "models": reports}, indent=1))
 
 
 if __name__ == "__main__":

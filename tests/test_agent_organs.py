@@ -369,7 +369,12 @@ def test_organs_train_tiny_run_writes_a_loadable_recorded_model(tmp_path):
     record = train_organs(tmp_path / "m", config, progress=False)
     assert record["weights"]["sha256"] == sha256_file(tmp_path / "m" / "model.safetensors")
     assert record["seed"] == 0 and record["data"]["phantoms"]["n"] == 1
-    assert record["data"]["real"]["ct_sha256"].startswith("e50c00b2")
+    volumes = record["data"]["real"]["volumes"]
+    assert [v["name"] for v in volumes] == ["patient_a", "patient_c"]
+    assert volumes[0]["ct_sha256"].startswith("dbd3ae6d") and volumes[0]["slices"] == 112
+    assert volumes[1]["slices"] == 3 and record["training"]["train_cpu_seconds"] > 0
+    written = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert written["data"]["real"]["plausibility"]["5"]["n_slices"] > 10  # liver
     loc = OrgansLocalizer(tmp_path / "m")
     image = np.zeros((128, 128, 3), np.uint8)
     image[32:96, 32:96] = 120

@@ -141,6 +141,11 @@ class Agent:
         trace["parsed"] = parsed.to_json()
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
+        refusal = getattr(self.localizer, "refuses", None)  # e.g. a plane it was not trained on
+        if refs and refusal is not None and (why := refusal(refs, context)):
+            decision = Decision(None, why, "none")
+            trace.update(decision=decision.to_json(), timings_ms=timings)
+            return AgentAnswer(None, f"abstain: {why}", trace)
         found = self.localizer.locate(arr, refs, context) if refs else []
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found)
@@ -161,6 +166,10 @@ class Agent:
                 what = ref.name or ref.text or role
                 reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
                 return Decision(None, reason, "abstain on low localizer confidence")
+            if f is not None and f.details.get("abstain_reason"):  # the localizer's own checks
+                what = ref.name or ref.text or role
+                reason = f"{role} ({what}) {f.details['abstain_reason']}"
+                return Decision(None, reason, "abstain: localization not trustworthy")
         return qtype.verify(parsed, found, scene)
 
     def _answer_open(

@@ -1,14 +1,16 @@
 """The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
 
-``organs``: a MONAI 2D U-Net trained by the project on synthetic phantoms plus the bundled real
-CT and its mirrored counterfactual, with the 8 rotation/flip variants, zoom, shift, window, gamma,
-blur and noise as augmentation (:mod:`radspatial.agent.organs_train`). Its weights ship in
-``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed, config, command and
+``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
+(:mod:`radspatial.agent.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
+wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.agent.organs_train`).
+Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed,
+config, command and
 sha256), so it works out of the box with no download. A ref's structure comes from its name, or
 from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot names no
 structure (None). The answer is the centroid of the largest component of the class (see
 :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
-``min_score`` (the reason goes to the trace).
+``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
+re-orientation agreement, body region, plausibility); the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs``; a
 marker the reader cannot find falls back to the name, when the ref has one.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import unet
+from radspatial.agent import organs_checks, unet
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
@@ -57,16 +59,25 @@ class OrgansLocalizer:
     thread_safe = True  # inference holds the model's lock
 
     def __init__(
-        self, model_dir: str | Path | None = None, device: str = "cpu", min_score: float = MIN_SCORE
+        self,
+        model_dir: str | Path | None = None,
+        device: str = "cpu",
+        min_score: float = MIN_SCORE,
+        checks: organs_checks.Checks | None = None,
     ) -> None:
         self.model_dir = Path(model_dir) if model_dir else shipped_model_dir()
         self.device = device
         self.min_score = float(min_score)
+        self.checks = checks or organs_checks.Checks()
         unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
 
     @property
     def model(self) -> unet.UNetModel:
         return unet.load_model(self.model_dir, self.device)
+
+    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """Why it will not look (the agent abstains with this reason in its trace)."""
+        return _untrained_plane(context) if refs else None
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
@@ -75,24 +86,59 @@ class OrgansLocalizer:
         resolved = [resolve(r, model) for r in refs]
         if all(label_id is None for label_id, _ in resolved) or _featureless(image):
             return [None] * len(refs)  # nothing to look for, or nothing to look at
-        pred = predict_small(model, image)
+        pred, votes, gray = predict_small(model, image, self.checks.variants)
+        body = organs_checks.body_of(gray)
         sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
         out: list[Found | None] = []
         for label_id, via in resolved:
             cls = None if label_id is None else model.class_of(label_id)
-            found = None if cls is None else unet.found_for_class(pred, cls, label_id, via)
-            if found is not None:  # network pixels -> image pixels (pixel centres)
-                x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
-                details = {
-                    **found.details,
-                    "area_px": round(found.details["area_px"] * sx * sy, 1),
-                    "component_areas": _component_areas(pred.labels == cls, sx * sy),
-                    "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
-                    "abstain_below": self.min_score,
-                }
-                found = Found((x, y), found.score, "organs", details)
-            out.append(found)
-        return out
+            out.append(None if cls is None else self._one(model, pred, votes, body, cls, via))
+        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score) for f in out]
+
+    def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
+        """The structure inside the body, with the checks' evidence (and any reason to
+        abstain) in its details."""
+        label_id = model.classes[cls][0]
+        inside = unet.Prediction(pred.probs, np.where(body, pred.labels, 0))
+        found = unet.found_for_class(inside, cls, label_id, via)
+        if found is None:
+            return None
+        region = organs_checks.largest(inside.labels == cls)
+        n_votes, spread, _ = organs_checks.agreement(votes, cls, body)
+        outside = int(np.count_nonzero((pred.labels == cls) & ~body))
+        reason = organs_checks.verdict(n_votes, spread, self.checks)
+        if reason is None and self.checks.plausibility:
+            reason = organs_checks.plausible(region, body, model.plausibility.get(label_id))
+        checks = {
+            "votes": f"{n_votes}/{self.checks.variants}",
+            "spread_body_radii": round(spread, 3) if np.isfinite(spread) else None,
+            "outside_body_px_dropped": outside,
+        }
+        details = {**found.details, "checks": checks}
+        if reason:
+            details["abstain_reason"] = reason
+        return Found(found.xy, found.score, found.method, details)
+
+
+def _to_image(found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float) -> Found:
+    """Network pixels -> image pixels (pixel centres), with areas and box in image pixels."""
+    cls = found.details["class"]
+    x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
+    details = {
+        **found.details,
+        "area_px": round(found.details["area_px"] * sx * sy, 1),
+        "component_areas": _component_areas(pred.labels == cls, sx * sy),
+        "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
+        "abstain_below": floor,
+    }
+    return Found((x, y), found.score, "organs", details)
+
+
+def _untrained_plane(context: Context) -> str | None:
+    plane = context.extra.get("plane") or "axial"
+    if plane == "axial":
+        return None
+    return f"the organs localizer is not trained on {plane} slices (axial only)"
 
 
 def _featureless(image: np.ndarray) -> bool:
@@ -126,10 +172,13 @@ def _component_areas(region: np.ndarray, scale: float) -> list[float]:
     return [round(float(a), 1) for a in sorted(areas, reverse=True)]
 
 
-def predict_small(model: unet.UNetModel, image: np.ndarray) -> unet.Prediction:
-    """Softmax and argmax at the network's resolution (the image is resized with PIL's
-    antialiased bilinear filter, as the training slices were rendered): upsampling 40-odd
-    class maps to 512 px would cost more than the network itself."""
+def predict_small(
+    model: unet.UNetModel, image: np.ndarray, variants: int = 1
+) -> tuple[unet.Prediction, np.ndarray, np.ndarray]:
+    """(mean softmax and its argmax, per-variant argmax (V, S, S), grey (S, S) 0-255), all at
+    the network's resolution in the shown frame. The image is resized with PIL's antialiased
+    bilinear filter, as the training slices were rendered; the ``variants`` rotation / flip
+    copies (:func:`organs_checks.dihedral`) run as one batch and are mapped back."""
     import torch
     from PIL import Image
 
@@ -137,10 +186,18 @@ def predict_small(model: unet.UNetModel, image: np.ndarray) -> unet.Prediction:
     small = Image.fromarray(np.clip(gray + 0.5, 0, 255).astype(np.uint8))
     if small.size != (model.size, model.size):
         small = small.resize((model.size, model.size), Image.Resampling.BILINEAR)
-    x = torch.from_numpy(np.asarray(small, np.float32) / 255.0)[None, None] * 2 - 1
+    grey = np.asarray(small, np.float32)
+    x = torch.from_numpy(grey / 255.0)[None, None] * 2 - 1
+    batch = torch.cat([organs_checks.dihedral(x, k) for k in range(variants)])
     with model._lock, torch.inference_mode():
-        probs = torch.softmax(model.net(x.to(model.device)).float(), dim=1)[0].cpu().numpy()
-    return unet.Prediction(probs, probs.argmax(axis=0))
+        logits = model.net(batch.to(model.device)).float().cpu()
+        probs = torch.softmax(logits, dim=1)
+        back = torch.cat(
+            [organs_checks.undo_dihedral(probs[k : k + 1], k) for k in range(variants)]
+        )
+    votes = back.argmax(dim=1).numpy()
+    mean = back.mean(dim=0).numpy()
+    return unet.Prediction(mean, mean.argmax(axis=0)), votes, grey
 
 
 class AutoLocalizer:
@@ -152,6 +209,10 @@ class AutoLocalizer:
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
         self.markers = create_localizer("markers")
         self.organs = OrgansLocalizer(model_dir, device)
+
+    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
+        """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""
+        return self.organs.refuses([r for r in refs if not r.marker], context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from radspatial.agent import unet
+from radspatial.agent.organs_data import render_hu, render_lab
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
-from radspatial.imaging.slices import Geometry, to_display
 
 FORMAT = "radspatial-organs"
 _MIN_CLASSES = 3  # a slice with fewer labelled structures teaches little
@@ -51,7 +50,9 @@ class OrgansConfig:
     # variants as augmentation it teaches the network that sides cannot be told (measured:
     # kidney_left found on the patient's right). Use them only without flip augmentation.
     phantom_variants: tuple[str, ...] = ("normal", "displaced")
-    mirror_real: bool = False
+    mirror_real: bool = False  # kept for the record; mirrored real volumes are not built
+    volumes: tuple[str, ...] = ("a", "c")  # organs_data readers: patient A full, dcmqi_ct3
+    wide_windows: float = 0.5  # share of samples shown at W350-2000 / L-100..200 (other tools)
     label_hu_jitter: float = 40.0  # HU sd of a per-structure offset (contrast phases, scanners)
     size: int = 256
     channels: tuple[int, ...] = (16, 32, 64, 128, 256)
@@ -64,32 +65,15 @@ class OrgansConfig:
     workers: int = 1
     threads: int | None = None
     max_seconds: float | None = None  # a safety stop on shared machines (recorded if hit)
+    init_from: str | None = None  # warm start from this model folder (organs_init)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["phantom_shape"] = list(self.phantom_shape)
         d["channels"] = list(self.channels)
         d["phantom_variants"] = list(self.phantom_variants)
+        d["volumes"] = list(self.volumes)
         return d
-
-
-def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
-    """One axial slice in the generator's display geometry, HU (float32), air outside."""
-    geom = Geometry.for_slice(ct.shape[:2], spacing[:2], size)
-    disp = to_display(ct[:, :, z]).astype(np.float32)
-    img = Image.fromarray(disp, mode="F").resize(
-        (geom.content_w, geom.content_h), Image.Resampling.BILINEAR
-    )
-    out = np.full((size, size), -1024.0, np.float32)
-    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
-    return out
-
-
-def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
-    from radspatial.imaging.slices import render_labels
-
-    geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
-    return render_labels(to_display(seg[:, :, z]), geom)
 
 
 def volume_bank(
@@ -124,28 +108,6 @@ def _phantom_bank(args: tuple[int, int, tuple[int, int, int], int, int, tuple[st
     return hu, lab.astype(np.uint8)
 
 
-def real_banks(size: int, mirror: bool) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
-    """The bundled CT (and its mirrored counterfactual if ``mirror``), every slice."""
-    from radspatial.bench.counterfactual import mirror_arrays, mirror_map
-    from radspatial.core.runtime import bundled_example
-    from radspatial.imaging.volumes import Case, load_case
-
-    ct_path, seg_path = bundled_example()
-    vol = load_case(Case("example_ct_sm", ct_path, seg_path, "totalsegmentator"))
-    mapping, _ = mirror_map(vol.table.names)
-    ct_m, seg_m = mirror_arrays(vol.ct, vol.seg, vol.affine, mapping)
-    a = volume_bank(vol.ct, vol.seg, vol.spacing, size, 1)
-    b = volume_bank(ct_m, seg_m, vol.spacing, size, 1) if mirror else (a[0][:0], a[1][:0])
-    source = {
-        "ct": ct_path.name,
-        "ct_sha256": sha256_file(ct_path),
-        "seg_sha256": sha256_file(seg_path),
-        "slices": int(len(a[0]) + len(b[0])),
-        "mirrored": mirror,
-    }
-    return (np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])), source
-
-
 def build_banks(config: OrgansConfig, progress: bool = True):
     jobs = [
         (
@@ -167,7 +129,12 @@ def build_banks(config: OrgansConfig, progress: bool = True):
         np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
         np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
     )
-    real, real_source = real_banks(config.size, config.mirror_real)
+    from radspatial.agent import organs_data
+
+    vols = organs_data.training_volumes(None, config.volumes)
+    real, sources = organs_data.banks(vols, config.size)
+    real_source = {"volumes": sources, "slices": int(len(real[0]))}
+    real_source["plausibility"] = organs_data.plausibility(real[0], real[1])
     if progress:
         print(f"organs: {len(synth[0])} phantom slices, {len(real[0])} real slices", flush=True)
     return synth, real, real_source
@@ -176,10 +143,12 @@ def build_banks(config: OrgansConfig, progress: bool = True):
 def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
     names = load_table("totalsegmentator", group=True).names
     ids = sorted(set().union(*(set(np.unique(x).tolist()) for x in labs)) - {0})
-    return [(0, "background")] + [(i, names[i]) for i in ids if i in names]
+    return [(0, "background")] + [(i, names[i]) for i in ids if i in names and i < 65535]
 
 
-def augment(hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0) -> tuple[Any, Any]:
+def augment(
+    hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0, wide: float = 0.0
+) -> tuple[Any, Any]:
     """(B, S, S) HU and class maps -> network input (B, 1, S, S) in [-1, 1] and (B, 1, S, S)."""
     import torch
     import torch.nn.functional as F
@@ -192,6 +161,7 @@ def augment(hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0) -> tuple[
     if label_hu_jitter > 0:  # one HU offset per structure and sample, background kept
         offsets = label_hu_jitter * torch.randn(b, 256, device=dev, generator=gen)
         offsets[:, 0] = 0
+        offsets[:, 255] = 0  # unknown pixels (partially labelled volumes)
         hu = hu.float() + torch.gather(offsets, 1, lab.long().flatten(1)).view(hu.shape)
     turns = torch.randint(0, 4, (b,), device=dev, generator=gen).float()
     flip = torch.where(torch.rand(b, device=dev, generator=gen) < 0.5, -1.0, 1.0)
@@ -208,7 +178,10 @@ def augment(hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0) -> tuple[
     grid = F.affine_grid(theta, (b, 1, *hu.shape[-2:]), align_corners=False)
     x = F.grid_sample(hu[:, None].float() + 1024, grid, align_corners=False) - 1024
     y = F.grid_sample(lab[:, None].float(), grid, mode="nearest", align_corners=False).long()
-    width, level = u(300, 600)[:, None, None, None], u(0, 90)[:, None, None, None]
+    is_wide = torch.rand(b, device=dev, generator=gen) < wide
+    width = torch.where(is_wide, torch.exp(u(math.log(350), math.log(2000))), u(300, 600))
+    level = torch.where(is_wide, u(-100, 200), u(0, 90))
+    width, level = width[:, None, None, None], level[:, None, None, None]
     g = ((x - (level - width / 2)) / width).clamp(0, 1)
     g = g ** torch.exp(u(-0.3, 0.3))[:, None, None, None]
     sigma = float(torch.rand(1, generator=gen, device=dev)) * 1.5
@@ -231,10 +204,13 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     started = time.perf_counter()
     synth, real, real_source = build_banks(config, progress)
     data_s = time.perf_counter() - started
+    from radspatial.agent import organs_data
+
     classes = class_list([synth[1], real[1]])
     lut = np.zeros(65536, np.int64)
     for index, (label_id, _) in enumerate(classes):
         lut[label_id] = index
+    lut[organs_data.IGNORE] = 255
     dev = torch.device(config.device)
     banks = [
         (torch.from_numpy(h).to(dev), torch.from_numpy(lut[lab].astype(np.uint8)).to(dev))
@@ -247,10 +223,16 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         arch = unet.architecture(len(classes), config.channels, config.num_res_units)
-        net = unet.build_model(arch).to(dev)
-    t_train = time.perf_counter()
+        net = unet.build_model(arch)
+    init = None
+    if config.init_from:
+        from radspatial.agent.organs_init import warm_start
+
+        init = warm_start(net, Path(config.init_from), classes)
+    net = net.to(dev)
+    t_train, cpu0 = time.perf_counter(), time.process_time()
     history, steps_done = _fit(net, banks, config, dev, progress)
-    train_s = time.perf_counter() - t_train
+    train_s, cpu_s = time.perf_counter() - t_train, time.process_time() - cpu0
     torch.set_num_threads(threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -258,9 +240,11 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     training = {
         "data_seconds": round(data_s, 1),
         "train_seconds": round(train_s, 1),
+        "train_cpu_seconds": round(cpu_s, 1),  # process CPU time (shared machines: wall varies)
         "device": str(dev),
         "steps_done": steps_done,
         "threads": torch.get_num_threads(),
+        "init": init,
         "loss_every_100_steps": [
             round(float(np.mean(history[i : i + 100])), 4) for i in range(0, len(history), 100)
         ],
@@ -276,7 +260,8 @@ def _fit(
     """Train ``net`` in place (``config.steps`` steps or until ``config.max_seconds``); the
     loss of every step and the steps done."""
     import torch
-    from monai.losses import DiceCELoss
+
+    from radspatial.agent.organs_loss import masked_dice_ce
 
     weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
     gen = torch.Generator(device=dev).manual_seed(config.seed)
@@ -288,7 +273,6 @@ def _fit(
         total_steps=config.steps,
         pct_start=min(0.5, max(0.05, 2 / config.steps)),
     )
-    loss_fn = DiceCELoss(to_onehot_y=True, softmax=True, batch=True)
     history: list[float] = []
     net.train()
     t_train = time.perf_counter()
@@ -305,9 +289,9 @@ def _fit(
                 parts.append((h[idx], lab[idx]))
         hu = torch.cat([p[0] for p in parts])
         lab = torch.cat([p[1] for p in parts])
-        x, y = augment(hu, lab, gen, config.label_hu_jitter)
+        x, y = augment(hu, lab, gen, config.label_hu_jitter, config.wide_windows)
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
+        loss = masked_dice_ce(net(x), y)
         loss.backward()
         opt.step()
         sched.step()
@@ -361,8 +345,16 @@ def _args_text(c: OrgansConfig) -> str:
         f"--n-phantoms {c.n_phantoms} --real-weight {c.real_weight} --steps {c.steps} "
         f"--batch-size {c.batch_size} "
         f"--lr {c.lr} --seed {c.seed} --size {c.size} --device {c.device} --workers {c.workers}"
-        f" --label-hu-jitter {c.label_hu_jitter}" + (" --mirror-real" if c.mirror_real else "")
+        f" --label-hu-jitter {c.label_hu_jitter} --wide-windows {c.wide_windows}"
+        f" --volumes {','.join(c.volumes)} --channels {','.join(map(str, c.channels))}"
+        + (f" --threads {c.threads}" if c.threads else "")
+        + (f" --max-seconds {c.max_seconds:g}" if c.max_seconds else "")
+        + (f" --init-from {c.init_from}" if c.init_from else "")
     )
+
+
+def _csv(kind: type):
+    return lambda text: tuple(kind(v) for v in text.split(",") if v)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float)
     p.add_argument("--mirror-real", action="store_true")
     p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
+    p.add_argument("--wide-windows", type=float, default=d.wide_windows)
+    p.add_argument("--init-from")
+    p.add_argument("--volumes", type=_csv(str), default=d.volumes)
+    p.add_argument("--channels", type=_csv(int), default=d.channels)
     a = vars(p.parse_args(argv))  # every flag but --out is an OrgansConfig field
     out = a.pop("out")
     config = OrgansConfig(**a)

@@ -80,9 +80,13 @@ def _volume(ct: str, seg: str):
     return load_case(Case("question", Path(ct), Path(seg)))
 
 
-def shown_mask(ct: Path, seg: Path, slice_index: int, transform: str, size: int):
-    """The label image of one axial slice, rendered exactly like the generator's PNG."""
-    vol = _volume(str(ct), str(seg))
+def shown_mask(
+    ct: Path, seg: Path, slice_index: int, transform: str, size: int, plane: str = "axial"
+):
+    """The label image of one slice of ``plane``, rendered exactly like the generator's PNG."""
+    from radspatial.imaging.planes import reformat
+
+    vol = reformat(_volume(str(ct), str(seg)), plane)
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], size)
     lab = render_labels(to_display(vol.seg[:, :, slice_index]), geom)
     return Variant(transform).apply_image(lab), vol.table.names
@@ -126,7 +130,7 @@ class TotalSegLocalizer:
         seg = seg or self._segmentation(Path(context.ct_path))
         mask, names = shown_mask(
             Path(context.ct_path), seg, int(extra["slice_index"]), extra["transform"],
-            image.shape[1],
+            image.shape[1], extra.get("plane") or "axial",
         )  # fmt: skip
         found = MaskLocalizer().locate(image, refs, Context(mask=mask, labels=names))
         return [

@@ -133,6 +133,10 @@ class UNetModel:
         net.load_state_dict(load_file(str(self.model_dir / WEIGHTS), device="cpu"))
         self.net = net.to(device).eval()
         self._lock = threading.Lock()
+        real = (self.config.get("data") or {}).get("real") or {}
+        self.plausibility: dict[int, dict] = {  # organs: training ranges per label id
+            int(k): v for k, v in (real.get("plausibility") or {}).items()
+        }
 
     def class_of(self, label_id: int) -> int | None:
         for index, (lid, _) in enumerate(self.classes):

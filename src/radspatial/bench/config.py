@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
+from radspatial.imaging.planes import check_planes
 from radspatial.questions import QuestionRules, get_question_type
 
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")
@@ -31,6 +32,9 @@ class GenerateConfig:
     # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
     # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
     png_level: int = PNG_LEVEL
+    planes: tuple[str, ...] = ("axial",)  # imaging/planes.py: axial, coronal, sagittal
+    per_slice: int = 1  # questions per slice and type (each its own image, pair and variant)
+    consistency: bool = False  # relative position in groups of 8 variants (bench/consistency)
 
     def __post_init__(self) -> None:
         bad = set(self.setups) - set(SETUPS)
@@ -61,6 +65,9 @@ class GenerateConfig:
             get_question_type(name)  # unknown names fail here, naming the known ones
         if not isinstance(self.png_level, int) or not 0 <= self.png_level <= 9:
             raise ValueError(f"--png-level must be 0..9, got {self.png_level}")
+        check_planes(self.planes)
+        if not isinstance(self.per_slice, int) or not 1 <= self.per_slice <= 16:
+            raise ValueError(f"--per-slice must be 1..16, got {self.per_slice}")
         if self.as_count < 0 or self.as_count % 2:
             raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
 
@@ -69,6 +76,7 @@ class GenerateConfig:
         d["window"] = list(self.window)
         d["setups"], d["markers"] = list(self.setups), list(self.markers)
         d["question_types"] = list(self.question_types)
+        d["planes"] = list(self.planes)
         return d
 
     def combos(self) -> list[tuple[str, str]]:

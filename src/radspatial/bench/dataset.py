@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import json
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +106,7 @@ def _mirp_entry(row: ManifestRow) -> dict:
     if row.setup != "as":
         entry["rotate_flip_short"] = row.transform
         entry["rotate_flip_long"] = row.transform_name
+    entry.update({"plane": row.plane} if row.plane else {})  # an extra: MIRP's are axial
     return entry
 
 
@@ -312,6 +313,7 @@ class _Tally:
     counts: dict[str, dict] = field(default_factory=dict)  # "rq2/dots" -> {"n", "yes"}
     by_type: dict[str, dict] = field(default_factory=dict)  # "size" -> {"n", "yes"}
     variants: Counter = field(default_factory=Counter)  # rq1 transforms
+    planes: dict = field(default_factory=lambda: defaultdict(Counter))  # "coronal" -> counts
     chance: _Chance = field(default_factory=_Chance)
     n_rows: int = 0
 
@@ -329,6 +331,9 @@ class _Tally:
             else:
                 c["yes"] += row.answer
         self.chance.add(row)
+        if row.setup != "as":  # groups: one per RQ1 B1 item of a group
+            start = row.setup == "rq1" and row.transform == "B1"
+            self.planes[row.plane or "axial"].update(n=1, rq1=row.setup == "rq1", groups=start)
         if row.setup == "rq1":
             self.variants[row.transform] += 1
 
@@ -378,6 +383,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
             for name in sorted(tally.by_type)
         },
         "rq1_transforms": dict(sorted(tally.variants.items())),
+        "planes": {p: dict(c) for p, c in sorted(tally.planes.items())},
         "cases": case_info,
         "failures": failures,
         "versions": software_versions(),

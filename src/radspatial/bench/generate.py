@@ -1,19 +1,18 @@
 """Benchmark generation: one pure-ish function per case, run in a process pool.
 
-``generate_case`` loads one volume, plans its questions, renders and writes its PNGs into a
-staging folder and returns the rows; it reads no global state, so it runs unchanged in a local
-pool or on a cluster worker. Randomness comes from one generator per case keyed by
-(seed, case id), so adding a case leaves every other case byte-identical.
+``bench/case.generate_case`` loads one volume, plans its questions (per plane:
+``imaging/planes.py``), renders and writes its PNGs into a staging folder and returns the
+rows; it reads no global state, so it runs unchanged in a local pool or on a cluster worker.
+Randomness comes from one generator per case keyed by (seed, case id), so adding a case leaves
+every other case byte-identical.
 """
 
 from __future__ import annotations
 
 import io
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -44,7 +43,7 @@ from radspatial.imaging.slices import (
     structure_stats,
     to_display,
 )
-from radspatial.imaging.volumes import Case, Volume, load_case
+from radspatial.imaging.volumes import Volume
 from radspatial.questions import (
     Candidate,
     QuestionSpec,
@@ -63,6 +62,9 @@ class SlicePlan:
     spec: QuestionSpec
     stats: dict[int, StructureStat]
     dots: tuple[str, ...]  # dot colour of each object, in object order
+    plane: str = "axial"  # imaging/planes.py; ``z`` indexes the plane's slices
+    group: str | None = None  # consistency group (--consistency: bench/consistency.py)
+    group_twin: str | None = None  # the group asking the same pair the other way round
 
     @property
     def question_type(self) -> QuestionType:
@@ -116,16 +118,32 @@ def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], lis
     return areas
 
 
-def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
-    """Choose slices, variants, objects and answers for one volume (no rendering).
+def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list[SlicePlan]:
+    """Choose slices, variants, objects and answers for one volume (no rendering); ``vol`` is
+    ``planes.reformat``'ed to ``plane`` (axis 2 indexes its slices).
 
     A type asked in none of the configured setups (count with ``--setups rq3``) is skipped.
     Slice analysis (structure stats, eligibility, rendered components) is done once and shared
-    by every question type."""
+    by every question type. With ``config.consistency`` relative position is asked in
+    consistency groups (``bench/consistency.py``)."""
     qtypes = [get_question_type(n) for n in config.question_types]
     qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
     if not qtypes:
         return []
+    usable = _usable_slices(vol, config)
+    plans: list[SlicePlan] = []
+    for q in qtypes:
+        if config.consistency and q.name == "relative_position":
+            from radspatial.bench.consistency import plan_groups
+
+            plans += plan_groups(vol, config, plane, usable)
+        else:
+            plans += _plan_type(vol, config, q, usable, plane)
+    return plans
+
+
+def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
+    """Every slice with at least two eligible structures, analysed once."""
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
     min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
     usable: list[_SliceInfo] = []
@@ -136,7 +154,7 @@ def plan_case(vol: Volume, config: GenerateConfig) -> list[SlicePlan]:
         eligible = _eligible(stats, vol.table.names, min_area, min_gap)
         if len(eligible) >= 2:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
-    return [p for q in qtypes for p in _plan_type(vol, config, q, usable)]
+    return usable
 
 
 @dataclass(frozen=True)
@@ -149,13 +167,24 @@ class _SliceInfo:
     component_areas: Callable[[int], list[float]]
 
 
+def plane_key(case_id: str, plane: str) -> str:
+    """The random stream's and the file names' case part: the case id, plus the plane when
+    not axial (axial datasets are reproduced byte for byte)."""
+    return case_id if plane == "axial" else f"{case_id}_{plane}"
+
+
 def _plan_type(
-    vol: Volume, config: GenerateConfig, qtype: QuestionType, usable: list[_SliceInfo]
+    vol: Volume,
+    config: GenerateConfig,
+    qtype: QuestionType,
+    usable: list[_SliceInfo],
+    plane: str = "axial",
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
     (datasets made before other types existed are reproduced byte for byte)."""
     relpos = qtype.name == "relative_position"
-    rng = keyed_rng(config.seed, vol.case_id if relpos else f"{vol.case_id}/{qtype.name}")
+    key = plane_key(vol.case_id, plane)
+    rng = keyed_rng(config.seed, key if relpos else f"{key}/{qtype.name}")
     names = vol.table.names
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
     suffix = "" if relpos else f"_{qtype.name}"
@@ -164,7 +193,8 @@ def _plan_type(
     # open types balance over their answer classes in blocks of one variant (identification,
     # unbalanced, has none: blocks of 1); yes/no types in pairs, as always
     block = len(getattr(qtype, "classes", (0, 1))) or 1
-    for info in usable:
+    asked: set[tuple] = set()  # (slice, structures, relation): --per-slice asks each once
+    for info, rep in ((i, r) for i in usable for r in range(config.per_slice)):
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
         if k % block == 0 and block != 2:
@@ -175,6 +205,7 @@ def _plan_type(
         target = pair_targets[k % block]
         variant = Variant(qtype.choose_variant(target, cycle[(k // block) % len(cycle)], rng))
         facts = SliceFacts(
+            plane=plane,
             variant=variant.code,
             size=config.size,
             candidates=tuple(
@@ -188,17 +219,23 @@ def _plan_type(
             component_areas=info.component_areas,
         )
         spec = qtype.propose(facts, target, rng, config.rules)
-        if spec is None:
+        if spec is None or (same := _asked_key(z, spec)) in asked:
             continue
+        asked.add(same)
         if len(spec.objects) <= 2:
             dots = ("red", "blue") if rng.random() < 0.5 else ("blue", "red")
         else:
             dots = tuple(str(c) for c in rng.permutation(DOT_ORDER[: len(spec.objects)]))
-        base = f"{vol.case_id}_slice{z:03d}{suffix}"
-        plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)]))
+        base = f"{key}_slice{z:03d}{suffix}" + (f"_{rep}" if rep else "")
+        plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)], plane))
     while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
         plans.pop()
     return plans
+
+
+def _asked_key(z: int, spec: QuestionSpec) -> tuple:
+    relation = {"right_of": "left_of", "below": "above"}.get(spec.relation, spec.relation)
+    return (z, frozenset(o.label_id for o in spec.objects), relation)
 
 
 def _marker_texts(plan: SlicePlan, marker: str) -> tuple[str, ...]:
@@ -310,6 +347,9 @@ def manifest_row(
             **{k: vol.source.get(k) for k in hashed}, slice_index=plan.z, z_mm=round(z_mm, 3)
         ),
         mask=f"masks/{filename}" if config.export_masks else None,
+        plane=None if plan.plane == "axial" else plan.plane,
+        group=plan.group,
+        group_twin=plan.group_twin,
     )
 
 
@@ -337,44 +377,3 @@ def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[st
 
 def encode_png_16(lab: np.ndarray, level: int | None = None) -> bytes:
     return encode_png(lab.astype(np.uint16), level)
-
-
-def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
-    """Load, plan, render and write one case's images under ``stage``; return its rows."""
-    step(f"{case.case_id}: loading CT and mask")
-    vol = load_case(case, group=config.group)
-    plans = plan_case(vol, config)
-    rows: list[ManifestRow] = []
-    centres: list[dict] = []
-    z_mm = vol.affine[2, 3] + vol.affine[2, 2] * np.arange(vol.seg.shape[2])
-    for k, plan in enumerate(plans, start=1):
-        step(f"{vol.case_id}: rendering {k}/{len(plans)} question slices")
-        images = render_plan(vol, plan, config)
-        filename = f"{plan.base_name}.png"
-        centres.append(centres_entry(filename, plan.stats, vol.table.names))
-        if "mask" in images:
-            _write(stage / "masks" / filename, images["mask"])
-        written: dict[str, Path] = {}  # RQ2 and RQ3 show the same image: one file, two links
-        for setup, marker in combos_for(config, plan):
-            row = manifest_row(vol, plan, setup, marker, config, float(z_mm[plan.z]))
-            if marker in written:
-                _link(written[marker], stage / row.image, images[marker])
-            else:
-                _write(stage / row.image, images[marker])
-                written[marker] = stage / row.image
-            rows.append(row)
-    n_used = len({p.z for p in plans})
-    return CaseOutput(vol.case_id, vol.source, rows, int(vol.seg.shape[2]), n_used, centres)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-
-
-def _link(existing: Path, path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(existing, path)
-    except OSError:  # no hard links on this file system: write the bytes again
-        path.write_bytes(data)

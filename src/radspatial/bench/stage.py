@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
+from radspatial.bench.case import generate_case
 from radspatial.bench.config import GenerateConfig
-from radspatial.bench.generate import generate_case
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import TaskFailed, run_ordered
 from radspatial.core.io import atomic_write_json, dumps

@@ -16,6 +16,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_plane_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
         "--on-error",
@@ -121,6 +122,28 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_plane_options(p: argparse.ArgumentParser) -> None:
+    """Which slices are asked about: planes (docs/planes.md), questions per slice, groups."""
+    p.add_argument(
+        "--planes",
+        type=common.csv_lower,
+        default=("axial",),
+        help="slice planes, comma-separated: axial, coronal, sagittal (docs/planes.md)",
+    )
+    p.add_argument(
+        "--per-slice",
+        type=int,
+        default=1,
+        help="questions per slice and type, each on its own image (another pair, variant)",
+    )
+    p.add_argument(
+        "--consistency",
+        action="store_true",
+        help="relative position in consistency groups: one slice and pair, the same words, "
+        "all 8 rotation/flip variants (and the pair asked the other way round)",
+    )
+
+
 def _cases_from_args(args: argparse.Namespace):
     from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
 
@@ -178,6 +201,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             min_component_px=args.min_component,
         ),
         question_types=args.questions,
+        planes=args.planes,
+        consistency=args.consistency,
+        per_slice=args.per_slice,
         group=False if args.no_group else None,
         **common.pass_on(args, "export_masks", "png_level"),
     )

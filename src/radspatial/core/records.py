@@ -135,8 +135,8 @@ class SourceRow(_Flat):
     seg: str | None = None
     ct_sha256: str | None = None
     seg_sha256: str | None = None
-    slice_index: int | None = None  # canonical RAS z index
-    z_mm: float | None = None
+    slice_index: int | None = None  # canonical RAS index along the plane's normal (axial: z)
+    z_mm: float | None = None  # the slice's world position (mm) along that normal
 
     _TYPES = {k: _STR for k in ("case_id", "ct", "seg", "ct_sha256", "seg_sha256")} | {
         "slice_index": _INT,
@@ -159,6 +159,9 @@ _MANIFEST_OPTIONAL = {
     "transform_name": _STR,
     "slice": _OBJ,
     "params": _OBJ,
+    "plane": _STR,
+    "group": _STR,
+    "group_twin": _STR,
 }
 
 
@@ -186,11 +189,14 @@ class ManifestRow:
     slice: SliceRow | None = None  # absent on AS
     source: SourceRow | None = None
     mask: str | None = None  # with --export-masks; absent otherwise
+    plane: str | None = None  # coronal | sagittal (imaging/planes.py); absent: axial
+    group: str | None = None  # consistency group id (generate --consistency); absent otherwise
+    group_twin: str | None = None  # the group asking the same pair the other way round
     # read from a row written before the three frames had names (no answer_anatomical key):
     # eval derives the anatomical answer of relative position from the standard view
     legacy_frames: bool = field(default=False, compare=False)
 
-    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask")
+    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask", "plane", "group", "group_twin")
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:
@@ -292,6 +298,9 @@ class ResultRow:
     region: str | None = None
     modality: str | None = None
     open: OpenGrade | None = None
+    plane: str | None = None  # the item's plane; absent: axial
+    group: str | None = None  # the item's consistency group and its twin; absent: none
+    group_twin: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The row as written: the open grade's fields sit among the others, as they always
@@ -312,6 +321,7 @@ class ResultRow:
         groups.append(("structures_asked", "region", "modality"))
         if grade.get("judge") is not None:
             groups.append(("judge",))
+        groups += [tuple(k for k in _PLANE_GROUP if getattr(self, k) is not None)]
         own = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "open"}
         values = own | grade
         return {key: values[key] for group in groups for key in group}
@@ -320,6 +330,7 @@ class ResultRow:
     def from_json(cls, row: dict, where: str = "result row") -> ResultRow:
         required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
         optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
+        optional |= {k: _STR for k in _PLANE_GROUP}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
         if "expected" not in row:
@@ -335,6 +346,9 @@ class ResultRow:
                 grade["options"] = tuple(grade["options"])
             values["open"] = OpenGrade(**grade)
         return cls(**values)
+
+
+_PLANE_GROUP = ("plane", "group", "group_twin")  # written only when set (older rows: never)
 
 
 def read_results(path: Path) -> list[ResultRow]:

@@ -156,9 +156,15 @@ def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
     return out
 
 
-def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, Any]:
+def compute_metrics(
+    rows: Sequence[Row], *, model: str, runs: int, by_plane: bool = True
+) -> dict[str, Any]:
+    """Every metric of one run folder. Items of coronal/sagittal slices add ``by_plane`` (these
+    metrics again per plane) and consistency groups ``consistency`` (``eval/consistency.py``);
+    MIRP's block is computed on axial items only (MIRP's slices and definitions)."""
     errors = sum(1 for r in rows if r.get("error"))
     rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
+    axial = [r for r in rows if not r.get("plane")]
     return {
         "model": model,
         "runs": runs,
@@ -191,7 +197,25 @@ def compute_metrics(rows: Sequence[Row], *, model: str, runs: int) -> dict[str, 
             if any(r["setup"] == setup for r in rows)
         },
         "run_agreement": run_agreement(rows, runs),
-        "mirp": mirp_block(rows, runs) if all("parsed_mirp" in r for r in rows) else {},
+        "mirp": mirp_block(axial, runs) if all("parsed_mirp" in r for r in axial) else {},
         "subgroups": subgroup_metrics(rows),
         **({"open": open_metrics(rows)} if any("answer_expected" in r for r in rows) else {}),
+        **_plane_and_group_metrics(rows, model, runs, by_plane),
     }
+
+
+def _plane_and_group_metrics(rows: Sequence[Row], model: str, runs: int, by_plane: bool) -> dict:
+    from radspatial.eval.consistency import consistency_metrics
+
+    out: dict[str, Any] = {}
+    if by_plane and any(r.get("plane") for r in rows):
+        planes: dict[str, list[Row]] = defaultdict(list)
+        for r in rows:
+            planes[r.get("plane") or "axial"].append(r)
+        out["by_plane"] = {
+            p: compute_metrics(sub, model=model, runs=runs, by_plane=False)
+            for p, sub in sorted(planes.items())
+        }
+    if any(r.get("group") for r in rows):
+        out["consistency"] = consistency_metrics(rows)
+    return out

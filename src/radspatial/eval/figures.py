@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
+from radspatial.eval.consistency import draw_consistency
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -299,6 +300,7 @@ FIGURES: dict[str, Callable[[Summary], bytes | str | None]] = {
     "frames.png": draw_frames,
     **{f"frames_{x}.png": partial(draw_frames, setup=x) for x in SETUP_ORDER},
     "question_types.png": draw_question_types,
+    "consistency.png": draw_consistency,  # consistency groups only (eval/consistency.py)
 }
 
 

@@ -196,6 +196,7 @@ def _manifest_item(
     if row.legacy_frames and row.question_type == RELPOS:  # derive it from the standard view
         anatomical = anatomical_from_standard(row.relation, row.answer_standard)
     extra["order"] = order
+    extra.update({k: getattr(row, k) for k in ("plane", "group", "group_twin") if getattr(row, k)})
     return EvalItem(
         **{k: getattr(row, k) for k in _AS_READ},
         image=inside(root, row.image, where=where, what="image"),

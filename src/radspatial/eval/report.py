@@ -252,7 +252,30 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
             "basis": "per-item correctness of run 0, items joined by id; two-sided",
             "pairs": mcnemar_pairs(runs),
         },
+        **_planes_and_groups(runs),
     }
+
+
+def _planes_and_groups(runs: Sequence[RunData]) -> dict[str, Any]:
+    """Runs with coronal/sagittal items: every table again per plane (``by_plane``: a summary
+    of each plane's metrics); runs with consistency groups: their classes per model."""
+    out: dict[str, Any] = {}
+    planes = sorted({p for r in runs for p in r.metrics.get("by_plane", {})})
+    if planes:
+        out["planes"] = planes
+        out["by_plane"] = {
+            p: summarize(
+                [
+                    RunData(r.path, r.label, r.info, r.metrics["by_plane"][p], None)
+                    for r in runs
+                    if p in r.metrics.get("by_plane", {})
+                ]
+            )
+            for p in planes
+        }
+    if any(r.metrics.get("consistency") for r in runs):
+        out["consistency"] = {r.label: r.metrics.get("consistency", {}) for r in runs}
+    return out
 
 
 # ---------------------------------------------------------------- entry point
@@ -284,7 +307,10 @@ def build_report(
     made = fig.write_all(s, out)  # name -> None if written, else why it was skipped
     written = [out / name for name, skipped in made.items() if not skipped]
     md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
-    markdown = render_markdown(s, made) + open_markdown(runs, reviewed)
+    from radspatial.eval.report_planes import groups_markdown, planes_markdown
+
+    markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s)
+    markdown += open_markdown(runs, reviewed)
     atomic_write_json(js, {**s, "figures": made})
     if reviewed is not None:
         atomic_write_json(out / "review.json", reviewed)

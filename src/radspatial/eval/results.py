@@ -85,4 +85,6 @@ def subgroup_fields(item: EvalItem) -> dict[str, Any]:
         "structures_asked": tuple(asked),
         "region": anatomy_region(structures) if structures else None,
         "modality": item.extra.get("modality"),
+        # coronal/sagittal (absent: axial) and the consistency group (eval/consistency.py)
+        **{k: item.extra.get(k) for k in ("plane", "group", "group_twin")},
     }

@@ -134,6 +134,7 @@ def _item_meta(item: EvalItem) -> dict[str, Any]:
                 "grouping",
                 "ct",
                 "slice_index",
+                "plane",
                 "center1_canonical",
                 "center2_canonical",
             )

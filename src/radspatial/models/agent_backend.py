@@ -27,7 +27,8 @@ def _context(meta: dict[str, Any]):
     from radspatial.agent.types import Context
     from radspatial.core.labels import load_table
 
-    extra = {k: meta[k] for k in ("slice_index", "transform") if meta.get(k) is not None}
+    keys = ("slice_index", "transform", "plane")
+    extra = {k: meta[k] for k in keys if meta.get(k) is not None}
     if not meta.get("mask"):
         return Context(ct_path=meta.get("ct"), extra=extra)
     mask = np.asarray(Image.open(meta["mask"]))

@@ -7,7 +7,10 @@ patient's left) and above/below as anterior/posterior. It reads only what a mode
 structure names that the question itself contains (RQ1/RQ2); for marker-only questions and
 unknown structures it answers at random. High in the anatomical frame, near chance in the image
 frame. The atlas is built in (learned from the bundled example CT) or learned from a dataset's
-manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one).
+manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). Coronal
+and sagittal items (``docs/planes.md``) are read with one atlas per plane (standard-view
+centres of that plane's slices: superior/inferior, anterior/posterior); the built-in ones are
+learned from patient A's full scan (``benchmarks/build_plane_atlas.py``).
 
 ``baseline:standard-view`` is an oracle that sees every structure where it is but ignores the
 rotation/flip: it answers the question's words on the standard-view image, from the item's own
@@ -42,6 +45,14 @@ _ATLAS_KINDS = ("anatomy-prior", "standard-view")
 Atlas = dict[str, tuple[float, float]]  # name -> (x, y) in [0, 1], canonical frame
 
 
+def plane_atlases_from_rows(rows: Iterable[dict]) -> dict[str, Atlas]:
+    """One atlas per plane (rows without ``plane``: axial)."""
+    by_plane: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_plane[row.get("plane") or "axial"].append(row)
+    return {plane: atlas_from_rows(rs) for plane, rs in sorted(by_plane.items())}
+
+
 def atlas_from_rows(rows: Iterable[dict]) -> Atlas:
     """Mean canonical-frame centre per structure, normalised by image size."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -63,7 +74,14 @@ def builtin_atlas() -> Atlas:
     return {k: (v[0], v[1]) for k, v in json.loads(text)["centres"].items()}
 
 
-def load_atlas(source: str) -> Atlas:
+def builtin_plane_atlases() -> dict[str, Atlas]:
+    text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
+    planes = json.loads(text).get("planes", {})
+    return {p: {k: (v[0], v[1]) for k, v in a.items()} for p, a in planes.items()}
+
+
+def load_atlas(source: str) -> dict[str, Atlas]:
+    """The atlas of each plane, learned from a dataset's manifest."""
     path = Path(source)
     if path.is_dir():
         path = path / "manifest.jsonl"
@@ -73,8 +91,8 @@ def load_atlas(source: str) -> Atlas:
 
     meta = path.parent / "dataset.json"
     size = json.loads(meta.read_text())["config"]["size"] if meta.is_file() else 512
-    atlas = atlas_from_rows({**r, "image_size": size} for r in read_jsonl(path))
-    if not atlas:
+    atlas = plane_atlases_from_rows({**r, "image_size": size} for r in read_jsonl(path))
+    if not any(atlas.values()):
         raise ValueError(f"{path}: no canonical-frame centres to learn an anatomy atlas from")
     return atlas
 
@@ -94,8 +112,12 @@ def _width(png: bytes | None) -> float:
 
 
 class Baseline:
-    def __init__(self, spec: str, kind: str, atlas: Atlas | None, atlas_source: str) -> None:
-        self.spec, self.kind, self.atlas, self.atlas_source = spec, kind, atlas, atlas_source
+    def __init__(
+        self, spec: str, kind: str, atlas: dict[str, Atlas] | None, atlas_source: str
+    ) -> None:
+        self.spec, self.kind, self.atlas_source = spec, kind, atlas_source
+        self.planes = atlas  # plane -> atlas
+        self.atlas = None if atlas is None else atlas.get("axial", {})
 
     def describe(self) -> dict[str, Any]:
         d = {"spec": self.spec, "backend": "baseline", "kind": self.kind}
@@ -124,7 +146,8 @@ class Baseline:
         name = req.meta.get("question_type", "relative_position")
         if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
-        given = PriorInput(self.kind, req.meta, self.atlas or {}, _width(req.image_png))
+        atlas = (self.planes or {}).get(req.meta.get("plane") or "axial", {})
+        given = PriorInput(self.kind, req.meta, atlas, _width(req.image_png))
         return QUESTION_TYPES.get(name).prior(given)
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
@@ -141,5 +164,5 @@ def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) 
         if source:
             raise ValueError(f"baseline:{rest}: only anatomy-prior/standard-view take @atlas")
         return Baseline(f"baseline:{rest}", kind, None, "")
-    atlas = load_atlas(source) if source else builtin_atlas()
+    atlas = load_atlas(source) if source else {"axial": builtin_atlas(), **builtin_plane_atlases()}
     return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in")

@@ -69,6 +69,7 @@ class SliceFacts:
     candidates: tuple[Candidate, ...]
     present: tuple[Candidate, ...] = ()  # every named structure in the slice (any components)
     component_areas: Callable[[int], list[float]] | None = None
+    plane: str = "axial"  # imaging/planes.py: what the standard view's axes mean anatomically
 
 
 @dataclass(frozen=True)

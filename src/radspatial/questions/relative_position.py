@@ -140,21 +140,30 @@ def axis_of(relation: str) -> int:
     return _AXIS[relation]
 
 
-def anatomical_holds(relation: str, xy1: tuple[float, float], xy2: tuple[float, float]) -> bool:
+def anatomical_holds(
+    relation: str, xy1: tuple[float, float], xy2: tuple[float, float], plane: str = "axial"
+) -> bool:
     """Whether object 1 is ``relation`` object 2 in the patient's frame, from standard-view
     coordinates: left/right are the patient's (image right is patient left), above/below are
-    anterior/posterior (image up in standard view). MIRP's anatomical definition."""
-    if _AXIS[relation] == 0:
+    anterior/posterior (image up in standard view). MIRP's anatomical definition (axial).
+
+    Coronal: left/right the same, above/below superior/inferior (image up). Sagittal: "left
+    of" reads anterior (image left in standard view, ``imaging/planes.py``), above superior:
+    both as the standard view."""
+    if _AXIS[relation] == 0 and plane != "sagittal":
         return relation_holds(OPPOSITE[relation], xy1, xy2)
     return relation_holds(relation, xy1, xy2)
 
 
-def anatomical_from_standard(relation: str | None, standard: int | None) -> int | None:
+def anatomical_from_standard(
+    relation: str | None, standard: int | None, plane: str = "axial"
+) -> int | None:
     """The patient-frame answer from the standard-view answer (left/right swap, above/below
-    keep); for datasets that stored only the standard view."""
+    keep; sagittal: both keep); for datasets that stored only the standard view."""
     if standard is None or relation not in _AXIS:
         return None
-    return int(standard) if _AXIS[relation] == 1 else 1 - int(standard)
+    keep = _AXIS[relation] == 1 or plane == "sagittal"
+    return int(standard) if keep else 1 - int(standard)
 
 
 def point_pairs(a: q.Candidate, b: q.Candidate) -> list[tuple]:
@@ -219,7 +228,7 @@ class RelativePosition(q.KeepVariant):
         assert answer == target
         std_a, std_b = a.center_xy_canonical, b.center_xy_canonical
         standard = int(relation_holds(relation, std_a, std_b))
-        anatomical = int(anatomical_holds(relation, std_a, std_b))
+        anatomical = int(anatomical_holds(relation, std_a, std_b, facts.plane))
         return q.QuestionSpec(
             self.name, (a, b), relation, answer, standard, answer_anatomical=anatomical
         )
@@ -264,7 +273,8 @@ class RelativePosition(q.KeepVariant):
 
     def prior(self, given: q.PriorInput) -> int | None:
         rel = given.meta.get("relation")
-        c1, c2 = given.centres(2, guess_side=True)
+        plane = given.meta.get("plane") or "axial"
+        c1, c2 = given.centres(2, guess_side=plane != "sagittal")  # sagittal: no side axis
         if not rel:
             return None
         if given.reader == "standard-view":
@@ -275,7 +285,7 @@ class RelativePosition(q.KeepVariant):
                 return int(relation_holds(rel, c1, c2))
             return None
         if c1 and c2 and c1 != c2:
-            return int(anatomical_holds(rel, c1, c2))
+            return int(anatomical_holds(rel, c1, c2, plane))
         return None
 
 

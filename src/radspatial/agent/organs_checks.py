@@ -1,0 +1,119 @@
+"""Evidence that an ``organs`` localization can be trusted, and the reason when it cannot.
+
+- **Test-time re-orientation**: the network runs on the 8 rotation / flip variants of the
+  slice (one batch); each output is mapped back to the shown frame. Probabilities are averaged
+  for the answer; each variant's own answer gives the agreement: the structure must be found
+  in at least ``min_votes`` variants and their centres must lie within ``max_spread`` body
+  radii of the consensus centre.
+- **Body region**: the trunk is the largest connected region brighter than air (holes
+  filled); a structure is only looked for inside it (an arm lying beside the trunk is never
+  taken for the stomach).
+- **Plausibility**: area / body area and centre distance from the body's centre / body
+  radius must lie in the range seen in training (``config.json`` ``data.real.plausibility``).
+
+Thresholds live in :class:`Checks`; their values and how they were chosen are in
+docs/agent.md (chosen on training slices only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from radspatial.agent.organs_data import body_mask, region_stats
+
+_EIGHT = np.ones((3, 3), bool)
+BODY_GREY = 12.0  # 8-bit grey above which a pixel is body (air is 0-13 at any window tried)
+
+
+@dataclass(frozen=True)
+class Checks:
+    variants: int = 8  # test-time re-orientations (1 = none)
+    min_votes: int = 6  # variants that must find the structure
+    max_spread: float = 0.25  # body radii: farthest variant centre from the consensus
+    plausibility: bool = True
+
+
+def dihedral(x, k: int):
+    """Variant ``k`` (0-7) of a (..., H, W) tensor: k % 4 quarter turns, then a left-right
+    flip when k >= 4."""
+    import torch
+
+    y = torch.rot90(x, k % 4, dims=(-2, -1))
+    return torch.flip(y, dims=(-1,)) if k >= 4 else y
+
+
+def undo_dihedral(x, k: int):
+    import torch
+
+    y = torch.flip(x, dims=(-1,)) if k >= 4 else x
+    return torch.rot90(y, -(k % 4), dims=(-2, -1))
+
+
+def body_of(gray_small: np.ndarray) -> np.ndarray:
+    return body_mask(gray_small > BODY_GREY)
+
+
+def largest(region: np.ndarray) -> np.ndarray | None:
+    from scipy import ndimage
+
+    comp, n = ndimage.label(region, structure=_EIGHT)
+    if n == 0:
+        return None
+    sizes = np.bincount(comp.ravel())[1:]
+    return comp == int(np.argmax(sizes)) + 1
+
+
+def agreement(votes: np.ndarray, cls: int, body: np.ndarray) -> tuple[int, float, list]:
+    """(variants that found ``cls`` inside the body, spread of their centres in body radii,
+    the centres) from (V, H, W) per-variant class maps in the shown frame."""
+    centres = []
+    for v in votes:
+        comp = largest((v == cls) & body)
+        if comp is not None and comp.sum() >= 4:
+            ys, xs = np.nonzero(comp)
+            centres.append((float(xs.mean()), float(ys.mean())))
+    if not centres:
+        return 0, float("inf"), []
+    c = np.array(centres)
+    med = np.median(c, axis=0)
+    radius = float(np.sqrt(max(body.sum(), 1) / np.pi))
+    spread = float(np.max(np.hypot(*(c - med).T))) / radius
+    return len(centres), spread, centres
+
+
+def plausible(region: np.ndarray, body: np.ndarray, ranges: dict | None) -> str | None:
+    """None when the region's area and position fit the training range, else the reason."""
+    if not ranges or body.sum() < 50:
+        return None
+    area, radial = region_stats(region, body)
+    lo, hi = ranges["area_frac"]
+    if not lo <= area <= hi:
+        return (
+            f"implausible: area {100 * area:.2f}% of the body outside the training range "
+            f"{100 * lo:.2f}-{100 * hi:.2f}%"
+        )
+    lo, hi = ranges["radial"]
+    if not lo <= radial <= hi:
+        return (
+            f"implausible: centre {radial:.2f} body radii from the body's centre, training "
+            f"range {lo:.2f}-{hi:.2f}"
+        )
+    return None
+
+
+def verdict(n_votes: int, spread: float, checks: Checks) -> str | None:
+    if checks.variants <= 1:
+        return None
+    if n_votes < checks.min_votes:
+        return (
+            f"unstable: found in {n_votes}/{checks.variants} re-oriented copies "
+            f"(< {checks.min_votes})"
+        )
+    if spread > checks.max_spread:
+        return (
+            f"unstable: re-oriented copies disagree by {spread:.2f} body radii "
+            f"(> {checks.max_spread:g})"
+        )
+    return None

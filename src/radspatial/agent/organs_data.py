@@ -1,0 +1,191 @@
+"""Real training volumes of the ``organs`` localizer, their slices and what a plausible organ is.
+
+Training volumes (every real labelled CT the project may train on, in ``../shared/data``):
+
+- patient A, the full scan ``totalseg_example/example_ct.nii.gz`` (112 slices) with the
+  TotalSegmentator ``--fast`` labels ``example_seg_fast_force_split.nii.gz`` (61 ids, 44
+  structures after MIRP's vertebrae / rib grouping), read with the generator's loader;
+- patient C, ``dcmqi_ct3`` (3 slices, DICOM) with the NRRD label maps ``liver_spine_seg.nrrd``
+  (1 liver, 2 spine -> vertebrae) and ``heart_seg.nrrd`` (which outlines the stomach). Only
+  these three structures are labelled: the rest of the body is *unknown* (:data:`IGNORE`, not
+  background), only the air outside the body is background. The NRRD is read here with pynrrd
+  (LPS labelmap on the CT grid; checked against the CT's grid).
+
+Held out, never read here: DICOM patient B (``totalseg_example/ct_dicom``) and ``mirp_sample``.
+
+:func:`plausibility` summarises the training labels per structure in terms that survive the
+8 rotation / flip variants and the display's zoom: the area as a fraction of the body's area
+and the centroid's distance from the body's centroid over the body's radius. The localizer
+abstains on a structure outside that range (``organs``: the reason goes to the trace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from radspatial.core.io import sha256_file
+from radspatial.imaging.slices import Geometry, to_display
+
+IGNORE = 65535  # label id of "unknown" pixels (partially labelled volumes); no loss there
+BODY_HU = -500.0  # air / body threshold
+_DCMQI_LABELS = {"liver_spine_seg.nrrd": {1: 5, 2: 26}, "heart_seg.nrrd": {3: 6}}  # -> TS ids
+
+
+@dataclass(frozen=True, eq=False)
+class TrainVolume:
+    name: str
+    ct: np.ndarray  # (X, Y, Z) HU, canonical RAS+
+    seg: np.ndarray  # (X, Y, Z) grouped TotalSegmentator ids, IGNORE where unknown
+    spacing: tuple[float, ...]
+    source: dict[str, Any]  # files and sha256
+
+
+def render_hu(ct: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    """One axial slice in the generator's display geometry, HU (float32), air outside."""
+    geom = Geometry.for_slice(ct.shape[:2], spacing[:2], size)
+    disp = to_display(ct[:, :, z]).astype(np.float32)
+    img = Image.fromarray(disp, mode="F").resize(
+        (geom.content_w, geom.content_h), Image.Resampling.BILINEAR
+    )
+    out = np.full((size, size), -1024.0, np.float32)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
+    return out
+
+
+def render_lab(seg: np.ndarray, z: int, spacing: tuple[float, ...], size: int) -> np.ndarray:
+    from radspatial.imaging.slices import render_labels
+
+    geom = Geometry.for_slice(seg.shape[:2], spacing[:2], size)
+    return render_labels(to_display(seg[:, :, z]), geom)
+
+
+def shared_data() -> Path:
+    here = Path(__file__).resolve()
+    for root in (*here.parents, Path.cwd(), *Path.cwd().parents):
+        cand = root / "shared" / "data"
+        if (cand / "totalseg_example").is_dir():
+            return cand
+    return Path("/work/shared/data")
+
+
+def patient_a(root: Path) -> TrainVolume:
+    from radspatial.imaging.volumes import Case, load_case
+
+    ts = root / "totalseg_example"
+    ct, seg = ts / "example_ct.nii.gz", ts / "example_seg_fast_force_split.nii.gz"
+    vol = load_case(Case("patient_a", ct, seg, "totalsegmentator"))
+    source = {"ct": str(ct.name), "ct_sha256": sha256_file(ct)}
+    source |= {"seg": str(seg.name), "seg_sha256": sha256_file(seg)}
+    return TrainVolume("patient_a", vol.ct, vol.seg, vol.spacing, source)
+
+
+def patient_c(root: Path) -> TrainVolume:
+    """dcmqi_ct3: liver, vertebrae, stomach labelled; the rest of the body unknown."""
+    import nibabel as nib
+    import nrrd
+
+    from radspatial.imaging.volumes import load_ct
+
+    folder = root / "dcmqi_ct3"
+    ct, ct_affine, _ = load_ct(folder / "ct-3slice")
+    seg = np.zeros(ct.shape, np.uint16)
+    source: dict[str, Any] = {"ct": "ct-3slice/*.dcm"}
+    for i, f in enumerate(sorted((folder / "ct-3slice").glob("*.dcm"))):
+        source[f"ct_{i}_sha256"] = sha256_file(f)
+    for name, mapping in _DCMQI_LABELS.items():
+        data, header = nrrd.read(str(folder / name))
+        if header.get("space") != "left-posterior-superior":
+            raise ValueError(f"{folder / name}: space {header.get('space')!r}, expected LPS")
+        affine = np.eye(4)
+        affine[:3, :3] = np.asarray(header["space directions"], float).T
+        affine[:3, 3] = np.asarray(header["space origin"], float)
+        affine[:2] *= -1  # LPS -> RAS
+        ornt = nib.orientations.io_orientation(affine)
+        data = nib.orientations.apply_orientation(data, ornt)
+        canon = affine @ nib.orientations.inv_ornt_aff(ornt, data.shape)
+        if data.shape != ct.shape or not np.allclose(canon, ct_affine, atol=1e-2):
+            raise ValueError(f"{folder / name}: label map grid differs from the CT's")
+        for value, ts_id in mapping.items():
+            seg[data == value] = ts_id
+        source[f"{name}_sha256"] = sha256_file(folder / name)
+    body = body_mask_volume(ct)
+    seg[(seg == 0) & body] = IGNORE
+    spacing = tuple(float(np.linalg.norm(ct_affine[:3, k])) for k in range(3))
+    return TrainVolume("patient_c", ct, seg, spacing, source)
+
+
+def body_mask_volume(ct: np.ndarray) -> np.ndarray:
+    return np.stack([body_mask(ct[:, :, z] > BODY_HU) for z in range(ct.shape[2])], axis=2)
+
+
+def body_mask(inside: np.ndarray) -> np.ndarray:
+    """The largest 8-connected region of ``inside`` with its holes filled (the trunk: arms
+    lying apart from it and the table are left out)."""
+    from scipy import ndimage
+
+    comp, n = ndimage.label(inside, structure=np.ones((3, 3), bool))
+    if n == 0:
+        return np.zeros_like(inside, bool)
+    sizes = np.bincount(comp.ravel())[1:]
+    return ndimage.binary_fill_holes(comp == int(np.argmax(sizes)) + 1)
+
+
+def training_volumes(root: Path | None = None, names: tuple[str, ...] = ("a", "c")):
+    root = Path(root) if root else shared_data()
+    readers = {"a": patient_a, "c": patient_c}
+    return [readers[n](root) for n in names]
+
+
+def banks(vols: list[TrainVolume], size: int) -> tuple[tuple[np.ndarray, np.ndarray], list]:
+    """(HU float16 (n, S, S), label ids uint16 (n, S, S)) of every slice with >= 1 structure,
+    and the per-volume source records (with the number of slices used)."""
+    hus, labs, sources = [], [], []
+    for v in vols:
+        used = 0
+        for z in range(v.ct.shape[2]):
+            if not np.any((v.seg[:, :, z] > 0) & (v.seg[:, :, z] != IGNORE)):
+                continue
+            hus.append(render_hu(v.ct, z, v.spacing, size).astype(np.float16))
+            labs.append(render_lab(v.seg, z, v.spacing, size))
+            used += 1
+        sources.append({"name": v.name, **v.source, "slices": used})
+    return (np.stack(hus), np.stack(labs)), sources
+
+
+def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[int, dict]:
+    """Per label id: [lo, hi] of area / body area and of centroid distance from the body's
+    centroid / body radius over the training slices, widened by ``margin`` (x (1 - margin)
+    and x (1 + margin)); rotation, flip and zoom invariant."""
+    stats: dict[int, list[tuple[float, float]]] = {}
+    for h, lb in zip(hu, lab, strict=True):
+        body = body_mask(h.astype(np.float32) > BODY_HU)
+        if body.sum() < 50:
+            continue
+        for label_id in np.unique(lb[body]).tolist():
+            if label_id in (0, IGNORE):
+                continue
+            stats.setdefault(int(label_id), []).append(region_stats(lb == label_id, body))
+    out = {}
+    for label_id, vals in stats.items():
+        a, r = np.array(vals).T
+        out[label_id] = {
+            "area_frac": [round(float(a.min()) * (1 - margin), 5), round(float(a.max()) * 2, 5)],
+            "radial": [round(float(r.min()) * (1 - margin), 4), round(float(r.max()) + margin, 4)],
+            "n_slices": len(vals),
+        }
+    return out
+
+
+def region_stats(region: np.ndarray, body: np.ndarray) -> tuple[float, float]:
+    """(area / body area, distance of the region's centroid from the body's / body radius)."""
+    area = float(body.sum())
+    ys, xs = np.nonzero(region)
+    by, bx = np.nonzero(body)
+    radius = float(np.sqrt(area / np.pi))
+    d = float(np.hypot(xs.mean() - bx.mean(), ys.mean() - by.mean())) if xs.size else 0.0
+    return float(xs.size) / area, d / radius

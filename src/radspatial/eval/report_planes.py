@@ -1,0 +1,84 @@
+"""The report's sections for coronal/sagittal items and consistency groups (``summary.md``).
+
+``planes_markdown``: for runs with items of more than the axial plane, the accuracy, frame,
+rotation/flip and question-type tables again, one set per plane, with what each frame means
+there (``docs/planes.md``). ``groups_markdown``: the consistency table per model
+(``eval/consistency.py``), shares with Wilson 95% intervals, all setups pooled and per setup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from radspatial.eval.consistency import CLASSES, TITLES
+from radspatial.eval.report import DASH
+from radspatial.eval.report_md import (
+    _frames_tables,
+    _question_type_table,
+    _table1,
+    _transform_tables,
+    column_name,
+    pct,
+    table,
+)
+
+MEANING = {
+    "axial": "left/right = the patient's left/right, above/below = anterior/posterior",
+    "coronal": "left/right = the patient's left/right, above/below = superior/inferior",
+    "sagittal": "'left of' = anterior (image left in standard view), above/below = "
+    "superior/inferior",
+}
+
+
+def _demote(md: str) -> str:
+    """One heading level down, so a plane's tables sit under its heading."""
+    return "\n".join(
+        "#" + line if line.startswith("## ") or line.startswith("### ") else line
+        for line in md.split("\n")
+    )
+
+
+def planes_markdown(s: dict[str, Any]) -> str:
+    if not s.get("by_plane"):
+        return ""
+    parts = [
+        "\n## By plane\n\nEvery table above, again for the items of each slice plane. The "
+        "anatomical frame per plane: "
+        + "; ".join(f"{p}: {m}" for p, m in MEANING.items() if p in s["planes"])
+        + ".\n"
+    ]
+    for plane in s["planes"]:
+        sub = s["by_plane"][plane]
+        parts.append(f"### Plane: {plane}\n")
+        for section in (_table1, _frames_tables, _transform_tables, _question_type_table):
+            text = section(sub)
+            if text:
+                parts.append(_demote(_demote(text)))
+    return "\n".join(parts)
+
+
+def _cell(group: dict[str, Any], cls: str) -> str:
+    c = group.get(cls) or {}
+    if c.get("share") is None:
+        return DASH
+    return f"{pct(c['share'])} [{pct(c['ci_low'])}, {pct(c['ci_high'])}]"
+
+
+def groups_markdown(s: dict[str, Any]) -> str:
+    if not s.get("consistency"):
+        return ""
+    header = ["Model", "Setup", "Groups", *(TITLES[c] for c in CLASSES)]
+    rows = []
+    for label, by in s["consistency"].items():
+        for key, group in by.items():
+            setup = "all" if key == "all" else column_name(key)
+            rows.append([label, setup, group["n_groups"], *(_cell(group, c) for c in CLASSES)])
+    return (
+        "\n## Consistency over the 8 variants (consistency groups)\n\n"
+        "One slice, one pair, the same words, all 8 rotation/flip variants: a group, per run "
+        "and setup/marker. Each group in the first class it fits: right in all 8 (reads the "
+        "image); anatomy-consistent (follows the patient-frame answer in >= 7 of 8, and so does "
+        "its twin, the pair asked the other way round: recites anatomy); constant (the same "
+        "answer 8 times); mixed. % of groups, Wilson 95% interval, runs pooled. Figure: "
+        "`consistency.png`.\n\n" + table(header, rows)
+    )

@@ -1,0 +1,165 @@
+"""The ``organs`` localizer's trust checks (test-time re-orientation, body region,
+plausibility), its real training volumes (patient A's full scan, dcmqi_ct3's NRRD masks), the
+masked loss and the warm start."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from radspatial.agent import organs_checks, organs_data
+from radspatial.agent.core import Agent
+from radspatial.agent.types import Found
+
+SHARED = organs_data.shared_data()
+
+
+def test_dihedral_round_trip_and_distinct_on_asymmetric_input():
+    import torch
+
+    x = torch.zeros(1, 1, 6, 6)
+    x[0, 0, 0, 1], x[0, 0, 4, 5] = 1.0, 2.0  # no symmetry maps this onto itself
+    seen = set()
+    for k in range(8):
+        y = organs_checks.dihedral(x, k)
+        seen.add(tuple(y.flatten().tolist()))
+        assert torch.equal(organs_checks.undo_dihedral(y, k), x), k
+    assert len(seen) == 8
+    # k = 4 is a left-right mirror: column j -> 5 - j
+    assert organs_checks.dihedral(x, 4)[0, 0, 0, 4] == 1.0
+
+
+def test_body_mask_keeps_the_trunk_not_a_separate_arm():
+    img = np.zeros((64, 64), np.float32)
+    img[10:54, 12:44] = 100.0  # trunk
+    img[20:30, 20:30] = 0.0  # air inside (bowel gas, lung): a hole, filled
+    img[20:40, 50:60] = 100.0  # an arm beside the body
+    body = organs_checks.body_of(img)
+    assert body[25, 25] and body[15, 15] and not body[30, 55]
+
+
+def test_agreement_and_verdict_reasons():
+    body = np.ones((40, 40), bool)
+    votes = np.zeros((8, 40, 40), np.int64)
+    votes[:, 10:16, 10:16] = 3  # all eight variants agree
+    n, spread, _ = organs_checks.agreement(votes, 3, body)
+    assert n == 8 and spread < 1e-6
+    assert organs_checks.verdict(n, spread, organs_checks.Checks()) is None
+    votes[5:, 10:16, 10:16] = 0
+    votes[5:, 30:36, 30:36] = 3  # three variants put it elsewhere
+    n, spread, _ = organs_checks.agreement(votes, 3, body)
+    reason = organs_checks.verdict(n, spread, organs_checks.Checks())
+    assert n == 8 and reason is not None and "disagree" in reason
+    votes[3:] = 0
+    n, _, _ = organs_checks.agreement(votes, 3, body)
+    assert "found in 3/8" in organs_checks.verdict(n, 0.0, organs_checks.Checks())
+
+
+def test_plausibility_from_training_labels():
+    hu = np.full((1, 64, 64), -1000.0, np.float32)
+    lab = np.zeros((1, 64, 64), np.uint16)
+    hu[0, 8:56, 8:56] = 40.0
+    lab[0, 10:20, 10:20] = 5  # an off-centre 100 px structure
+    ranges = organs_data.plausibility(hu, lab)
+    assert set(ranges) == {5}
+    body = organs_checks.body_of(np.where(hu[0] > -500, 100.0, 0.0))
+    same = lab[0] == 5
+    assert organs_checks.plausible(same, body, ranges[5]) is None
+    huge = np.zeros_like(same)
+    huge[10:50, 10:50] = True
+    assert "area" in organs_checks.plausible(huge, body, ranges[5])
+
+
+def test_agent_abstains_with_the_localizer_reason():
+    class Fixed:
+        name = "fixed"
+
+        def locate(self, image, refs, context):
+            ok = Found((100.0, 100.0), 0.9, "organs", {"abstain_below": 0.5})
+            bad = Found((10.0, 10.0), 0.9, "organs", {"abstain_reason": "unstable: x"})
+            return [ok, bad]
+
+    result = Agent(Fixed()).answer(
+        np.zeros((64, 64, 3), np.uint8), "Is the liver above the spleen?"
+    )
+    assert result.answer is None and "(spleen) unstable: x" in result.text
+    assert result.trace["decision"]["reason"].endswith("unstable: x")
+
+
+@pytest.mark.skipif(not (SHARED / "dcmqi_ct3").is_dir(), reason="needs ../shared/data")
+def test_dcmqi_volume_orientation_and_unknown_pixels():
+    vol = organs_data.patient_c(SHARED)
+    assert vol.ct.shape == vol.seg.shape == (512, 512, 3)
+    z = 1
+    centre = {
+        lid: np.argwhere(vol.seg[:, :, z] == lid).mean(axis=0) for lid in (5, 6, 26)
+    }  # (x, y) voxel indices, canonical RAS+: +x to the patient's right, +y anterior
+    assert centre[5][0] > centre[6][0]  # liver on the patient's right of the stomach (RAS: +x)
+    assert centre[26][1] < centre[5][1]  # spine posterior of the liver
+    unknown = vol.seg == organs_data.IGNORE
+    assert unknown.any() and not unknown[0, 0, z]  # air outside the body stays background
+    assert set(np.unique(vol.seg).tolist()) == {0, 5, 6, 26, organs_data.IGNORE}
+    assert vol.source["liver_spine_seg.nrrd_sha256"]
+
+
+def test_masked_loss_ignores_unknown_pixels():
+    import torch
+
+    from radspatial.agent.organs_loss import UNKNOWN, masked_dice_ce
+
+    y = torch.zeros(1, 1, 8, 8, dtype=torch.long)
+    y[0, 0, :4] = 2
+    y[0, 0, 6:] = UNKNOWN
+    logits = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    other = logits.clone()
+    other[:, :, 6:] = 50 * torch.randn(1, 3, 2, 8)
+    assert torch.isclose(masked_dice_ce(logits, y), masked_dice_ce(other, y))
+    changed = logits.clone()
+    changed[:, 1, 0] += 5.0  # one class only (softmax ignores a common shift)
+    assert not torch.isclose(masked_dice_ce(logits, y), masked_dice_ce(changed, y))
+
+
+def test_warm_start_carries_classes_by_label_id(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from radspatial.agent import unet
+    from radspatial.agent.organs import shipped_model_dir
+    from radspatial.agent.organs_init import warm_start
+
+    folder = shipped_model_dir()
+    old_ids = [c["label_id"] for c in unet.read_config(folder)["classes"]]
+    arch = unet.read_config(folder)["architecture"]
+    new = [(0, "background"), (5, "liver"), (60000, "new"), (1, "spleen")]
+    net = unet.build_model({**arch, "out_channels": len(new)})
+    record = warm_start(net, folder, new)
+    assert record["classes_carried"] == 2 and record["classes_new"] == 1
+    old, state = load_file(str(folder / unet.WEIGHTS)), net.state_dict()
+    li, si = old_ids.index(5), old_ids.index(1)
+    key = next(
+        k for k, v in old.items() if v.dim() == 4 and v.shape[0] == v.shape[1] == len(old_ids)
+    )
+    assert torch.allclose(state[key][1, 3], old[key][li, si].float())
+    assert torch.allclose(state[key][3, 1], old[key][si, li].float())
+
+
+@pytest.mark.skipif(not (SHARED / "dcmqi_ct3").is_dir(), reason="needs ../shared/data")
+def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, capsys):
+    import json
+
+    from radspatial.agent.organs_train import main
+
+    out = tmp_path / "m"
+    args = ["--out", str(out), "--n-phantoms", "0", "--real-weight", "1", "--steps", "4"]
+    args += ["--batch-size", "2", "--size", "32", "--channels", "8,16", "--volumes", "c"]
+    assert main([*args, "--threads", "1"]) == 0
+    assert (
+        main([*args, "--threads", "1", "--init-from", str(out), "--out", str(tmp_path / "w")]) == 0
+    )
+    record = json.loads((tmp_path / "w" / "config.json").read_text())
+    assert [v["name"] for v in record["data"]["real"]["volumes"]] == ["patient_c"]
+    assert {c["name"] for c in record["classes"]} == {"background", "liver", "stomach", "vertebrae"}
+    copied, total = record["training"]["init"]["tensors_copied"].split("/")
+    assert copied == total and record["training"]["init"]["classes_new"] == 0
+    assert "--volumes c --channels 8,16" in record["training"]["command"]
+    assert "--init-from" in record["training"]["command"]
