@@ -9,6 +9,9 @@ Run before and after a change and diff the two listings:
     ... change ...
     python benchmarks/output_fingerprint.py --out /tmp/fp_after > after.txt
     diff before.txt after.txt && echo identical
+
+``--rules strict`` generates with the strict profile: the output made before rule profiles
+existed (the default became ``mirp``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from pathlib import Path
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli.demo import DEMO_MODELS, DEMO_SETUPS
+from radspatial.core.rules import RULE_PROFILES, QuestionRules
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.questions import list_question_types
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data"
-MODELS = (*DEMO_MODELS, "agent")  # the demo's models plus the plain agent
+# the demo's models with the marker reader in the plain agent's place, then the plain agent:
+# the same models in the same order as before the demo ran the plain agent
+MODELS = (*("agent:markers" if m == "agent" else m for m in DEMO_MODELS), "agent")
 SETUPS = DEMO_SETUPS
 
 
@@ -39,6 +45,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--rules",
+        choices=RULE_PROFILES,
+        default=QuestionRules().profile,
+        help="generation rule profile (strict: the output made before profiles existed)",
+    )
     args = ap.parse_args()
     if args.out.exists():
         shutil.rmtree(args.out)
@@ -49,6 +61,7 @@ def main() -> None:
         question_types=tuple(list_question_types()),
         export_masks=True,
         as_count=20,
+        rules=QuestionRules(profile=args.rules),
     )
     build_dataset([case], config, data, log=lambda _: None)
     for path in sorted(p for p in data.rglob("*") if p.is_file()):

@@ -17,6 +17,7 @@ from radspatial.agent.types import Context, Found, Ref, create_localizer, list_l
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
+from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import Mark, draw_marks
 from radspatial.imaging.slices import VARIANTS
 from radspatial.imaging.volumes import Case
@@ -76,11 +77,12 @@ def test_mirp_read_all_reads_both_markers():
         assert texts <= seen, (setup, path.name, kind, seen)
 
 
-@pytest.fixture(scope="module")
-def ours(tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", params=["strict", "mirp"])
+def ours(tmp_path_factory, request) -> Path:
     ct, seg = bundled_example()
-    out = tmp_path_factory.mktemp("markers") / "ds"
-    config = GenerateConfig(seed=11, size=512, as_count=8, setups=("rq2", "rq3", "as"))
+    out = tmp_path_factory.mktemp(f"markers_{request.param}") / "ds"
+    rules = QuestionRules(profile=request.param)
+    config = GenerateConfig(seed=11, size=512, as_count=8, setups=("rq2", "rq3", "as"), rules=rules)
     build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
     return out
 
@@ -110,7 +112,11 @@ def test_our_images_every_variant_every_marker_type(ours):
     ms = 1000 * np.array(times)
     print(f"\nmarkers on our images: {dict(ok)} of {dict(n)}")
     print(f"ms/question at 512 px: median {np.median(ms):.1f}, p95 {np.percentile(ms, 95):.1f}")
-    assert ok == n  # product target >= 99 %; this bundled CT reaches 100 %
+    if "strict" in str(ours):  # our outlined boxes and ringed dots
+        assert ok == n  # product target >= 99 %; this bundled CT reaches 100 %
+    else:  # MIRP's look: no outline, a box can merge with bright tissue (as in its own images)
+        assert ok["rq2/dots"] == n["rq2/dots"] and ok["rq3/letters"] == n["rq3/letters"]
+        assert all(ok[k] >= 0.9 * n[k] for k in n), (ok, n)
     assert np.median(ms) < 200  # a disaster guard, not a benchmark (target < 20 ms)
 
 

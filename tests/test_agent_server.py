@@ -345,7 +345,6 @@ BAD_BODIES = {
     "GIF": (chat("q", data_url(_gif(), "image/png")), "invalid_image"),
     "GIF mime": (chat("q", data_url(_gif(), "image/gif")), "invalid_image_url"),
     "model not a string": (chat("q", PNG_URL, model=3), "invalid_model"),
-    "stream": (chat("q", PNG_URL, stream=True), "stream"),
     "mask not a string": (chat("q", PNG_URL, radspatial_mask=1), "invalid_mask"),
 }
 

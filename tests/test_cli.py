@@ -36,9 +36,20 @@ def test_generate_on_bundled_example(tmp_path):
     assert "vertebrae" in names or "liver" in names
     meta = json.loads((out / "dataset.json").read_text())
     assert meta["cases"][0]["grouping"] == "mirp"
+    assert meta["config"]["rules"]["profile"] == "mirp"  # the default rule profile
     # refuses to overwrite without --overwrite
     again = run("generate", "--out", str(out), "--as-count", "4")
     assert again.returncode == 2 and "--overwrite" in again.stderr
+
+
+def test_generate_rules_strict_is_recorded(tmp_path):
+    out = tmp_path / "strict"
+    args = ["--setups", "rq1", "--size", "256", "--out", str(out)]
+    assert run("generate", *args, "--rules", "strict").returncode == 0
+    meta = json.loads((out / "dataset.json").read_text())
+    assert meta["config"]["rules"]["profile"] == "strict"
+    bad = run("generate", *args[:-1], str(tmp_path / "x"), "--rules", "paper")
+    assert bad.returncode == 2 and "--rules" in bad.stderr
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data not present")

@@ -284,15 +284,15 @@ def test_python_api_generate_applies_labels_to_a_cases_csv(btcv_case, tmp_path):
 def test_every_command_is_declared_once_as_data():
     """Each command group module declares its subcommands as `Command` records (in help order),
     registered by one loop; a record with both or neither of a handler and subcommands fails."""
-    from radspatial.cli import agent, demo, eval, export, generate, phantom, probe
+    from radspatial.cli import agent, demo, eval, export, generate, lmms, phantom, probe
     from radspatial.cli.common import Command
 
-    groups = (generate, eval, demo, agent, phantom, probe, export)
+    groups = (generate, eval, demo, agent, phantom, probe, export, lmms)
     parsers = dict(_subparsers(build_parser()))
     assert [c.name for g in groups for c in g.COMMANDS] == [n for n in parsers if " " not in n]
     records = [c for g in groups for top in g.COMMANDS for c in (top, *top.subcommands)]
     handlers = [c.run for c in records if c.run is not None]
-    assert len(handlers) == len(set(handlers)) == 14  # 8 commands, probe's 4, export's 2
+    assert len(handlers) == len(set(handlers)) == 16  # 8 commands; probe 4, export 3, import 1
     assert {p.get_default("func") for p in parsers.values()} - {None} == set(handlers)
     with pytest.raises(ValueError, match="either run or subcommands"):
         Command("x", "neither")

@@ -14,6 +14,7 @@ from synth import STRUCTURES, window_gray, write_case
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
+from radspatial.core.rules import QuestionRules
 from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.imaging.volumes import Case
 
@@ -286,9 +287,13 @@ def test_process_pool_gives_the_same_dataset(tmp_path):
     assert _tree_hashes(serial) == _tree_hashes(pooled)
 
 
-def test_ablation_on_a_too_small_image_is_a_clear_error(tmp_path):
+@pytest.mark.parametrize(("profile", "min_distance"), [("strict", 50.0), ("mirp", 64.0)])
+def test_ablation_on_a_too_small_image_is_a_clear_error(tmp_path, profile, min_distance):
+    # strict keeps markers ~36 px (at 512) from the border, mirp lets them come to 5 px: a
+    # 64 px page holds mirp's 50 px along an axis (not 64), not strict's 50 px
     ct, seg = write_case(tmp_path / "in")
-    cfg = GenerateConfig(size=64, as_count=2, setups=("as",))
+    rules = QuestionRules(profile=profile, min_distance_px=min_distance)
+    cfg = GenerateConfig(size=64, as_count=2, setups=("as",), rules=rules)
     with pytest.raises(ValueError, match="cannot hold two markers"):
         build_dataset([Case("c", ct, seg)], cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()

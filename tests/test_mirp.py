@@ -154,6 +154,13 @@ def test_mirp_scripts_agree_with_our_mirp_block(runs, tmp_path, model):
     agg = anatomy_ref.aggregate_runs([anatomy_ref.eval_run(str(p), centre_map) for p in files])
     keys = ("anat_acc_mean", "anat_acc_std", "anat_f1_mean", "anat_f1_std")
     assert [agg["agg"][k] for k in keys] == stats
+    # RQ3(1)'s image frame: the script's own left/right selection, its xlsx columns 12-15
+    image = block["RQ1/none"]["anatomy_image"]
+    stats = [image[k] for k in ("accuracy_mean", "accuracy_std", "f1_mean", "f1_std")]
+    assert anat[12:16] == [_xlsx(v) for v in stats]
+    keys = ("img_acc_mean", "img_acc_std", "img_f1_mean", "img_f1_std")
+    assert [agg["agg"][k] for k in keys] == stats
+    assert [r["img_total"] for r in agg["runs"]] == [image["n_items"]] * len(agg["runs"])
 
 
 @needs_scripts
@@ -254,14 +261,14 @@ def test_protocol_mirp_sends_text_first_and_the_ct_prompt_everywhere(dataset, tm
         assert example in questions  # (another image may ask the same words)
 
 
-def test_hf_and_vllm_put_text_first_only_when_asked():
+def test_vllm_puts_text_first_by_default():
     from radspatial.models.base import Request
     from radspatial.models.vllm_backend import _message
 
-    first = _message(Request("k", "p", b"png", text_first=True))[0]["content"]
     default = _message(Request("k", "p", b"png"))[0]["content"]
-    assert [c["type"] for c in first] == ["text", "image_url"]
-    assert [c["type"] for c in default] == ["image_url", "text"]
+    last = _message(Request("k", "p", b"png", text_first=False))[0]["content"]
+    assert [c["type"] for c in default] == ["text", "image_url"]
+    assert [c["type"] for c in last] == ["image_url", "text"]
 
 
 def test_export_without_results_is_a_clear_error(tmp_path):
@@ -321,7 +328,8 @@ def test_markers_of_a_concave_structure_never_contradict_the_answer():
     # precondition: along y the centres differ by >= 10 px, but the markers order the other way
     assert abs(c[1].center_xy[1] - c[2].center_xy[1]) >= 10
     assert (c[1].center_xy[1] < c[2].center_xy[1]) != (m[1][1] < m[2][1])
-    rules = QuestionRules(min_distance_px=20.0)
+    # the strict profile's rule (mirp draws markers at the centres: nothing to contradict)
+    rules = QuestionRules(min_distance_px=20.0, profile="strict")
     assert math.dist(c[1].center_xy, c[2].center_xy) >= rules.min_distance_px
     qtype = get_question_type("relative_position")
     asked = 0

@@ -103,9 +103,12 @@ def test_table1_has_every_model_and_the_exact_baseline_numbers(report, runs):
 
 def test_frames_variants_and_rotation_sections(report):
     md = report.summary_md.read_text()
-    assert "Left/right (MIRP RQ3(1))" in md and "Above/below (our extension)" in md
+    assert "Left/right (MIRP's axis)" in md and "Above/below (our extension)" in md
     assert "recites anatomy scores high in the anatomical columns and low in the image" in md
-    assert "Anatomical = MIRP RQ3(1) (all)" in md
+    # RQ3(1) is one number per frame: only the MIRP Table 1 view prints it
+    mirp_view = md.split("## MIRP Table 1 view")[1].split("\n## ")[0]
+    assert md.count("RQ3(1) image") == mirp_view.count("RQ3(1) image") >= 1
+    assert "Anatomical = MIRP RQ3(1)" not in md
     # the anatomy prior answers from anatomy: always right in the patient's frame, never where
     # the image disagrees with it
     prior_rq1 = [x for x in md.splitlines() if x.startswith("| baseline:anatomy-prior | RQ1 |")]
@@ -118,6 +121,19 @@ def test_frames_variants_and_rotation_sections(report):
     assert [c.strip() for c in lr.strip("|").split("|")][3] == "0.0 ± 0.0"  # standard: L/R swap
     assert [c.strip() for c in ab.strip("|").split("|")][3] == "100.0 ± 0.0"  # A/P = standard
     assert "## MIRP Table 1 view (MIRP's rules)" in md
+    view = md.split("## MIRP Table 1 view")[1].split("\n## ")[0].splitlines()
+    header = next(x for x in view if x.startswith("| Model |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    row = next(x for x in view if x.startswith("| baseline:anatomy-prior |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[cols.index("Protocol")] == "radspatial"
+    mirp = json.loads(report.summary_json.read_text())["mirp"]["baseline:anatomy-prior"]
+    for col, key in (
+        ("RQ3(1) image", "anatomy_image"),
+        ("RQ3(1) anatomical", "anatomy_left_right"),
+    ):
+        g = mirp["RQ1/none"][key]
+        assert cells[cols.index(col)] == f"{g['accuracy_mean']:.2f} ± {g['accuracy_std']:.2f}"
     assert "| Model | A1 | A2 | A3 | A4 | B1 | B2 | B3 | B4 |" in md
     assert "Normal vs counterfactual" in md and "situs_inversus" in md
     assert "skipped" not in md
@@ -205,7 +221,7 @@ def test_as_only_runs_skip_figures_without_crashing_and_drop_stale_ones(report, 
     assert not (out / "frames_rq2.png").exists()  # a stale per-setup figure is removed too
     md = rep.summary_md.read_text()
     assert "`rotation_heatmap.png` skipped" in md and "`frames.png` skipped" in md
-    assert "No rotation/flip codes" in md and "| Model | AS dots |" in md
+    assert "No rotation/flip codes" in md and "| Model | Protocol | AS dots |" in md
     assert "Normal vs counterfactual" not in md
     s = json.loads(rep.summary_json.read_text())
     assert s["mcnemar"]["pairs"] == [] and s["figures"]["frames.png"]
@@ -302,10 +318,10 @@ def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs
         row = rows[MODELS[0]][item_id]
         assert item_id in card["text"] and row["question"] in card["text"]
         assert card["replies"] == len(MODELS)  # every model's reply
-        # the image by a path relative to the report folder, and it is the item's image
+        # the image inside the report folder (portable), and it is the item's image
         [src] = card["imgs"]
-        assert not Path(src).is_absolute()
-        assert (report.out / src).resolve() == Path(row["image"]).resolve()
+        assert src.startswith("images/") and ".." not in src
+        assert (report.out / src).read_bytes() == Path(row["image"]).read_bytes()
         # expected answer in the three frames
         frames = [{1: "yes", 0: "no", None: "–"}[row[k]] for k in
                   ("expected", "expected_standard", "expected_anatomical")]  # fmt: skip
@@ -320,7 +336,9 @@ def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs
     assert page.selects["setup"] == ["", *sorted({r["setup"] for r in rows[MODELS[0]].values()})]
     variants = sorted({r["variant"] for r in rows[MODELS[0]].values()})
     assert page.selects["variant"] == ["", *variants] and "situs_inversus" in variants
-    assert set(page.selects) == {"setup", "marker", "qtype", "variant"}
+    assert set(page.selects) == {"setup", "marker", "qtype", "variant", "transform"}
+    codes = sorted({r["transform"] for r in rows[MODELS[0]].values() if r["transform"]})
+    assert page.selects["transform"] == ["", *codes] and "B1" in codes
 
 
 def test_gallery_agreement_flag_and_cap(runs, tmp_path):

@@ -383,6 +383,9 @@ def spar_dataset(tmp_path_factory) -> Path:
         markers=("numbers", "dots"),
         question_types=("relative_position", *SPAR_VQA),
         export_masks=True,
+        # the SPAR-VQA types' marker checks assume interior markers (strict); under mirp a
+        # concave structure's marker is its centre of mass, outside it
+        rules=QuestionRules(profile="strict"),
     )
     build_dataset([Case("example_ct_sm", ct, seg)], cfg, out)
     return out
@@ -418,7 +421,8 @@ def test_relative_position_rows_unchanged_by_other_types(spar_dataset, tmp_path)
     from radspatial.cli import bundled_example
 
     ct, seg = bundled_example()
-    cfg = GenerateConfig(seed=3, size=256, setups=("rq1",), export_masks=True)
+    rules = QuestionRules(profile="strict")
+    cfg = GenerateConfig(seed=3, size=256, setups=("rq1",), export_masks=True, rules=rules)
     alone = tmp_path / "alone"
     build_dataset([Case("example_ct_sm", ct, seg)], cfg, alone)
     rows = (alone / "manifest.jsonl").read_text().splitlines()
@@ -456,7 +460,7 @@ def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
     rep = build_report(runs, tmp_path / "report")
     md = rep.summary_md.read_text()
     assert "## Question types" in md and "| chance | 50.0 |" in md
-    assert "agent:mask: question type by setup and marker" in md
+    assert "agent:mask (oracle): question type by setup and marker" in md
     assert (tmp_path / "report" / "question_types.png").stat().st_size > 10_000
 
 

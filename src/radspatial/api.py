@@ -41,6 +41,7 @@ def generate(
     markers: Sequence[str] = ("numbers", "letters", "dots"),  # imaging.markers.MARKER_TYPES
     questions: Sequence[str] = ("relative_position",),
     as_count: int = 100,
+    rules: str = "mirp",
     export_masks: bool = False,
     workers: int = 1,
     overwrite: bool = False,
@@ -52,7 +53,9 @@ def generate(
     TotalSegmentator folder; ``labels`` names the mask's label table), several (``cases``: a
     cases CSV or a list of ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT.
     ``questions`` are question types (``relative_position``, ``orientation``, ``symmetry``,
-    ``size``, ``distance``, ``count``). Same inputs and seed give byte-identical output.
+    ``size``, ``distance``, ``count``). ``rules`` is the rule profile: "mirp" (MIRP's
+    generation rules) or "strict" (radspatial's earlier ones, docs/mirp.md). Same inputs and
+    seed give byte-identical output.
 
     Example:
         >>> summary = generate("bench", size=128, as_count=4)  # doctest: +SKIP
@@ -61,6 +64,7 @@ def generate(
     """
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
+    from radspatial.core.rules import QuestionRules
 
     case_list = _case_list(ct, seg, labels, case_id, cases)
     config = GenerateConfig(
@@ -70,6 +74,7 @@ def generate(
         markers=tuple(markers),
         question_types=tuple(questions),
         as_count=as_count,
+        rules=QuestionRules(profile=rules),
         export_masks=export_masks,
     )
     log = print if verbose else (lambda _: None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 import math
 import re
 import time
@@ -45,6 +46,8 @@ class ChatCall:
     text: str
     image: bytes
     mask: bytes | None
+    stream: bool = False  # reply as server-sent events (chat.completion.chunk)
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 def _number(value: Any) -> bool:
@@ -85,8 +88,6 @@ def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:
         msg = f"model {model!r} not found; available: {', '.join(models)}"
         raise ApiError(404, msg, "model_not_found", "not_found_error")
     check_sampling(body)
-    if body.get("stream"):
-        raise ApiError(400, "streaming is not supported; send stream: false", "stream")
     messages = body.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise ApiError(400, "'messages' must be a list of message objects", "invalid_messages")
@@ -105,7 +106,10 @@ def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:
         msg = f"the text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
         raise ApiError(400, msg, "text_too_long")
     image = decode_data_url(images[0])
-    return ChatCall(model, text, image, None if mask is None else decode_data_url(mask))
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    mask_bytes = None if mask is None else decode_data_url(mask)
+    return ChatCall(model, text, image, mask_bytes, body.get("stream") is True, usage)
 
 
 def split_content(content: Any) -> tuple[list[str], list[str]]:
@@ -172,9 +176,14 @@ def decode_image(img: Image.Image, *, labels: bool = False) -> np.ndarray:
     return arr
 
 
+def _usage(prompt: str, answer: str) -> dict[str, int]:
+    """Token counts, estimated (about 4 characters a token)."""
+    tokens = (max(1, len(prompt) // 4), max(1, len(answer) // 4))
+    return {"prompt_tokens": tokens[0], "completion_tokens": tokens[1], "total_tokens": sum(tokens)}
+
+
 def completion(model: str, result: AgentAnswer, prompt: str) -> dict[str, Any]:
-    """A chat.completion body; token counts are estimates (about 4 characters a token)."""
-    tokens = (max(1, len(prompt) // 4), max(1, len(result.text) // 4))
+    """A chat.completion body."""
     message = {"role": "assistant", "content": result.text}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -182,13 +191,42 @@ def completion(model: str, result: AgentAnswer, prompt: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": tokens[0],
-            "completion_tokens": tokens[1],
-            "total_tokens": sum(tokens),
-        },
+        "usage": _usage(prompt, result.text),
         "radspatial_trace": result.trace,
     }
+
+
+def completion_chunks(
+    model: str, result: AgentAnswer, prompt: str, *, include_usage: bool = False
+) -> list[dict[str, Any]]:
+    """The same reply as :func:`completion` as ``chat.completion.chunk`` objects, OpenAI's
+    streaming order: the role, the content (whole: the agent decides before it answers), the
+    finish reason with the trace, then (``include_usage``) the usage with no choices."""
+    head = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return head | {"choices": [choice]}
+
+    chunks = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": result.text}),
+        chunk({}, "stop") | {"radspatial_trace": result.trace},
+    ]
+    if include_usage:
+        chunks.append(head | {"choices": [], "usage": _usage(prompt, result.text)})
+    return chunks
+
+
+def sse_body(chunks: Sequence[dict[str, Any]]) -> bytes:
+    """Server-sent events: one ``data: <json>`` event a chunk, then ``data: [DONE]``."""
+    events = [f"data: {json.dumps(c, default=json_default)}\n\n" for c in chunks]
+    return ("".join(events) + "data: [DONE]\n\n").encode()
 
 
 def json_default(value: Any) -> Any:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from radspatial.agent.types import (
 from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
 from radspatial.questions import QuestionType, get_question_type
+from radspatial.questions.open_common import is_open
 
 MAX_PIXELS = 4096 * 4096
 
@@ -151,6 +153,9 @@ class Agent:
         trace["found"] = qtype.found_json(refs, found)
         t2 = time.perf_counter()
         decision = self._decide(qtype, parsed, found, Scene(arr, context, self.rules))
+        notes = [f.details["fallback"] for f in found if f and f.details.get("fallback")]
+        if notes:  # a marker reference answered from the name: the reader must know
+            decision = replace(decision, reason=f"{decision.reason} ({'; '.join(notes)})")
         timings["verify_ms"] = _ms(t2)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
@@ -207,6 +212,17 @@ def _text(decision: Decision) -> str:
     return str(decision.answer)
 
 
+def verdict(result: AgentAnswer) -> str:
+    """The answer as a person reads it: ``abstain``, yes/no for a yes/no question, else the
+    word or count of an open one ("left", "liver", "2"; a count of 1 is not "yes")."""
+    if result.answer is None:
+        return "abstain"
+    kind = (result.trace.get("parsed") or {}).get("kind")
+    if isinstance(result.answer, str) or is_open(kind):
+        return str(result.answer)
+    return {1: "yes", 0: "no"}.get(result.answer, str(result.answer))
+
+
 def _ms(since: float) -> float:
     return round(1000 * (time.perf_counter() - since), 3)
 
@@ -225,7 +241,8 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
     roles = ROLES.get(parsed.get("kind", "relative_position"), ())
     found_list = result.trace.get("found")
     found_list = found_list if isinstance(found_list, list) else []
-    pts = []
+    pts: list[tuple[float, float]] = []
+    labels: list[tuple[tuple[float, float], int, str, str]] = []
     for role, found, colour in zip(roles, found_list, colours, strict=False):
         if found is None:
             continue
@@ -239,7 +256,10 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
         draw.line((x, y - r, x, y + r), fill=colour, width=3)
         ref = parsed.get(role) or {}
         label = ref.get("name") or ref.get("text") or role
-        _label(draw, (x + r + 2, y - r), f"{role}: {label} ({found['score']:.2f})", colour, font)
+        labels.append(((x, y), r, f"{role}: {label} ({found['score']:.2f})", colour))
+    for (x, y), r, text, colour in labels:  # after every point is known: none gets covered
+        others = [p for p in pts if p != (x, y)]
+        _label(draw, (x + r + 2, y - r), text, colour, font, avoid=others, anchor=(x, y, r))
     for p in pts[1:]:
         draw.line([pts[0], p], fill="#ffffff", width=1)
     decision = result.trace.get("decision") or {}
@@ -253,20 +273,43 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
                 end = (cx + length * ux, cy + length * uy)
                 draw.line([(cx, cy), end], fill=colour, width=3)
                 _label(draw, (end[0] + 3, end[1] + 3), tag, colour, font)
-    verdict = {1: "YES", 0: "NO", None: "ABSTAIN"}[result.answer]
-    _banner(draw, pil.width, 0, f"{verdict}: {decision.get('reason', '')}", font, top=True)
+    shown = verdict(result).upper()
+    _banner(draw, pil.width, 0, f"{shown}: {decision.get('reason', '')}", font, top=True)
     question = str(result.trace.get("question", ""))
     _banner(draw, pil.width, pil.height, f"Q: {question}", font, top=False)
     return pil
 
 
-def _label(draw: Any, xy: tuple[float, float], text: str, colour: str, font: Any) -> None:
-    """Text on a dark plate, moved inside the image when it would be cut at a border."""
+def _label(
+    draw: Any,
+    xy: tuple[float, float],
+    text: str,
+    colour: str,
+    font: Any,
+    *,
+    avoid: Sequence[tuple[float, float]] = (),
+    anchor: tuple[float, float, int] | None = None,
+) -> None:
+    """Text on a dark plate, moved inside the image when it would be cut at a border; with
+    ``anchor`` (x, y, r), the first plate place around it (right/left, above/below) that covers
+    none of the ``avoid`` points (the markers and centres found), else the first."""
     w, h = draw.im.size
     x0, y0, x1, y1 = draw.textbbox((0, 0), text, font=font)
     tw, th = x1 - x0 + 6, y1 - y0 + 6
-    x = min(max(xy[0], 0), max(w - tw, 0))
-    y = min(max(xy[1], 0), max(h - th, 0))
+    places = [xy]
+    if anchor is not None:
+        ax, ay, r = anchor
+        places += [(ax - r - 2 - tw, ay - r), (ax + r + 2, ay + r - th), (ax - r - 2 - tw, ay + r)]
+
+    def inside(p: tuple[float, float]) -> tuple[float, float]:
+        return min(max(p[0], 0), max(w - tw, 0)), min(max(p[1], 0), max(h - th, 0))
+
+    def covers(p: tuple[float, float]) -> bool:
+        pad = 8
+        return any(p[0] - pad <= u <= p[0] + tw + pad and p[1] - pad <= v <= p[1] + th + pad
+                   for u, v in avoid)  # fmt: skip
+
+    x, y = next((q for q in map(inside, places) if not covers(q)), inside(xy))
     draw.rectangle((x, y, x + tw, y + th), fill="black")
     draw.text((x + 3 - x0, y + 3 - y0), text, fill=colour, font=font)
 

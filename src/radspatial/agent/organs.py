@@ -19,6 +19,7 @@ marker the reader cannot find falls back to the name, when the ref has one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -227,6 +228,9 @@ class AutoLocalizer:
         if rest:
             found = self.organs.locate(image, [Ref(name=refs[i].name) for i in rest], context)
             for i, f in zip(rest, found, strict=True):
+                if f is not None and refs[i].marker:  # said in the trace and the reason
+                    note = f"marker {refs[i].text or refs[i].marker} not found: located by name"
+                    f = replace(f, details={**f.details, "fallback": note})
                 out[i] = f
         return out
 

@@ -7,8 +7,10 @@
 its text (a bare question or a whole MIRP prompt ending in ``Q: <question>``) and exactly one
 inline ``data:image/png|jpeg;base64`` image (nothing is ever fetched). ``model`` picks the agent.
 The reply content is ``"1"``, ``"0"`` or ``"abstain: <reason>"``, with the agent's trace in the
-extra field ``radspatial_trace``. ``stream: true`` is refused (400). Extension: a top-level
-``radspatial_mask`` data URL (label PNG in the shown frame) feeds the ``mask`` localizer.
+extra field ``radspatial_trace``. ``stream: true`` answers the same reply as server-sent events
+(``chat.completion.chunk`` objects, then ``data: [DONE]``; ``stream_options.include_usage``
+adds the usage chunk). Extension: a top-level ``radspatial_mask`` data URL (label PNG in the
+shown frame) feeds the ``mask`` localizer, an oracle served only when named and listed as such.
 
 Safety: optional Bearer key on every route (constant-time compare, never logged), checked before
 the body is read or a connection counts as working; Content-Length checked before the body is
@@ -254,9 +256,10 @@ def serve(
     model_dir: str | Path | None = None,
     **kwargs: Any,
 ) -> None:
-    """Serve until Ctrl-C: one agent per name in ``localizers``, else agent (auto), markers and
-    mask (+ unet with ``model_dir``). Other keywords go to :func:`make_server`."""
-    names = list(localizers or ["auto", "markers", "mask"] + ["unet"] * (model_dir is not None))
+    """Serve until Ctrl-C: one agent per name in ``localizers``, else agent (auto) and markers
+    (+ unet with ``model_dir``); the ``mask`` oracle, which needs every request's label image,
+    only when named. Other keywords go to :func:`make_server`."""
+    names = list(localizers or ["auto", "markers"] + ["unet"] * (model_dir is not None))
     agents = build_agents(names, model_dir=model_dir)
     kwargs.setdefault("default_model", next(iter(agents)))
     if not logging.getLogger().handlers:

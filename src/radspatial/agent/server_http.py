@@ -17,7 +17,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from radspatial.agent.chat_format import ApiError, completion, json_default, parse_chat
+from radspatial.agent.chat_format import (
+    ApiError,
+    completion,
+    completion_chunks,
+    json_default,
+    parse_chat,
+    sse_body,
+)
 from radspatial.core.textsafe import log_text
 
 if TYPE_CHECKING:
@@ -42,6 +49,14 @@ class _DeadlineReader(io.RawIOBase):
             raise TimeoutError("request read deadline passed")
         self.sock.settimeout(left)
         return self.sock.recv_into(buffer)
+
+
+def _oracle_card(agent: Any) -> dict[str, Any]:
+    """What a client must know of an oracle model (it reads the truth, not the image): served
+    only when named (``--localizer mask``), answering only with a ``radspatial_mask``."""
+    if getattr(agent.localizer, "name", "") != "mask":
+        return {}
+    return {"radspatial_oracle": True, "radspatial_requires": ["radspatial_mask"]}
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -222,7 +237,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _models(self) -> None:
         self._read_body(keep=False)
         card = {"object": "model", "created": self.server.created, "owned_by": "radspatial"}
-        data = [{"id": model} | card for model in self.server.agents]
+        data = [{"id": m} | card | _oracle_card(a) for m, a in self.server.agents.items()]
         self._send_json(200, {"object": "list", "data": data})
 
     def _chat(self) -> None:
@@ -235,6 +250,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         call = parse_chat(body, list(self.server.agents), self.server.default_model)
         del body
         result = self.server.run_agent(call)
+        if call.stream:  # whole events, so a Content-Length and keep-alive as for JSON
+            chunks = completion_chunks(
+                call.model, result, call.text, include_usage=call.include_usage
+            )
+            self._send(200, sse_body(chunks), "text/event-stream", {"Cache-Control": "no-cache"})
+            return
         self._send_json(200, completion(call.model, result, call.text))
 
     def _fail(self, exc: ApiError) -> None:
@@ -254,9 +275,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         self._send_json(exc.status, exc.body())
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload, default=json_default).encode()
-        headers = {"Content-Type": "application/json", "Content-Length": str(len(data))}
-        headers |= getattr(self, "_headers_out", {})
+        self._send(status, json.dumps(payload, default=json_default).encode(), "application/json")
+
+    def _send(
+        self, status: int, data: bytes, content_type: str, extra: dict[str, str] | None = None
+    ) -> None:
+        headers = {"Content-Type": content_type, "Content-Length": str(len(data))}
+        headers |= getattr(self, "_headers_out", {}) | (extra or {})
         if self.close_connection:
             headers["Connection"] = "close"
         try:

@@ -160,7 +160,8 @@ def _tensors(
 def _fit(net: Any, x: Any, y: Any, config: TrainConfig, progress: bool) -> list[float]:
     import torch
     from monai.losses import DiceCELoss
-    from tqdm import tqdm
+
+    from radspatial.core.progress import Progress
 
     rng = keyed_rng(config.seed, "unet-train")
     steps = math.ceil(len(x) / config.batch_size)
@@ -169,8 +170,8 @@ def _fit(net: Any, x: Any, y: Any, config: TrainConfig, progress: bool) -> list[
     loss_fn = DiceCELoss(to_onehot_y=True, softmax=True, batch=True)
     net.train()
     history: list[float] = []
-    bar = tqdm(range(config.epochs), desc="unet", unit="epoch", disable=not progress)
-    for _ in bar:
+    bar = Progress(config.epochs, "agent train", "epoch", enabled=progress)
+    for _ in range(config.epochs):
         order, total = rng.permutation(len(x)), 0.0
         for start in range(0, len(x), config.batch_size):
             pairs = [
@@ -186,7 +187,9 @@ def _fit(net: Any, x: Any, y: Any, config: TrainConfig, progress: bool) -> list[
             sched.step()
             total += loss.item() * len(pairs)
         history.append(total / len(x))
-        bar.set_postfix(loss=f"{history[-1]:.4f}")
+        bar.note = f"loss {history[-1]:.4f}"
+        bar.update()
+    bar.close()
     net.eval()
     return history
 

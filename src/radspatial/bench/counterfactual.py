@@ -20,6 +20,7 @@ Example: ``mirror_case(Path("ct.nii.gz"), Path("seg.nii.gz"), Path("out/"))``.
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import nibabel as nib
@@ -185,14 +186,23 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
     uses_extension = any(mapping.get(i) in extra for i in present)
     table_spec = labels or "totalsegmentator"
     if table_spec not in BUILTIN_TABLES:
-        table_spec = str(Path(table_spec).resolve())
+        table_spec = _from_csv(Path(table_spec), out)
     mirrored_labels = labels_out.name if uses_extension else table_spec
     rows = [
-        (_stem(ct), str(ct.resolve()), str(seg.resolve()), table_spec, "normal"),
+        (_stem(ct), _from_csv(ct, out), _from_csv(seg, out), table_spec, "normal"),
         (_stem(ct_out), ct_out.name, seg_out.name, mirrored_labels, "mirrored"),
     ]
     write_cases_csv(Path(out) / "cases.csv", rows)
     return ct_out, seg_out
+
+
+def _from_csv(path: Path, out: Path) -> str:
+    """``path`` as ``OUT/cases.csv`` names it: relative to OUT (how the CSV is read), so the
+    folders can move together; absolute only where no relative path exists (another drive)."""
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), Path(out).resolve())).as_posix()
+    except ValueError:
+        return str(Path(path).resolve())
 
 
 def _mirror_nifti(

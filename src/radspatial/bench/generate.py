@@ -10,15 +10,16 @@ every other case byte-identical.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.bench.blocks import plan_in_views, propose_other_class
 from radspatial.bench.config import SETUP_DIRS, GenerateConfig
+from radspatial.bench.eligibility import eligible_structures, size_rule
 from radspatial.core.labels import display_name
 from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
@@ -27,8 +28,7 @@ from radspatial.imaging.markers import (
     DOT_ORDER,
     Mark,
     draw_marks,
-    marker_area,
-    marker_extent,
+    marker_geometry,
     marker_style,
 )
 from radspatial.imaging.slices import (
@@ -37,7 +37,6 @@ from radspatial.imaging.slices import (
     StructureStat,
     Variant,
     component_areas,
-    referenceable,
     render_gray,
     render_labels,
     structure_stats,
@@ -69,25 +68,6 @@ class SlicePlan:
     @property
     def question_type(self) -> QuestionType:
         return get_question_type(self.spec.question_type)
-
-
-def _eligible(
-    stats: dict[int, StructureStat], names: dict[int, str], min_area: float, min_gap: float
-) -> list[StructureStat]:
-    """The referenceable structures (``slices.referenceable``) that are not near-duplicates.
-
-    Near-duplicate: same display name as a larger eligible structure, or its marker would
-    overlap a larger one's (marker points closer than ``min_gap``). The larger one is kept.
-    """
-    kept: list[StructureStat] = []
-    for s in sorted(referenceable(stats, names, min_area), key=lambda s: (-s.area_px, s.label_id)):
-        if any(
-            names[k.label_id] == names[s.label_id] or math.dist(k.marker_xy, s.marker_xy) < min_gap
-            for k in kept
-        ):
-            continue
-        kept.append(s)
-    return sorted(kept, key=lambda s: s.label_id)
 
 
 def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Candidate:
@@ -145,13 +125,15 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
 def _usable_slices(vol: Volume, config: GenerateConfig) -> list[_SliceInfo]:
     """Every slice with at least two eligible structures, analysed once."""
     geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
-    min_area, min_gap = 2 * marker_area(config.size), 2 * marker_extent(config.size)
+    min_area, min_gap = size_rule(config)
     usable: list[_SliceInfo] = []
     n_z = vol.seg.shape[2]
     for z in range(n_z):
         step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
         stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
-        eligible = _eligible(stats, vol.table.names, min_area, min_gap)
+        if config.rules.mirp:  # MIRP marks the centre of mass, inside the structure or not
+            stats = {k: replace(s, marker_xy=s.center_xy) for k, s in stats.items()}
+        eligible = eligible_structures(stats, vol.table.names, min_area, min_gap)
         if len(eligible) >= 2:
             usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
     return usable
@@ -181,19 +163,35 @@ def _plan_type(
     plane: str = "axial",
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
-    (datasets made before other types existed are reproduced byte for byte)."""
+    (datasets made before other types existed are reproduced byte for byte). Open types
+    balance over their classes in blocks of one view (``blocks.plan_in_views``)."""
     relpos = qtype.name == "relative_position"
     key = plane_key(vol.case_id, plane)
     rng = keyed_rng(config.seed, key if relpos else f"{key}/{qtype.name}")
-    names = vol.table.names
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
-    suffix = "" if relpos else f"_{qtype.name}"
-    plans: list[SlicePlan] = []
-    pair_targets: list[int] = []
-    # open types balance over their answer classes in blocks of one variant (identification,
-    # unbalanced, has none: blocks of 1); yes/no types in pairs, as always
     block = len(getattr(qtype, "classes", (0, 1))) or 1
-    asked: set[tuple] = set()  # (slice, structures, relation): --per-slice asks each once
+
+    def scan(left: list[_SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
+        return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane), plans)
+
+    return plan_in_views(usable, block, len(cycle), scan)
+
+
+def _scan(
+    vol: Volume,
+    config: GenerateConfig,
+    qtype: QuestionType,
+    usable: list[_SliceInfo],
+    how: tuple[np.random.Generator, list[str], int, int, str],
+    plans: list[SlicePlan],
+) -> list[SlicePlan]:
+    """``plans`` extended by one pass over ``usable`` (the unfinished block left on)."""
+    rng, cycle, shift, block, plane = how
+    key, names = plane_key(vol.case_id, plane), vol.table.names
+    suffix = "" if qtype.name == "relative_position" else f"_{qtype.name}"
+    plans = list(plans)
+    pair_targets: list[int] = []
+    asked = {_asked_key(p.z, p.spec) for p in plans}  # --per-slice asks each once
     for info, rep in ((i, r) for i in usable for r in range(config.per_slice)):
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
@@ -203,7 +201,8 @@ def _plan_type(
             first = int(rng.integers(2))
             pair_targets = [first, 1 - first]
         target = pair_targets[k % block]
-        variant = Variant(qtype.choose_variant(target, cycle[(k // block) % len(cycle)], rng))
+        default = cycle[(k // block + shift) % len(cycle)]
+        variant = Variant(qtype.choose_variant(target, default, rng))
         facts = SliceFacts(
             plane=plane,
             variant=variant.code,
@@ -219,6 +218,8 @@ def _plan_type(
             component_areas=info.component_areas,
         )
         spec = qtype.propose(facts, target, rng, config.rules)
+        if spec is None and block > 2:  # another class still open in this block, if any
+            spec = propose_other_class(qtype, facts, pair_targets, k % block, rng, config.rules)
         if spec is None or (same := _asked_key(z, spec)) in asked:
             continue
         asked.add(same)
@@ -228,8 +229,9 @@ def _plan_type(
             dots = tuple(str(c) for c in rng.permutation(DOT_ORDER[: len(spec.objects)]))
         base = f"{key}_slice{z:03d}{suffix}" + (f"_{rep}" if rep else "")
         plans.append(SlicePlan(z, base, variant, spec, stats, dots[: len(spec.objects)], plane))
-    while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
-        plans.pop()
+    if block <= 2:
+        while len(plans) % block:  # an unfinished pair (block) would unbalance the answers
+            plans.pop()
     return plans
 
 
@@ -368,7 +370,8 @@ def render_plan(vol: Volume, plan: SlicePlan, config: GenerateConfig) -> dict[st
             Mark(marker, text, obj.marker_xy)
             for text, obj in zip(_marker_texts(plan, marker), plan.spec.objects, strict=True)
         ]
-        out[marker] = encode_png(draw_marks(shown, marks), config.png_level)
+        geometry = marker_geometry(config.rules.profile)
+        out[marker] = encode_png(draw_marks(shown, marks, geometry=geometry), config.png_level)
     if config.export_masks:
         lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
         out["mask"] = encode_png_16(plan.variant.apply_image(lab), config.png_level)

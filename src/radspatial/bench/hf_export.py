@@ -32,6 +32,7 @@ from radspatial.core.textsafe import md_code, md_text
 
 SPLIT = "test"  # a benchmark: every question is for evaluation
 IMAGE_COLUMNS = ("image", "mask")
+ANSWER_COLUMNS = ("answer", "answer_standard", "answer_anatomical")
 MISSING_PYARROW = "export hf needs pyarrow: pip install 'radspatial[hf-export]'"
 _BUNDLED_LICENCE = "LICENSE.totalsegmentator"
 
@@ -76,6 +77,25 @@ def _row(root: Path, where: str, row: dict[str, Any]) -> dict[str, Any]:
             for k, v in source.items()
         }
     return out
+
+
+TEXT_ANSWERS_NOTE = (
+    'The answer columns are text: this dataset mixes yes/no questions (`"1"` yes, `"0"` '
+    'no) with open ones (a word such as `"left"` or a count such as `"2"`); '
+    "`question_type` says which.\n"
+)
+
+
+def _answers_as_text(rows: list[dict[str, Any]]) -> bool:
+    """Open answers (words, counts) beside yes/no 1/0 in one column: all written as text, since
+    a parquet column has one type. In place; True when it did so."""
+    if not any(isinstance(r.get(c), str) for r in rows for c in ANSWER_COLUMNS):
+        return False
+    for r in rows:
+        for c in ANSWER_COLUMNS:
+            if r.get(c) is not None:
+                r[c] = str(r[c])
+    return True
 
 
 def _schema(rows: list[dict[str, Any]]) -> Any:
@@ -148,6 +168,7 @@ def export_hf(
         rows.append(_row(data, where, row))  # the fields as stored (older datasets: theirs)
     if not rows:
         raise ValueError(f"{manifest}: no questions")
+    text_answers = _answers_as_text(rows)
     schema = _schema(rows)
     bundled = _bundled_sha()
     cases = info.get("cases", [])
@@ -166,6 +187,8 @@ def export_hf(
             src = resources.files("radspatial.data") / _BUNDLED_LICENCE
             (stage / _BUNDLED_LICENCE).write_bytes(src.read_bytes())
         card = dataset_card(info, schema, len(rows), licence, name or data.resolve().name, bundled)
+        if text_answers:
+            card += "\n" + TEXT_ANSWERS_NOTE
         (stage / "README.md").write_text(card, encoding="utf-8")
     return HFExport(out, shards, len(rows), licence, schema.names)
 

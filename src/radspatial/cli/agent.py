@@ -67,7 +67,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         raise ValueError("radspatial agent needs --image and --question (or: agent train)")
     import json
 
-    from radspatial.agent.core import Agent, draw_overlay, load_image
+    from radspatial.agent.core import Agent, draw_overlay, load_image, verdict
     from radspatial.agent.types import Context
     from radspatial.core.io import atomic_write_bytes, atomic_write_json
 
@@ -83,11 +83,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         context = Context(mask=mask, labels=load_table(args.labels).names)
     image = _readable(args.image, "image", load_image)
     result = agent.answer(image, args.question, context=context)
-    verdict = {1: "yes", 0: "no", None: "abstain"}[result.answer]
     if args.json:
         print(json.dumps(result.trace, indent=2))
     else:
-        print(f"answer: {verdict} ({result.trace['decision']['reason']})")
+        print(f"answer: {verdict(result)} ({result.trace['decision']['reason']})")
     if args.trace:
         atomic_write_json(args.trace, result.trace)
         print(f"trace: {args.trace}", file=sys.stderr if args.json else sys.stdout)
@@ -140,16 +139,36 @@ def _agent_train(args: argparse.Namespace) -> int:
         config = replace(config, size=args.size)
     if args.threads is not None:
         config = replace(config, threads=args.threads)
-    metrics = train_unet(args.data, args.out, config, progress=False)
+    metrics = train_unet(args.data, args.out, config, progress=True)
     print(f"model: {args.out}")
-    for key, value in metrics.items():
-        print(f"  {key}: {value}")
+    print(_train_summary(metrics))
+    print(f"metrics: {Path(args.out) / 'metrics.json'} (per structure: Dice, centroid error)")
     return 0
 
 
+def _train_summary(m: dict) -> str:
+    """Three lines a person reads after training; the whole dict is in metrics.json."""
+
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{100 * x:.1f}%"
+
+    dice = "–" if m.get("mean_dice") is None else f"{m['mean_dice']:.3f}"
+    q = m.get("questions") or {}
+    unet, oracle = q.get("unet") or {}, q.get("oracle") or {}
+    return (
+        f"  validation ({m.get('split')}): {m.get('n_slices')} slice(s), mean Dice {dice} over "
+        f"{len(m.get('dice') or {})} structure(s)\n"
+        f"  relative-position questions on them: {q.get('n', 0)}, "
+        f"accuracy {pct(unet.get('accuracy'))} (abstained {pct(unet.get('abstain_rate'))}); "
+        f"mask oracle {pct(oracle.get('accuracy'))}"
+    )
+
+
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port)")
     key = p.add_mutually_exclusive_group()
     key.add_argument(
         "--api-key-env",
@@ -158,9 +177,16 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         "when set); unlike --api-key it does not show in ps",
     )
     key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
-    p.add_argument("--localizer", action="append", help="localizers to serve (default: markers)")
+    p.add_argument(
+        "--localizer",
+        action="append",
+        help="localizer to serve, repeatable (default: auto as 'agent', and markers; mask, an "
+        "oracle needing the request's radspatial_mask label image, only when named)",
+    )
     p.add_argument("--model", type=Path, help="model folder for the unet localizer")
-    p.add_argument("--threads", type=positive(int), default=32, help="agent calls at once")
+    p.add_argument(
+        "--threads", type=positive(int), default=32, help="agent calls answered at once (32)"
+    )
     p.add_argument(
         "--max-connections", type=positive(int), help="open connections (default 4 x threads)"
     )

@@ -69,8 +69,11 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
         choices=("radspatial", "mirp"),
         default="radspatial",
         help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
-        "replication protocol (example drawn from another item per run, text before image, "
-        "MIRP's prompt for every setup, MIRP's answer parser)",
+        "replication protocol (example drawn from another item per run, MIRP's prompt for "
+        "every setup, MIRP's answer parser, and the decoding MIRP's code used for GPT-4o, "
+        "Pixtral, Llama 3.2 Vision and Janus-Pro, recognised from the model name or "
+        "--model-args family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none); text comes "
+        "before the image in both",
     )
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
@@ -88,7 +91,7 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
-    from radspatial.cli.eval_options import backend_options, run_dir_for, show_retries
+    from radspatial.cli import eval_options as opts
     from radspatial.core.redact import redact
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
@@ -98,12 +101,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     specs = list(dict.fromkeys(args.model))
     if len(specs) != len(args.model):
         raise ValueError("--model: the same spec is given twice")
-    options = {spec: backend_options(args, spec) for spec in specs}  # all checked up front
+    options = {spec: opts.backend_options(args, spec) for spec in specs}  # all checked up front
     template = load_template(args.prompt) if args.prompt else None
-    out_dirs = {s: args.out if len(specs) == 1 else run_dir_for(args.out, redact(s)) for s in specs}
+    out_dirs = {
+        s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, redact(s)) for s in specs
+    }
     if len(set(out_dirs.values())) != len(specs):
         raise ValueError("--model: two specs map to the same run folder name")
-    show_retries()
+    opts.show_retries()
     n_err = 0
     for spec in specs:
         config = EvalConfig(
@@ -121,6 +126,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             backend_options=options[spec],
             judge=args.judge,
             judge_all=args.judge_all,
+            family=opts.model_family(args),
         )
         with sigterm_as_interrupt():
             try:
@@ -155,20 +161,44 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:
+        scope = "all question types and setups"
         print(
             f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
             f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
-            f"{o['n_items']} items, invalid {100 * o['invalid_rate']:.1f}%, "
-            f"errors {n_err} (not counted in accuracy)"
+            f"{o['n_items']} items ({scope}), invalid {100 * o['invalid_rate']:.1f}% (same "
+            f"items: abstentions and unreadable replies), errors {n_err} (not counted in accuracy)"
         )
     h = metrics.get("headline") or {}
     if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
         print(
             f"  relative position RQ1-RQ3 (MIRP's overall): {100 * h['accuracy_mean']:.1f} +- "
-            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items"
+            f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items, invalid "
+            f"{100 * (h.get('invalid_rate') or 0):.1f}% of those"
         )
+    _print_judge(metrics.get("judge"))
+    _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")
     return n_err
+
+
+def _print_judge(judge: dict | None) -> None:
+    """The judge's share and its failures, on the console (not only in judge.json)."""
+    if not judge:
+        return
+    failed, n = judge.get("n_judge_failed") or 0, judge.get("n_judged") or 0
+    line = f"  judge {judge.get('judge')}: {n} open answer(s) judged, {failed} call(s) failed"
+    if failed:
+        line += " (those keep the rules' grade; rerun the command to ask again)"
+    print(line, file=sys.stderr if failed else sys.stdout)
+
+
+def _print_errors(rows: list[dict]) -> None:
+    """The commonest failed-call messages (a 401 from a keyed server, a timeout), on stderr."""
+    from collections import Counter
+
+    seen = Counter(str(r["error"])[:200] for r in rows if r.get("error"))
+    for message, n in seen.most_common(3):
+        print(f"  error in {n} call(s): {message}", file=sys.stderr)
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:

@@ -81,8 +81,16 @@ def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
     (``models.options.backend_options``), plus the executor options."""
     spec = spec or args.model
     model_args = parse_model_args(getattr(args, "model_args", None))
+    model_args.pop("family", None)  # not a backend option: EvalConfig.family (model_family)
     options = checked_options(spec, model_args, _flag_args(args))
     return {**options, **_executor_options(args, spec)}
+
+
+def model_family(args: argparse.Namespace) -> str | None:
+    """``--model-args family=NAME``: the MIRP model family whose decoding ``--protocol mirp``
+    uses (``none``: ours); None: recognised from the model name."""
+    value = parse_model_args(getattr(args, "model_args", None)).get("family")
+    return None if value is None else str(value).lower()
 
 
 def _executor_options(args: argparse.Namespace, spec: str) -> dict:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from radspatial.cli.common import Command, pass_on
+from radspatial.cli.lmms import EXPORT_LMMS
 
 
 def _mirp_arguments(m: argparse.ArgumentParser) -> None:
@@ -83,6 +84,7 @@ COMMANDS = (
                 _hf_arguments,
                 cmd_export_hf,
             ),
+            EXPORT_LMMS,
         ),
     ),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import radspatial.cli.common as common
 from radspatial.core import rules
@@ -16,6 +17,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="dataset folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     _add_question_options(p)
+    _add_rules_option(p)
     _add_plane_options(p)
     common.add_executor_options(p, workers="processes (or Ray CPUs) in parallel")
     p.add_argument(
@@ -63,6 +65,18 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "--variant",
         help="anatomy variant of the --ct case, recorded in every row, e.g. mirrored or "
         "situs_inversus; --cases takes a variant column (default: normal)",
+    )
+
+
+def _add_rules_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rules",
+        choices=rules.RULE_PROFILES,
+        default="mirp",
+        help="mirp: MIRP's rules (centres 50 px apart along the asked axis, size twice the "
+        "drawn marker, markers at the centre of mass, MIRP's boxes and dots); strict: "
+        "radspatial's earlier rules (interior markers that agree with the centres, a margin, "
+        "outlined boxes, ringed dots); see docs/mirp.md",
     )
 
 
@@ -199,6 +213,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             margin_px=args.margin,
             size_tolerance=args.size_tolerance,
             min_component_px=args.min_component,
+            profile=args.rules,
         ),
         question_types=args.questions,
         planes=args.planes,
@@ -231,9 +246,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
         yes, no = c["yes"], c["n"] - n_open - c["yes"]
         print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
+    _warn_missing_types(config, summary.question_types, len(summary.cases))
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
     return 0
+
+
+def _warn_missing_types(config: Any, counts: dict[str, Any], n_cases: int) -> None:
+    """A type asked for that no slice could ask is said, not just left out of the counts."""
+    from radspatial.questions import get_question_type
+
+    for name in config.question_types:
+        if set(get_question_type(name).setups) & set(config.setups) and name not in counts:
+            print(f"warning: no {name} question in {n_cases} case(s): no slice met its rules "
+                  "(structures, distances and margins; docs/spar_vqa.md, docs/open_questions.md)",
+                  file=sys.stderr)  # fmt: skip
 
 
 COMMANDS = (

@@ -174,3 +174,30 @@ def side_pairs(names: dict[int, str]) -> list[tuple[str, int, int]]:
         if side:
             sides.setdefault(name[: -len(side) - 1], {})[side] = label_id
     return sorted((b, s["left"], s["right"]) for b, s in sides.items() if len(s) == 2)
+
+
+MAX_UNNAMED_IDS = 3  # more mask ids than this without a name: the wrong table, not stray ids
+SMALL_TABLE = 16  # BTCV (13), AMOS (15), WORD (16): a mask with more ids is not theirs
+
+
+def table_misuse(present: set[int], table: LabelTable) -> str | None:
+    """Why ``table`` is the wrong label table for a mask holding ids ``present`` (None: it
+    fits): more than ``MAX_UNNAMED_IDS`` ids without a name, or more distinct ids than a small
+    table has (a TotalSegmentator mask read as BTCV names id 5 "esophagus" where it is the
+    liver). The message names the built-in table that fits best."""
+    known = set(table.names) | set(table.remap)
+    ids = present - {0}
+    unnamed = sorted(ids - known)
+    small = len(table.names) <= SMALL_TABLE and len(ids) > SMALL_TABLE
+    if len(unnamed) <= MAX_UNNAMED_IDS and not small:
+        return None
+    fits = {n: len(ids - set(_builtin(n))) for n in BUILTIN_TABLES}
+    likely = min(fits, key=lambda n: (fits[n], n != "totalsegmentator"))
+    shown = ", ".join(map(str, unnamed[:8])) + (" ..." if len(unnamed) > 8 else "")
+    why = (
+        f"{len(unnamed)} of its {len(ids)} label ids have no name in table {table.name} ({shown})"
+        if unnamed
+        else f"it holds {len(ids)} label ids, more than table {table.name} has"
+    )
+    hint = f"likely table: {likely} (--labels {likely})" if likely != table.name else ""
+    return f"{why}; {hint or 'is it the right mask?'}"

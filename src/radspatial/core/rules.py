@@ -3,6 +3,19 @@
 The generator asks a question only where its answer does not hang on a few pixels; the agent
 abstains below the same thresholds; the SPAR probes use them at a 512 px reference size; the
 CLI takes its defaults from here.
+
+Two rule profiles (``radspatial generate --rules``, recorded in ``dataset.json``):
+
+- ``mirp`` (the default) follows MIRP's paper and published items: two centres at least
+  ``MIN_DISTANCE_PX`` apart *along the asked axis*, a structure at least ``MIN_SIZE_FACTOR``
+  times the area of the marker drawn on it, markers at the centre of mass, MIRP's plain boxes
+  and dots, blank-image markers up to ``MIRP_AS_BORDER_PX`` from the border;
+- ``strict`` (radspatial's earlier rules): centres ``MIN_DISTANCE_PX`` apart (Euclidean) and
+  ``MARGIN_PX`` along the asked axis, markers inside concave structures and ordered like the
+  centres, ``MIN_SIZE_FACTOR`` times the largest marker (three digits), our outlined boxes and
+  ringed dots. It reproduces datasets made before the profiles existed byte for byte.
+
+See docs/mirp.md for every rule, MIRP's source for it and what each profile does.
 """
 
 from __future__ import annotations
@@ -14,13 +27,29 @@ MARGIN_PX = 10.0  # relative position: along the asked axis; distance: d1 vs d2
 SIZE_TOLERANCE = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
 MIN_COMPONENT_PX = 40.0  # count: smaller components are specks, not regions
 RELPOS_DOMINANCE = 1.5  # SPAR probe relpos: the dominant axis >= 1.5x the other
+MIN_SIZE_FACTOR = 2.0  # a marked structure's area >= this x a marker's area (MIRP: "twice")
+MIRP_AS_BORDER_PX = 5.0  # blank images: MIRP's published markers come this close to the border
+
+RULE_PROFILES: tuple[str, ...] = ("mirp", "strict")
 
 
 @dataclass(frozen=True)
 class QuestionRules:
-    """Thresholds in output px; an answer never hangs on a few pixels."""
+    """Thresholds in output px; an answer never hangs on a few pixels. ``profile`` is one of
+    ``RULE_PROFILES``: which relative-position, size and marker rules the generator applies."""
 
     min_distance_px: float = MIN_DISTANCE_PX
     margin_px: float = MARGIN_PX
     size_tolerance: float = SIZE_TOLERANCE
     min_component_px: float = MIN_COMPONENT_PX
+    profile: str = "mirp"
+
+    def __post_init__(self) -> None:
+        if self.profile not in RULE_PROFILES:
+            raise ValueError(
+                f"--rules must be one of {', '.join(RULE_PROFILES)}, got {self.profile!r}"
+            )
+
+    @property
+    def mirp(self) -> bool:
+        return self.profile == "mirp"

@@ -21,7 +21,8 @@ from radspatial.eval.consistency import draw_consistency
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 DPI = 150
 SETUP_ORDER = ("rq1", "rq2", "rq3")
-AXIS_TITLES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (extension)"}
+RELPOS = "relative_position"
+AXIS_TITLES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (extension)"}
 Summary = dict[str, Any]
 
 
@@ -45,8 +46,17 @@ def _pct(group: dict[str, Any] | None, key: str) -> float:
     return math.nan if v is None else 100 * float(v)
 
 
-def _chance(ax: Any) -> None:
-    ax.axhline(50, ls="--", lw=1, color="0.3", zorder=1, label="chance (50%)")
+def _chance(ax: Any, levels: Sequence[float] | None = None) -> None:
+    """The chance line: 50% across, or each group's own level (``levels``, %) over its bars."""
+    if levels is None:
+        ax.axhline(50, ls="--", lw=1, color="0.3", zorder=1, label="chance (50%)")
+        return
+    label = "chance (each type's own)"
+    for g, level in enumerate(levels):
+        if not math.isnan(level):
+            ax.hlines(level, g - 0.45, g + 0.45, ls="--", lw=1.2, color="0.3", zorder=4,
+                      label=label)  # fmt: skip
+            label = "_nolegend_"
 
 
 def _style(ax: Any, ylabel: str = "Accuracy (%)") -> None:
@@ -63,19 +73,24 @@ def _grouped_bars(
     series: Sequence[tuple[str, list[float], list[float], str]],
     *,
     values: bool = False,
+    abstained: Sequence[Sequence[bool]] = (),
 ) -> None:
     """Bars of ``series`` (name, means, stds, colour) side by side within each of the groups.
 
-    ``values`` writes each mean under its bar's top (so 0% and missing, "n/a", are visible).
+    ``values`` writes each mean under its bar's top (so 0% and missing, "n/a", are visible);
+    a bar whose answers were all abstentions or invalid (``abstained[series][group]``) is
+    written "abst." instead of a 0 that would read as always wrong.
     """
     width = 0.8 / max(len(series), 1)
     ax.set_xlim(-0.6, n_groups - 0.4)  # nan bars (no items) set no limits of their own
     for i, (name, means, stds, colour) in enumerate(series):
         xs = [g - 0.4 + width * (i + 0.5) for g in range(n_groups)]
         ax.bar(xs, means, width * 0.92, color=colour, label=name, zorder=2)
-        for x, m, e in zip(xs, means, stds, strict=True) if values else ():
+        none = abstained[i] if i < len(abstained) else [False] * n_groups
+        for x, m, e, a in zip(xs, means, stds, none, strict=True) if values else ():
             top = m + (e if e > 0 else 0.0) + 1.0  # above the error bar
             text, y = ("n/a", 1.0) if math.isnan(m) else (f"{m:.0f}", top)
+            text = "abst." if a else text
             ax.text(x, y, text, ha="center", va="bottom", fontsize=6.5, color="0.25", zorder=3)
         spread = [(x, m, e) for x, m, e in zip(xs, means, stds, strict=True) if e > 0]
         if spread:  # no caps drawn for a std of 0 (or nan: one run, missing data)
@@ -124,7 +139,12 @@ def _tick(key: str) -> str:
 
 
 def _accuracy_figure(
-    by: dict[str, dict[str, Any]], cols: Sequence[str], min_width: float, *, values: bool = False
+    by: dict[str, dict[str, Any]],
+    cols: Sequence[str],
+    min_width: float,
+    *,
+    values: bool = False,
+    chance: Sequence[float] | None = None,
 ) -> tuple[Any, Any]:
     """A figure with one group of bars per column (one bar per model) and the chance line."""
     models = list(by)
@@ -136,13 +156,39 @@ def _accuracy_figure(
          [_pct(by[m][c], "accuracy_std") for c in cols], PALETTE[i % len(PALETTE)])
         for i, m in enumerate(models)
     ]  # fmt: skip
-    _grouped_bars(ax, len(cols), series, values=values)
-    _chance(ax)
+    _grouped_bars(ax, len(cols), series, values=values, abstained=_abstained(by, cols))
+    _chance(ax, chance)
     return fig, ax
 
 
+def _abstained(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> list[list[bool]]:
+    """Per model and column: every answer invalid or an abstention (drawn "abst.", not 0)."""
+    return [
+        [bool((g.get(c) or {}).get("n_items")) and (g.get(c) or {}).get("invalid_rate") == 1.0
+         for c in cols]
+        for g in by.values()
+    ]  # fmt: skip
+
+
+def _setup_scope(s: Summary) -> tuple[list[str], dict[str, dict[str, Any]], str]:
+    """Columns, numbers and the scope of the setup figure: relative position (the questions of
+    MIRP's Table 1, as in the report's table beside it) when the runs mix types, else the one
+    type there is."""
+    cols, by, types = s["setup_markers"], s["by_setup_marker"], s.get("question_types", [])
+    per_type = s.get("by_question_type_setup_marker") or {}
+    if len(types) > 1 and RELPOS in types and per_type:
+        by = {
+            m: {c: g.get(f"{RELPOS}|{c}", {"n_items": 0}) for c in cols}
+            for m, g in per_type.items()
+        }
+        cols = [c for c in cols if any((by[m][c] or {}).get("n_items") for m in by)]
+        return cols, by, "relative-position questions only (MIRP's)"
+    name = types[0].replace("_", " ") if len(types) == 1 else "every question type pooled"
+    return cols, by, f"{name} questions" if len(types) == 1 else name
+
+
 def draw_accuracy_by_setup(s: Summary) -> bytes | str:
-    cols, by = s["setup_markers"], s["by_setup_marker"]
+    cols, by, scope = _setup_scope(s)
     if not cols:
         return "no setup/marker breakdown in the runs"
     fig, ax = _accuracy_figure(by, cols, 6.5, values=True)
@@ -151,7 +197,11 @@ def draw_accuracy_by_setup(s: Summary) -> bytes | str:
             ax.axvline(i - 0.5, color="0.75", lw=0.8)
     ax.set_xticks(range(len(cols)), [_tick(c) for c in cols])
     _style(ax)
-    ax.set_title("Accuracy by setup and marker type (mean ± std across runs)")
+    ax.set_title(
+        f"Accuracy by setup and marker type (mean ± std across runs)\n{scope}; "
+        "answers in the shown image's frame",
+        fontsize=10,
+    )
     _legend(fig, ax, len(by) + 1)
     return _png(fig)
 
@@ -206,7 +256,8 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
     cbar.set_label("Accuracy (%)")
     # the key goes under the title: as a supxlabel it collided with the two-line ticks
     fig.suptitle(
-        "Accuracy per rotation/flip variant of the shown image\n"
+        "Accuracy per rotation/flip variant of the shown image (every question type pooled; "
+        "answers in the shown image's frame)\n"
         "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270° "
         "counter-clockwise (B1 = standard view)",
         fontsize=9,
@@ -267,7 +318,8 @@ def draw_frames(s: Summary, setup: str | None = None) -> bytes | str | None:
                 ax.text(0.5, 0.5, "no items", transform=ax.transAxes, ha="center", color="0.4")
     _legend(fig, axes[0][0], 3)
     fig.suptitle(
-        f"Image vs standard view vs anatomical (patient) frame, {setup.upper()}\n"
+        f"Image vs standard view vs anatomical (patient) frame, {setup.upper()}, "
+        "relative-position questions\n"
         "reciting anatomy: anatomical high, image low where they disagree",
         fontsize=11,
     )
@@ -283,12 +335,33 @@ def draw_question_types(s: Summary) -> bytes | None:
     cols, by = s.get("question_types", []), s.get("by_question_type", {})
     if len(cols) < 2 or not by:
         return None
-    fig, ax = _accuracy_figure(by, cols, 8.5, values=True)
-    ax.set_xticks(range(len(cols)), [c.replace("_", "\n") for c in cols])
+    fig, ax = _accuracy_figure(by, cols, 8.5, values=True, chance=_type_chances(by, cols))
+    ax.set_xticks(range(len(cols)), [_type_tick(c) for c in cols], fontsize=8)
     _style(ax)
-    ax.set_title("Accuracy by question type, all setups (mean ± std across runs)")
+    ax.set_title(
+        "Accuracy by question type, all setups (mean ± std across runs), shown image's frame\n"
+        'yes/no: "is ... exactly N?" (count) and relations; open: a word or number '
+        '(counting: "how many?")',
+        fontsize=9,
+    )
     _legend(fig, ax, len(by) + 1)
     return _png(fig)
+
+
+def _type_chances(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> list[float]:
+    """Each type's own chance level (%), as its metrics record it (nan: none recorded)."""
+    out = []
+    for c in cols:
+        levels = [g[c].get("chance") for g in by.values() if (g.get(c) or {}).get("chance")]
+        out.append(100 * float(levels[0]) if levels else math.nan)
+    return out
+
+
+def _type_tick(name: str) -> str:
+    from radspatial.questions.open_common import is_open
+
+    kind = "open" if is_open(name) else "yes/no"
+    return f"{name.replace('_', chr(10))}\n({kind})"
 
 
 # ---------------------------------------------------------------- all

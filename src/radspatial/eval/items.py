@@ -209,6 +209,12 @@ def _manifest_item(
     )
 
 
+def manifest_item(root: Path, where: str, row: ManifestRow, order: int = 0) -> EvalItem:
+    """The item of one manifest row, outside a dataset folder's tables (an exported task's
+    document: no ``dataset.json`` label tables, no MIRP centres file)."""
+    return _manifest_item(root, where, row, order, {}, {})
+
+
 def _mirp_name(qa: dict, k: int) -> str | None:
     name = qa.get(f"object{k}_name")
     return normalize_name(name) if isinstance(name, str) and name else None
@@ -311,20 +317,31 @@ def sample_items(items: Sequence[EvalItem], n: int, *, seed: int = 0) -> list[Ev
     queues = []
     for key in sorted(groups):
         rng = random.Random(f"{seed}|{'|'.join(key)}")
-        by_answer = [[i for i in groups[key] if i.expected == a] for a in (1, 0)]
+        by_answer = [
+            [i for i in groups[key] if i.expected == a] for a in _answer_classes(groups[key])
+        ]
         for part in by_answer:
             rng.shuffle(part)
         if rng.random() < 0.5:  # which answer leads, per group
             by_answer.reverse()
-        first, second = by_answer
-        mixed = [i for pair in zip(first, second, strict=False) for i in pair]
-        mixed += first[len(second) :] + second[len(first) :]
-        queues.append(mixed)
+        queues.append(_interleave(by_answer))
     chosen: set[str] = set()
-    depth = 0
-    while len(chosen) < n:
+    for depth in range(max(len(q) for q in queues)):
         for queue in queues:
             if depth < len(queue) and len(chosen) < n:
                 chosen.add(queue[depth].id)
-        depth += 1
     return [i for i in items if i.id in chosen]
+
+
+def _answer_classes(group: Sequence[EvalItem]) -> list[int | str]:
+    """A group's answer classes: yes then no for yes/no items (the order every earlier sample
+    was drawn in), else every answer that occurs (open types: words or counts), sorted."""
+    answers = {i.expected for i in group}
+    if answers <= {0, 1}:
+        return [1, 0]
+    return sorted(answers, key=lambda a: (isinstance(a, str), a))
+
+
+def _interleave(parts: list[list[EvalItem]]) -> list[EvalItem]:
+    """Round-robin over ``parts``: one of each while each lasts, then the rest in order."""
+    return [p[k] for k in range(max(map(len, parts), default=0)) for p in parts if k < len(p)]

@@ -114,6 +114,14 @@ def _stats(per_run: list[BinaryMetrics], n: int) -> dict[str, Any]:
     }
 
 
+def _scored(by_run: list[list[dict[str, Any]]], target: str) -> dict[str, Any]:
+    """MIRP's statistics of the guesses against ``target`` per run. The guesses never are None:
+    binary_metrics scores them as sklearn does (F1 of "yes", 0 without true positives), which is
+    what MIRP's scripts compute."""
+    per_run = [binary_metrics([r[target] for r in b], [mirp_guess(r) for r in b]) for b in by_run]
+    return _stats(per_run, len(by_run[0]))
+
+
 def mirp_guess(row: dict[str, Any]) -> int:
     """The 0/1 MIRP's scripts score: the parsed reply, else the wrong image-frame answer."""
     parsed = row.get("parsed_mirp")
@@ -129,9 +137,18 @@ def in_anatomy_subset(row: dict[str, Any]) -> bool:
     )
 
 
+def in_anatomy_image_subset(row: dict[str, Any]) -> bool:
+    """RQ1 questions MIRP's anatomy script scores in the image frame: every question whose text
+    says "left" or "right" anywhere (its own selection, names such as "left kidney" included)."""
+    words = row["question"].lower()
+    return row["setup"] == "rq1" and ("left" in words or "right" in words)
+
+
 def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
     """MIRP's statistics per setup and marker (relative position only, as in the paper):
-    ``{"RQ1/none": {"image": {...}, "anatomy_left_right": {...}}, "RQ2/dots": {...}, ...}``."""
+    ``{"RQ1/none": {"image": {...}, "anatomy_left_right": {...}, "anatomy_image": {...}},
+    "RQ2/dots": {...}, ...}``. RQ3(1) is the RQ1 pair ``anatomy_image`` (image frame) and
+    ``anatomy_left_right`` (anatomical frame), each on the anatomy script's own subset."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r.get("question_type", "relative_position") == "relative_position":
@@ -142,21 +159,17 @@ def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
         by_run = [b for b in by_run if b]
         if not by_run:
             continue
-        # the guesses never are None: binary_metrics scores them as sklearn does (F1 of "yes",
-        # 0 without true positives), which is what MIRP's scripts compute
-        image = [
-            binary_metrics([r["expected"] for r in b], [mirp_guess(r) for r in b]) for b in by_run
-        ]
-        block: dict[str, Any] = {"image": _stats(image, len(by_run[0]))}
+        block: dict[str, Any] = {"image": _scored(by_run, "expected")}
         unsure = [sum(1 for r in b if r.get("parsed_mirp") is None) for b in by_run]
         block["image"]["unsure"] = unsure
-        anat_runs = [[r for r in b if in_anatomy_subset(r)] for b in by_run]
-        if key.startswith("RQ1/") and anat_runs[0]:
-            anat = [
-                binary_metrics([r["expected_anatomical"] for r in b], [mirp_guess(r) for r in b])
-                for b in anat_runs
-            ]
-            block["anatomy_left_right"] = _stats(anat, len(anat_runs[0]))
+        subsets = {  # RQ3(1): the anatomy script's two selections
+            "anatomy_left_right": (in_anatomy_subset, "expected_anatomical"),
+            "anatomy_image": (in_anatomy_image_subset, "expected"),
+        }
+        for name, (keep, target) in subsets.items():
+            sub = [[r for r in b if keep(r)] for b in by_run]
+            if key.startswith("RQ1/") and sub[0]:
+                block[name] = _scored(sub, target)
         out[key] = block
     return out
 

@@ -26,11 +26,12 @@ from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.eval.metrics import mcnemar
 from radspatial.imaging.markers import MARKER_STYLES
+from radspatial.models.base import ORACLE_MARK, is_oracle
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
 TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
-AXES = {"left_right": "Left/right (MIRP RQ3(1))", "above_below": "Above/below (our extension)"}
+AXES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (our extension)"}
 FRAME_COLUMNS = (
     "image",
     "standard",
@@ -128,6 +129,7 @@ def load_runs(run_dirs: Sequence[Path]) -> list[RunData]:
         raise ValueError("no run folders given")
     runs = [load_run(Path(p)) for p in run_dirs]
     labels = _labels([r.label for r in runs], [r.path for r in runs])
+    labels = [lab + ORACLE_MARK * is_oracle(r.label) for r, lab in zip(runs, labels, strict=True)]
     return [
         RunData(r.path, lab, r.info, r.metrics, r.correct0)
         for r, lab in zip(runs, labels, strict=True)
@@ -221,6 +223,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
                 "run_dir": str(r.path),
                 "data": r.info.get("data"),
                 "status": r.info.get("status"),
+                "protocol": r.info.get("protocol"),
                 "runs": r.metrics.get("runs"),
                 "n_items": r.metrics.get("overall", {}).get("n_items", 0),
                 "errors": r.metrics.get("errors"),

@@ -1,7 +1,8 @@
 """The browsable report (``index.html``): the tables and figures of ``summary.md`` plus an item
 gallery with filters, as one static HTML file with a little JavaScript (no server, no network).
 
-The gallery shows each item once: its image (by a path relative to the report folder), the
+The gallery shows each item once: its image (linked or copied into ``images/`` of the report
+folder, so the folder is self-contained), the
 question, the expected answer in the three frames, and every model's reply in run 0 with the
 parsed answer of each run. Filters: setup, marker, question type, variant, and "models
 disagree" (the models' run-0 answers differ) or "some model wrong".
@@ -17,9 +18,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import html
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ FILTERS = (  # data attribute, label
     ("marker", "Marker"),
     ("qtype", "Question type"),
     ("variant", "Variant"),
+    ("transform", "View (rotation/flip)"),
 )
 _YES_NO = {1: "yes", 0: "no", None: "–"}
 _CSS = """
@@ -49,6 +54,7 @@ border-bottom:1px solid #ddd}#filters label{margin-right:14px}
 .reply{border-top:1px solid #eee;margin-top:6px;padding-top:4px;font-size:13px}
 .ok{color:#1a7f37}.bad{color:#c62828}.none{color:#777}
 details pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:4px;margin:2px 0}
+.scroll{overflow-x:auto;max-width:100%}.mk{font-weight:600;margin-left:2px}
 .missing{background:#eee;color:#777;padding:40px 0;text-align:center}
 .rv button{font-size:11px;padding:0 5px;margin-left:3px;border:1px solid #bbb;background:#fafafa;
 border-radius:3px;cursor:pointer}.rv button.on{background:#333;color:#fff}
@@ -152,7 +158,7 @@ def markdown_to_html(md: str) -> str:
             parts.append("</tr></thead><tbody>")
             for row in body:
                 parts.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
-            out.append("".join(parts) + "</tbody></table>")
+            out.append('<div class="scroll">' + "".join(parts) + "</tbody></table></div>")
             rest = [x for x in lines if not x.startswith("|")]
             if rest:
                 out.append(f"<p>{_inline(' '.join(rest))}</p>")
@@ -186,7 +192,10 @@ def gallery_items(
         for row in _rows(Path(run_dir)):
             item = items.setdefault(row["id"], {"row": row, "models": {}, "root": root})
             model = item["models"].setdefault(label, {"runs": {}})
-            model["runs"][row["run"]] = (row.get("parsed"), row.get("correct"), row.get("error"))
+            read = row.get("answer_read") if "answer_expected" in row else None
+            model["runs"][row["run"]] = (
+                row.get("parsed"), row.get("correct"), row.get("error"), read
+            )  # fmt: skip
             if row["run"] == 0 or "reply" not in model:
                 model.update(reply=row.get("reply"), error=row.get("error"))
     return [items[k] for k in sorted(items, key=lambda k: (_setup_rank(items[k]["row"]), k))]
@@ -217,14 +226,34 @@ def _spread(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 
 def _image_src(image: str | None, out: Path, root: Path | None) -> str | None:
-    """A link to the item's image, only when it is a file inside its run's dataset."""
+    """The item's image as a path inside the report folder (``images/<source>/<file>``,
+    hard-linked, or copied across file systems), so the folder opens anywhere on its own; only
+    an image that is a file inside its run's dataset (nothing else is linked or probed)."""
     path = linkable(root, image)
     if path is None:
         return None
     if not path.is_absolute():
         path = Path.cwd() / path
-    rel = os.path.relpath(path.resolve(), out.resolve())
-    return "/".join(Path(rel).parts)
+    path = path.resolve()
+    rel = f"images/{hashlib.sha256(str(path.parent).encode()).hexdigest()[:10]}/{path.name}"
+    _place(path, Path(out) / rel)
+    return rel
+
+
+def _place(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link to ``src`` (a copy where linking fails), swapped in atomically."""
+    if dst.is_file() and dst.stat().st_size == src.stat().st_size:
+        with contextlib.suppress(OSError):
+            if dst.samefile(src) or dst.read_bytes() == src.read_bytes():
+                return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 def _answer(v: Any) -> str:
@@ -241,6 +270,17 @@ def _expected_line(r: dict[str, Any]) -> str:
             _answer(r.get(k)) for k in ("expected", "expected_standard", "expected_anatomical")
         )
     return f"expected: image <b>{a}</b> · standard view <b>{b}</b> · anatomical <b>{c}</b>"
+
+
+def _run_mark(run: tuple[Any, Any, Any, Any], *, open_item: bool) -> str:
+    """One run's answer as the model gave it (yes/no, or an open answer's word or number; "–"
+    when none could be read) and, apart from it, ✓ right or ✗ wrong; E a failed call."""
+    parsed, ok, err, read = run
+    if err:
+        return '<span class="none">E</span>'
+    said = ("–" if read is None else str(read)) if open_item else _answer(parsed)
+    cls, mark = ("ok", "✓") if ok else ("bad", "✗")
+    return f'<span class="{cls}">{html.escape(said)}<span class="mk">{mark}</span></span>'
 
 
 def _review_buttons(model: str, item_id: str) -> str:
@@ -269,12 +309,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
             replies.append(f'<div class="reply"><b>{esc(label)}</b>: not evaluated</div>')
             continue
         runs = [m["runs"][k] for k in sorted(m["runs"])]
-        marks = [
-            '<span class="none">E</span>'
-            if err
-            else f'<span class="{"ok" if ok else "bad"}">{_answer(p)}</span>'
-            for p, ok, err in runs
-        ]
+        marks = [_run_mark(run, open_item="answer_expected" in r) for run in runs]
         p0 = m["runs"].get(0, runs[0])
         answers.add(p0[0] if not p0[2] else "error")
         wrong = wrong or (not p0[2] and not p0[1])
@@ -296,6 +331,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
         "marker": str(r.get("marker") or ""),
         "qtype": str(r.get("question_type") or ""),
         "variant": str(r.get("variant") or ""),
+        "transform": str(r.get("transform") or ""),
         "disagree": "1" if len(answers) > 1 else "0",
         "wrong": "1" if wrong else "0",
     }
@@ -317,6 +353,7 @@ def _filters(values: dict[str, set[str]]) -> str:
         opts = "".join(
             f'<option value="{html.escape(v)}">{html.escape(v)}</option>'
             for v in sorted(values.get(key, ()))
+            if v  # "" is "all" (blank AS images have no rotation/flip code)
         )
         parts.append(
             f'<label>{label} <select name="{key}"><option value="">all</option>'
@@ -359,9 +396,11 @@ def render_html(
     )
     legend = (
         "<p>Each item: the image as the model saw it, the question, the expected answer in "
-        "the image, standard-view and anatomical frames, and each model's answer per run "
-        '(<span class="ok">right</span>, <span class="bad">wrong</span>, E = failed call; '
-        "click a reply to read it whole, run 0's reply is shown).</p>"
+        "the image, standard-view and anatomical frames, and per model and run the answer as "
+        "read from its reply (yes/no, or the word or number of an open question; – when none "
+        'could be read) with its grade apart: <span class="ok">✓ right</span>, '
+        '<span class="bad">✗ wrong</span>, E = failed call. Click a reply to read it whole '
+        "(run 0's reply is shown).</p>"
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

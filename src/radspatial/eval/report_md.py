@@ -21,6 +21,7 @@ from radspatial.eval.report import (
     Group,
     _rank,
 )
+from radspatial.models.base import ORACLE_MARK
 
 
 def _num(x: Any) -> float | None:
@@ -108,10 +109,17 @@ def _mirp_table(s: dict[str, Any]) -> str:
     keys = sorted({k for b in s["mirp"].values() for k in b}, key=lambda k: _rank(k.lower()))
     if not keys:
         return ""
-    header = ["Model", *(column_name(k.lower()) for k in keys), "RQ3(1) anatomy L/R"]
+    protocols = {m["label"]: m.get("protocol") or DASH for m in s["models"]}
+    header = [
+        "Model",
+        "Protocol",
+        *(column_name(k.lower()) for k in keys),
+        "RQ3(1) image",
+        "RQ3(1) anatomical",
+    ]
     rows = [
-        [label, *(_mirp_cell(b.get(k)) for k in keys)]
-        + [_mirp_cell(b.get("RQ1/none"), "anatomy_left_right")]
+        [label, protocols.get(label, DASH), *(_mirp_cell(b.get(k)) for k in keys)]
+        + [_mirp_cell(b.get("RQ1/none"), f) for f in ("anatomy_image", "anatomy_left_right")]
         for label, b in s["mirp"].items()
     ]
     return (
@@ -119,8 +127,11 @@ def _mirp_table(s: dict[str, Any]) -> str:
         "Accuracy as a fraction, mean ± standard deviation (statistics.stdev) across runs, "
         "relative position only, computed with MIRP's answer cascade (an unsure reply counts as "
         "the wrong answer), so these equal what MIRP's published scripts give on "
-        "`radspatial export mirp` of the same run. RQ3(1) anatomy L/R: MIRP's anatomical frame "
-        "(RQ1 left/right questions; 'left' is the patient's left).\n\n" + table(header, rows)
+        "`radspatial export mirp` of the same run. Protocol: `radspatial` (ours) or `mirp` "
+        "(MIRP's inference code, `--protocol mirp`); the paper's numbers are the latter. RQ3(1): "
+        "MIRP's anatomy script on RQ1, image frame on its left/right questions and anatomical "
+        "frame ('left' is the patient's left) on those whose structures it can place; these are "
+        "the only RQ3(1) numbers in this report.\n\n" + table(header, rows)
     )
 
 
@@ -150,7 +161,6 @@ def _frames_tables(s: dict[str, Any]) -> str:
             parts.append(f"### {title}\n\nNo items with a known standard-view answer.\n")
             continue
         header = ["Model", "Setup", *FRAME_HEADER, "Not-aligned items"]
-        header[4] = "Anatomical = MIRP RQ3(1) (all)" if axis == "left_right" else header[4]
         parts.append(f"### {title}\n\n" + table(header, rows))
     parts.append(
         "Image: scored against what the shown (rotated/flipped) image shows. Standard view: the "
@@ -159,7 +169,8 @@ def _frames_tables(s: dict[str, Any]) -> str:
         "when A lies on the patient's left; above/below = anterior/posterior). Not aligned: items "
         "where the image and the anatomical answer differ (MIRP's split). A model that recites "
         "anatomy scores high in the anatomical columns and low in the image column on "
-        "not-aligned items; a model that reads the image does the opposite.\n"
+        "not-aligned items; a model that reads the image does the opposite. These use our "
+        "parser on every setup; MIRP's RQ3(1) (its parser, RQ1) is in the MIRP Table 1 view.\n"
     )
     return "\n".join(parts)
 
@@ -253,6 +264,12 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
         f"# radspatial report\n\n{len(s['models'])} model(s) on data {data}; "
         f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"
     )
+    if any(m["label"].endswith(ORACLE_MARK) for m in s["models"]):
+        head += (
+            "\n*(oracle)*: reads the truth instead of the image (`agent:mask` the true label "
+            "image, `baseline:standard-view` the true centres): a check of the data and the "
+            "scoring, not a result to compare models with.\n"
+        )
     sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
     sections.append(_transform_tables(s))
     sections += [_question_type_table(s), _variant_table(s), _mcnemar_table(s)]

@@ -20,7 +20,7 @@ import json
 import os
 import platform
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
 )
+from radspatial.models.families import Family, clean_reply, family_of, settings
 
 CALLS = "calls.jsonl"
 MAX_CONCURRENCY = 4096  # calls in flight; more only builds connection slots nobody uses
@@ -71,6 +72,18 @@ class EvalConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)  # e.g. timeout_s, max_attempts
     judge: str | None = None  # backend spec of the LLM judge for open answers (grading.judge)
     judge_all: bool = False  # judge every open answer, not only those the rules leave open
+    family: str | None = None  # a MIRP family name or "none" (--model-args family=); None: by name
+
+    @property
+    def mirp_family(self) -> Family | None:
+        """The MIRP model family whose decoding ``--protocol mirp`` applies (None: ours)."""
+        return family_of(self.model, self.family) if self.protocol == "mirp" else None
+
+    @property
+    def effective_decoding(self) -> Decoding:
+        """``decoding``, or under ``--protocol mirp`` the model family's (models/families.py)."""
+        family = self.mirp_family
+        return self.decoding if family is None else replace(self.decoding, family=family.name)
 
     @property
     def prompt_template(self) -> PromptTemplate:
@@ -89,6 +102,7 @@ class EvalConfig:
             raise ValueError(
                 f"--concurrency must be between 1 and {MAX_CONCURRENCY}, got {self.concurrency}"
             )
+        family_of(self.model, self.family)  # an unknown family= fails here
 
 
 def call_key(
@@ -97,7 +111,7 @@ def call_key(
     prompt: str,
     image_sha256: str,
     run: int,
-    text_first: bool = False,
+    text_first: bool = True,
 ) -> str:
     fields = {
         "model": spec,
@@ -106,7 +120,7 @@ def call_key(
         "image": image_sha256,
         "run": run,
     }
-    if text_first:  # only then, so keys of runs made before the option stay valid
+    if text_first:  # always now; keys of runs made image-first (without it) are not reused
         fields["text_first"] = True
     blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -182,20 +196,20 @@ def _chunks(
     items asking the same question of the same image share one call (and its answer).
     """
     batch: list[Request] = []
-    text_first = config.protocol == "mirp"
+    decoding = config.effective_decoding
     for item in items:
         png = item.image.read_bytes()
         check_image_bytes(item.image, png)
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
             prompt = prompts(item, run)
-            key = call_key(config.model, config.decoding, prompt, sha, run, text_first)
+            key = call_key(config.model, decoding, prompt, sha, run)
             where.setdefault(key, []).append((item.id, run))
             row = done.get(key)
             if len(where[key]) > 1 or (row is not None and row.get("error") is None):
                 continue
             meta = {**_item_meta(item), "run": run}
-            batch.append(Request(key, prompt, png, meta, text_first=text_first))
+            batch.append(Request(key, prompt, png, meta))
             if len(batch) >= size:
                 yield batch
                 batch = []
@@ -247,7 +261,7 @@ def _open_backend(config: EvalConfig) -> Backend:
     try:
         return create_backend(
             config.model,
-            decoding=config.decoding,
+            decoding=config.effective_decoding,
             concurrency=config.concurrency,
             **config.backend_options,
         )
@@ -301,7 +315,8 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
         "setups": list(config.setups) if config.setups else None,
         "markers": list(config.markers) if config.markers else None,
         "question_types": list(config.question_types) if config.question_types else None,
-        "decoding": config.decoding.to_json(),
+        "decoding": config.effective_decoding.to_json(),
+        "decoding_source": _decoding_source(config),
         "protocol": config.protocol,
         "template": config.prompt_template.to_json(),
         **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
@@ -309,6 +324,15 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
     return redact_json(info)
+
+
+def _decoding_source(config: EvalConfig) -> dict[str, Any]:
+    """Which decoding the run used: a MIRP family's (its script, its settings) or ours."""
+    family = config.mirp_family
+    if family is None:
+        return {"family": None, "source": "radspatial defaults (--temperature, --max-tokens)"}
+    used = settings(config.effective_decoding).to_json()
+    return {"family": family.name, "source": f"MIRP {family.source}", "settings": used}
 
 
 def _call_all(
@@ -328,6 +352,7 @@ def _call_all(
     )
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
     where: dict[str, list[tuple[str, int]]] = {}
+    decoding = config.effective_decoding
     with open_append(out / CALLS) as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
@@ -338,7 +363,7 @@ def _call_all(
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": None if text is None else utf8_clean(text),
+                "reply": None if text is None else utf8_clean(clean_reply(decoding, text)),
                 "error": None if error is None else redact(utf8_clean(str(error))),
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,

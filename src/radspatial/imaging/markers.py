@@ -50,7 +50,8 @@ class Mark:
     xy: tuple[float, float]  # centre, shown frame
 
 
-# draw(draw, mark, size, boxed=..., colors=...): one mark on a Pillow canvas of width ``size``
+# draw(draw, mark, size, boxed=..., colors=..., geometry=...): one mark on a Pillow canvas of
+# width ``size`` (``geometry``: the rule profile's MarkerGeometry)
 Drawer = Callable[..., None]
 
 
@@ -161,38 +162,110 @@ def marker_nouns() -> frozenset[str]:
 # --- drawing -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class MarkerGeometry:
+    """How markers are drawn, in px of a 512 px image (scaled with the image).
+
+    ``strict``: our outlined, rounded boxes sized from the font, dots inside a white ring.
+    ``mirp``: MIRP's published look, measured on its PNGs (tests/test_marker_geometry.py):
+    square white boxes without outline, 14 px tall and ``6 + 8 px`` per character (14 x 14 for
+    "1", 22 x 14 for "52"), glyphs 9 px tall, pure red/blue discs 17 px across, no ring.
+    """
+
+    name: str
+    font_px: float = _FONT_PX
+    pad_x: float = _PAD_X
+    pad_y: float = _PAD_Y
+    dot_radius: float = _DOT_RADIUS
+    dot_ring: float = _DOT_RING
+    outline: bool = True  # a rounded box with a 1 px black outline
+    box_h: float | None = None  # None: the text's height plus padding
+    box_w_per_char: float | None = None  # None: the text's width plus padding
+
+    def box(self, text: str, size: int) -> tuple[int, int]:
+        if self.box_w_per_char is not None and self.box_h is not None:
+            w = 2 * self.pad_x + self.box_w_per_char * len(text)
+            return _scaled(w, size), _scaled(self.box_h, size)
+        left, top, right, bottom = _font(size, self.font_px).getbbox(text)
+        return (
+            right - left + 2 * _scaled(self.pad_x, size),
+            bottom - top + 2 * _scaled(self.pad_y, size),
+        )
+
+
+STRICT_GEOMETRY = MarkerGeometry("strict")
+MIRP_GEOMETRY = MarkerGeometry(
+    "mirp",
+    font_px=12,
+    pad_x=3,
+    pad_y=0,
+    dot_radius=8,
+    dot_ring=0,
+    outline=False,
+    box_h=14,
+    box_w_per_char=8,
+)
+GEOMETRIES = {g.name: g for g in (STRICT_GEOMETRY, MIRP_GEOMETRY)}
+
+
+def marker_geometry(profile: str) -> MarkerGeometry:
+    """The drawing geometry of a rule profile (``core.rules.RULE_PROFILES``)."""
+    return GEOMETRIES[profile]
+
+
 @cache
-def _font(size: int) -> ImageFont.FreeTypeFont:
+def _font(size: int, px: float = _FONT_PX) -> ImageFont.FreeTypeFont:
     from PIL import ImageFont
 
-    return ImageFont.load_default(size=max(8, round(_FONT_PX * size / _REF)))
+    return ImageFont.load_default(size=max(8, round(px * size / _REF)))
 
 
 def _scaled(v: float, size: int) -> int:
     return max(1, round(v * size / _REF))
 
 
-def text_box_size(text: str, size: int) -> tuple[int, int]:
+def text_box_size(
+    text: str, size: int, geometry: MarkerGeometry = STRICT_GEOMETRY
+) -> tuple[int, int]:
     """Width and height of a text marker's box, in px."""
-    left, top, right, bottom = _font(size).getbbox(text)
-    return (right - left + 2 * _scaled(_PAD_X, size), bottom - top + 2 * _scaled(_PAD_Y, size))
+    return geometry.box(text, size)
 
 
-def marker_area(size: int) -> float:
+def marker_area(size: int, geometry: MarkerGeometry = STRICT_GEOMETRY) -> float:
     """Nominal marker area used for eligibility: the largest box (three digits) at this size."""
-    w, h = text_box_size("888", size)
+    w, h = text_box_size("888", size, geometry)
     return float(w * h)
 
 
-def marker_extent(size: int) -> float:
+def marker_extent(size: int, geometry: MarkerGeometry = STRICT_GEOMETRY) -> float:
     """Half the diagonal of the largest marker: two markers closer than twice this overlap."""
-    w, h = text_box_size("888", size)
+    w, h = text_box_size("888", size, geometry)
     return 0.5 * float(np.hypot(w, h))
 
 
-def dot_extent(size: int) -> int:
-    """Outer radius of a drawn dot (disc plus white ring), in px."""
-    return _scaled(_DOT_RADIUS, size) + _scaled(_DOT_RING, size)
+def dot_extent(size: int, geometry: MarkerGeometry = STRICT_GEOMETRY) -> int:
+    """Outer radius of a drawn dot (disc plus white ring, if any), in px."""
+    ring = _scaled(geometry.dot_ring, size) if geometry.dot_ring else 0
+    return _scaled(geometry.dot_radius, size) + ring
+
+
+def drawn_area(kind: str, text: str, size: int, geometry: MarkerGeometry) -> float:
+    """Area in px of the marker ``text`` of style ``kind`` as drawn: its box, or its disc."""
+    if marker_style(kind).draw is draw_dot:
+        return float(np.pi * dot_extent(size, geometry) ** 2)
+    w, h = text_box_size(text, size, geometry)
+    return float(w * h)
+
+
+def marker_half_extent(
+    kind: str, text: str, size: int, geometry: MarkerGeometry
+) -> tuple[float, float]:
+    """Half width and half height of the drawn marker (what ``draw_marks`` keeps inside)."""
+    if marker_style(kind).draw is draw_dot:
+        r = float(dot_extent(size, geometry))
+        return r, r
+    w, h = text_box_size(text, size, geometry)
+    return w / 2, h / 2
 
 
 def _clamp_center(xy: tuple[float, float], half: tuple[float, float], size: int) -> tuple[int, int]:
@@ -202,15 +275,24 @@ def _clamp_center(xy: tuple[float, float], half: tuple[float, float], size: int)
 
 
 def draw_text(
-    draw: ImageDraw.ImageDraw, mark: Mark, size: int, *, boxed: bool, colors: Mapping
+    draw: ImageDraw.ImageDraw,
+    mark: Mark,
+    size: int,
+    *,
+    boxed: bool,
+    colors: Mapping,
+    geometry: MarkerGeometry = STRICT_GEOMETRY,
 ) -> None:
-    """Black text, centred on the mark, in a white rounded box (``boxed``) or bare."""
-    w, h = text_box_size(mark.text, size)
+    """Black text, centred on the mark, in a white box (``boxed``) or bare."""
+    w, h = text_box_size(mark.text, size, geometry)
     cx, cy = _clamp_center(mark.xy, (w / 2, h / 2), size)
     if boxed:
         box = (cx - w // 2, cy - h // 2, cx - w // 2 + w, cy - h // 2 + h)
-        draw.rounded_rectangle(box, radius=_scaled(4, size), fill="white", outline="black")
-    draw.text((cx, cy), mark.text, fill="black", font=_font(size), anchor="mm")
+        if geometry.outline:
+            draw.rounded_rectangle(box, radius=_scaled(4, size), fill="white", outline="black")
+        else:  # MIRP's: a plain square box, w x h px exactly
+            draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), fill="white")
+    draw.text((cx, cy), mark.text, fill="black", font=_font(size, geometry.font_px), anchor="mm")
 
 
 def draw_dot(
@@ -220,14 +302,16 @@ def draw_dot(
     *,
     boxed: bool,
     colors: Mapping[str, tuple[int, int, int]],
+    geometry: MarkerGeometry = STRICT_GEOMETRY,
 ) -> None:
-    """A disc of colour ``colors[mark.text]`` with a white ring."""
+    """A disc of colour ``colors[mark.text]``, inside a white ring where the geometry has one."""
     if mark.text not in colors:
         raise ValueError(f"dot colour must be one of {', '.join(colors)}, not {mark.text!r}")
-    r = _scaled(_DOT_RADIUS, size)
-    ring = _scaled(_DOT_RING, size)
+    r = _scaled(geometry.dot_radius, size)
+    ring = _scaled(geometry.dot_ring, size) if geometry.dot_ring else 0
     cx, cy = _clamp_center(mark.xy, (r + ring, r + ring), size)
-    draw.ellipse((cx - r - ring, cy - r - ring, cx + r + ring, cy + r + ring), fill="white")
+    if ring:
+        draw.ellipse((cx - r - ring, cy - r - ring, cx + r + ring, cy + r + ring), fill="white")
     draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=colors[mark.text])
 
 
@@ -237,11 +321,13 @@ def draw_marks(
     *,
     boxed: bool = True,
     colors: Mapping[str, tuple[int, int, int]] = DOT_COLORS,
+    geometry: MarkerGeometry = STRICT_GEOMETRY,
 ) -> np.ndarray:
     """Draw markers on an RGB uint8 image (H, W, 3); returns a new array.
 
     ``boxed=False`` draws bare black text (MIRP's blank-image ablation style); ``colors`` names
-    the dot colours (the SPAR probes use a four-colour palette).
+    the dot colours (the SPAR probes use a four-colour palette); ``geometry`` is the rule
+    profile's look (``marker_geometry``).
     """
     from PIL import Image, ImageDraw
 
@@ -252,5 +338,5 @@ def draw_marks(
         if mark.kind not in MARKER_STYLES:
             raise ValueError(f"unknown marker type {mark.kind!r}; expected one of {marker_names()}")
         drawer = marker_style(mark.kind).draw or draw_text
-        drawer(draw, mark, size, boxed=boxed, colors=colors)
+        drawer(draw, mark, size, boxed=boxed, colors=colors, geometry=geometry)
     return np.asarray(pil)

@@ -26,7 +26,14 @@ from nibabel.wrapstruct import WrapStructError
 
 from radspatial.core.errors import InputError, first_line
 from radspatial.core.io import sha256_file
-from radspatial.core.labels import BUILTIN_TABLES, LabelTable, load_table, normalize_name
+from radspatial.core.labels import (
+    BUILTIN_TABLES,
+    SMALL_TABLE,
+    LabelTable,
+    load_table,
+    normalize_name,
+    table_misuse,
+)
 from radspatial.imaging.dicom import Warn, read_dicom_series
 from radspatial.imaging.nifti import check_affine, check_declared_size, load_nifti_gz
 
@@ -268,6 +275,10 @@ def load_seg(
     skipped: list[int] = []
     if unknown.any():
         skipped = [int(i) for i in np.unique(labels[unknown[labels]])]
+    if skipped or len(table.names) <= SMALL_TABLE:
+        present = set(np.flatnonzero(np.bincount(labels.ravel())).tolist())
+        if misuse := table_misuse(present, table):
+            raise InputError(f"{path}: wrong label table? {misuse}")
     if skipped:
         warn(f"{path}: label ids {skipped} are not in table {table.name}, set to background")
     grouped, affine = _canonical(labels, affine, np.uint16, lut)

@@ -1,21 +1,25 @@
 """Model backends behind one method (see ``base.Backend``)."""
 
 from radspatial.models.base import (
+    ORACLE_MARK,
     Backend,
     Decoding,
     Reply,
     Request,
     create_backend,
+    is_oracle,
     list_backends,
     register_backend,
 )
 
 __all__ = [
+    "ORACLE_MARK",
     "Backend",
     "Decoding",
     "Reply",
     "Request",
     "create_backend",
+    "is_oracle",
     "list_backends",
     "register_backend",
 ]

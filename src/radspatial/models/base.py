@@ -24,6 +24,8 @@ class Decoding:
     max_tokens: int = 1024  # a reasoning model's <think> block alone exceeds 64
     top_p: float = 1.0
     seed: int | None = 0
+    # a MIRP model family (models/families.py, --protocol mirp): its settings replace the above
+    family: str | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
@@ -32,9 +34,16 @@ class Decoding:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+        if self.family is not None:
+            from radspatial.models.families import get_family
+
+            get_family(self.family)  # unknown names fail here
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["family"] is None:  # so call keys made before families existed stay valid
+            del out["family"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class Request:
     prompt: str  # the full text prompt (template already applied)
     image_png: bytes | None  # PNG bytes of the shown image, or None for text-only
     meta: dict[str, Any] = field(default_factory=dict)  # item fields a baseline may read
-    text_first: bool = False  # text before the image in the message (MIRP's order)
+    text_first: bool = True  # text before the image in the message (MIRP's order, always sent)
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,17 @@ BACKENDS: Registry[BackendFactory] = Registry(
 # as ``factory(rest, decoding=..., concurrency=..., **options)``.
 register_backend = BACKENDS.register
 list_backends = BACKENDS.names
+
+# Models that read the truth instead of the image: the mask localizer (the true label image)
+# and the standard-view reader (every structure's true centre). References, never results.
+ORACLES = ("agent:mask", "baseline:standard-view")
+ORACLE_MARK = " (oracle)"
+
+
+def is_oracle(spec: str) -> bool:
+    """Whether a model spec names an oracle (also behind ``openai-compat:...@url``)."""
+    model = spec.split("@", 1)[0]
+    return any(model == o or model.endswith(f":{o}") for o in ORACLES)
 
 
 def create_backend(

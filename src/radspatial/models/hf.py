@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
+from radspatial.models.families import settings
 
 _DTYPES = ("bfloat16", "float16", "float32")
 ALLOW_DOWNLOAD_ENV = "RADSPATIAL_HF_ALLOW_DOWNLOAD"
@@ -249,19 +250,22 @@ class HFBackend:
             if torch.is_tensor(value) and torch.is_floating_point(value):
                 inputs[name] = value.to(torch_dtype)
 
-        d = self.decoding
+        d = settings(self.decoding)
         gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": d.max_tokens,
             "repetition_penalty": 1.0,
             "pad_token_id": self.tokenizer.pad_token_id,
         }
-        if d.temperature > 0:
+        if d.max_tokens is not None:
+            gen_kwargs["max_new_tokens"] = d.max_tokens
+        if d.temperature is None:  # a MIRP family's: the model's own generation config
+            gen_kwargs.pop("repetition_penalty")
+        elif d.temperature > 0:
             gen_kwargs.update(do_sample=True, temperature=d.temperature, top_p=d.top_p, top_k=0)
         else:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
 
         # generate() takes no torch.Generator, so sampling seeds a forked global RNG instead.
-        seeded = d.temperature > 0 and d.seed is not None
+        seeded = bool(d.temperature) and d.seed is not None
         cuda = [torch.device(self.device)] if self.device.startswith("cuda") else []
         with torch.inference_mode(), torch.random.fork_rng(devices=cuda, enabled=seeded):
             if seeded:

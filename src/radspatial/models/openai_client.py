@@ -29,6 +29,7 @@ import httpx
 
 from radspatial.core.redact import redact
 from radspatial.models.base import Decoding, OnReply, Reply, Request
+from radspatial.models.families import settings
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
 RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
@@ -103,20 +104,20 @@ def parse_retry_after(headers: httpx.Headers, *, now: float | None = None) -> fl
 
 
 def build_payload(model: str, request: Request, decoding: Decoding) -> dict[str, Any]:
-    """The JSON body of one chat-completions call."""
+    """The JSON body of one chat-completions call (a MIRP family's settings where
+    ``decoding.family`` names one: what it left unset is not sent)."""
+    d = settings(decoding)
     content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
     if request.image_png is not None:
         b64 = base64.b64encode(request.image_png).decode("ascii")
-        content.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}})
-    payload: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": content}],
-        "temperature": decoding.temperature,
-        "max_tokens": decoding.max_tokens,
-        "top_p": decoding.top_p,
-    }
-    if decoding.seed is not None:  # some servers reject "seed": null
-        payload["seed"] = decoding.seed
+        image: dict[str, Any] = {"url": f"data:image/png;base64,{b64}"}
+        if d.detail is not None:
+            image["detail"] = d.detail
+        content.append({"type": "image_url", "image_url": image})
+    payload: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": content}]}
+    for key in ("temperature", "max_tokens", "top_p", "seed"):  # some servers reject nulls
+        if (value := getattr(d, key)) is not None:
+            payload[key] = value
     return payload
 
 

@@ -41,7 +41,8 @@ MODEL_ARGS_HELP = (
     "hf: batch_size, device, dtype, max_pixels, allow_download, trust_remote_code; "
     "openai/openai-compat: timeout, connect_timeout, retries, api_key_env, max_reply_mb "
     "(reply body cap, default 8, recorded in run.json); "
-    "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2)"
+    "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2); every backend: "
+    "family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none (the decoding --protocol mirp uses)"
 )
 
 

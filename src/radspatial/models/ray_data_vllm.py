@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from radspatial.models.base import Decoding, MissingDependency, OnReply, Reply, Request
+from radspatial.models.families import settings
 from radspatial.models.vllm_backend import _message
 
 MISSING = (
@@ -37,13 +38,11 @@ MISSING = (
 
 
 def sampling_params(decoding: Decoding) -> dict[str, Any]:
-    """The same decoding as the in-process ``vllm:`` backend, as Ray Data's per-row dict."""
-    return {
-        "temperature": decoding.temperature,
-        "max_tokens": decoding.max_tokens,
-        "top_p": decoding.top_p,
-        "seed": decoding.seed,
-    }
+    """The same decoding as the in-process ``vllm:`` backend, as Ray Data's per-row dict (a
+    MIRP family's unset values left to vLLM's defaults)."""
+    d = settings(decoding)
+    given = {"temperature": d.temperature, "max_tokens": d.max_tokens, "top_p": d.top_p}
+    return {**{k: v for k, v in given.items() if v is not None}, "seed": d.seed}
 
 
 def processor_config(
@@ -58,7 +57,7 @@ def processor_config(
     if replicas < 1 or batch_size < 1:
         raise ValueError(f"replicas and batch_size must be >= 1, got {replicas}, {batch_size}")
     engine = {"limit_mm_per_prompt": {"image": 1}, **(engine_kwargs or {})}
-    if decoding.seed is not None:
+    if settings(decoding).seed is not None:
         engine.setdefault("seed", decoding.seed)
     return {
         "model_source": model,

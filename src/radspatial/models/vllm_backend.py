@@ -31,6 +31,7 @@ from radspatial.models.base import (
     Request,
     register_backend,
 )
+from radspatial.models.families import settings
 
 MISSING_VLLM = "the vllm backend needs vLLM: install radspatial[vllm] on a machine with a GPU"
 
@@ -53,6 +54,14 @@ def _message(req: Request) -> list[dict[str, Any]]:
     return [{"role": "user", "content": content}]
 
 
+def vllm_sampling(decoding: Decoding) -> dict[str, Any]:
+    """``SamplingParams`` keyword arguments: ours, or a MIRP family's (what it left unset, e.g.
+    Pixtral's temperature, stays vLLM's default)."""
+    d = settings(decoding)
+    given = {"temperature": d.temperature, "max_tokens": d.max_tokens, "top_p": d.top_p}
+    return {**{k: v for k, v in given.items() if v is not None}, "seed": d.seed}
+
+
 class VLLMBackend:
     """One ``vllm.LLM`` engine; ``generate`` sends every request in one ``chat`` call."""
 
@@ -67,7 +76,7 @@ class VLLMBackend:
         self.decoding = decoding
         self.llm_options = dict(llm_options)
         options = {"limit_mm_per_prompt": {"image": 1}, **llm_options}
-        if decoding.seed is not None:
+        if settings(decoding).seed is not None:
             options.setdefault("seed", decoding.seed)
         self.llm = vllm.LLM(model=model, **options)
         self._version = vllm.__version__
@@ -87,10 +96,7 @@ class VLLMBackend:
 
         if not requests:
             return
-        d = self.decoding
-        params = SamplingParams(
-            temperature=d.temperature, max_tokens=d.max_tokens, top_p=d.top_p, seed=d.seed
-        )
+        params = SamplingParams(**vllm_sampling(self.decoding))
         t0 = time.perf_counter()
         try:
             outputs = self.llm.chat([_message(r) for r in requests], params, use_tqdm=False)

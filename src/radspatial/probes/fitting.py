@@ -225,7 +225,7 @@ def _fit(
     progress: bool,
 ) -> _Fit:
     """Train ``inputs.model`` on the training split's targets ``y``; the loss of every step."""
-    from tqdm.auto import tqdm
+    from radspatial.core.progress import Progress
 
     model = inputs.model
     n = len(y)
@@ -236,9 +236,8 @@ def _fit(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(total, cfg.warmup, cfg.schedule))
-    bar = tqdm(
-        total=total, desc=f"{task} {cfg.encoder}+{cfg.head}", unit="step", disable=not progress
-    )
+    # a bar on a terminal, plain lines every few seconds when piped (no \r floods in logs)
+    bar = Progress(total, f"{task} {cfg.encoder}+{cfg.head}", "step", enabled=progress)
     t_train, losses = time.perf_counter(), []
     for _ in range(epochs):
         model.train()
@@ -253,8 +252,8 @@ def _fit(
             opt.step()
             sched.step()
             losses.append(float(loss.detach()))
+            bar.note = f"loss {losses[-1]:.3f}"
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     bar.close()
     train_s = time.perf_counter() - t_train
     trainable = sum(p.numel() for p in params)

@@ -222,7 +222,9 @@ def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") 
         "512 px reference slice (lower is better). Perm: full-permutation accuracy % (per-tile "
         "accuracy % after Hungarian assignment). Others: accuracy %. Majority class: always "
         "answering the training split's most frequent class (a stronger baseline than chance "
-        "where classes are unbalanced). "
+        "where classes are unbalanced). Chance (a uniform guess, 1/k) can exceed it: the "
+        "class most frequent in training can be rarer in this split (splits are by case), and "
+        "then always answering it scores below 1/k. "
         f"{DASH}: task not run or no samples.\n\n"
     )
     out = Path(out)

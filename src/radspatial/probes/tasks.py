@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from radspatial.core.labels import side_pairs
-from radspatial.core.rules import RELPOS_DOMINANCE, QuestionRules
+from radspatial.core.rules import MIN_SIZE_FACTOR, RELPOS_DOMINANCE, QuestionRules
 from radspatial.imaging.markers import dot_extent, marker_area
 from radspatial.imaging.slices import VARIANTS, StructureStat, referenceable
 
@@ -149,7 +149,7 @@ class Rules:
 
     @property
     def min_area(self) -> float:
-        return 2 * marker_area(self.size)
+        return MIN_SIZE_FACTOR * marker_area(self.size)
 
     @property
     def dot_radius(self) -> int:

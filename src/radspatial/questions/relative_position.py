@@ -10,11 +10,12 @@ Three frames, as MIRP defines them:
   the left of B" is true when A lies on the *patient's* left, which in standard view is the image
   right (a larger x); above/below reads anterior/posterior, which equals the standard view.
 
-A pair is asked about only when the two centres are far enough apart and differ by at least a
-margin along the asked axis in both the shown and the standard frame, and the markers drawn at
-the structures' interior points (not always the centres: a concave structure's centre of mass
-can lie outside it) order the same way with the same margin, so a marker-only question never
-contradicts or blurs the named one.
+Which pairs are asked depends on the rule profile (``core/rules.py``). mirp: the two centres
+are at least 50 px apart along the asked axis (the markers sit at the centres). strict: the
+centres are far enough apart and differ by at least a margin along the asked axis in both the
+shown and the standard frame, and the markers drawn at the structures' interior points (not
+always the centres: a concave structure's centre of mass can lie outside it) order the same way
+with the same margin, so a marker-only question never contradicts or blurs the named one.
 
 The agent parses the generator's wordings and free paraphrases ("located to the right of", "on
 the left side of", "higher than", "beneath", "Does the aorta lie above the IVC"); relations are
@@ -192,14 +193,28 @@ def separated(a: q.Candidate, b: q.Candidate, axis: int, margin: float) -> bool:
     return signs[0:2] == signs[2:4] if len(signs) == 4 else True
 
 
+def apart_along(a: q.Candidate, b: q.Candidate, axis: int, rules: q.QuestionRules) -> bool:
+    """The mirp profile's rule: the centres are ``rules.min_distance_px`` apart along the asked
+    image axis in the shown image (MIRP's "at least 50 pixels apart"; every published item
+    holds it along the asked axis) and ``rules.margin_px`` apart along it in the standard view,
+    so the standard and anatomical answers do not hang on a few pixels either."""
+    shown = abs(a.center_xy[axis] - b.center_xy[axis])
+    standard = abs(a.center_xy_canonical[axis] - b.center_xy_canonical[axis])
+    return shown >= rules.min_distance_px and standard >= rules.margin_px
+
+
 def separated_pairs(
     cands: Sequence[q.Candidate], rules: q.QuestionRules
 ) -> Iterator[tuple[q.Candidate, q.Candidate, int]]:
-    """(a, b, axis) for each pair at least ``rules.min_distance_px`` apart and each image axis
-    along which they are ``separated`` by ``rules.margin_px`` (the same words asked of the
-    standard image read the same image axis)."""
+    """(a, b, axis) for each pair and image axis the profile allows asking about (the same
+    words asked of the standard image read the same image axis).
+
+    strict: at least ``rules.min_distance_px`` apart and ``separated`` by ``rules.margin_px``
+    along the axis; mirp: ``apart_along`` the axis (markers sit at the centres there)."""
     for a, b in q.pairs(cands):
-        if math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:
+        if rules.mirp:
+            yield from ((a, b, axis) for axis in (0, 1) if apart_along(a, b, axis, rules))
+        elif math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:
             yield from ((a, b, axis) for axis in (0, 1) if separated(a, b, axis, rules.margin_px))
 
 

@@ -1,0 +1,87 @@
+"""``radspatial export lmms-eval`` and ``radspatial import lmms-eval``: a dataset as an lmms-eval
+task folder, and lmms-eval's sample logs back as a run folder (docs/lmms_eval.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from radspatial.cli.common import Command, pass_on
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
+    p.add_argument("--out", type=Path, required=True, help="task folder to write")
+    p.add_argument("--name", default="radspatial", help="group name; the tasks are NAME_<setup>")
+    p.add_argument(
+        "--protocol",
+        choices=("radspatial", "mirp"),
+        default="radspatial",
+        help="prompt protocol: ours, or MIRP's (its examples, text first, its parser)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+
+
+def cmd_export_lmms(args: argparse.Namespace) -> int:
+    from radspatial.bench.lmms_export import export_lmms
+
+    done = export_lmms(args.data, args.out, **pass_on(args, "name", "protocol", "overwrite"))
+    print(f"lmms-eval task folder: {done.out.resolve()}")
+    print(f"  group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)")
+    print(f"  run: lmms-eval --include_path {done.out} --tasks {done.name} --log_samples ...")
+    return 0
+
+
+def _import_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--samples",
+        type=Path,
+        required=True,
+        help="an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder",
+    )
+    p.add_argument("--out", type=Path, required=True, help="run folder to write")
+    p.add_argument("--model", help="model name in metrics.json (default: the log's folder)")
+    p.add_argument(
+        "--data", type=Path, help="the dataset the task was exported from (for export mirp)"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+
+
+def cmd_import_lmms(args: argparse.Namespace) -> int:
+    from radspatial.eval.lmms_import import import_lmms
+
+    done = import_lmms(args.samples, args.out, **pass_on(args, "model", "data", "overwrite"))
+    print(f"run folder: {done.out.resolve()}")
+    print(f"  {done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed")
+    print(f"  report: radspatial report {done.out} --out REPORT")
+    return 0
+
+
+EXPORT_LMMS = Command(
+    "lmms-eval",
+    "a generated dataset as an lmms-eval task folder scored by radspatial",
+    "One task per setup (NAME_rq1, ...) and the group NAME, the dataset as parquet, and "
+    "utils.py hooks that call radspatial's prompt, parser and scoring. Run it with "
+    "lmms-eval --include_path OUT --tasks NAME. Needs pyarrow (radspatial[hf-export]).",
+    _export_arguments,
+    cmd_export_lmms,
+)
+
+COMMANDS = (
+    Command(
+        "import",
+        "read another tool's outputs into radspatial's layout",
+        dest="kind",
+        metavar="KIND",
+        subcommands=(
+            Command(
+                "lmms-eval",
+                "lmms-eval sample logs (--log_samples) of an exported task as a run folder",
+                "results.jsonl, metrics.json and run.json from the result rows the task's "
+                "hooks logged, so report and export mirp work on the run.",
+                _import_arguments,
+                cmd_import_lmms,
+            ),
+        ),
+    ),
+)
