@@ -18,16 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import html
-import os
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.io import place_file
 from radspatial.core.records import read_results
 from radspatial.core.safepath import linkable
 
@@ -236,24 +234,8 @@ def _image_src(image: str | None, out: Path, root: Path | None) -> str | None:
         path = Path.cwd() / path
     path = path.resolve()
     rel = f"images/{hashlib.sha256(str(path.parent).encode()).hexdigest()[:10]}/{path.name}"
-    _place(path, Path(out) / rel)
+    place_file(path, Path(out) / rel)
     return rel
-
-
-def _place(src: Path, dst: Path) -> None:
-    """``dst`` as a hard link to ``src`` (a copy where linking fails), swapped in atomically."""
-    if dst.is_file() and dst.stat().st_size == src.stat().st_size:
-        with contextlib.suppress(OSError):
-            if dst.samefile(src) or dst.read_bytes() == src.read_bytes():
-                return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
 
 
 def _answer(v: Any) -> str:

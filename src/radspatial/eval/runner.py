@@ -99,9 +99,7 @@ class EvalConfig:
         if self.runs < 1:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise ValueError(
-                f"--concurrency must be between 1 and {MAX_CONCURRENCY}, got {self.concurrency}"
-            )
+            raise ValueError(f"--concurrency must be 1-{MAX_CONCURRENCY}, got {self.concurrency}")
         family_of(self.model, self.family)  # an unknown family= fails here
 
 
@@ -192,8 +190,7 @@ def _chunks(
 ) -> Iterator[list[Request]]:
     """Pending requests in chunks, reading each image once (bounded memory on big datasets).
 
-    Fills ``where`` with key -> [(item id, run), ...] for every call, pending or done: two
-    items asking the same question of the same image share one call (and its answer).
+    Fills ``where``: key -> [(item id, run), ...]; items asking alike share one call.
     """
     batch: list[Request] = []
     decoding = config.effective_decoding
@@ -224,11 +221,8 @@ def run_eval(
     backend: Backend | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``.
-
-    ``data`` is made absolute first, so run.json and every row's image name the dataset
-    whatever folder the report or export later runs in."""
-    data = Path(os.path.abspath(data))
+    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
+    data = Path(os.path.abspath(data))  # run.json and rows name it from any working folder
     items = load_items(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
@@ -304,26 +298,27 @@ def _run_locked(
 def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) -> dict[str, Any]:
     """What run.json records about the run (its status is added as it goes); secrets in any
     URL are redacted (``core.redact``)."""
-    info = {
-        "data": str(data),
-        "model": redact(config.model),
-        "backend": redact_json(backend.describe()),
-        "runs": config.runs,
-        "concurrency": config.concurrency,
-        "limit": config.limit,
-        **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
-        "setups": list(config.setups) if config.setups else None,
-        "markers": list(config.markers) if config.markers else None,
-        "question_types": list(config.question_types) if config.question_types else None,
-        "decoding": config.effective_decoding.to_json(),
-        "decoding_source": _decoding_source(config),
-        "protocol": config.protocol,
-        "template": config.prompt_template.to_json(),
-        **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
-        "n_items": n_items,
-        "versions": {"radspatial": __version__, "python": platform.python_version()},
-    }
-    return redact_json(info)
+    return redact_json(
+        {
+            "data": str(data),
+            "model": redact(config.model),
+            "backend": redact_json(backend.describe()),
+            "runs": config.runs,
+            "concurrency": config.concurrency,
+            "limit": config.limit,
+            **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
+            "setups": list(config.setups) if config.setups else None,
+            "markers": list(config.markers) if config.markers else None,
+            "question_types": list(config.question_types) if config.question_types else None,
+            "decoding": config.effective_decoding.to_json(),
+            "decoding_source": _decoding_source(config),
+            "protocol": config.protocol,
+            "template": config.prompt_template.to_json(),
+            **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
+            "n_items": n_items,
+            "versions": {"radspatial": __version__, "python": platform.python_version()},
+        }
+    )
 
 
 def _decoding_source(config: EvalConfig) -> dict[str, Any]:
