@@ -92,7 +92,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
     from radspatial.cli import eval_options as opts
-    from radspatial.core.redact import redact
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
     from radspatial.eval.runner import EvalConfig, run_eval
@@ -103,9 +102,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("--model: the same spec is given twice")
     options = {spec: opts.backend_options(args, spec) for spec in specs}  # all checked up front
     template = load_template(args.prompt) if args.prompt else None
-    out_dirs = {
-        s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, redact(s)) for s in specs
-    }
+    out_dirs = {s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, s) for s in specs}
     if len(set(out_dirs.values())) != len(specs):
         raise ValueError("--model: two specs map to the same run folder name")
     opts.show_retries()
