@@ -142,6 +142,8 @@ def test_describe_lists_settings() -> None:
         "decoding": Decoding().to_json(),
         "retries": {"max_attempts": 2, "base_s": 0.5, "cap_s": 60.0},
         "timeout_s": 30.0,
+        "timeout_per": "call",
+        "max_reply_bytes": 8 * 2**20,
     }
 
 
@@ -193,7 +195,8 @@ def test_timeout_is_retried_then_error() -> None:
         reply = run(backend, requests(1))["k0"]
         elapsed = time.perf_counter() - t0
         assert server.calls == 2
-    assert reply.text is None and reply.error == "ReadTimeout after 2 attempts"
+    assert reply.text is None
+    assert reply.error == "Timeout (no whole reply within 0.2 s) after 2 attempts"
     assert elapsed < 0.9 and reply.latency_s == pytest.approx(reply.meta["total_s"])
 
 

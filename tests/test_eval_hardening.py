@@ -210,7 +210,7 @@ def test_a_server_that_never_answers_shows_retry_lines(ds, tmp_path, capsys) -> 
         elapsed = time.monotonic() - t0
     err = capsys.readouterr().err
     assert code == 3 and elapsed < 10
-    assert err.count("ReadTimeout (attempt 1 of 2), retrying") == 2
+    assert err.count("Timeout (no whole reply within 0.2 s) (attempt 1 of 2), retrying") == 2
 
 
 def test_errors_are_excluded_from_accuracy() -> None:

@@ -8,6 +8,7 @@ import base64
 import binascii
 import io
 import json
+import math
 import re
 import time
 import uuid
@@ -49,6 +50,33 @@ class ChatCall:
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_sampling(body: dict) -> None:
+    """The sampling fields' types and ranges (the agent is deterministic, but a request it
+    cannot honour is refused, not answered as if it were): ``n`` 1, ``temperature`` 0-2,
+    ``top_p`` 0-1, ``max_tokens`` an integer >= 1, ``stream`` true or false."""
+    n = body.get("n")
+    if n is not None and (not _number(n) or n != 1):
+        raise ApiError(400, f"'n' must be 1 (one choice per request), got {n!r}", "invalid_n")
+    t = body.get("temperature")
+    if t is not None and (not _number(t) or not 0 <= t <= 2):
+        raise ApiError(400, f"'temperature' must be a number 0-2, got {t!r}", "invalid_temperature")
+    top_p = body.get("top_p")
+    if top_p is not None and (not _number(top_p) or not 0 <= top_p <= 1):
+        raise ApiError(400, f"'top_p' must be a number 0-1, got {top_p!r}", "invalid_top_p")
+    m = body.get("max_tokens")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        raise ApiError(
+            400, f"'max_tokens' must be an integer >= 1, got {m!r}", "invalid_max_tokens"
+        )
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(400, f"'stream' must be true or false, got {stream!r}", "invalid_stream")
+
+
 def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:
     """Validate a chat-completions body; raise ApiError naming what is wrong."""
     if not isinstance(body, dict):
@@ -59,6 +87,7 @@ def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:
     if model not in models:
         msg = f"model {model!r} not found; available: {', '.join(models)}"
         raise ApiError(404, msg, "model_not_found", "not_found_error")
+    check_sampling(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise ApiError(400, "'messages' must be a list of message objects", "invalid_messages")

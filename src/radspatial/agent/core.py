@@ -63,13 +63,13 @@ def load_image(data: bytes | str | Path | np.ndarray | Image.Image) -> np.ndarra
                 img = data
             else:
                 img = Image.open(data)
+            if img.width * img.height > MAX_PIXELS:
+                raise ValueError(f"image of {img.width} x {img.height} px is over the limit")
+            arr = np.asarray(img.convert("RGB"))  # decodes here: a truncated file fails here
         except Image.DecompressionBombError as exc:
             raise ValueError(f"image is over the limit ({exc})") from None
         except (OSError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
             raise ValueError(f"not a readable image ({exc})") from None
-        if img.width * img.height > MAX_PIXELS:
-            raise ValueError(f"image of {img.width} x {img.height} px is over the limit")
-        arr = np.asarray(img.convert("RGB"))
     if arr.ndim == 2:
         arr = np.repeat(arr[:, :, None], 3, axis=2)
     if arr.ndim != 3 or arr.shape[2] < 3:

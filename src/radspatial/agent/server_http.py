@@ -25,6 +25,7 @@ from radspatial.agent.chat_format import (
     parse_chat,
     sse_body,
 )
+from radspatial.core.textsafe import log_text
 
 if TYPE_CHECKING:
     from radspatial.agent.server import AgentServer
@@ -91,8 +92,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             srv.body_budget.give(self._held)
         if self._status is not None:
             ms = 1000 * (time.perf_counter() - self._t0)
-            path = urlsplit(self.path or "").path[:200]  # no query string
-            who, method = self.client_address[0], self.command or "-"
+            path = log_text(urlsplit(self.path or "").path[:200])  # no query, no ESC
+            who, method = self.client_address[0], log_text(self.command or "-")
             log.info("%s %s %s %d %.1f ms", who, method, path, self._status, ms)
 
     def _one_request(self) -> None:
@@ -138,7 +139,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         super().send_response(code, message)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.client_address[0], *args)
+        safe = [log_text(a) if isinstance(a, str) else a for a in args]
+        log.debug("%s " + format, self.client_address[0], *safe)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (bad request line, 414, 431, 505) and ours, as JSON."""
@@ -153,7 +155,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._fail(exc)
         except Exception:
-            log.exception("internal error on %s %s", self.command, urlsplit(self.path).path)
+            where = log_text(urlsplit(self.path).path[:200])
+            log.exception("internal error on %s %s", log_text(self.command or "-"), where)
             self._fail(ApiError(500, "internal server error", "internal_error"))
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = do_GET

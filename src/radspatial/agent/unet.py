@@ -213,7 +213,9 @@ def read_config(model_dir: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{path}: no unet model here (train one with train_unet)")
     if not (Path(model_dir) / WEIGHTS).is_file():
         raise FileNotFoundError(f"{Path(model_dir) / WEIGHTS}: weights file missing")
-    return json.loads(path.read_text())
+    from radspatial.core.datafiles import read_json
+
+    return read_json(path, want=dict)
 
 
 @dataclass(frozen=True)

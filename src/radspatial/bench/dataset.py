@@ -26,6 +26,7 @@ from radspatial.bench.stage import (
     ShardDone,
     link_tree,
     locked_stage,
+    own_table,
     run_shards,
 )
 from radspatial.core.errors import disk_error_line
@@ -34,6 +35,7 @@ from radspatial.core.io import atomic_write_json, atomic_write_jsonl
 from radspatial.core.progress import Progress, steps_to
 from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
+from radspatial.core.safepath import check_disjoint
 from radspatial.core.staging import check_out_folder, swap_in
 from radspatial.eval.mirp import MIRP_CENTRES
 from radspatial.imaging.markers import marker_style
@@ -203,7 +205,8 @@ def build_dataset(
     if not cases:
         raise ValueError("no cases")
     out = Path(out)
-    _check_inputs_outside(cases, out)
+    inputs = {f"{c.case_id} {k}": p for c in cases for k, p in (("ct", c.ct), ("seg", c.seg))}
+    check_disjoint(out, inputs)  # --overwrite replaces out whole: no input may lie inside
     check_out_folder(out, overwrite)
     stage = out.with_name(out.name + ".partial")
     if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
@@ -367,7 +370,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     tally = _write_manifest(dst, streams)
     if failures:
         atomic_write_jsonl(dst / "failures.jsonl", failures)
-    case_info = [r.info for r in done]
+    case_info = [own_table(dst, r.info) for r in done]
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -387,12 +390,3 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
     }
     atomic_write_json(dst / "dataset.json", meta)
     return tally.n_rows, meta["counts"], meta["question_types"], case_info, failures
-
-
-def _check_inputs_outside(cases: Sequence[Case], out: Path) -> None:
-    """--overwrite replaces ``out`` whole: refuse when an input file lies inside it."""
-    root = out.resolve()
-    for case in cases:
-        for path in (case.ct, case.seg):
-            if root == path.resolve() or root in path.resolve().parents:
-                raise InputError(f"{path}: input lies inside --out {out}; choose another --out")

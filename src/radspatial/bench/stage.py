@@ -240,3 +240,17 @@ def link_tree(src: Path, dst: Path, skip: set[str]) -> None:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
                     raise
                 shutil.copyfile(Path(root) / name, target)
+
+
+def own_table(dst: Path, info: dict) -> dict:
+    """A case read with a label table file gets a copy in ``labels/`` and names it there
+    (relative): eval reads tables only from inside the dataset, and no host path is recorded."""
+    from radspatial.core.labels import BUILTIN_TABLES
+
+    table = info.get("labels")
+    if not table or table in BUILTIN_TABLES or not Path(table).is_file():
+        return info
+    rel = f"labels/{Path(table).name}"
+    (dst / "labels").mkdir(exist_ok=True)
+    shutil.copyfile(table, dst / rel)
+    return {**info, "labels": rel}

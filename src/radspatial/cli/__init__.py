@@ -45,12 +45,21 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from radspatial.core.redact import redact
     from radspatial.imaging.volumes import InputError
 
     try:
         return args.func(args)
     except (InputError, FileExistsError, ValueError) as exc:
-        msg = " ".join(str(exc).split())
+        msg = " ".join(redact(str(exc)).split())
+        print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        raise  # stdout closed early: main() ends quietly
+    except OSError as exc:  # a full or read-only disk, a missing or unreadable file
+        from radspatial.core.errors import os_error_line
+
+        msg = " ".join(redact(os_error_line(exc)).split())
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

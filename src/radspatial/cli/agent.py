@@ -77,15 +77,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     agent = Agent(args.localizer, margin=args.margin, **options)
     context = Context()
     if args.mask is not None:
-        import numpy as np
-        from PIL import Image
-
         from radspatial.core.labels import load_table
 
-        context = Context(
-            mask=np.asarray(Image.open(args.mask)), labels=load_table(args.labels).names
-        )
-    image = load_image(args.image)
+        mask = _readable(args.mask, "mask", _mask_array)
+        context = Context(mask=mask, labels=load_table(args.labels).names)
+    image = _readable(args.image, "image", load_image)
     result = agent.answer(image, args.question, context=context)
     if args.json:
         print(json.dumps(result.trace, indent=2))
@@ -102,6 +98,31 @@ def cmd_agent(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.overlay, buf.getvalue())
         print(f"overlay: {args.overlay}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _readable(path, what: str, read):
+    """``read(path)``, its failure one line naming the file (truncated, not an image, bomb)."""
+    try:
+        return read(path)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path}: {what}: {exc}") from None
+
+
+def _mask_array(path):
+    """The label image as it is stored (8- or 16-bit ids), refused over the agent's pixel
+    limit before it is decoded."""
+    import numpy as np
+    from PIL import Image
+
+    from radspatial.agent.core import MAX_PIXELS
+
+    try:
+        with Image.open(path) as img:
+            if img.width * img.height > MAX_PIXELS:
+                raise ValueError(f"{img.width} x {img.height} px is over the limit")
+            return np.asarray(img)
+    except (Image.DecompressionBombError, SyntaxError) as exc:
+        raise ValueError(f"not a readable image ({exc})") from None
 
 
 def _agent_train(args: argparse.Namespace) -> int:

@@ -144,6 +144,18 @@ def triple(kind: type):
     return parse
 
 
+def fractions(text: str) -> tuple[float, float, float]:
+    """Three split fractions (train,val,test), each 0-1, summing to 1."""
+    import math
+
+    values = triple(float)(text)
+    if not all(math.isfinite(v) and 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
+        raise argparse.ArgumentTypeError(
+            f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
+        )
+    return values
+
+
 def positive(kind: type):
     def parse(text: str):
         try:

@@ -110,7 +110,9 @@ def _executor_options(args: argparse.Namespace, spec: str) -> dict:
 
 def run_dir_for(out: Path, spec: str) -> Path:
     """One run folder per model under ``out``: the spec with ``:/@`` and spaces made ``_``."""
-    name = "".join("_" if c in ":/@\\ " else c for c in spec).strip("._") or "model"
+    from radspatial.core.redact import redact  # a password in a URL never names a folder
+
+    name = "".join("_" if c in ":/@\\ " else c for c in redact(spec)).strip("._") or "model"
     return out / name
 
 

@@ -18,7 +18,7 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
     b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
     b.add_argument(
-        "--splits", type=common.triple(float), default=(0.7, 0.15, 0.15),
+        "--splits", type=common.fractions, default=(0.7, 0.15, 0.15),
         help="train,val,test fractions of the cases",
     )  # fmt: skip
     b.add_argument(

@@ -7,6 +7,13 @@ names the file, the line or entry, and what is wrong.
 - MIRP ``qa*.json``: a list of ``{"filename", "question_answer": [{"question", "answer"}, ...]}``.
 - other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
 
+Every reader is bounded: the file must be a regular file (a FIFO or ``/dev/zero`` is refused,
+never waited on or read forever) of at most ``max_json_bytes()`` (env ``RADSPATIAL_MAX_JSON_MB``,
+default 64), a JSON-lines file at most ``max_jsonl_bytes()`` (``RADSPATIAL_MAX_JSONL_MB``,
+default 512) and one of its lines at most ``max_line_bytes()`` (env ``RADSPATIAL_MAX_LINE_MB``,
+default 32), and nesting deeper than the interpreter allows, integers of more than 4300 digits
+and non-UTF-8 bytes are each one ``DataFileError`` naming the file.
+
 Answers are 0/1 (also ``"0"``/``"1"`` and booleans, as some exports write them); anything else
 (``"maybe"``, 2, null) is refused. Rows of the open question types (``question_type``
 laterality, direction, identification, counting) hold a word, a name or an integer instead
@@ -16,6 +23,10 @@ laterality, direction, identification, counting) hold a word, a name or an integ
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,15 +112,109 @@ def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
             )
 
 
+def _mb_env(name: str, default: float) -> int:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        value = default
+    return int(max(value, 0.001) * 2**20)
+
+
+def max_json_bytes() -> int:
+    """The size cap of a JSON or JSON-lines file read whole (env ``RADSPATIAL_MAX_JSON_MB``)."""
+    return _mb_env("RADSPATIAL_MAX_JSON_MB", 64)
+
+
+def max_jsonl_bytes() -> int:
+    """The size cap of a JSON-lines file read whole: manifests, results, call logs (env
+    ``RADSPATIAL_MAX_JSONL_MB``, default 512)."""
+    return _mb_env("RADSPATIAL_MAX_JSONL_MB", 512)
+
+
+def max_line_bytes() -> int:
+    """The size cap of one JSON-lines line (env ``RADSPATIAL_MAX_LINE_MB``)."""
+    return _mb_env("RADSPATIAL_MAX_LINE_MB", 32)
+
+
+def read_bytes_bounded(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` (default
+    ``max_json_bytes()``); a FIFO, device or folder, a bigger file or an unreadable one is a
+    ``DataFileError`` naming it. Opened non-blocking, so a FIFO is refused, not waited on."""
+    path = Path(path)
+    cap = max_json_bytes() if max_bytes is None else max_bytes
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DataFileError(f"{path}: not a regular file (a folder, FIFO or device)")
+        if info.st_size > cap:
+            raise DataFileError(f"{path}: {info.st_size} bytes, over the {_mb(cap)} limit")
+        chunks, total = [], 0
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+            total += len(block)
+            if total > cap:  # grew while read
+                raise DataFileError(f"{path}: over the {_mb(cap)} limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
+
+
+def read_text_bounded(path: Path, max_bytes: int | None = None) -> str:
+    """:func:`read_bytes_bounded` as UTF-8 text (else a ``DataFileError``)."""
+    try:
+        return read_bytes_bounded(path, max_bytes).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def loads(text: str | bytes, where: object) -> Any:
+    """``json.loads`` whose every failure is one ``DataFileError`` starting with ``where``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(
+            f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise DataFileError(f"{where}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # e.g. an integer of over 4300 digits
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataFileError(f"{where}: not valid JSON ({text})") from None
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def check_names(row: dict, where: str, keys: tuple[str, ...], *, ids: tuple[str, ...] = ()) -> None:
+    """``keys`` (setup, marker, question type: they become folder and file names) must be plain
+    names (letters, digits, ``_.-``, no ``..``); ``ids`` may hold ``/`` but no control or
+    format character (newline, ESC, U+202E), which would forge lines or reorder text."""
+    for key in keys:
+        value = row.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+            raise DataFileError(f"{where}: {key!r} must be a plain name, got {value!r}")
+    for key in ids:
+        value = row.get(key)
+        if isinstance(value, str) and any(unicodedata.category(c)[0] == "C" for c in value):
+            raise DataFileError(f"{where}: {key!r} holds a control character: {value!r}")
+
+
 def read_json_lines(path: Path) -> list[tuple[str, dict]]:
     """``(where, row)`` per JSON object line of a file written whole (``manifest.jsonl``): a torn
     or garbage line anywhere is refused; ``where`` is ``"<path>: line <n>"``. The row's fields
     are checked by its record (``core.records.ManifestRow.from_json``)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataFileError(f"{path}: not UTF-8 text") from None
+    text = read_text_bounded(path, max_jsonl_bytes())
     return list(json_objects(path, text, "row"))
 
 
@@ -117,13 +222,16 @@ def json_objects(path: Path, text: str, what: str) -> Iterator[tuple[str, dict]]
     """``(where, object)`` per non-blank line of the JSON-lines ``text`` of ``path``; ``where`` is
     ``"<path>: line <n>"``. A line that is not a JSON object (``what``: a row, a mark) is a
     ``DataFileError``; a cut last line is called torn."""
+    cap = max_line_bytes()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}: line {n}"
+        if len(line) > cap:
+            raise DataFileError(f"{where}: longer than the {_mb(cap)} line limit")
         try:
             obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             torn = " (torn: the file was cut mid-line)" if n == text.count("\n") + 1 else ""
             raise DataFileError(f"{where}: not valid JSON{torn}") from None
         if not isinstance(obj, dict):
@@ -135,11 +243,7 @@ def json_objects(path: Path, text: str, what: str) -> Iterator[tuple[str, dict]]
 def read_json(path: Path, *, want: type) -> Any:
     """JSON document of type ``want`` (list or dict) from ``path``."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise DataFileError(f"{path}: not valid JSON ({why})") from None
+    data = loads(read_text_bounded(path), path)
     if not isinstance(data, want):
         raise DataFileError(
             f"{path}: expected {_TYPE_NAMES[want]} at the top level, got {type(data).__name__}"

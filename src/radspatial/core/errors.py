@@ -18,6 +18,15 @@ def disk_error_line(exc: OSError, where: Path) -> str:
     return f"{path}: cannot write the output ({exc.strerror or exc})"
 
 
+def os_error_line(exc: OSError) -> str:
+    """One line for any OSError: the disk line when the disk is full, else file and reason."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_error_line(exc, Path(exc.filename or "."))
+    if exc.filename is None:  # raised with a message of its own (which names the file)
+        return first_line(exc)
+    return f"{exc.filename}: {exc.strerror or first_line(exc)}"
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its type name when the message is empty)."""
     text = str(exc).strip().splitlines()

@@ -1,14 +1,24 @@
-"""Small I/O helpers: atomic writes, JSON lines, file hashes."""
+"""Small I/O helpers: atomic writes, JSON lines, file hashes.
+
+Nothing a command writes follows a symlink: whole files are written to a temp file and renamed
+over the name (a symlink there is replaced, its target untouched), and files appended to or
+locked (``calls.jsonl``, ``.lock``) are opened with ``O_NOFOLLOW`` and must be regular files
+(``open_nofollow``)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from radspatial.core.textsafe import utf8_clean
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -37,7 +47,7 @@ def _umask() -> int:
 
 def dumps(obj: Any) -> str:
     """Deterministic JSON (sorted keys) for files that must be byte-identical across runs."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2) + "\n"
+    return utf8_clean(json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2)) + "\n"
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -46,23 +56,54 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def atomic_write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     text = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, utf8_clean(text).encode())
+
+
+def jsonl_line(row: dict) -> str:
+    """One JSON-lines line for an append-only log, always valid UTF-8 (lone surrogates of a
+    reply become U+FFFD instead of killing the write)."""
+    return utf8_clean(json.dumps(row, ensure_ascii=False)) + "\n"
+
+
+def open_append(path: Path) -> IO[str]:
+    """An append-only log (``calls.jsonl``) opened with :func:`open_nofollow`."""
+    return os.fdopen(open_nofollow(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file a command writes (``flags``: e.g. ``O_WRONLY | O_APPEND``), never
+    through a symlink, and only if it is a regular file; else an ``InputError`` naming it."""
+    from radspatial.core.errors import InputError
+
+    flags |= os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if Path(path).is_symlink():
+            raise InputError(
+                f"{path}: is a symlink; refusing to write through it (remove it and rerun)"
+            ) from None
+        raise InputError(f"{path}: cannot open for writing ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path}: not a regular file; refusing to write to it")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Read JSON lines; a torn last line (a crash mid-append) is ignored, others must parse."""
-    rows: list[dict] = []
-    lines = Path(path).read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    """Read JSON lines; a torn last line (a crash mid-append) is ignored, others must be JSON
+    objects. Bounded and named as ``core.datafiles`` reads (``DataFileError``)."""
+    from radspatial.core.datafiles import json_objects, max_jsonl_bytes, read_text_bounded
+
+    text = read_text_bounded(Path(path), max_jsonl_bytes())
+    if text and not text.endswith("\n"):  # a torn last line (a crash mid-append)
+        last = text.rfind("\n") + 1
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
-    return rows
+            json.loads(text[last:])
+        except (ValueError, RecursionError):
+            text = text[:last]
+    return [row for _, row in json_objects(Path(path), text, "row")]
 
 
 def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
@@ -72,23 +113,29 @@ def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
     line that is not a record with a ``key`` is corruption: refused, naming the line. A
     successful row is never replaced by a later failed one.
     """
-    if not path.exists():
+    from radspatial.core.datafiles import max_jsonl_bytes, read_bytes_bounded
+
+    if not path.exists() and not path.is_symlink():
         return {}
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):  # torn append: cut it so the next append starts clean
-        cut = raw.rfind(b"\n") + 1
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-        raw = raw[:cut]
+    fd = open_nofollow(path, os.O_RDWR)  # a symlinked log is refused, never read or cut
+    try:
+        raw = read_bytes_bounded(path, max_jsonl_bytes())
+        if raw and not raw.endswith(b"\n"):  # torn append: cut it so the next append is clean
+            cut = raw.rfind(b"\n") + 1
+            os.ftruncate(fd, cut)
+            raw = raw[:cut]
+    finally:
+        os.close(fd)
     latest: dict[str, dict] = {}
     for n, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             row = None
-        if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+        bad_reply = isinstance(row, dict) and not isinstance(row.get("reply"), str | None)
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str) or bad_reply:
             raise ValueError(
                 f"{path}: line {n}: not a {what} record (corrupt log; move the file aside to "
                 "start the run over)"
@@ -105,3 +152,19 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def place_file(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link to ``src`` (a copy where linking fails), swapped in atomically."""
+    if dst.is_file() and dst.stat().st_size == src.stat().st_size:
+        with contextlib.suppress(OSError):
+            if dst.samefile(src) or dst.read_bytes() == src.read_bytes():
+                return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)

@@ -71,18 +71,28 @@ class LabelTable:
         }
 
 
+_ID = re.compile(r"[0-9]{1,9}")  # ASCII digits only: int() would also take "１" or " 1"
+
+
 def _parse_table(raw: dict, source: str) -> dict[int, str]:
+    """id -> normalized name; ids are plain ASCII decimals, each id once ("1" and "01" are
+    the same id), and every name normalizes to a structure name (not empty like ``---``,
+    not a bare side like ``left``)."""
     out: dict[int, str] = {}
     for key, value in raw.items():
-        try:
-            label_id = int(key)
-        except (TypeError, ValueError):
-            raise ValueError(f"{source}: label id {key!r} is not an integer") from None
+        if not isinstance(key, str) or not _ID.fullmatch(key):
+            raise ValueError(f"{source}: label id {key!r} is not an integer (ASCII digits)")
+        label_id = int(key)
         if label_id <= 0:
             raise ValueError(f"{source}: label id {label_id} must be >= 1 (0 is background)")
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{source}: label {label_id} has no name")
-        out[label_id] = normalize_name(value)
+        if label_id in out:
+            raise ValueError(f"{source}: label id {label_id} is given twice (as {key!r})")
+        name = normalize_name(value) if isinstance(value, str) else ""
+        if not name:
+            raise ValueError(f"{source}: label {label_id} has no name (got {value!r})")
+        if name in _SIDES:
+            raise ValueError(f"{source}: label {label_id} is named only {name!r}, not a structure")
+        out[label_id] = name
     return out
 
 
@@ -105,18 +115,13 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
     if spec in BUILTIN_TABLES:
         names, table_name = dict(_builtin(spec)), spec
     else:
+        from radspatial.core.datafiles import loads, read_text_bounded
+
         path = Path(spec)
         if not path.is_file():
             known = ", ".join(BUILTIN_TABLES)
             raise ValueError(f"{spec}: not a built-in label table ({known}) nor a JSON file")
-        try:
-            raw = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        except RecursionError:
-            raise ValueError(f"{path}: JSON nested too deeply for a label table") from None
-        except OSError as exc:
-            raise ValueError(f"{path}: cannot read label table ({exc.strerror})") from None
+        raw = loads(read_text_bounded(path), path)
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected a JSON object id -> name")
         base = raw.pop("extends", None)  # {"extends": "totalsegmentator", "200": "mass"}

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from radspatial.core.datafiles import DataFileError, check_answer, check_fields, read_json_lines
+from radspatial.core.datafiles import (
+    DataFileError,
+    check_answer,
+    check_fields,
+    check_names,
+    read_json_lines,
+)
 
 Point = tuple[float, float]
 RELPOS = "relative_position"
@@ -209,6 +215,7 @@ class ManifestRow:
     @classmethod
     def from_json(cls, row: dict, where: str = "manifest row") -> ManifestRow:
         check_fields(row, where, _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
+        check_names(row, where, _NAMED, ids=("id",))
         raw_type = row.get("question_type")
         answers = {"answer": check_answer(row.get("answer"), raw_type, where)}
         for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
@@ -235,6 +242,9 @@ class ManifestRow:
                 "legacy_frames": "answer_anatomical" not in row,
             }
         )
+
+
+_NAMED = ("setup", "marker", "question_type", "variant")  # they name folders and files
 
 
 def read_manifest(path: Path) -> list[tuple[str, ManifestRow]]:
@@ -325,6 +335,7 @@ class ResultRow:
         optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
         optional |= {k: _STR for k in _PLANE_GROUP}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
+        check_names(row, where, _NAMED, ids=("id",))
         if "expected" not in row:
             raise DataFileError(f"{where}: missing required field 'expected'")
         values = _known(cls, row)

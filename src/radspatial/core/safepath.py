@@ -7,11 +7,18 @@ symlinks leading out are refused with a ``PathEscapeError`` naming the file and 
 
     >>> inside(Path("bench"), "RQ1/images/a.png", where="bench/manifest.jsonl: line 3")
     PosixPath('bench/RQ1/images/a.png')
+
+The same module holds the other rules about where files are: ``check_disjoint(out, inputs)``
+refuses an ``--out`` that is, contains or lies inside an input (so ``--overwrite`` can never
+delete what the command reads), ``check_regular(path)`` refuses FIFOs and devices where a file
+is read (a FIFO would hang the reader), and ``check_image_bytes`` an image whose bytes are not
+what its name says (a GIF named ``.png``).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 
@@ -41,3 +48,74 @@ def inside(root: Path, rel: object, *, where: str, what: str = "path") -> Path:
             f"{where}: {what} {rel!r} resolves to {real}, outside the dataset folder {root}"
         )
     return path
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def check_disjoint(out: Path, inputs: dict[str, Path | None]) -> None:
+    """Refuse ``out`` when it is, contains or lies inside one of ``inputs`` (flag -> path), with
+    every symlink resolved: replacing ``out`` would delete or change that input."""
+    real_out = _real(out)
+    for flag, path in inputs.items():
+        if path is None:
+            continue
+        real_in = _real(path)
+        if real_out == real_in or real_in in real_out.parents or real_out in real_in.parents:
+            how = (
+                "is"
+                if real_out == real_in
+                else ("lies inside" if real_in in real_out.parents else "contains")
+            )
+            raise PathEscapeError(
+                f"--out {out}: {how} the input {flag} {path}; writing there would replace the "
+                "input (choose another --out)"
+            )
+
+
+def check_regular(path: Path, what: str = "file") -> Path:
+    """``path`` if it is a regular file (symlinks followed); a FIFO, device or folder is a
+    ``PathEscapeError`` naming it (reading a FIFO would wait forever)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise PathEscapeError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise PathEscapeError(
+            f"{path}: the {what} is not a regular file (a FIFO, device or folder)"
+        )
+    return Path(path)
+
+
+_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8",), ".jpeg": (b"\xff\xd8",)}
+
+
+def check_image_bytes(path: Path, data: bytes) -> None:
+    """Refuse image bytes that are not the format the file name says (``.png``, ``.jpg``)."""
+    signatures = _SIGNATURES.get(Path(path).suffix.lower())
+    if signatures and not data.startswith(signatures):
+        kind = Path(path).suffix.lower().lstrip(".").upper()
+        raise PathEscapeError(f"{path}: not a {kind} image (its bytes are another format)")
+
+
+def recorded_root(run_dir: Path, data: object) -> Path | None:
+    """The dataset folder a run folder's run.json names (``data``): absolute since eval records
+    it so; a relative one (older runs) is taken as given if it exists here, else from the run
+    folder's parent. None when there is none."""
+    if not isinstance(data, str) or not data.strip() or "\x00" in data:
+        return None
+    root = Path(data)
+    return root if root.is_absolute() or root.is_dir() else Path(run_dir).parent / root
+
+
+def linkable(root: Path | None, image: object) -> Path | None:
+    """``image`` (a results row's path) as an existing file inside the dataset ``root``, else
+    None: nothing outside the dataset is linked or even probed."""
+    if root is None or not isinstance(image, str) or not image or "\x00" in image:
+        return None
+    path = Path(image)
+    real_root, real = _real(root), _real(path if path.is_absolute() else Path.cwd() / path)
+    if real_root not in real.parents:
+        return None
+    return path if real.is_file() else None

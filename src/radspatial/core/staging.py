@@ -10,16 +10,22 @@ from pathlib import Path
 
 from radspatial.core.errors import InputError, disk_error_line
 from radspatial.core.executor import sigterm_as_interrupt
+from radspatial.core.safepath import check_disjoint
 
 
 @contextmanager
-def staged(out: Path, overwrite: bool) -> Iterator[Path]:
+def staged(
+    out: Path, overwrite: bool, inputs: dict[str, Path | None] | None = None
+) -> Iterator[Path]:
     """Build a folder in ``OUT.partial`` and rename it to ``OUT`` only if the block succeeds.
 
-    A non-empty ``out`` is refused unless ``overwrite``; on any error the staging folder is
-    removed, so a half-written output never looks complete.
+    A non-empty ``out`` is refused unless ``overwrite``, and so is an ``out`` that is, contains
+    or lies inside one of ``inputs`` (flag -> path: ``--overwrite`` must never replace what
+    the command reads); on any error the staging folder is removed, so a half-written output
+    never looks complete.
     """
     out = Path(out)
+    check_disjoint(out, inputs or {})
     stage = prepare_out(out, overwrite)
     try:
         with sigterm_as_interrupt():

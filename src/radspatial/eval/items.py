@@ -13,6 +13,7 @@ anatomical truth) are derived from it. Datasets written before the three frames 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from radspatial.core.datafiles import (
 )
 from radspatial.core.labels import normalize_name
 from radspatial.core.records import RELPOS, ManifestRow, read_manifest
-from radspatial.core.safepath import inside
+from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.eval.mirp import MIRP_CENTRES
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
@@ -73,8 +74,13 @@ def load_items(
 ) -> list[EvalItem]:
     """All items of a dataset folder, sorted by id, optionally filtered."""
     root = Path(root)
-    if (root / "manifest.jsonl").is_file():
+    manifest = root / "manifest.jsonl"
+    if manifest.exists() or manifest.is_symlink():
         items = _from_manifest(root)
+        if not items:
+            raise DataFileError(f"{manifest}: no rows (an empty manifest)")
+    elif (root / "dataset.json").is_file():  # a radspatial dataset that lost its manifest
+        raise DataFileError(f"{manifest}: missing (the folder has a radspatial dataset.json)")
     elif any((root / d).is_dir() for d in MIRP_SETUPS):
         items = _from_mirp(root)
     else:
@@ -99,21 +105,38 @@ def load_items(
 def _case_tables(root: Path) -> dict[str, dict]:
     """case id -> {"labels": table, "grouping": ...} from dataset.json, if present."""
     meta_path = root / "dataset.json"
-    if not meta_path.is_file():
+    if not meta_path.exists() and not meta_path.is_symlink():
         return {}
     cases = read_json(meta_path, want=dict).get("cases") or []
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise DataFileError(f"{meta_path}: 'cases' must be a list of objects")
     return {
         c["case_id"]: {
-            "labels": c.get("labels"),
+            "labels": _contained_table(root, c.get("labels"), f"{meta_path}: cases[{i}]"),
             "grouping": c.get("grouping"),
             "modality": c.get("modality"),
             **({"label_names": c["label_names"]} if isinstance(c.get("label_names"), dict) else {}),
         }
-        for c in cases
+        for i, c in enumerate(cases)
         if isinstance(c.get("case_id"), str)
     }
+
+
+def _contained_table(root: Path, labels: object, where: str) -> str | None:
+    """A case's label table: a built-in name, or a JSON file inside the dataset folder (given
+    relative to it; the agent opens it, so it may not point anywhere else)."""
+    from radspatial.core.labels import BUILTIN_TABLES
+
+    if labels is None or labels in BUILTIN_TABLES:
+        return labels  # type: ignore[return-value]
+    if not isinstance(labels, str):
+        raise DataFileError(f"{where}: 'labels' must be a table name or a path, got {labels!r}")
+    try:
+        return str(inside(root, labels, where=where, what="labels"))
+    except PathEscapeError as exc:
+        raise DataFileError(
+            f"{exc} (copy the label table into the dataset folder and name it relative there)"
+        ) from None
 
 
 def _from_manifest(root: Path) -> list[EvalItem]:
@@ -208,7 +231,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
             image_dir = f"{folder}/{'images' if marker == 'none' else f'image_{marker}'}"
             for where, entry, qas in read_mirp_qa(qa_file):
                 filename = entry["filename"]
-                image = inside(root / image_dir, filename, where=where, what="filename")
+                image = _mirp_image(root, image_dir, filename, where)
                 for k, (qwhere, qa) in enumerate(qas):
                     question = qa["question"]
                     relation = worded_relation(question)
@@ -248,6 +271,14 @@ def _from_mirp(root: Path) -> list[EvalItem]:
     return items
 
 
+def _mirp_image(root: Path, image_dir: str, filename: str, where: str) -> Path:
+    """A qa file's image: a plain file name in its setup's image folder, resolving inside the
+    dataset (it may link to another setup's copy of the same image)."""
+    if "/" in filename or "\\" in filename:
+        raise DataFileError(f"{where}: 'filename' must be a file name, got {filename!r}")
+    return inside(root, f"{image_dir}/{filename}", where=where, what="filename")
+
+
 def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
     if not path.is_file():
         return {}
@@ -260,6 +291,9 @@ def _mirp_centres(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
             }
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataFileError(f"{path}: entry {i}: bad filename/label_info ({exc!r})") from None
+        bad = [n for n, xy in out[entry["filename"]].items() if not all(map(math.isfinite, xy))]
+        if bad:  # NaN or inf would silently turn every truth about it into 0
+            raise DataFileError(f"{path}: entry {i}: centre of {bad[0]!r} is not a finite number")
     return out
 
 

@@ -19,14 +19,15 @@ resume the run first to have every item.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.datafiles import read_bytes_bounded, read_json
 from radspatial.core.io import atomic_write_bytes, dumps
 from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
+from radspatial.core.safepath import inside, recorded_root
 from radspatial.eval.mirp import MIRP_CENTRES, class_name
 
 
@@ -87,16 +88,20 @@ def _centres_from_manifest(root: Path) -> list[dict[str, Any]] | None:
     ] or None
 
 
-def _centres(run_dir: Path) -> tuple[bytes | None, str | None]:
+def run_data(run_dir: Path) -> Path | None:
+    """The dataset folder run.json names (``core.safepath.recorded_root``), or None."""
     info_path = run_dir / "run.json"
     if not info_path.is_file():
+        return None
+    return recorded_root(run_dir, read_json(info_path, want=dict).get("data"))
+
+
+def _centres(run_dir: Path) -> tuple[bytes | None, str | None]:
+    root = run_data(run_dir)
+    if root is None:
         return None, None
-    data = json.loads(info_path.read_text()).get("data")
-    if not data:
-        return None, None
-    root = Path(data)
     if (root / MIRP_CENTRES).is_file():
-        return (root / MIRP_CENTRES).read_bytes(), str(root / MIRP_CENTRES)
+        return read_bytes_bounded(root / MIRP_CENTRES), str(root / MIRP_CENTRES)
     built = _centres_from_manifest(root)
     if built is None:
         return None, None
@@ -121,12 +126,14 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
         groups[(r.setup, r.marker)][r.run].append(r)
     centres, source = _centres(run_dir)
     folders = []
-    with staged(Path(out), overwrite) as stage:
+    inputs = {"--run": run_dir, "the run's dataset": run_data(run_dir)}
+    with staged(Path(out), overwrite, inputs) as stage:
         for (setup, marker), by_run in sorted(groups.items()):
             folder, stem = folder_name(setup, marker)
             folders.append(folder)
             for run, run_rows in sorted(by_run.items()):
-                path = stage / folder / "answers" / f"{stem}_all_images_run_{run}.json"
+                rel = f"{folder}/answers/{stem}_all_images_run_{run}.json"
+                path = inside(stage, rel, where=str(results), what="output path")
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(path, dumps(_answers(run_rows)).encode())
             if centres is not None and setup == "rq1":

@@ -162,10 +162,9 @@ def load_template(path: Path | None) -> PromptTemplate:
     if path is None:
         return MIRP
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read prompt template ({exc.strerror})") from None
+    from radspatial.core.datafiles import read_text_bounded
+
+    text = read_text_bounded(path, 2**20)  # UTF-8, a regular file, at most 1 MiB
     if "{question}" not in text:
         raise ValueError(f"{path}: prompt template has no {{question}} placeholder")
     try:

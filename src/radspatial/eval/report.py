@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -21,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
+from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import ResultRow, read_results
+from radspatial.core.redact import redact
+from radspatial.core.safepath import recorded_root
 from radspatial.eval.metrics import mcnemar
 from radspatial.eval.subgroups import grouped_accuracy
 from radspatial.imaging.markers import MARKER_STYLES
@@ -82,18 +84,21 @@ class RunData:
 def load_run(path: Path, label: str | None = None) -> RunData:
     path = Path(path)
     metrics_path = path / "metrics.json"
-    if not metrics_path.is_file():
+    if not metrics_path.exists():
         raise ValueError(f"{path}: no metrics.json (did the eval finish?)")
-    metrics = json.loads(metrics_path.read_text())
+    metrics = _checked(read_json(metrics_path, want=dict), metrics_path)
     info_path = path / "run.json"
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    info = read_json(info_path, want=dict) if info_path.is_file() else {}
+    for key in ("data", "status", "model"):
+        if info.get(key) is not None and not isinstance(info[key], str):
+            raise DataFileError(f"{info_path}: {key!r} must be a string")
     results = path / "results.jsonl"
     correct0, by_modality = None, {}
     if results.is_file():
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
         by_modality = modality_groups(rows)
-    model = str(metrics.get("model") or info.get("model") or path.name)
+    model = redact(str(metrics.get("model") or info.get("model") or path.name))
     return RunData(path, label or model, info, metrics, correct0, by_modality)
 
 
@@ -109,6 +114,23 @@ def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
         m: grouped_accuracy([p for p in plain if p["m"] == m], lambda p: p["k"])
         for m in sorted({p["m"] for p in plain})
     }
+
+
+def _checked(metrics: dict[str, Any], path: Path) -> dict[str, Any]:
+    """metrics.json with the shapes the report reads: sections are objects of objects, counts
+    integers, the model a string; anything else is a ``DataFileError`` naming the key."""
+    for key, value in metrics.items():
+        if key in ("overall", "headline", "frames", "mirp", "judge") or key.startswith("by_"):
+            if not isinstance(value, dict):
+                raise DataFileError(f"{path}: {key!r} must be an object")
+            if key.startswith("by_") and not all(isinstance(g, dict) for g in value.values()):
+                raise DataFileError(f"{path}: every entry of {key!r} must be an object")
+        elif key in ("runs", "errors", "n_rows") and value is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise DataFileError(f"{path}: {key!r} must be an integer")
+        elif key == "model" and value is not None and not isinstance(value, str):
+            raise DataFileError(f"{path}: 'model' must be a string")
+    return metrics
 
 
 def _labels(specs: Sequence[str], paths: Sequence[Path]) -> list[str]:
@@ -320,6 +342,7 @@ def build_report(
     atomic_write_bytes(md, markdown.encode())
     labels = [r.label for r in runs]
     log("writing index.html (tables, figures, item gallery)")
-    page = render_html(markdown, labels, [r.path for r in runs], out)
+    roots = [recorded_root(r.path, r.info.get("data")) for r in runs]
+    page = render_html(markdown, labels, [r.path for r in runs], out, roots=roots)
     atomic_write_bytes(index, page.encode())
     return ReportSummary(out, md, js, index, written, labels)

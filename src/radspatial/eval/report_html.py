@@ -18,18 +18,18 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import html
-import os
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.io import read_jsonl
+from radspatial.core.io import place_file
+from radspatial.core.records import read_results
+from radspatial.core.safepath import linkable
 
+MAX_REPLY_CHARS = 20_000  # per reply shown: 500 one-MB replies must not make a 500 MB page
 MAX_ITEMS = 3000  # gallery cap: beyond it, a spread over setup/marker/question type is shown
 FILTERS = (  # data attribute, label
     ("setup", "Setup"),
@@ -115,9 +115,18 @@ show();
 
 
 def _inline(text: str) -> str:
-    out = html.escape(text, quote=False)
+    """Code spans and bold; a backslash-escaped character (``core.textsafe.md_text``) stays a
+    literal character, never markup."""
+    escaped: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        escaped.append(m.group(1))
+        return f"\ue000{len(escaped) - 1}\ue001"
+
+    out = html.escape(re.sub(r"\\([\\`*\[\]<>|!_#~])", hold, text), quote=False)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"\ue000(\d+)\ue001", lambda m: html.escape(escaped[int(m.group(1))]), out)
 
 
 def _cells(line: str) -> list[str]:
@@ -152,7 +161,8 @@ def markdown_to_html(md: str) -> str:
             if rest:
                 out.append(f"<p>{_inline(' '.join(rest))}</p>")
             continue
-        figure = re.fullmatch(r"!\[([^\]]*)\]\(([^)]+)\)", first.strip())
+        # figures: only the report's own PNGs, by a plain file name (never a URL or a path)
+        figure = re.fullmatch(r"!\[([^\]]*)\]\(([\w.\-]+\.png)\)", first.strip())
         if figure and len(lines) == 1:
             alt, src = (html.escape(g) for g in figure.groups())
             out.append(f'<p><img class="fig" src="{src}" alt="{alt}"></p>')
@@ -166,16 +176,19 @@ def markdown_to_html(md: str) -> str:
 
 def _rows(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "results.jsonl"
-    return list(read_jsonl(path)) if path.is_file() else []
+    return [r.to_json() for r in read_results(path)] if path.is_file() else []
 
 
-def gallery_items(labels: Sequence[str], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+def gallery_items(
+    labels: Sequence[str], run_dirs: Sequence[Path], roots: Sequence[Path | None] | None = None
+) -> list[dict[str, Any]]:
     """One record per item id (RQ1, RQ2, RQ3, then AS; by id within): its fields (from the
     first run that has it) and per model the run-0 reply and every run's parsed answer."""
     items: dict[str, dict[str, Any]] = {}
-    for label, run_dir in zip(labels, run_dirs, strict=True):
+    roots = list(roots) if roots is not None else [None] * len(run_dirs)
+    for label, run_dir, root in zip(labels, run_dirs, roots, strict=True):
         for row in _rows(Path(run_dir)):
-            item = items.setdefault(row["id"], {"row": row, "models": {}})
+            item = items.setdefault(row["id"], {"row": row, "models": {}, "root": root})
             model = item["models"].setdefault(label, {"runs": {}})
             read = row.get("answer_read") if "answer_expected" in row else None
             model["runs"][row["run"]] = (
@@ -210,36 +223,19 @@ def _spread(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return [it for it in items if id(it) in ids]
 
 
-def _image_src(image: str | None, out: Path) -> str | None:
+def _image_src(image: str | None, out: Path, root: Path | None) -> str | None:
     """The item's image as a path inside the report folder (``images/<source>/<file>``,
-    hard-linked, or copied across file systems), so the folder opens anywhere on its own."""
-    if not image:
+    hard-linked, or copied across file systems), so the folder opens anywhere on its own; only
+    an image that is a file inside its run's dataset (nothing else is linked or probed)."""
+    path = linkable(root, image)
+    if path is None:
         return None
-    path = Path(image)
     if not path.is_absolute():
         path = Path.cwd() / path
-    if not path.is_file():
-        return None
     path = path.resolve()
     rel = f"images/{hashlib.sha256(str(path.parent).encode()).hexdigest()[:10]}/{path.name}"
-    _place(path, Path(out) / rel)
+    place_file(path, Path(out) / rel)
     return rel
-
-
-def _place(src: Path, dst: Path) -> None:
-    """``dst`` as a hard link to ``src`` (a copy where linking fails), swapped in atomically."""
-    if dst.is_file() and dst.stat().st_size == src.stat().st_size:
-        with contextlib.suppress(OSError):
-            if dst.samefile(src) or dst.read_bytes() == src.read_bytes():
-                return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
 
 
 def _answer(v: Any) -> str:
@@ -281,7 +277,7 @@ def _review_buttons(model: str, item_id: str) -> str:
 def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, dict[str, str]]:
     r = item["row"]
     esc = html.escape
-    src = _image_src(r.get("image"), out)
+    src = _image_src(r.get("image"), out, item.get("root"))
     img = (
         f'<img loading="lazy" src="{esc(src)}" alt="{esc(r["id"])}">'
         if src
@@ -302,7 +298,12 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
         text = m.get("error") if m.get("reply") is None else m.get("reply")
         text = "" if text is None else str(text)
         short = esc(text[:160] + ("…" if len(text) > 160 else ""))
-        body = f"<details><summary>{short}</summary><pre>{esc(text)}</pre></details>"
+        whole = text[:MAX_REPLY_CHARS] + (
+            f"\n… ({len(text)} characters; the rest is in results.jsonl)"
+            if len(text) > MAX_REPLY_CHARS
+            else ""
+        )
+        body = f"<details><summary>{short}</summary><pre>{esc(whole)}</pre></details>"
         review = _review_buttons(label, r["id"])
         replies.append(
             f'<div class="reply"><b>{esc(label)}</b>: {" ".join(marks) or "–"}{review}{body}</div>'
@@ -356,10 +357,12 @@ def render_html(
     run_dirs: Sequence[Path],
     out: Path,
     *,
+    roots: Sequence[Path | None] | None = None,
     max_items: int = MAX_ITEMS,
 ) -> str:
-    """The whole ``index.html`` as text."""
-    items = gallery_items(labels, run_dirs)
+    """The whole ``index.html`` as text; ``roots``: each run's dataset folder (images are
+    linked only from inside it)."""
+    items = gallery_items(labels, run_dirs, roots)
     shown = _spread(items, max_items)
     cards, values = [], {k: set() for k, _ in FILTERS}
     for item in shown:

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from radspatial.core.textsafe import Markup, md_code, md_table, md_text
 from radspatial.eval.report import (
     AXES,
     DASH,
@@ -46,9 +47,8 @@ def _p(x: Any) -> str:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    """A pipe table; every cell is escaped as literal markdown (labels come from files)."""
+    return md_table(header, rows)
 
 
 def column_name(key: str) -> str:
@@ -75,7 +75,11 @@ def _table1(s: dict[str, Any]) -> str:
         def cell(c: str, by_qt: dict = by_qt, by_sm: dict = by_sm) -> str:
             return acc(by_qt.get(f"{RELPOS}|{c}") if by_qt else by_sm.get(c))
 
-        ci = f"[{pct(o.get('ci_low'))}, {pct(o.get('ci_high'))}]" if o.get("n_items") else DASH
+        ci = (
+            Markup(f"[{pct(o.get('ci_low'))}, {pct(o.get('ci_high'))}]")
+            if o.get("n_items")
+            else DASH
+        )
         qt = s["by_question_type"].get(label, {})
         rows.append(
             [label, *(cell(c) for c in main), acc(o), ci, *(cell(c) for c in ablation)]
@@ -135,7 +139,7 @@ def _runs_table(s: dict[str, Any]) -> str:
     header = ["Model", "Items", "Runs", "Errors", "Status", "Run folder", "Data"]
     rows = [
         [m["label"], m["n_items"], m["runs"], m["errors"], m["status"] or DASH]
-        + [f"`{m['run_dir']}`", f"`{m['data']}`" if m["data"] else DASH]
+        + [md_code(m["run_dir"]), md_code(m["data"]) if m["data"] else DASH]
         for m in s["models"]
     ]
     note = "" if len(s["data"]) < 2 else "\n**The runs used different data folders.**\n"
@@ -243,7 +247,8 @@ def _question_type_table(s: dict[str, Any]) -> str:
             if any(by.get(f"{qt}|{c}", {}).get("n_items") for c in setups)
         ]
         header = ["Question type", *map(column_name, setups)]
-        parts.append(f"### {label}: question type by setup and marker\n\n" + table(header, body))
+        title = f"### {md_text(label)}: question type by setup and marker\n\n"
+        parts.append(title + table(header, body))
     return "\n".join(parts)
 
 
@@ -273,12 +278,14 @@ def _mcnemar_table(s: dict[str, Any]) -> str:
 def _figures_section(figures: dict[str, str | None]) -> str:
     parts = ["## Figures"]
     for name, skipped in figures.items():
-        parts.append(f"`{name}` skipped: {skipped}." if skipped else f"![{name}]({name})")
+        parts.append(
+            f"{md_code(name)} skipped: {md_text(skipped)}." if skipped else f"![{name}]({name})"
+        )
     return "\n\n".join(parts) + "\n"
 
 
 def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
-    data = ", ".join(f"`{d}`" for d in s["data"])
+    data = ", ".join(md_code(d) for d in s["data"])
     head = (
         f"# radspatial report\n\n{len(s['models'])} model(s) on data {data}; "
         f"radspatial {s['radspatial']}. Missing values print as {DASH}.\n"

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.textsafe import Markup, md_code, md_table
+
 DASH = "–"
 
 
@@ -17,13 +19,10 @@ def _pct(x: Any) -> str:
 def _ci(g: dict | None) -> str:
     if not g or not g.get("n"):
         return DASH
-    return f"{_pct(g['accuracy'])} [{_pct(g['ci_low'])}, {_pct(g['ci_high'])}]"
+    return Markup(f"{_pct(g['accuracy'])} [{_pct(g['ci_low'])}, {_pct(g['ci_high'])}]")
 
 
-def _table(header: Sequence[str], rows: list[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+_table = md_table  # every cell escaped as literal markdown
 
 
 def review_for(runs: Sequence[Any], marks_path: Path) -> dict[str, Any]:
@@ -92,7 +91,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
         ]
         header = ["Model", "Reviewed", "Ambiguous", "Agreement", "Kappa", "Auto acc.", "Rev. acc."]
         text = (
-            f"\n## Human review ({review['n_marks']} marks from `{review['marks']}`; "
+            f"\n## Human review ({review['n_marks']} marks from {md_code(review['marks'])}; "
             f"{review['unmatched']} match no answer)\n\nThe automatic grades stay in every "
             "metric; disagreements are listed in `review.json`.\n\n"
         )

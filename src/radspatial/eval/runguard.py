@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from radspatial.core.io import open_nofollow
+
 LOCK_NAME = ".lock"
 
 
@@ -36,7 +38,7 @@ def run_lock(out: Path) -> Iterator[Path]:
         yield out
         return
     path = Path(out) / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_nofollow(path, os.O_RDWR)  # a symlinked .lock is refused, never truncated
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -25,8 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.io import atomic_write_json, atomic_write_jsonl, read_call_log
+from radspatial.core.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    jsonl_line,
+    open_append,
+    read_call_log,
+)
 from radspatial.core.progress import Progress
+from radspatial.core.redact import redact, redact_json
+from radspatial.core.safepath import check_image_bytes
+from radspatial.core.textsafe import utf8_clean
 from radspatial.eval.items import EvalItem, load_items, sample_items
 from radspatial.eval.mirp import draw_examples
 from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
@@ -43,6 +52,7 @@ from radspatial.models.base import (
 from radspatial.models.families import Family, clean_reply, family_of, settings
 
 CALLS = "calls.jsonl"
+MAX_CONCURRENCY = 4096  # calls in flight; more only builds connection slots nobody uses
 PROTOCOLS = ("radspatial", "mirp")
 
 
@@ -88,8 +98,8 @@ class EvalConfig:
             raise ValueError(f"--limit must be >= 1, got {self.limit}")
         if self.runs < 1:
             raise ValueError(f"--runs must be >= 1, got {self.runs}")
-        if self.concurrency < 1:
-            raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"--concurrency must be 1-{MAX_CONCURRENCY}, got {self.concurrency}")
         family_of(self.model, self.family)  # an unknown family= fails here
 
 
@@ -178,23 +188,24 @@ def _chunks(
     prompts: PromptOf,
     done: dict[str, dict],
     size: int,
-    where: dict[str, tuple[str, int]],
+    where: dict[str, list[tuple[str, int]]],
 ) -> Iterator[list[Request]]:
     """Pending requests in chunks, reading each image once (bounded memory on big datasets).
 
-    Fills ``where`` with key -> (item id, run) for every call, pending or done.
+    Fills ``where``: key -> [(item id, run), ...]; items asking alike share one call.
     """
     batch: list[Request] = []
     decoding = config.effective_decoding
     for item in items:
         png = item.image.read_bytes()
+        check_image_bytes(item.image, png)
         sha = hashlib.sha256(png).hexdigest()
         for run in range(config.runs):
             prompt = prompts(item, run)
             key = call_key(config.model, decoding, prompt, sha, run)
-            where[key] = (item.id, run)
+            where.setdefault(key, []).append((item.id, run))
             row = done.get(key)
-            if row is not None and row.get("error") is None:
+            if len(where[key]) > 1 or (row is not None and row.get("error") is None):
                 continue
             meta = {**_item_meta(item), "run": run}
             batch.append(Request(key, prompt, png, meta))
@@ -213,6 +224,7 @@ def run_eval(
     progress: bool = True,
 ) -> list[dict]:
     """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
+    data = Path(os.path.abspath(data))  # run.json and rows name it from any working folder
     items = load_items(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
     )
@@ -272,7 +284,7 @@ def _run_locked(
         n_done = sum(1 for r in done.values() if r.get("error") is None)
         atomic_write_json(out / "run.json", {**run_info, "status": status, "calls_done": n_done})
         raise
-    by_pos = {pos: done.get(key) for key, pos in where.items()}
+    by_pos = {pos: done.get(key) for key, places in where.items() for pos in places}
     records = [
         result_row(item, run, by_pos.get((item.id, run)), prompts(item, run), config.protocol)
         for run in range(config.runs)
@@ -286,26 +298,29 @@ def _run_locked(
 
 
 def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) -> dict[str, Any]:
-    """What run.json records about the run (its status is added as it goes)."""
-    return {
-        "data": str(data),
-        "model": config.model,
-        "backend": backend.describe(),
-        "runs": config.runs,
-        "concurrency": config.concurrency,
-        "limit": config.limit,
-        **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
-        "setups": list(config.setups) if config.setups else None,
-        "markers": list(config.markers) if config.markers else None,
-        "question_types": list(config.question_types) if config.question_types else None,
-        "decoding": config.effective_decoding.to_json(),
-        "decoding_source": _decoding_source(config),
-        "protocol": config.protocol,
-        "template": config.prompt_template.to_json(),
-        **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
-        "n_items": n_items,
-        "versions": {"radspatial": __version__, "python": platform.python_version()},
-    }
+    """What run.json records about the run (its status is added as it goes); secrets in any
+    URL are redacted (``core.redact``)."""
+    return redact_json(
+        {
+            "data": str(data),
+            "model": redact(config.model),
+            "backend": redact_json(backend.describe()),
+            "runs": config.runs,
+            "concurrency": config.concurrency,
+            "limit": config.limit,
+            **({"limit_seed": config.limit_seed} if config.limit is not None else {}),
+            "setups": list(config.setups) if config.setups else None,
+            "markers": list(config.markers) if config.markers else None,
+            "question_types": list(config.question_types) if config.question_types else None,
+            "decoding": config.effective_decoding.to_json(),
+            "decoding_source": _decoding_source(config),
+            "protocol": config.protocol,
+            "template": config.prompt_template.to_json(),
+            **({"judge": config.judge, "judge_all": config.judge_all} if config.judge else {}),
+            "n_items": n_items,
+            "versions": {"radspatial": __version__, "python": platform.python_version()},
+        }
+    )
 
 
 def _decoding_source(config: EvalConfig) -> dict[str, Any]:
@@ -325,32 +340,35 @@ def _call_all(
     prompts: PromptOf,
     done: dict[str, dict],
     progress: bool,
-) -> dict[str, tuple[str, int]]:
+) -> dict[str, list[tuple[str, int]]]:
     """Every pending call through the backend, each reply appended to the call log (and to
-    ``done``) as it returns; key -> (item id, run) of every call, pending or done."""
+    ``done``) as it returns; key -> [(item id, run), ...] of every call, pending or done."""
     # a bar on a terminal, a line every few seconds when piped (radspatial.core.progress)
     bar = Progress(
-        len(items) * config.runs, f"eval {config.model}: calls", "call", enabled=progress
+        len(items) * config.runs, f"eval {redact(config.model)}: calls", "call", enabled=progress
     )
     bar.update(sum(1 for r in done.values() if r.get("error") is None))
-    where: dict[str, tuple[str, int]] = {}
+    where: dict[str, list[tuple[str, int]]] = {}
     decoding = config.effective_decoding
-    with open(out / CALLS, "a", encoding="utf-8") as log:
+    with open_append(out / CALLS) as log:
 
         def on_reply(req: Request, reply: Reply) -> None:
+            text, error = reply.text, reply.error
+            if error is None and not isinstance(text, str):  # a backend bug, not an answer
+                text, error = None, f"the backend returned {type(text).__name__}, not text"
             row = {
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": clean_reply(decoding, reply.text),
-                "error": reply.error,
+                "reply": None if text is None else utf8_clean(clean_reply(decoding, text)),
+                "error": None if error is None else redact(utf8_clean(str(error))),
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,
             }
-            log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            log.write(jsonl_line(row))
             log.flush()
             done[req.key] = row
-            if reply.error is None:
+            if error is None:
                 bar.update()
 
         try:
@@ -377,8 +395,8 @@ def _write_results(out: Path, config: EvalConfig, rows: list[dict]) -> list[dict
             rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
         )
     atomic_write_jsonl(out / "results.jsonl", rows)
-    metrics = compute_metrics(rows, model=config.model, runs=config.runs)
+    metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
     if judge is not None:
         metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
-    atomic_write_json(out / "metrics.json", metrics)
+    atomic_write_json(out / "metrics.json", redact_json(metrics))
     return rows

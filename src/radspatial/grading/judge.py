@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.io import atomic_write_json, read_call_log
+from radspatial.core.io import atomic_write_json, jsonl_line, open_append, read_call_log
 from radspatial.grading.normalize import normalize, rule_grade
 from radspatial.models.base import Decoding, Reply, Request, create_backend
 
@@ -121,7 +121,7 @@ def run_judge(
             pending[case["key"]] = Request(case["key"], prompt, None, {"judge": True})
     if pending:
         backend = backend or create_backend(spec, decoding=decoding, concurrency=concurrency)
-        with open(path, "a", encoding="utf-8") as log:
+        with open_append(path) as log:
 
             def on_reply(req: Request, reply: Reply) -> None:
                 understood, grade = parse_verdict(reply.text)
@@ -132,7 +132,7 @@ def run_judge(
                     "understood": understood,
                     "grade": grade,
                 }
-                log.write(json.dumps(row, ensure_ascii=False) + "\n")
+                log.write(jsonl_line(row))
                 log.flush()
                 if reply.error is None:
                     done[req.key] = row

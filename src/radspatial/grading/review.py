@@ -22,7 +22,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.datafiles import DataFileError, json_objects
+from radspatial.core.datafiles import (
+    DataFileError,
+    json_objects,
+    max_jsonl_bytes,
+    read_text_bounded,
+)
 from radspatial.grading.judge import cohen_kappa
 
 MARKS = ("correct", "incorrect", "ambiguous")
@@ -32,10 +37,7 @@ _OPTIONAL_STR = ("model", "reviewer", "note", "time")
 def read_marks(path: Path) -> list[dict[str, Any]]:
     """The marks of ``path``; any bad line is a ``DataFileError`` naming the line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(f"{path}: cannot read review marks ({exc})") from None
+    text = read_text_bounded(path, max_jsonl_bytes())
     latest: dict[tuple, dict] = {}
     for where, mark in json_objects(path, text, "mark"):
         if not isinstance(mark.get("id"), str) or not mark["id"]:
@@ -59,17 +61,17 @@ def fold_review(
 ) -> dict[str, Any]:
     """``runs``: (label, model spec, result rows). Per model: reviewed vs automatic grades."""
     out: dict[str, Any] = {"n_marks": len(marks), "models": {}, "unmatched": 0}
-    matched = 0
+    matched: set[int] = set()  # marks that matched some run (one matching two counts once)
     for label, spec, rows in runs:
         by_key = {(r["id"], r["run"]): r for r in rows}
         pairs, disagree, ambiguous = [], [], 0
-        for m in marks:
+        for k, m in enumerate(marks):
             if m.get("model") not in (None, label, spec):
                 continue
             row = by_key.get((m["id"], m["run"]))
             if row is None:
                 continue
-            matched += 1
+            matched.add(k)
             auto = "correct" if row["correct"] else "incorrect"
             if m["mark"] == "ambiguous":
                 ambiguous += 1
@@ -99,5 +101,5 @@ def fold_review(
             "accuracy_reviewed": round(revs.count("correct") / len(pairs), 6) if pairs else None,
             "disagreements": disagree,
         }
-    out["unmatched"] = len(marks) - min(matched, len(marks))
+    out["unmatched"] = len(marks) - len(matched)
     return out

@@ -137,6 +137,8 @@ def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, 
     _require(path)
     if path.is_dir():
         raise InputError(f"{path}: is a folder, expected a NIfTI {what} file")
+    if not path.is_file():  # a FIFO would block the reader forever
+        raise InputError(f"{path}: not a regular file (a FIFO or device), expected a NIfTI {what}")
     try:
         with nib.imageglobals.LoggingOutputSuppressor():  # header fixes: not for our stderr
             img = _load_bounded(path)

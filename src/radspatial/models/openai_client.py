@@ -1,6 +1,12 @@
 """Sending chat-completions calls: one asyncio event loop, at most ``concurrency`` calls in
 flight over shared keep-alive connections, retries with backoff (see
 :mod:`radspatial.models.openai_compat` for the specs, keys and the behaviour in full).
+
+Bounds: ``timeout_s`` is the whole HTTP attempt (connect, send, every read), not each read, so
+a server dribbling a byte a second cannot hold a call longer; a reply body (after gzip or
+deflate decoding, read as it arrives) over ``max_reply_mb`` is a failed call, so a huge or
+inflating reply never lands in memory or the call log whole. Both are in ``describe()`` and so
+in run.json. Connection slots are built for the calls of a batch only, never more.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ import asyncio
 import base64
 import contextlib
 import email.utils
+import json
 import logging
 import random
 import ssl
@@ -20,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from radspatial.core.redact import redact
 from radspatial.models.base import Decoding, OnReply, Reply, Request
 from radspatial.models.families import settings
 
@@ -148,6 +156,7 @@ class OpenAIChatBackend:
         max_attempts: int = RetryPolicy.max_attempts,
         backoff_base_s: float = RetryPolicy.base_s,
         backoff_cap_s: float = RetryPolicy.cap_s,
+        max_reply_mb: float = 8.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"{endpoint.spec}: concurrency must be >= 1, got {concurrency}")
@@ -160,6 +169,7 @@ class OpenAIChatBackend:
         self.retry = RetryPolicy(max_attempts, backoff_base_s, backoff_cap_s)
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
+        self.max_reply_bytes = int(max_reply_mb * 2**20)
         self._api_key = endpoint.api_key
         self._rng = random.Random()
 
@@ -168,14 +178,16 @@ class OpenAIChatBackend:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "spec": self.spec,
+            "spec": redact(self.spec),
             "backend": self.backend,
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": redact(self.base_url),
             "concurrency": self.concurrency,
             "decoding": self.decoding.to_json(),
             "retries": self.retry.to_json(),
             "timeout_s": self.timeout_s,
+            "timeout_per": "call",
+            "max_reply_bytes": self.max_reply_bytes,
         }
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
@@ -203,12 +215,13 @@ class OpenAIChatBackend:
     async def agenerate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
         """Async form of :meth:`generate`, for callers that already run an event loop."""
         # A window of tasks keeps memory flat for huge runs while retries sleep outside a slot.
-        window = 2 * self.concurrency
+        in_flight = max(1, min(self.concurrency, len(requests)))  # no slot nobody can use
+        window = 2 * in_flight
         todo: Iterator[Request] = iter(requests)
         pending: set[asyncio.Task[tuple[Request, Reply]]] = set()
         async with contextlib.AsyncExitStack() as stack:
             slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-            for size in _split(self.concurrency, SLOTS_PER_CLIENT):
+            for size in _split(in_flight, SLOTS_PER_CLIENT):
                 client = await stack.enter_async_context(self._client(size))
                 for _ in range(size):
                     slots.put_nowait(client)
@@ -225,7 +238,9 @@ class OpenAIChatBackend:
 
     def _client(self, connections: int) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        timeout = httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s, pool=None)
+        # the whole call is bounded by ``timeout_s`` in ``_attempt``; httpx's per-read limit
+        # stays as a backstop a little above it, so the whole-call limit is what fires
+        timeout = httpx.Timeout(self.timeout_s + 1.0, connect=self.connect_timeout_s, pool=None)
         # Loading the CA bundle costs ~30 ms per client; plain http needs none. A bare
         # PROTOCOL_TLS_CLIENT context still verifies, so it could never accept an https peer.
         verify = (
@@ -279,22 +294,49 @@ class OpenAIChatBackend:
 
     async def _attempt(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> _Outcome:
         try:
-            response = await client.post(f"{self.base_url}/chat/completions", json=payload)
+            status, headers, body = await asyncio.wait_for(
+                self._post(client, payload), timeout=self.timeout_s
+            )
+        except TimeoutError:
+            return _Outcome(
+                reason=f"Timeout (no whole reply within {self.timeout_s:g} s)", retryable=True
+            )
+        except _TooBig:
+            cap = self.max_reply_bytes / 2**20
+            return _Outcome(reason=f"reply body over the {cap:g} MiB cap (max_reply_mb)")
         except RETRY_ERRORS as exc:
             return _Outcome(reason=type(exc).__name__, retryable=True)
         except Exception as exc:  # e.g. an unsupported URL: retrying cannot help
             return _Outcome(reason=f"{type(exc).__name__}: {exc}"[:300])
-        status = response.status_code
         if status == 200:
             try:
-                text, meta = parse_completion(response.json())
-            except ValueError:  # JSON decode errors are ValueErrors too
+                text, meta = parse_completion(json.loads(body))
+            except (ValueError, RecursionError):  # JSON decode errors are ValueErrors too
                 return _Outcome(status=status, reason="HTTP 200 with an unparseable body")
             return _Outcome(status=status, text=text, meta=meta)
         retryable = status in RETRY_STATUSES or status >= 500
-        reason = f"HTTP {status}" if retryable else f"HTTP {status}: {response.text[:200]}"
-        retry_after = parse_retry_after(response.headers)
+        snippet = body[:200].decode("utf-8", "replace")
+        reason = f"HTTP {status}" if retryable else f"HTTP {status}: {snippet}"
+        retry_after = parse_retry_after(headers)
         return _Outcome(status=status, reason=reason, retryable=retryable, retry_after=retry_after)
+
+    async def _post(
+        self, client: httpx.AsyncClient, payload: dict[str, Any]
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """Status, headers and the decoded body, read in chunks up to ``max_reply_bytes``."""
+        url = f"{self.base_url}/chat/completions"
+        async with client.stream("POST", url, json=payload) as response:
+            chunks, total = [], 0
+            async for chunk in response.aiter_bytes():
+                total += len(chunk)
+                if total > self.max_reply_bytes:
+                    raise _TooBig()
+                chunks.append(chunk)
+            return response.status_code, response.headers, b"".join(chunks)
+
+
+class _TooBig(Exception):
+    """A reply body over the cap."""
 
 
 @dataclass(frozen=True)

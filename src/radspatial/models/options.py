@@ -18,6 +18,7 @@ _HTTP_ARGS = {
     "connect_timeout": "connect_timeout_s",
     "retries": "max_attempts",
     "api_key_env": "api_key_env",
+    "max_reply_mb": "max_reply_mb",
 }
 _HF_ARGS = {
     "batch_size": "batch_size",
@@ -38,7 +39,8 @@ MODEL_ARGS: dict[str, dict[str, str] | None] = {
 MODEL_ARGS_HELP = (
     "backend options as key=value,... (lmms-eval style), for every --model: "
     "hf: batch_size, device, dtype, max_pixels, allow_download, trust_remote_code; "
-    "openai/openai-compat: timeout, connect_timeout, retries, api_key_env; "
+    "openai/openai-compat: timeout, connect_timeout, retries, api_key_env, max_reply_mb "
+    "(reply body cap, default 8, recorded in run.json); "
     "vllm: any vllm.LLM argument (e.g. tensor_parallel_size=2); every backend: "
     "family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none (the decoding --protocol mirp uses)"
 )
@@ -109,12 +111,13 @@ def backend_options(
 
 
 def _checked(key: str, value: object) -> object:
-    numeric = {"timeout", "connect_timeout", "max_pixels", "batch_size", "retries"}
+    numeric = {"timeout", "connect_timeout", "max_pixels", "batch_size", "retries", "max_reply_mb"}
     if key in numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise ValueError(f"--{key.replace('_', '-')} / {key}= must be a number, got {value!r}")
-    if key in ("timeout", "connect_timeout"):
+    if key in ("timeout", "connect_timeout", "max_reply_mb"):
         if not (math.isfinite(value) and value > 0):  # type: ignore[arg-type]
-            raise ValueError(f"--timeout must be a finite number > 0 (seconds), got {value}")
+            what = "--timeout" if "timeout" in key else key
+            raise ValueError(f"{what} must be a finite number > 0, got {value}")
         return float(value)  # type: ignore[arg-type]
     if key == "retries":
         if value < 0 or value != int(value):  # type: ignore[operator]

@@ -16,11 +16,11 @@ Example: ``write_table([Path("runs/rs-mlp"), Path("runs/rs-mlp-to-ct")], Path("t
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -83,14 +83,22 @@ def load_results(result_dirs: Sequence[Path]) -> list[dict[str, Any]]:
         path = Path(d) / "results.json" if Path(d).is_dir() else Path(d)
         if not path.is_file():
             raise ValueError(f"{d}: no results.json")
-        out.append(json.loads(path.read_text()))
+        res = read_json(path, want=dict)
+        if res.get("status") not in (None, "complete"):  # None: written before the status
+            raise DataFileError(
+                f"{path}: probe training did not finish (status {res.get('status')!r}); "
+                "rerun the same probe train command"
+            )
+        if not isinstance(res.get("tasks", {}), dict):
+            raise DataFileError(f"{path}: 'tasks' must be an object")
+        out.append(res)
     return out
 
 
 def _class_counts(data: Any) -> dict[str, Any]:
     path = Path(str(data)) / "probes.json"
     try:
-        tasks = json.loads(path.read_text())["tasks"]
+        tasks = read_json(path, want=dict)["tasks"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return {t: (v.get("classes"), v.get("class_counts")) for t, v in tasks.items()}

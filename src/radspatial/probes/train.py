@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_json
 from radspatial.probes.data import load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, create_encoder, load_encoder, save_encoder
@@ -123,7 +125,38 @@ def train_probe(
         torch.manual_seed(cfg.seed)
         shared = freeze(resolve_frozen(cfg)).to(cfg.device)
         save_encoder(shared, out / "encoder")
-    results = _results_head(cfg, data)
+    results = _resumed(_results_head(cfg, data), out / "results.json")
+    try:
+        _train_tasks(cfg, data, out, names, all_tasks, shared, results, progress, t0)
+    except BaseException:
+        atomic_write_json(out / "results.json", {**results, "status": "interrupted"})
+        raise
+    results["status"] = "complete"
+    atomic_write_json(out / "results.json", results)
+    return results
+
+
+def _resumed(head: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The results to extend: an earlier results.json of the same data and config keeps its
+    tasks (a task trained again is replaced); one of another config is refused, not dropped."""
+    if not path.exists():
+        return head
+    old = read_json(path, want=dict)
+    same = all(old.get(k) == head[k] for k in ("data", "config", "encoder", "head", "frozen"))
+    if not same:
+        raise InputError(
+            f"{path}: holds results of another probe training (data or config differ); "
+            "choose another --out"
+        )
+    if not isinstance(old.get("tasks"), dict) or not isinstance(old.get("skipped"), dict):
+        raise DataFileError(f"{path}: 'tasks' and 'skipped' must be objects")
+    return {**head, "tasks": old["tasks"], "skipped": old["skipped"]}
+
+
+def _train_tasks(cfg, data, out, names, all_tasks, shared, results, progress, t0) -> None:
+    """Each task in turn; results.json is rewritten (status running) after every one."""
+    results["status"] = "running"
+    atomic_write_json(out / "results.json", results)
     for task in names:
         samples = {sp: load_probe_task(data, task, sp) for sp in SPLITS}
         if not samples["train"]:
@@ -134,7 +167,6 @@ def train_probe(
             results["tasks"][task] = entry
         results["wall_s"] = round(time.perf_counter() - t0, 2)
         atomic_write_json(out / "results.json", results)
-    return results
 
 
 def _results_head(cfg: TrainConfig, data: Path) -> dict[str, Any]:
