@@ -81,6 +81,16 @@ def _splits(text: str) -> Case:
     return lambda tmp, base: ["probe", "build", "--out", str(tmp / "p"), "--splits", text]
 
 
+def _phantom_into_data(tmp: Path, base: Base) -> list[str]:
+    (tmp / "o").mkdir()
+    (tmp / "o" / "notes.txt").write_text("mine")
+    return ["phantom", "--out", str(tmp / "o"), "--n", "1", "--shape", "32,32,8"]
+
+
+def _data_intact(tmp: Path) -> None:
+    assert [p.name for p in (tmp / "o").iterdir()] == ["notes.txt"]
+
+
 _PNG_HEAD = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00@\x00\x00\x00@\x08\x02"
 
 CASES = [
@@ -105,6 +115,8 @@ CASES = [
     Case("generate ct a FIFO", _fifo_ct, 2, ("ct.nii.gz", "not a regular file")),
     Case("prompt file not UTF-8", _prompt(b"\xff{question}"), 2, ("p.txt", "not UTF-8")),
     Case("prompt file a FIFO", _prompt(None), 2, ("p.txt", "not a regular file")),
+    Case("phantom into a non-empty folder", _phantom_into_data, 2, ("not a phantom folder",),
+         _data_intact),
     Case("splits over 1", _splits("0.5,0.5,0.5"), 2, ("--splits", "sum to 1")),
     Case("splits negative", _splits("1.2,-0.1,-0.1"), 2, ("--splits", "sum to 1")),
 ]  # fmt: skip

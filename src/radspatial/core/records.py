@@ -15,6 +15,7 @@ checked against ``MANIFEST_FIELDS`` and ``RESULT_FIELDS`` (tests/test_records.py
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,6 +31,8 @@ from radspatial.core.datafiles import (
 Point = tuple[float, float]
 RELPOS = "relative_position"
 _STR, _INT, _NUM, _BOOL, _OBJ, _LIST = (str,), (int,), (float, int), (bool,), (dict,), (list,)
+SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")  # MIRP's three setups + the blank ablation
+MAX_COORD_PX = 1e5  # any pixel coordinate beyond this (4096 px images at most) is garbage
 
 
 def _plain(value: Any) -> Any:
@@ -48,7 +51,15 @@ def _point(row: dict, key: str, where: str) -> Point | None:
     ok = isinstance(value, list | tuple) and len(value) == 2
     if not ok or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
         raise DataFileError(f"{where}: {key!r} must be [x, y] or null, got {value!r}")
+    if not all(math.isfinite(v) and abs(v) <= MAX_COORD_PX for v in value):
+        raise DataFileError(f"{where}: {key!r} must be finite pixel coordinates, got {value!r}")
     return (value[0], value[1])
+
+
+def _check_setup(row: dict, where: str) -> None:
+    """A row's ``setup`` is one of :data:`SETUPS` (a typo would make a group of its own)."""
+    if row.get("setup") is not None and row["setup"] not in SETUPS:
+        raise DataFileError(f"{where}: unknown setup {row['setup']!r} (one of {', '.join(SETUPS)})")
 
 
 def _known(cls: type, row: dict) -> dict[str, Any]:
@@ -216,6 +227,7 @@ class ManifestRow:
     def from_json(cls, row: dict, where: str = "manifest row") -> ManifestRow:
         check_fields(row, where, _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
         check_names(row, where, _NAMED, ids=("id",))
+        _check_setup(row, where)
         raw_type = row.get("question_type")
         answers = {"answer": check_answer(row.get("answer"), raw_type, where)}
         for key in ("answer_standard", "answer_anatomical", "answer_canonical"):
@@ -336,6 +348,7 @@ class ResultRow:
         optional |= {k: _STR for k in _PLANE_GROUP}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
+        _check_setup(row, where)
         if "expected" not in row:
             raise DataFileError(f"{where}: missing required field 'expected'")
         values = _known(cls, row)

@@ -22,7 +22,7 @@ from typing import Any
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.records import ResultRow, read_results
+from radspatial.core.records import SETUPS, ResultRow, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.eval.metrics import mcnemar
@@ -30,7 +30,6 @@ from radspatial.eval.subgroups import grouped_accuracy
 from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.models.base import ORACLE_MARK, is_oracle
 
-SETUPS = ("rq1", "rq2", "rq3", "as")
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
 TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
 AXES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (our extension)"}

@@ -102,6 +102,8 @@ def write_phantoms(
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     out = Path(out)
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
+        raise ValueError(f"{out}: not empty and not a phantom folder; choose a new or empty --out")
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(out, i, seed, tuple(shape), spacing, v) for i, v in enumerate(_variants(variant, n))]
     with sigterm_as_interrupt():
