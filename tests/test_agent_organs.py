@@ -329,7 +329,8 @@ def test_serve_command_defaults_to_model_agent(volume):
             except httpx.HTTPError:
                 assert time.time() < deadline and proc.poll() is None, proc.stderr.read()
                 time.sleep(0.2)
-        assert [m["id"] for m in models["data"]] == ["agent", "agent:markers", "agent:mask"]
+        # oracles are listed only when served (--localizer mask)
+        assert [m["id"] for m in models["data"]] == ["agent", "agent:markers"]
         text = "Is the spleen to the right of the liver?"
         content = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]
         body = {"model": "agent", "messages": [{"role": "user", "content": content}]}

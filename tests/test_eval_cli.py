@@ -20,13 +20,20 @@ from radspatial.cli.eval_options import backend_options, parse_model_args, run_d
 from radspatial.core.io import read_jsonl
 from radspatial.eval.items import load_items, sample_items
 from radspatial.imaging.volumes import Case
+from radspatial.questions import QuestionRules
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("evalcli") / "ds"
     ct, seg = bundled_example()
-    config = GenerateConfig(size=96, as_count=4, question_types=("relative_position", "size"))
+    # strict rules: at 96 px MIRP's 50 px along the axis leaves too few RQ items to spread over
+    config = GenerateConfig(
+        size=96,
+        as_count=4,
+        question_types=("relative_position", "size"),
+        rules=QuestionRules(profile="strict"),
+    )
     build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
     return out
 

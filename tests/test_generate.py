@@ -265,6 +265,7 @@ def test_mirp_reader_reads_our_output_like_the_manifest(ras_out, tmp_path):
     mirp_only = tmp_path / "mirp_only"
     shutil.copytree(ras_out, mirp_only)
     (mirp_only / "manifest.jsonl").unlink()
+    (mirp_only / "dataset.json").unlink()  # a MIRP download has neither
     ours = {(i.setup, i.marker, i.image.name): i for i in load_items(ras_out)}
     theirs = load_items(mirp_only)
     assert len(theirs) == len(ours)

@@ -484,7 +484,9 @@ def test_mirp_layout_copy_keeps_question_types(spar_dataset, tmp_path):
     import shutil
 
     copy = tmp_path / "mirp_layout"
-    shutil.copytree(spar_dataset, copy, ignore=shutil.ignore_patterns("manifest.jsonl"))
+    shutil.copytree(
+        spar_dataset, copy, ignore=shutil.ignore_patterns("manifest.jsonl", "dataset.json")
+    )
     from_mirp = Counter(i.question_type for i in load_items(copy))
     from_manifest = Counter(i.question_type for i in load_items(spar_dataset))
     assert from_mirp == from_manifest and set(from_mirp) == {"relative_position", *SPAR_VQA}

@@ -44,7 +44,20 @@ def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> 
         return int(mask[y, x])
     patch = mask[max(0, y - radius) : y + radius + 1, max(0, x - radius) : x + radius + 1]
     values = patch[patch > 0]
-    return int(np.bincount(values).argmax()) if values.size else None
+    if values.size:
+        return int(np.bincount(values).argmax())
+    return _nearest_centroid(mask, xy)
+
+
+def _nearest_centroid(mask: np.ndarray, xy: tuple[float, float]) -> int | None:
+    """The label whose centre of mass is nearest ``xy``: MIRP's rules put a marker at the centre
+    of mass, which lies outside a concave structure (an aorta's arch, a curved colon)."""
+    ids = np.unique(mask[mask > 0])
+    if not ids.size:
+        return None
+    centres = ndimage.center_of_mass(np.ones_like(mask), mask, ids)  # (y, x) per label
+    d = [np.hypot(cx - xy[0], cy - xy[1]) for cy, cx in centres]
+    return int(ids[int(np.argmin(d))])
 
 
 class MaskLocalizer:

@@ -169,9 +169,7 @@ def export_hf(
     rows = []
     for where, row in read_json_lines(manifest):
         ManifestRow.from_json(row, where)  # a bad row is refused, naming its line and field
-        rows.append(
-            _row(data, where, row, modality)
-        )  # the fields as stored (older datasets: theirs)
+        rows.append(_row(data, where, row, modality))  # fields as stored (older sets: theirs)
     if not rows:
         raise ValueError(f"{manifest}: no questions")
     text_answers = _answers_as_text(rows)

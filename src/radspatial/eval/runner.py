@@ -1,15 +1,12 @@
 """Evaluation runs: repeats, a write-ahead call log, resume, and the final files.
 
 Every call is keyed by a hash of everything that determines it (model spec, decoding, prompt,
-image bytes, run index) and appended to ``calls.jsonl`` as soon as it returns, before more work is
-handed out. Rerunning the same command skips every successful call in the log (failed calls are
-retried), so Ctrl-C or kill -9 followed by the same command ends with the same ``results.jsonl``
-and ``metrics.json`` as an uninterrupted run.
-
-The run folder is locked for the whole run (``runguard.run_lock``): a second eval on the same
-folder is refused. Ctrl-C or SIGTERM leaves ``run.json`` saying ``interrupted``. Calls that still
-failed after the backend's retries are errors: kept out of accuracy, counted in ``run.json`` and
-``metrics.json``, retried by the same command.
+image bytes, run index) and appended to ``calls.jsonl`` as soon as it returns. Rerunning the same
+command skips every successful call in the log, so Ctrl-C or kill -9 followed by the same command
+ends with the same ``results.jsonl`` and ``metrics.json`` as an uninterrupted run. The folder is
+locked for the run (``runguard.run_lock``); Ctrl-C or SIGTERM leaves ``run.json`` saying
+``interrupted``. Calls still failing after the backend's retries are errors: kept out of
+accuracy, counted in ``run.json`` and ``metrics.json``, retried by the same command.
 """
 
 from __future__ import annotations

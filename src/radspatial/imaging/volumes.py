@@ -4,7 +4,6 @@ DICOM SEG, ``imaging.mask_formats``) in canonical RAS+.
 Every volume leaves this module in nibabel's "closest canonical" voxel order: axis 0 grows toward
 the patient's Right, axis 1 toward Anterior, axis 2 toward Superior (``aff2axcodes == RAS``).
 Bad input raises :class:`InputError` with one line naming the file and the problem.
-
 Example: ``vol = load_case(Case("ex", Path("ct.nii.gz"), Path("seg.nii.gz")))``.
 """
 
@@ -43,11 +42,8 @@ from radspatial.imaging.nifti import check_affine, check_declared_size, load_nif
 log = logging.getLogger(__name__)
 
 # What a damaged .nii.gz raises, often only once the data (not the header) is read.
-_READ_ERRORS = (
-    *(OSError, EOFError, zlib.error, ValueError),
-    *(ImageFileError, HeaderDataError, WrapStructError),
-)
-
+_READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, ImageFileError, HeaderDataError)
+_READ_ERRORS += (WrapStructError,)
 
 # A case id becomes part of file names: letters, digits, '.', '_', '-', not starting with '.'.
 _CASE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -66,8 +62,7 @@ class Case:
     case_id: str
     ct: Path  # NIfTI file or a DICOM series folder
     seg: Path  # multilabel NIfTI/NRRD, DICOM SEG or a TotalSegmentator per-structure folder
-    # built-in table name or JSON path; None -> the mask file's own names (DICOM SEG,
-    # .seg.nrrd), else totalsegmentator
+    # table name or JSON path; None: the mask file's own names (DICOM SEG), else TotalSegmentator
     labels: str | None = None
     variant: str = "normal"  # anatomy variant tag recorded in the manifest
 
