@@ -13,6 +13,7 @@ theirs too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -42,6 +43,7 @@ class _Paraphrased:
     """The base type's question, renamed, with the paraphrase drawn after it (``params``)."""
 
     name: str
+    draw: Callable[[q.QuestionSpec, np.random.Generator], dict]  # each subclass: its paraphrase
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
@@ -50,9 +52,6 @@ class _Paraphrased:
         if spec is None:
             return None
         return replace(spec, question_type=self.name, params=self.draw(spec, rng))
-
-    def draw(self, spec: q.QuestionSpec, rng: np.random.Generator) -> dict:
-        raise NotImplementedError
 
 
 class SparRelpos(_Paraphrased, RelativePosition):
