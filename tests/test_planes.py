@@ -245,3 +245,20 @@ def test_generate_cli_planes_and_per_slice(dataset, tmp_path):
     groups = [*argv[:-1], str(tmp_path / "groups"), "--planes", "sagittal", "--consistency"]
     assert main(groups) == 0
     assert all(r["group"] for r in _rows(tmp_path / "groups"))
+
+
+def test_frame_check_reads_all_three_frames_its_own_way(dataset, monkeypatch):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "check_plane_frames.py"
+    spec = importlib.util.spec_from_file_location("check_plane_frames", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tally = mod.check(dataset)
+    assert {p for p, _ in tally} == {"axial", "coronal", "sagittal"}
+    assert all(right == n > 0 for n, right in tally.values()), tally
+    # a sagittal convention with image left = posterior would fail the anatomical frame
+    monkeypatch.setitem(mod._LEFT, "sagittal", (1, -1))
+    n, right = mod.check(dataset)[("sagittal", "anatomical")]
+    assert right < n
