@@ -123,3 +123,20 @@ def test_builtin_prior_recites_anatomy_on_patient_a_coronal_items(tmp_path):
         assert anatomical >= 0.9, (relation, anatomical, len(said))
     image = [s == shown for said in by_relation.values() for s, _, shown in said]
     assert 0.35 <= sum(image) / len(image) <= 0.65  # about chance on the shown image
+
+
+def test_prompts_name_the_slice_plane_of_the_item():
+    from radspatial.eval.items import EvalItem
+    from radspatial.eval.prompts import MIRP
+
+    def prompt(**extra) -> str:
+        item = EvalItem("i", "rq1", "none", Path("x.png"), "Is the liver above the spleen?", 1)
+        return MIRP.render(EvalItem(**{**item.__dict__, "extra": extra}))
+
+    axial = prompt()
+    assert axial.startswith("The image is a 2D axial slice of an abdominal CT scan")
+    assert prompt(plane="coronal") == axial.replace("2D axial slice", "2D coronal slice", 1)
+    assert prompt(plane="sagittal", modality="MR").startswith(
+        "The image is a 2D sagittal slice of an abdominal MRI scan. "
+    )
+    assert prompt(plane="axial") == axial
