@@ -70,8 +70,8 @@ def test_first_two_test_time_copies_are_identity_and_left_right_mirror():
 
 
 def test_fast_inference_matches_the_plain_network_on_every_copy():
-    """The frozen TorchScript net, class-last softmax and mapping back give what the eager
-    network gives copy by copy (an asymmetric input: a wrong mapping back would differ)."""
+    """The batched copies, class-last softmax and mapping back give what the network gives
+    copy by copy (an asymmetric input: a wrong mapping back would differ)."""
     import torch
 
     from radspatial.agent import organs
