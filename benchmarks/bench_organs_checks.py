@@ -56,9 +56,8 @@ def patient_c_items(size: int = 512):
 
 def held_out_items(cache: Path):
     """Patient B RQ1 seeds 0-4 and the MIRP RQ1 images, one entry per image."""
-    from PIL import Image
-
     import bench_organs as bo
+    from PIL import Image
 
     items = []
     for seed in range(5):
