@@ -195,11 +195,15 @@ def variant_probs(model: unet.UNetModel, image: np.ndarray, variants: int = 1):
     batch = torch.cat([organs_checks.dihedral(x, k) for k in ks])
     with model._lock, torch.inference_mode():
         logits = model.net(batch.to(model.device)).float().cpu()
+        # class last (one copy, made by the cat): softmax and argmax over a contiguous axis
+        # are 3-4x faster on a CPU than over the class axis of an NCHW tensor
         back = torch.cat(
-            [organs_checks.undo_dihedral(logits[i : i + 1], k) for i, k in enumerate(ks)]
+            [
+                organs_checks.undo_dihedral(logits[i : i + 1], k).permute(0, 2, 3, 1)
+                for i, k in enumerate(ks)
+            ]
         )
-        # class last: softmax and argmax over a contiguous axis are 3-4x faster on a CPU
-        probs = torch.softmax(back.permute(0, 2, 3, 1).contiguous(), dim=-1)
+        probs = torch.softmax(back, dim=-1)
     return probs, grey
 
 
@@ -210,7 +214,7 @@ def predict_small(
     (V, S, S), grey (S, S) 0-255), all at the network's resolution in the shown frame
     (:func:`variant_probs`)."""
     probs, grey = variant_probs(model, image, variants)
-    votes = probs.argmax(dim=-1).numpy()
+    votes = probs.numpy().argmax(axis=-1)  # numpy's last-axis argmax is faster than torch's
     mean = probs.mean(dim=0)
     labels = mean.argmax(dim=-1).numpy()
     return unet.Prediction(mean.permute(2, 0, 1).numpy(), labels), votes, grey
