@@ -1,7 +1,8 @@
 """Evidence that an ``organs`` localization can be trusted, and the reason when it cannot.
 
-- **Test-time re-orientation**: the network runs on the 8 rotation / flip variants of the
-  slice (one batch); each output is mapped back to the shown frame. Probabilities are averaged
+- **Test-time re-orientation**: the network runs on the first ``Checks.variants`` (4) of the
+  8 rotation / flip variants of the slice in :data:`VARIANT_ORDER` (one batch); each output
+  is mapped back to the shown frame. Probabilities are averaged
   for the answer; each variant's own answer gives the agreement: the structure must be found
   in at least ``min_votes`` variants and their centres must lie within ``max_spread`` body
   radii of the consensus centre.
