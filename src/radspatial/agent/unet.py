@@ -330,8 +330,22 @@ def resolve_label(ref: Ref, model: UNetModel) -> tuple[int | None, str]:
     return None, "no-reference"
 
 
-def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Found | None:
-    """Centroid of the largest 8-connected component of class ``cls``; None if absent or specks."""
+def core_prob(probs: np.ndarray) -> float:
+    """Mean probability over a component's core: its pixels at or above the component's
+    median probability (the better half). A thin structure's many boundary pixels, where the
+    class is argmax at a low probability, do not pull it down; a component that is unsure
+    throughout still scores low."""
+    if probs.size == 0:
+        return 0.0
+    return float(probs[probs >= np.median(probs)].mean())
+
+
+def found_for_class(
+    pred: Prediction, cls: int, label_id: int, via: str, rule: str = "mean"
+) -> Found | None:
+    """Centroid of the largest 8-connected component of class ``cls``; None if absent or specks.
+    ``rule``: the score's probability term, ``mean`` over the component or ``core``
+    (:func:`core_prob`)."""
     from scipy import ndimage
 
     comp, n = ndimage.label(pred.labels == cls, structure=_EIGHT)
@@ -342,9 +356,10 @@ def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Foun
         return None
     keep = comp == int(np.argmax(sizes)) + 1
     ys, xs = np.nonzero(keep)
-    mean_prob = float(pred.probs[cls][keep].mean())
+    probs = pred.probs[cls][keep]
+    mean_prob, core = float(probs.mean()), core_prob(probs)
     tiny = max(TINY_AREA_FRACTION * pred.labels.size, TINY_MIN_PX)
-    score = mean_prob * min(1.0, xs.size / tiny)
+    score = (core if rule == "core" else mean_prob) * min(1.0, xs.size / tiny)
     return Found(
         xy=(float(xs.mean()), float(ys.mean())),
         score=float(np.clip(score, 0.0, 1.0)),
@@ -356,6 +371,8 @@ def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Foun
             "area_px": int(xs.size),
             "n_components": int(n),
             "mean_prob": round(mean_prob, 4),
+            "core_prob": round(core, 4),
+            "score_rule": rule,
         },
     )
 
