@@ -7,9 +7,10 @@ Every structure asked on a set is located once with all 8 test-time variants; th
 class maps are kept, so each check can be replayed for the variant subsets the localizer may
 use (1, 2 = identity + left-right flip, 4 = those and their half turns, 8). Per subset and per
 check: how many localizations it rejects (the score floor under both rules: ``mean``
-probability over the component, the previous one, and ``core``, the shipped one), and how many of those were in fact right (centre
-within ``--ok-px`` px of the truth on a 512 px image), with the answered localizations'
-precision and coverage (Wilson 95 % CIs). Rows go to ``--jsonl`` for threshold studies.
+probability over the component, the previous one, and ``core``, the shipped one), and how many
+of those were in fact right (centre within ``--ok-px`` px of the truth on a 512 px image), with
+the answered localizations' precision and coverage (Wilson 95 % CIs). Rows go to ``--jsonl``
+for threshold studies.
 
 Sets: ``patient-c`` (dcmqi_ct3, a *training* patient of the shipped model, for a model trained
 without it: cross-validation) rendered at several display windows; ``held-out`` (patient B,
@@ -89,8 +90,8 @@ def records(loc: OrgansLocalizer, image: np.ndarray, objects, ok_px: float) -> l
                 continue
             mean = probs_v[list(subset)].mean(axis=0)
             pred = unet.Prediction(mean, np.where(body, mean.argmax(axis=0), 0))
-            found = unet.found_for_class(pred, cls, label_id, "name", "core")
-            old = unet.found_for_class(pred, cls, label_id, "name", "mean")
+            found = unet.found_for_class(pred, cls, label_id, "name", organs_checks.core_prob)
+            old = unet.found_for_class(pred, cls, label_id, "name")
             if found is None or old is None:
                 row[str(v)] = {"found": False}
                 continue

@@ -216,9 +216,9 @@ def test_core_score_keeps_a_thin_sure_structure_and_drops_an_unsure_blob():
     labels[40:56, 4:20] = 2
     probs[2, 40:56, 4:20] = 0.4
     pred = unet.Prediction(probs, labels)
-    thin = unet.found_for_class(pred, 1, 1, "name", "core")
-    blob = unet.found_for_class(pred, 2, 2, "name", "core")
-    old = unet.found_for_class(pred, 1, 1, "name", "mean")
+    thin = unet.found_for_class(pred, 1, 1, "name", organs_checks.core_prob)
+    blob = unet.found_for_class(pred, 2, 2, "name", organs_checks.core_prob)
+    old = unet.found_for_class(pred, 1, 1, "name")
     assert thin is not None and blob is not None and old is not None
     assert old.score < organs.MIN_SCORE  # the mean is pulled down by the edges
     assert thin.score == pytest.approx(0.6) and thin.score > organs.MIN_SCORE

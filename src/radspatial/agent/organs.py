@@ -30,8 +30,7 @@ from radspatial.agent.types import Context, Found, Ref, create_localizer, regist
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
 
-MIN_SCORE = 0.5  # score (SCORE_RULE probability x size factor) under this: abstain
-SCORE_RULE = "core"  # unet.core_prob: mean over the component's better half (docs/agent.md)
+MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
 
 def shipped_model_dir() -> Path:
@@ -106,7 +105,7 @@ class OrgansLocalizer:
         abstain) in its details."""
         label_id = model.classes[cls][0]
         inside = unet.Prediction(pred.probs, np.where(body, pred.labels, 0))
-        found = unet.found_for_class(inside, cls, label_id, via, SCORE_RULE)
+        found = unet.found_for_class(inside, cls, label_id, via, organs_checks.core_prob)
         if found is None:
             return None
         region = organs_checks.largest(inside.labels == cls)
