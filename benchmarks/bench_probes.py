@@ -352,7 +352,11 @@ def main() -> None:
     )
     ap.add_argument("--relpos-organ", action="store_true", help="suite: also relpos_organ")
     ap.add_argument(
-        "--task-epochs", nargs="*", default=[], metavar="TASK=N", help="suite, finetuned runs"
+        "--task-epochs",
+        nargs="*",
+        default=["permutation=24"],
+        metavar="TASK=N",
+        help="suite, finetuned runs (default permutation=24: a fresh tile order every step)",
     )
     ap.add_argument(
         "--frozen-task-epochs",
