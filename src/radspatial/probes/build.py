@@ -282,16 +282,8 @@ def build_probes(
 
     Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
     """
-    config = ProbeConfig(
-        seed,
-        size,
-        crop,
-        tuple(splits),
-        tuple(tasks or TASK_NAMES),
-        max_per_case,
-        slice_samples=dict(slice_samples or {}),
-        context=context,
-    )
+    config = ProbeConfig(seed, size, crop, tuple(splits), tuple(tasks or TASK_NAMES), max_per_case,
+                         slice_samples=dict(slice_samples or {}), context=context)  # fmt: skip
     ids = _case_ids(cases)
     out = Path(out)
     with staged(out, overwrite) as stage:
