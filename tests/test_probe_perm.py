@@ -136,7 +136,7 @@ def test_removed_context_builds_the_same_crops_with_the_surroundings_black(tmp_p
 @pytest.mark.parametrize("name", ["vit-b32"])  # resnet50: 25 s on a loaded CPU, forward-tested
 def test_full_size_encoders_take_a_reshuffled_permutation_step(name):
     """The GPU rows' configurations (``--encoders resnet50 vit-b32 --device cuda``) on the CPU at
-    64 px: the real architectures, the per-tile read-out, one reshuffled training step."""
+    32 px: the real architecture, the per-tile read-out, one reshuffled training step."""
     from radspatial.probes.encoders import create_encoder
     from radspatial.probes.fitting import loss_fn
     from radspatial.probes.heads import create_head
@@ -145,10 +145,10 @@ def test_full_size_encoders_take_a_reshuffled_permutation_step(name):
     assert TrainConfig(encoder=name, head="mlp", device="cuda").device == "cuda"
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    enc = create_encoder(name, image_size=64)
+    enc = create_encoder(name, image_size=32)  # one 32 px patch: the cost is the weights
     head = create_head("mlp", dim=enc.dim, grid=enc.grid, out_shape=(16, 16), per_slot=True)
     gen = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
+    images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
     x, y = reshuffle_tiles(images, torch.stack([torch.randperm(16) for _ in range(2)]), gen)
     params = [*enc.parameters(), *head.parameters()]
     opt = torch.optim.SGD(params, lr=1e-3)
