@@ -19,17 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.datafiles import (
-    DataFileError,
-    check_answer,
-    check_unique_ids,
-    read_json,
-    read_mirp_qa,
-)
+from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
 from radspatial.core.labels import normalize_name
 from radspatial.core.records import RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
-from radspatial.eval.mirp import MIRP_CENTRES
+from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
+from radspatial.questions import check_answer
 from radspatial.questions.relative_position import (
     anatomical_from_standard,
     anatomical_holds,
@@ -37,7 +32,7 @@ from radspatial.questions.relative_position import (
     worded_relation,
 )
 
-MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
+MIRP_SETUPS = {folder: setup for setup, folder in SETUP_DIRS.items()}
 
 
 @dataclass(frozen=True)

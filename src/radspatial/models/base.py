@@ -93,6 +93,23 @@ BACKENDS: Registry[BackendFactory] = Registry(
 register_backend = BACKENDS.register
 list_backends = BACKENDS.names
 
+# What runs a backend elsewhere than in this process (``--executor ray``): executor name ->
+# ``factory(spec, decoding=..., **options)``, registered by its module when first used.
+REMOTE_BACKENDS: Registry[BackendFactory] = Registry(
+    "remote executor", ("ray_replicas",), package="radspatial.models"
+)
+MISSING_RAY = "--executor ray needs Ray: pip install 'radspatial[ray]'"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ``MissingDependency`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependency(MISSING_RAY) from exc
+    return ray
+
+
 # Models that read the truth instead of the image: the mask localizer (the true label image)
 # and the standard-view reader (every structure's true centre). References, never results.
 ORACLES = ("agent:mask", "baseline:standard-view")
@@ -120,10 +137,8 @@ def create_backend(
     """
     if executor not in EXECUTORS:
         raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if executor == "ray":
-        from radspatial.models.ray_replicas import create_ray_backend
-
-        return create_ray_backend(spec, decoding=decoding or Decoding(), **options)
+    if executor != "local":  # ray: models/ray_replicas.py
+        return REMOTE_BACKENDS.get(executor)(spec, decoding=decoding or Decoding(), **options)
     for name in ("replicas", "address"):
         if options.get(name) is not None:
             raise ValueError(f"{spec}: {name} needs --executor ray")

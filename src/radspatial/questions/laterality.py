@@ -20,8 +20,8 @@ import re
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 from radspatial.questions.relative_position import anatomical_holds
 
 

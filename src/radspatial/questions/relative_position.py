@@ -36,9 +36,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
 from radspatial.core.rules import MARGIN_PX
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.records import Decision, Found, ParsedQuestion, ParseError, Scene
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -226,6 +226,7 @@ class RelativePosition(q.KeepVariant):
     relations = tuple(RELATIONS)
     roles = ("subject", "reference")
     parse_order = 90  # last: what no other type claims is read as a relation, or refused
+    relation_words = RELATION_RE  # a prompt's question without "Q:" is the sentence with these
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
