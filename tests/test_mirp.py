@@ -264,7 +264,7 @@ def test_protocol_mirp_sends_text_first_and_the_ct_prompt_everywhere(dataset, tm
 
 def test_vllm_puts_text_first_by_default():
     from radspatial.models.base import Request
-    from radspatial.models.vllm_backend import _message
+    from radspatial.models.vllm_backend import chat_message as _message
 
     default = _message(Request("k", "p", b"png"))[0]["content"]
     last = _message(Request("k", "p", b"png", text_first=False))[0]["content"]

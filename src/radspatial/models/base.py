@@ -8,7 +8,7 @@ before anything else is sent (crash-safe resume).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -48,11 +48,18 @@ class Decoding:
 
 @dataclass(frozen=True)
 class Request:
+    """One call. ``meta`` is what a model may know of the item: the question, its setup,
+    marker, type and relation, the plane and modality, and the structures the question names
+    (rq1/rq2). The truth (the label image, the CT, the standard-view centres, the shown
+    rotation/flip, the slice index) is in ``truth``, filled only for a backend that says it
+    reads it (``reads_truth = True``: the oracles); every other backend gets it empty."""
+
     key: str  # cache key (hash of everything that determines the call); unique per call
     prompt: str  # the full text prompt (template already applied)
     image_png: bytes | None  # PNG bytes of the shown image, or None for text-only
-    meta: dict[str, Any] = field(default_factory=dict)  # item fields a baseline may read
+    meta: dict[str, Any] = field(default_factory=dict)  # what a model may know of the item
     text_first: bool = True  # text before the image in the message (MIRP's order, always sent)
+    truth: Mapping[str, Any] = field(default_factory=dict)  # hidden truth, oracles only
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class MissingDependency(ImportError):
 
 class Backend(Protocol):
     spec: str
+    # optional: True where the backend reads ``Request.truth`` (an oracle); absent means False
 
     def describe(self) -> dict[str, Any]:
         """JSON-safe description for run.json. Never includes secrets (API keys)."""
@@ -114,6 +122,11 @@ def import_ray() -> Any:
 # and the standard-view reader (every structure's true centre). References, never results.
 ORACLES = ("agent:mask", "baseline:standard-view")
 ORACLE_MARK = " (oracle)"
+
+
+def reads_truth(backend: Any) -> bool:
+    """Whether ``backend`` is to be given the items' truth (``Request.truth``)."""
+    return getattr(backend, "reads_truth", False) is True
 
 
 def is_oracle(spec: str) -> bool:

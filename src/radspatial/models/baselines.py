@@ -122,6 +122,7 @@ class Baseline:
     ) -> None:
         self.spec, self.kind, self.atlas_source = spec, kind, atlas_source
         self.planes = atlas  # plane -> atlas
+        self.reads_truth = kind == "standard-view"  # the item's true standard-view centres
         self.atlas = None if atlas is None else atlas.get("axial", {})
 
     def describe(self) -> dict[str, Any]:
@@ -152,7 +153,7 @@ class Baseline:
         if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
         atlas = (self.planes or {}).get(req.meta.get("plane") or "axial", {})
-        given = PriorInput(self.kind, req.meta, atlas, _width(req.image_png))
+        given = PriorInput(self.kind, {**req.meta, **req.truth}, atlas, _width(req.image_png))
         return QUESTION_TYPES.get(name).prior(given)
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
