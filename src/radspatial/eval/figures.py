@@ -18,10 +18,10 @@ from radspatial.eval.consistency import draw_consistency
 from radspatial.eval.plotting import PALETTE
 from radspatial.eval.plotting import new_figure as _figure
 from radspatial.eval.plotting import png_bytes as _png
+from radspatial.eval.report_common import AXES as AXIS_TITLES
 
 SETUP_ORDER = ("rq1", "rq2", "rq3")
 RELPOS = "relative_position"
-AXIS_TITLES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (extension)"}
 Summary = dict[str, Any]
 
 

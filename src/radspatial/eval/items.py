@@ -25,7 +25,7 @@ from radspatial.core.records import RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
 from radspatial.questions import check_answer
-from radspatial.questions.relative_position import (
+from radspatial.questions.frames import (
     anatomical_from_standard,
     anatomical_holds,
     relation_holds,

@@ -8,10 +8,11 @@ from typing import Any
 
 from radspatial.core.records import SETUPS
 from radspatial.imaging.markers import MARKER_STYLES
+from radspatial.questions.frames import AXES as FRAME_AXES
 
 TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
 TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
-AXES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (our extension)"}
+AXES = {axis.name: axis.title for axis in FRAME_AXES}  # axis -> its title
 FRAME_COLUMNS = (
     "image",
     "standard",

@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.questions.frames import anatomical_holds, point_pairs, separated_pairs
 from radspatial.questions.open_common import (
     DIRECTION_RELATION,
     DIRECTIONS,
@@ -30,7 +31,6 @@ from radspatial.questions.open_common import (
     subject_phrase,
 )
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
-from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated_pairs
 
 DOMINANCE = 2.0
 
