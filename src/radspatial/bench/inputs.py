@@ -25,14 +25,14 @@ from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
 class CaseInputs:
     """What a caller gave to say which cases to read (each None: not given)."""
 
-    ct: Path | None = None
-    seg: Path | None = None
-    seg_dir: Path | None = None
-    labels: str | None = None
-    case_id: str | None = None
-    variant: str | None = None
-    cases: Path | Sequence[Case] | None = None
-    modality: str = "CT"
+    ct: Path | None = None  # --ct: NIfTI file or DICOM series folder
+    seg: Path | None = None  # --seg: its multilabel mask
+    seg_dir: Path | None = None  # --seg-dir: its TotalSegmentator folder
+    labels: str | None = None  # --labels: the mask's label table
+    modality: str = "CT"  # --modality
+    case_id: str | None = None  # --case-id
+    variant: str | None = None  # --variant: anatomy variant (default normal)
+    cases: Path | Sequence[Case] | None = None  # --cases: a CSV, or from Python Case records
 
 
 def resolve_cases(given: CaseInputs) -> list[Case]:

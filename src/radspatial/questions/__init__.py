@@ -30,30 +30,13 @@ from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
-from radspatial.questions.records import (
-    Context,
-    Decision,
-    Found,
-    ParsedQuestion,
-    ParseError,
-    Ref,
-    Scene,
-)
+from radspatial.questions.records import Decision
 
-if TYPE_CHECKING:  # the parser's view of a question, for annotations here and in the types
+if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
     from radspatial.questions.parsing import Asked
+    from radspatial.questions.records import Context, Found, ParsedQuestion, Ref, Scene
 
-# re-exported: QuestionRules' home is core/rules.py, the records' questions/records.py
-__all__ = [
-    "Context",
-    "Decision",
-    "Found",
-    "ParseError",
-    "ParsedQuestion",
-    "QuestionRules",
-    "Ref",
-    "Scene",
-]
+__all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 T = TypeVar("T")
 
 # the CLI's groups (``--questions spar|spar-binary|open``) as their types declare them
