@@ -71,15 +71,7 @@ def generate(
     from radspatial.bench.inputs import CaseInputs, resolve_cases
     from radspatial.core.rules import QuestionRules
 
-    paths = {k: None if v is None else Path(v) for k, v in (("ct", ct), ("seg", seg))}
-    given = CaseInputs(
-        **paths,
-        seg_dir=None if seg_dir is None else Path(seg_dir),
-        labels=labels,
-        case_id=case_id,
-        variant=variant,
-        cases=cases,
-    )
+    given = CaseInputs(ct, seg, seg_dir, labels, case_id=case_id, variant=variant, cases=cases)
     config = GenerateConfig(
         seed=seed,
         size=size,

@@ -23,7 +23,8 @@ from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
 
 @dataclass(frozen=True)
 class CaseInputs:
-    """What a caller gave to say which cases to read (each None: not given)."""
+    """What a caller gave to say which cases to read (each None: not given; paths may be
+    strings, as the API takes them)."""
 
     ct: Path | None = None  # --ct: NIfTI file or DICOM series folder
     seg: Path | None = None  # --seg: its multilabel mask
