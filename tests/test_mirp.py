@@ -317,7 +317,7 @@ def test_markers_of_a_concave_structure_never_contradict_the_answer():
 
     import numpy as np
 
-    from radspatial.bench.generate import _candidate
+    from radspatial.bench.plans import candidate as _candidate
     from radspatial.imaging.slices import VARIANTS, Geometry, Variant, structure_stats
     from radspatial.questions import QuestionRules, SliceFacts, get_question_type
 
