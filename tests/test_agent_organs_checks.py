@@ -42,17 +42,55 @@ def test_agreement_and_verdict_reasons():
     body = np.ones((40, 40), bool)
     votes = np.zeros((8, 40, 40), np.int64)
     votes[:, 10:16, 10:16] = 3  # all eight variants agree
+    eight = organs_checks.Checks(variants=8, min_votes=6)
     n, spread, _ = organs_checks.agreement(votes, 3, body)
     assert n == 8 and spread < 1e-6
-    assert organs_checks.verdict(n, spread, organs_checks.Checks()) is None
+    assert organs_checks.verdict(n, spread, eight) is None
     votes[5:, 10:16, 10:16] = 0
     votes[5:, 30:36, 30:36] = 3  # three variants put it elsewhere
     n, spread, _ = organs_checks.agreement(votes, 3, body)
-    reason = organs_checks.verdict(n, spread, organs_checks.Checks())
+    reason = organs_checks.verdict(n, spread, eight)
     assert n == 8 and reason is not None and "disagree" in reason
     votes[3:] = 0
     n, _, _ = organs_checks.agreement(votes, 3, body)
-    assert "found in 3/8" in organs_checks.verdict(n, 0.0, organs_checks.Checks())
+    assert "found in 3/8" in organs_checks.verdict(n, 0.0, eight)
+    four = organs_checks.Checks()  # the default: 4 copies, 3 must agree
+    assert four.variants == 4 and "found in 2/4" in organs_checks.verdict(2, 0.0, four)
+    assert organs_checks.verdict(3, 0.1, four) is None
+
+
+def test_first_two_test_time_copies_are_identity_and_left_right_mirror():
+    import torch
+
+    x = torch.arange(12.0).reshape(1, 1, 3, 4)  # asymmetric: every entry distinct
+    first, second = organs_checks.VARIANT_ORDER[:2]
+    assert torch.equal(organs_checks.dihedral(x, first), x)
+    assert torch.equal(organs_checks.dihedral(x, second), torch.flip(x, dims=(-1,)))
+    assert sorted(organs_checks.VARIANT_ORDER) == list(range(8))
+
+
+def test_fast_inference_matches_the_plain_network_on_every_copy():
+    """The batched copies, class-last softmax and mapping back give what the network gives
+    copy by copy (an asymmetric input: a wrong mapping back would differ)."""
+    import torch
+
+    from radspatial.agent import organs
+
+    model = organs.OrgansLocalizer().model
+    rng = np.random.default_rng(0)
+    image = np.zeros((200, 160), np.float32)
+    image[20:180, 30:150] = 120 + 30 * rng.standard_normal((160, 120))
+    image[40:90, 40:70] = 220.0  # a bright block off-centre, upper left
+    pred, votes, grey = organs.predict_small(model, image, 4)
+    x = torch.from_numpy(grey / 255.0)[None, None] * 2 - 1
+    expect = []
+    with torch.inference_mode():
+        for k in organs_checks.VARIANT_ORDER[:4]:
+            p = torch.softmax(model.net(organs_checks.dihedral(x, k)), dim=1)
+            expect.append(organs_checks.undo_dihedral(p, k)[0])
+    expect = torch.stack(expect)
+    assert np.allclose(pred.probs, expect.mean(dim=0).numpy(), atol=1e-4)
+    assert (votes == expect.argmax(dim=1).numpy()).mean() > 0.999
 
 
 def test_plausibility_from_training_labels():

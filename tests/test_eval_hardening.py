@@ -257,6 +257,7 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
     with FakeChatServer(latency_s=0.15) as server, FakeChatServer() as other:
         first = _spawn(ds, out, server.base_url)
         _wait_for_calls(out, 2, first)
+        server.latency_s = 2.0  # the first run must outlast the second's start on a loaded machine
         second = _spawn(ds, out, other.base_url)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
@@ -264,6 +265,7 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
         assert len(lines) == 1 and "another radspatial eval" in lines[0] and str(out) in lines[0]
         assert other.calls == 0  # the refused run sent nothing
         assert first.poll() is None  # and the first one goes on
+        server.latency_s = 0.15
 
         n_done = 0
         for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):

@@ -78,11 +78,21 @@ def _start_and_kill(cmd: list[str], stage: Path, sig: int) -> list[int]:
     return workers
 
 
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Path:
+    return _cases(tmp_path_factory.mktemp("kill"), 6)
+
+
+@pytest.fixture(scope="module")
+def reference(cases: Path) -> Path:
+    """What an uninterrupted run of the command writes (shared by both signals)."""
+    out = cases.parent / "reference"
+    assert subprocess.run(_cmd(cases, out), capture_output=True).returncode == 0
+    return out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
-def test_killed_generate_leaves_no_workers_and_reruns_identically(tmp_path, sig):
-    cases = _cases(tmp_path, 6)
-    reference = tmp_path / "reference"
-    assert subprocess.run(_cmd(cases, reference), capture_output=True).returncode == 0
+def test_killed_generate_leaves_no_workers_and_reruns_identically(cases, reference, tmp_path, sig):
     out = tmp_path / "out"
     workers = _start_and_kill(_cmd(cases, out), tmp_path / "out.partial", sig)
     deadline = time.time() + 10

@@ -93,6 +93,10 @@ def runs(dataset, tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+# the folders the image script is also run on as a subprocess: no markers, and dots on blanks
+SCRIPT_KEYS = ("RQ1/none", "AS/dots")
+
+
 def _xlsx(x: float) -> float:
     """A float as openpyxl stores it in the xlsx (16 significant digits)."""
     return float(f"{x:.16g}")
@@ -134,12 +138,14 @@ def test_mirp_scripts_agree_with_our_mirp_block(runs, tmp_path, model):
         setup, marker = key.split("/")
         folder = out / (f"{setup}_qa" if marker == "none" else f"{setup}_qa_{marker}")
         stats = [ours["image"][k] for k in ("accuracy_mean", "accuracy_std", "f1_mean", "f1_std")]
-        # the unmodified script, end to end: its xlsx row is
-        # [acc mean, acc std, f1 mean, f1 std, "", correct x3, incorrect x3, unsure x3]
-        img = _script_numbers(IMAGE_SCRIPT, folder)
-        assert img[:4] == [_xlsx(v) for v in stats], key
-        assert img[5:8] == ours["image"]["correct"], key
-        assert img[11:14] == ours["image"]["unsure"], key
+        if key in SCRIPT_KEYS:
+            # the unmodified script, end to end (a subprocess each: two keys per model suffice
+            # for its xlsx path; the functions below check every key): its xlsx row is
+            # [acc mean, acc std, f1 mean, f1 std, "", correct x3, incorrect x3, unsure x3]
+            img = _script_numbers(IMAGE_SCRIPT, folder)
+            assert img[:4] == [_xlsx(v) for v in stats], key
+            assert img[5:8] == ours["image"]["correct"], key
+            assert img[11:14] == ours["image"]["unsure"], key
         # the same functions in-process: equal to the last bit
         files = sorted(str(p) for p in (folder / "answers").glob("*.json"))
         agg = image_ref.process_runs(files)["aggregated"]

@@ -214,6 +214,13 @@ def test_mask_oracle_and_baselines_on_consistency_groups(dataset, tmp_path):
     assert out["baseline:yes"]["consistency"]["all"]["constant"]["share"] == 1.0
     prior = out["baseline:anatomy-prior"]["consistency"]["rq1/none"]
     assert prior["anatomy"]["share"] == 1.0  # atlas of this very volume: recites its anatomy
+    from radspatial.eval.report import load_runs, summarize
+    from radspatial.eval.report_planes import groups_markdown
+
+    runs = [tmp_path / m for m in ("agent_mask", "baseline_yes", "baseline_anatomy-prior")]
+    table = groups_markdown(summarize(load_runs(runs)))  # the report's consistency table
+    for plane in ("all", "axial", "coronal", "sagittal"):  # every plane's groups apart too
+        assert f"| agent:mask (oracle) | {plane} | all |" in table, plane
 
 
 def test_organs_localizer_refuses_other_planes_with_the_reason_in_the_trace():
@@ -245,3 +252,20 @@ def test_generate_cli_planes_and_per_slice(dataset, tmp_path):
     groups = [*argv[:-1], str(tmp_path / "groups"), "--planes", "sagittal", "--consistency"]
     assert main(groups) == 0
     assert all(r["group"] for r in _rows(tmp_path / "groups"))
+
+
+def test_frame_check_reads_all_three_frames_its_own_way(dataset, monkeypatch):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "check_plane_frames.py"
+    spec = importlib.util.spec_from_file_location("check_plane_frames", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tally = mod.check(dataset)
+    assert {p for p, _ in tally} == {"axial", "coronal", "sagittal"}
+    assert all(right == n > 0 for n, right in tally.values()), tally
+    # a sagittal convention with image left = posterior would fail the anatomical frame
+    monkeypatch.setitem(mod._LEFT, "sagittal", (1, -1))
+    n, right = mod.check(dataset)[("sagittal", "anatomical")]
+    assert right < n

@@ -394,3 +394,46 @@ def test_gallery_review_marks_round_trip_through_report_review(report, runs, tmp
     review = json.loads((out / "review.json").read_text())
     assert review["n_marks"] == 6 and review["unmatched"] == 0
     assert review["models"]["baseline:yes"]["n_reviewed"] == 6
+
+
+def test_report_folder_is_staged_and_an_earlier_report_survives_a_failed_one(
+    runs, tmp_path, monkeypatch, capsys
+):
+    import errno
+
+    import radspatial.eval.figures as figures
+    from radspatial.cli import main
+
+    out = tmp_path / "report"
+    run = str(runs["baseline:yes"])
+    assert main(["report", run, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert "summary.json" in before
+    assert f'data-report="{out.resolve()}"'.encode() in before["index.html"]  # not .partial
+
+    def full_disk(_summary, folder):  # one figure half written, then the disk is full
+        (folder / "accuracy_by_setup.png").write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "frames.png"))
+
+    monkeypatch.setattr(figures, "write_all", full_disk)
+    capsys.readouterr()
+    assert main(["report", run, str(runs["baseline:no"]), "--out", str(out)]) == 2
+    errors = [x for x in capsys.readouterr().err.splitlines() if ": error: " in x]
+    assert len(errors) == 1 and "no space left" in errors[0], errors
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no report.partial left
+
+
+def test_report_refuses_to_replace_what_is_not_a_report(runs, tmp_path, capsys):
+    from radspatial.cli import main
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    run = runs["baseline:yes"]
+    assert main(["report", str(run), "--out", str(mine)]) == 2
+    assert "not a radspatial report" in capsys.readouterr().err
+    assert (mine / "notes.txt").read_text() == "keep me"
+    assert main(["report", str(run), "--out", str(run / "report")]) == 2  # inside the run
+    assert "replace the input" in capsys.readouterr().err
+    assert not (run / "report").exists()

@@ -126,7 +126,7 @@ class PromptTemplate:
                 text = OPEN_CT
             if example is None:
                 example = open_example(item.id, item.setup, item.marker, item.question_type)
-        text = _for_modality(text, item.extra.get("modality"))
+        text = _for_modality(text, item.extra.get("modality"), item.extra.get("plane"))
         if example is None:
             answer = example_answer(item.id)
             question = example_question(item.setup, item.marker, item.question_type, answer)
@@ -143,13 +143,15 @@ class PromptTemplate:
         return {"name": self.name, "ct": self.ct, "blank": self.blank}
 
 
-def _for_modality(text: str, modality: str | None) -> str:
-    """MIRP's CT sentence swapped for the item's modality's (MR: "... of an abdominal MRI
-    scan."); a text without it (the blank prompt, a custom template) is left as it is."""
+def _for_modality(text: str, modality: str | None, plane: str | None = None) -> str:
+    """MIRP's CT sentence swapped for the item's modality's and plane's (MR: "... of an
+    abdominal MRI scan."; a coronal item: "a 2D coronal slice"); a text without it (the blank
+    prompt, a custom template) is left as it is."""
     ct = modality_sentence("CT")
-    if not modality or modality.upper() == "CT" or not text.startswith(ct):
+    want = modality_sentence(modality, plane)
+    if want == ct or not text.startswith(ct):
         return text
-    return modality_sentence(modality) + text[len(ct) :]
+    return want + text[len(ct) :]
 
 
 MIRP = PromptTemplate("mirp")

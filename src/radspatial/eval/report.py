@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -21,6 +22,7 @@ from typing import Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import ResultRow, read_results
 from radspatial.core.redact import redact
@@ -288,34 +290,81 @@ def build_report(
 ) -> ReportSummary:
     """Write summary.md, summary.json and figures for ``run_dirs`` into ``out``; with
     ``review`` (a marks JSONL, ``grading/review.py``) also ``review.json`` and its section.
-    ``log`` is told each step as it starts (for progress on big runs)."""
-    from radspatial.eval import figures as fig
-    from radspatial.eval.report_html import render_html
-    from radspatial.eval.report_md import render_markdown
-    from radspatial.eval.report_open import open_markdown, review_for
+    ``log`` is told each step as it starts (for progress on big runs).
+
+    The folder is built in ``OUT.partial`` and renamed to ``OUT`` only when complete (a full
+    disk or a kill leaves no half report, and an earlier report at ``OUT`` stays until the new
+    one replaces it). ``OUT`` must not be or hold a run folder, and an existing non-empty
+    ``OUT`` must be a report (its ``summary.json``): anything else there is refused, not
+    replaced."""
+    from radspatial.core.executor import sigterm_as_interrupt
+    from radspatial.core.staging import swap_in
+    from radspatial.eval.report_open import review_for
 
     log(f"reading {len(run_dirs)} run folder(s)")
     runs = load_runs(run_dirs)
     reviewed = review_for(runs, review) if review is not None else None
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    stage = _report_stage(out, run_dirs, review)
+    try:
+        with sigterm_as_interrupt():
+            made = _write_report(runs, reviewed, stage, out, log)
+        swap_in(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    written = [out / name for name, skipped in made.items() if not skipped]
+    labels = [r.label for r in runs]
+    md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
+    return ReportSummary(out, md, js, index, written, labels)
+
+
+def _report_stage(out: Path, run_dirs: Sequence[Path], review: Path | None) -> Path:
+    """A fresh ``OUT.partial`` beside ``out``, after refusing an ``out`` that would replace an
+    input or something that is not a report."""
+    from radspatial.core.safepath import check_disjoint
+    from radspatial.core.staging import check_out_folder, prepare_out
+
+    inputs: dict[str, Path | None] = {f"run {p}": Path(p) for p in run_dirs}
+    check_disjoint(out, {**inputs, "--review": review})
+    check_out_folder(out, overwrite=True)
+    if out.is_dir() and any(out.iterdir()) and not (out / "summary.json").is_file():
+        raise InputError(
+            f"--out {out}: exists and is not a radspatial report (no summary.json); remove it "
+            "or choose another --out"
+        )
+    return prepare_out(out, overwrite=True)
+
+
+def _write_report(
+    runs: Sequence[RunData],
+    reviewed: Any,
+    folder: Path,
+    final: Path,
+    log: Callable[[str], None],
+) -> dict[str, str | None]:
+    """Every file of the report into ``folder`` (to be renamed to ``final``); the figures
+    made (name -> None if written, else why it was skipped)."""
+    from radspatial.eval import figures as fig
+    from radspatial.eval.report_html import render_html
+    from radspatial.eval.report_md import render_markdown
+    from radspatial.eval.report_open import open_markdown
+    from radspatial.eval.report_planes import groups_markdown, planes_markdown
+
     log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)
     log("drawing the figures")
-    made = fig.write_all(s, out)  # name -> None if written, else why it was skipped
-    written = [out / name for name, skipped in made.items() if not skipped]
-    md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
-    from radspatial.eval.report_planes import groups_markdown, planes_markdown
-
+    made = fig.write_all(s, folder)
     markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s)
     markdown += open_markdown(runs, reviewed)
-    atomic_write_json(js, {**s, "figures": made})
+    atomic_write_json(folder / "summary.json", {**s, "figures": made})
     if reviewed is not None:
-        atomic_write_json(out / "review.json", reviewed)
-    atomic_write_bytes(md, markdown.encode())
+        atomic_write_json(folder / "review.json", reviewed)
+    atomic_write_bytes(folder / "summary.md", markdown.encode())
     labels = [r.label for r in runs]
     log("writing index.html (tables, figures, item gallery)")
     roots = [recorded_root(r.path, r.info.get("data")) for r in runs]
-    page = render_html(markdown, labels, [r.path for r in runs], out, roots=roots)
-    atomic_write_bytes(index, page.encode())
-    return ReportSummary(out, md, js, index, written, labels)
+    paths = [r.path for r in runs]
+    page = render_html(markdown, labels, paths, folder, roots=roots, final=final)
+    atomic_write_bytes(folder / "index.html", page.encode())
+    return made

@@ -359,9 +359,11 @@ def render_html(
     *,
     roots: Sequence[Path | None] | None = None,
     max_items: int = MAX_ITEMS,
+    final: Path | None = None,
 ) -> str:
-    """The whole ``index.html`` as text; ``roots``: each run's dataset folder (images are
-    linked only from inside it)."""
+    """The whole ``index.html`` as text, its images placed in ``out``; ``roots``: each run's
+    dataset folder (images are linked only from inside it); ``final``: where ``out`` will be
+    renamed to (the page's review-marks key), default ``out``."""
     items = gallery_items(labels, run_dirs, roots)
     shown = _spread(items, max_items)
     cards, values = [], {k: set() for k, _ in FILTERS}
@@ -388,7 +390,7 @@ def render_html(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>radspatial report</title><style>{_CSS}</style></head>"
-        f'<body data-report="{html.escape(str(Path(out).resolve()))}">'
+        f'<body data-report="{html.escape(str(Path(final or out).resolve()))}">'
         '<nav><a href="#tables">Tables</a><a href="#gallery-section">Item gallery</a></nav>'
         f'<section id="tables">{markdown_to_html(markdown)}</section>'
         f'<section id="gallery-section"><h2>Item gallery</h2>{legend}{note}'

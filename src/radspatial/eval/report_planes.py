@@ -3,7 +3,8 @@
 ``planes_markdown``: for runs with items of more than the axial plane, the accuracy, frame,
 rotation/flip and question-type tables again, one set per plane, with what each frame means
 there (``docs/planes.md``). ``groups_markdown``: the consistency table per model
-(``eval/consistency.py``), shares with Wilson 95% intervals, all setups pooled and per setup.
+(``eval/consistency.py``), shares with Wilson 95% intervals, all setups pooled and per setup,
+all planes pooled and per plane.
 """
 
 from __future__ import annotations
@@ -67,18 +68,25 @@ def _cell(group: dict[str, Any], cls: str) -> str:
 def groups_markdown(s: dict[str, Any]) -> str:
     if not s.get("consistency"):
         return ""
-    header = ["Model", "Setup", "Groups", *(TITLES[c] for c in CLASSES)]
+    planes = {"all": s["consistency"]}  # and each plane's groups apart, where there are planes
+    for plane in s.get("planes", []):
+        if (s["by_plane"][plane].get("consistency") or {}) and len(s["planes"]) > 1:
+            planes[plane] = s["by_plane"][plane]["consistency"]
+    header = ["Model", "Plane", "Setup", "Groups", *(TITLES[c] for c in CLASSES)]
     rows = []
-    for label, by in s["consistency"].items():
-        for key, group in by.items():
-            setup = "all" if key == "all" else column_name(key)
-            rows.append([label, setup, group["n_groups"], *(_cell(group, c) for c in CLASSES)])
+    for plane, models in planes.items():
+        for label, by in models.items():
+            for key, group in by.items():
+                setup = "all" if key == "all" else column_name(key)
+                cells = [_cell(group, c) for c in CLASSES]
+                rows.append([label, plane, setup, group["n_groups"], *cells])
     return (
         "\n## Consistency over the 8 variants (consistency groups)\n\n"
         "One slice, one pair, the same words, all 8 rotation/flip variants: a group, per run "
         "and setup/marker. Each group in the first class it fits: right in all 8 (reads the "
         "image); anatomy-consistent (follows the patient-frame answer in >= 7 of 8, and so does "
         "its twin, the pair asked the other way round: recites anatomy); constant (the same "
-        "answer 8 times); mixed. % of groups, Wilson 95% interval, runs pooled. Figure: "
+        "answer 8 times); mixed. % of groups, Wilson 95% interval, runs pooled; plane 'all': "
+        "every plane's groups. Figure: "
         "`consistency.png`.\n\n" + table(header, rows)
     )

@@ -10,7 +10,13 @@ frame. The atlas is built in (learned from the bundled example CT) or learned fr
 manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). Coronal
 and sagittal items (``docs/planes.md``) are read with one atlas per plane (standard-view
 centres of that plane's slices: superior/inferior, anterior/posterior); the built-in ones are
-learned from patient A's full scan (``benchmarks/build_plane_atlas.py``).
+learned from patient A's full scan (``benchmarks/build_plane_atlas.py``). On those planes a
+pair is read first from its *pair offset*: the mean standard-view difference of the two centres
+over the slices that show both (weighted by the smaller area), i.e. where the pair lies when a
+question can name both. Typical centres learned over every slice of each structure alone
+mislead for structures on the same side (the liver's centre on a coronal slice moves from the
+right flank to the midline from back to front); a pair never seen together falls back to the
+centres. Axial keeps MIRP's reader: centres only.
 
 ``baseline:standard-view`` is an oracle that sees every structure where it is but ignores the
 rotation/flip: it answers the question's words on the standard-view image, from the item's own
@@ -43,6 +49,9 @@ from radspatial.questions.open_common import is_open
 KINDS = ("random", "yes", "no", "anatomy-prior", "standard-view")
 _ATLAS_KINDS = ("anatomy-prior", "standard-view")
 Atlas = dict[str, tuple[float, float]]  # name -> (x, y) in [0, 1], canonical frame
+PairAtlas = dict[tuple[str, str], tuple[float, float]]  # (a, b) -> mean centre(a) - centre(b)
+Seen = tuple[str, float, float, float]  # one structure on one slice: name, x, y, weight
+_PAIR_PLANES = ("coronal", "sagittal")  # axial keeps MIRP's reader (centres only)
 
 
 def plane_atlases_from_rows(rows: Iterable[dict]) -> dict[str, Atlas]:
@@ -69,6 +78,63 @@ def atlas_from_rows(rows: Iterable[dict]) -> Atlas:
     return {n: (s[0] / s[2], s[1] / s[2]) for n, s in sorted(sums.items())}
 
 
+def pair_offsets(slices: Iterable[Sequence[Seen]]) -> PairAtlas:
+    """Per ordered pair of structures seen on the same slice, the mean of centre(a) - centre(b)
+    (normalised coordinates), each slice weighted by the smaller of the two weights (areas)."""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for seen in slices:
+        for i, (a, xa, ya, wa) in enumerate(seen):
+            for b, xb, yb, wb in seen[i + 1 :]:
+                if a == b:
+                    continue
+                w = min(wa, wb)
+                s = sums[(a, b) if a < b else (b, a)]
+                sign = 1.0 if a < b else -1.0
+                s[0] += w * sign * (xa - xb)
+                s[1] += w * sign * (ya - yb)
+                s[2] += w
+    out: PairAtlas = {}
+    for (a, b), (dx, dy, w) in sorted(sums.items()):
+        if w > 0:
+            out[(a, b)] = (dx / w, dy / w)
+            out[(b, a)] = (-dx / w, -dy / w)
+    return out
+
+
+def plane_pairs_from_rows(rows: Iterable[dict]) -> dict[str, PairAtlas]:
+    """Pair offsets per coronal/sagittal plane from manifest rows (each item: one slice)."""
+    by_plane: dict[str, list[list[Seen]]] = defaultdict(list)
+    for row in rows:
+        plane = row.get("plane") or "axial"
+        if plane not in _PAIR_PLANES:
+            continue
+        size = float(row.get("image_size") or 512)
+        seen = []
+        for key in ("object1", "object2"):
+            obj = row.get(key) or {}
+            c = obj.get("center_xy_canonical")
+            if obj.get("name") and c:
+                area = float(obj.get("area_px") or 1.0)
+                seen.append((obj["name"], c[0] / size, c[1] / size, area))
+        by_plane[plane].append(seen)
+    return {plane: pair_offsets(s) for plane, s in sorted(by_plane.items())}
+
+
+def _pairs_from_json(table: dict[str, Any]) -> PairAtlas:
+    out: PairAtlas = {}
+    for key, (dx, dy) in table.items():
+        a, _, b = key.partition("|")
+        out[(a, b)], out[(b, a)] = (dx, dy), (-dx, -dy)
+    return out
+
+
+def builtin_plane_pairs() -> dict[str, PairAtlas]:
+    """The shipped pair offsets of the coronal and sagittal planes."""
+    text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
+    tables = json.loads(text).get("plane_pairs", {})
+    return {p: _pairs_from_json(t) for p, t in tables.items()}
+
+
 def builtin_atlas() -> Atlas:
     text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
     return {k: (v[0], v[1]) for k, v in json.loads(text)["centres"].items()}
@@ -87,6 +153,10 @@ def builtin_atlases() -> dict[str, Atlas]:
 
 def load_atlas(source: str) -> dict[str, Atlas]:
     """The atlas of each plane, learned from a dataset's manifest."""
+    return _load_manifest_atlas(source)[0]
+
+
+def _load_manifest_atlas(source: str) -> tuple[dict[str, Atlas], dict[str, PairAtlas]]:
     path = Path(source)
     if path.is_dir():
         path = path / "manifest.jsonl"
@@ -96,10 +166,11 @@ def load_atlas(source: str) -> dict[str, Atlas]:
 
     meta = path.parent / "dataset.json"
     size = json.loads(meta.read_text())["config"]["size"] if meta.is_file() else 512
-    atlas = plane_atlases_from_rows({**r, "image_size": size} for r in read_jsonl(path))
+    rows = [{**r, "image_size": size} for r in read_jsonl(path)]
+    atlas = plane_atlases_from_rows(rows)
     if not any(atlas.values()):
         raise ValueError(f"{path}: no canonical-frame centres to learn an anatomy atlas from")
-    return atlas
+    return atlas, plane_pairs_from_rows(rows)
 
 
 def _coin(key: str) -> int:
@@ -118,10 +189,16 @@ def _width(png: bytes | None) -> float:
 
 class Baseline:
     def __init__(
-        self, spec: str, kind: str, atlas: dict[str, Atlas] | None, atlas_source: str
+        self,
+        spec: str,
+        kind: str,
+        atlas: dict[str, Atlas] | None,
+        atlas_source: str,
+        pairs: dict[str, PairAtlas] | None = None,
     ) -> None:
         self.spec, self.kind, self.atlas_source = spec, kind, atlas_source
         self.planes = atlas  # plane -> atlas
+        self.pairs = pairs or {}  # plane -> pair offsets (coronal, sagittal)
         self.reads_truth = kind == "standard-view"  # the item's true standard-view centres
         self.atlas = None if atlas is None else atlas.get("axial", {})
 
@@ -152,8 +229,11 @@ class Baseline:
         name = req.meta.get("question_type", "relative_position")
         if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
-        atlas = (self.planes or {}).get(req.meta.get("plane") or "axial", {})
-        given = PriorInput(self.kind, {**req.meta, **req.truth}, atlas, _width(req.image_png))
+        plane = req.meta.get("plane") or "axial"
+        atlas = (self.planes or {}).get(plane, {})
+        pairs = self.pairs.get(plane, {})
+        known = {**req.meta, **req.truth}  # the truth: standard-view only (``reads_truth``)
+        given = PriorInput(self.kind, known, atlas, _width(req.image_png), pairs)
         return QUESTION_TYPES.get(name).prior(given)
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:
@@ -170,5 +250,8 @@ def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) 
         if source:
             raise ValueError(f"baseline:{rest}: only anatomy-prior/standard-view take @atlas")
         return Baseline(f"baseline:{rest}", kind, None, "")
-    atlas = load_atlas(source) if source else builtin_atlases()
-    return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in")
+    if source:
+        atlas, pairs = _load_manifest_atlas(source)
+    else:
+        atlas, pairs = builtin_atlases(), builtin_plane_pairs()
+    return Baseline(f"baseline:{rest}", kind, atlas, source or "built-in", pairs)

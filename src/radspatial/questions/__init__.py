@@ -149,12 +149,20 @@ class PriorInput:
     centre in [0, 1] of the image); "standard-view" reads the item's own standard-view centres
     (``meta``'s ``center1_canonical``/``center2_canonical``, px of an image ``width`` wide).
     ``meta``: the request's item fields (``relation``, ``object1``..``object3`` names, ...).
+    ``pairs``: (a, b) -> typical centre(a) - centre(b) on slices showing both (empty: unknown).
     """
 
     reader: str
     meta: Mapping[str, Any]
     atlas: Mapping[str, tuple[float, float]]
     width: float = 512.0
+    pairs: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+    def offset(self, k1: int, k2: int) -> tuple[float, float] | None:
+        """Typical standard-view centre(object k1) - centre(object k2) where both are seen
+        together (``pairs``), None if the pair was never seen together."""
+        a, b = self.meta.get(f"object{k1}"), self.meta.get(f"object{k2}")
+        return self.pairs.get((a, b)) if a and b else None
 
     def centres(self, n: int, *, guess_side: bool) -> list[tuple[float, float] | None]:
         """Atlas centres of object1..objectN (None where unknown); with ``guess_side`` a sided

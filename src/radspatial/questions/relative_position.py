@@ -164,6 +164,9 @@ class RelativePosition(q.KeepVariant):
             if c1 and c2 and c1 != c2:
                 return int(relation_holds(rel, c1, c2))
             return None
+        offset = given.offset(1, 2)  # where the pair lies when seen together (coronal, sagittal)
+        if offset is not None and rel in RELATIONS and offset[axis_of(rel)] != 0:
+            return int(anatomical_holds(rel, offset, (0.0, 0.0), plane))
         if c1 and c2 and c1 != c2:
             return int(anatomical_holds(rel, c1, c2, plane))
         return None
