@@ -36,6 +36,16 @@ if not SHARED.is_dir():
     SHARED = Path("/work/shared/data")
 
 
+def _cached(out: Path, cfg) -> bool:
+    """A cached dataset is reused only when it was generated with the config asked for now
+    (a stale cache from another generator version would silently measure other items)."""
+    try:
+        info = json.loads((out / "dataset.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (out / "manifest.jsonl").is_file() and info.get("config") == cfg.to_json()
+
+
 def dicom_rq1(cache: Path, seed: int) -> Path:
     """Patient B, ``generate --setups rq1`` (relative position only) at ``seed``, 512 px."""
     from radspatial.bench.dataset import build_dataset
@@ -43,10 +53,10 @@ def dicom_rq1(cache: Path, seed: int) -> Path:
     from radspatial.imaging.volumes import Case
 
     out = cache / f"dicom_rq1_seed{seed}"
-    if (out / "manifest.jsonl").is_file():
+    cfg = GenerateConfig(setups=("rq1",), size=512, as_count=0, seed=seed)
+    if _cached(out, cfg):
         return out
     ts = SHARED / "totalseg_example"
-    cfg = GenerateConfig(setups=("rq1",), size=512, as_count=0, seed=seed)
     case = Case("dicom", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")
     build_dataset([case], cfg, out, overwrite=True)
     return out
@@ -59,9 +69,6 @@ def dicom_dataset(cache: Path) -> Path:
     from radspatial.imaging.volumes import Case
 
     out = cache / "dicom_all_512"
-    if (out / "manifest.jsonl").is_file():
-        return out
-    ts = SHARED / "totalseg_example"
     cfg = GenerateConfig(
         setups=("rq1",),
         export_masks=True,
@@ -69,6 +76,9 @@ def dicom_dataset(cache: Path) -> Path:
         as_count=0,
         question_types=_question_types("all"),
     )
+    if _cached(out, cfg):
+        return out
+    ts = SHARED / "totalseg_example"
     case = Case("dicom", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")
     build_dataset([case], cfg, out, overwrite=True)
     return out

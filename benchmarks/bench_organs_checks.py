@@ -6,9 +6,11 @@
 Every structure asked on a set is located once with all 8 test-time variants; the per-variant
 class maps are kept, so each check can be replayed for the variant subsets the localizer may
 use (1, 2 = identity + left-right flip, 4 = those and their half turns, 8). Per subset and per
-check: how many localizations it rejects, and how many of those were in fact right (centre
-within ``--ok-px`` px of the truth on a 512 px image), with the answered localizations'
-precision and coverage (Wilson 95 % CIs). Rows go to ``--jsonl`` for threshold studies.
+check: how many localizations it rejects (the score floor under both rules: ``mean``
+probability over the component, the previous one, and ``core``, the shipped one), and how many
+of those were in fact right (centre within ``--ok-px`` px of the truth on a 512 px image), with
+the answered localizations' precision and coverage (Wilson 95 % CIs). Rows go to ``--jsonl``
+for threshold studies.
 
 Sets: ``patient-c`` (dcmqi_ct3, a *training* patient of the shipped model, for a model trained
 without it: cross-validation) rendered at several display windows; ``held-out`` (patient B,
@@ -88,8 +90,9 @@ def records(loc: OrgansLocalizer, image: np.ndarray, objects, ok_px: float) -> l
                 continue
             mean = probs_v[list(subset)].mean(axis=0)
             pred = unet.Prediction(mean, np.where(body, mean.argmax(axis=0), 0))
-            found = unet.found_for_class(pred, cls, label_id, "name")
-            if found is None:
+            found = unet.found_for_class(pred, cls, label_id, "name", organs_checks.core_prob)
+            old = unet.found_for_class(pred, cls, label_id, "name")
+            if found is None or old is None:
                 row[str(v)] = {"found": False}
                 continue
             n_votes, spread, _ = organs_checks.agreement(votes[list(subset)], cls, body)
@@ -100,6 +103,7 @@ def records(loc: OrgansLocalizer, image: np.ndarray, objects, ok_px: float) -> l
             row[str(v)] = {
                 "found": True,
                 "score": round(found.score, 4),
+                "score_mean": round(old.score, 4),
                 "votes": n_votes,
                 "spread": round(spread, 4) if np.isfinite(spread) else None,
                 "implausible": plaus,
@@ -110,11 +114,13 @@ def records(loc: OrgansLocalizer, image: np.ndarray, objects, ok_px: float) -> l
     return rows
 
 
-def reject_reasons(r: dict, v: int, floor: float, min_votes: int, spread: float) -> list[str]:
+def reject_reasons(
+    r: dict, v: int, floor: float, min_votes: int, spread: float, key: str = "score"
+) -> list[str]:
     if not r.get("found"):
         return ["not found"]
     out = []
-    if r["score"] < floor:
+    if r[key] < floor:
         out.append("score")
     if v > 1 and r["votes"] < min_votes:
         out.append("votes")
@@ -125,7 +131,9 @@ def reject_reasons(r: dict, v: int, floor: float, min_votes: int, spread: float)
     return out
 
 
-def summarise(rows: list[dict], v: int, floor: float, votes_frac: float, spread: float) -> dict:
+def summarise(
+    rows: list[dict], v: int, floor: float, votes_frac: float, spread: float, key: str = "score"
+) -> dict:
     from radspatial.eval.metrics import wilson_interval
 
     min_votes = max(1, math.ceil(votes_frac * v))
@@ -137,7 +145,7 @@ def summarise(rows: list[dict], v: int, floor: float, votes_frac: float, spread:
             continue
         r = row[str(v)]
         n += 1
-        reasons = reject_reasons(r, v, floor, min_votes, spread)
+        reasons = reject_reasons(r, v, floor, min_votes, spread, key)
         for reason in reasons:
             rejected[reason] += 1
             wrongly[reason] += int(bool(r.get("ok")))
@@ -145,6 +153,7 @@ def summarise(rows: list[dict], v: int, floor: float, votes_frac: float, spread:
             answered += 1
             right += int(r["ok"])
     return {
+        "rule": "core" if key == "score" else "mean",
         "variants": v,
         "n": n,
         "coverage": round(answered / n, 3) if n else None,
@@ -180,8 +189,9 @@ def main() -> None:
     groups = sorted({r["item"].split(":")[0] for r in rows}) if a.set == "held-out" else ["c"]
     for g in groups:
         sel = [r for r in rows if a.set != "held-out" or r["item"].startswith(g + ":")]
-        for v in SUBSETS:
-            print(g, json.dumps(summarise(sel, v, a.floor, a.votes, a.spread)))
+        for key in ("score_mean", "score"):  # the previous rule, then the shipped one
+            for v in SUBSETS:
+                print(g, json.dumps(summarise(sel, v, a.floor, a.votes, a.spread, key)))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ from radspatial.probes.fitting import loss_fn
 from radspatial.probes.heads import create_head
 from radspatial.probes.tasks import TASK_NAMES
 
+# the real protocol's default: SPAR's class sets (relpos2, orient5), Tables 1 and 5's other
+# probes, and symmetry with the organ mask; relpos / orient / count by --tasks
+REAL_TASKS = [
+    "localize", "permutation", "relpos2", "orient5", "symmetry", "symmetry_mask", "size", "distance"
+]  # fmt: skip
+
 
 def step_rate(encoder: str, head: str, *, size: int, batch: int, steps: int, frozen: bool) -> dict:
     """Images/s of training steps after one warm-up step."""
@@ -134,6 +140,8 @@ def suite(args: argparse.Namespace) -> None:
         "tasks": args.tasks,
         "max_per_case": args.max_per_case,
         "slice_samples": draws,
+        "crop": args.crop,
+        "context": args.context,
         "progress": False,
     }
     # the transfer sets are small (one real case each): all of it, uncapped, the same draws
@@ -183,6 +191,7 @@ def suite(args: argparse.Namespace) -> None:
         "progress": args.progress,
         "threads": args.threads,
         "batch_size": args.batch,
+        "image_size": args.image_size,
     }
     ft_epochs = task_counts(args.task_epochs, "--task-epochs")
     fz_epochs = task_counts(args.frozen_task_epochs, "--frozen-task-epochs")
@@ -343,7 +352,11 @@ def main() -> None:
     )
     ap.add_argument("--relpos-organ", action="store_true", help="suite: also relpos_organ")
     ap.add_argument(
-        "--task-epochs", nargs="*", default=[], metavar="TASK=N", help="suite, finetuned runs"
+        "--task-epochs",
+        nargs="*",
+        default=["permutation=24"],
+        metavar="TASK=N",
+        help="suite, finetuned runs (default permutation=24: a fresh tile order every step)",
     )
     ap.add_argument(
         "--frozen-task-epochs",
@@ -359,6 +372,19 @@ def main() -> None:
         choices=["mlp", "transformer", "both"],
         help="suite: heads of the finetuned runs (default mlp; transformer adds ~9 min)",
     )
+    ap.add_argument(
+        "--context",
+        choices=["keep", "remove"],
+        default=None,
+        help="suite: organ crops with the surrounding tissue, or without it (SPAR-Bench's "
+        "context-free tiles); default remove (real), keep (phantoms)",
+    )
+    ap.add_argument(
+        "--crop", type=int, default=None, help="suite: crop px (default 128 real, 96 phantoms)"
+    )
+    ap.add_argument(
+        "--image-size", type=int, default=None, help="suite: encoder input px (default its own)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args()
@@ -371,10 +397,14 @@ def main() -> None:
             raise SystemExit("suite needs --out DIR")
         args.encoders = args.encoders or ["resnet-small", "vit-tiny"]
         args.batch = 32 if args.batch == 16 else args.batch
-        spar = ["relpos2", "orient5"] if args.protocol == "real" else []  # SPAR's class sets
-        if args.protocol == "real" and not any(x.startswith("orient=") for x in args.slice_samples):
+        real = args.protocol == "real"
+        args.context = args.context or ("remove" if real else "keep")
+        args.crop = args.crop or (128 if real else 96)  # 128: a 32 px tile per 128 px encoder
+        if real and not any(x.startswith("orient=") for x in args.slice_samples):
             args.slice_samples = [*args.slice_samples, "orient=8"]  # one patient: 112 slices
-        tasks = args.tasks or [t for t in TASK_NAMES if t != "relpos_organ"] + spar
+        tasks = args.tasks or (
+            REAL_TASKS if real else [t for t in TASK_NAMES if t != "relpos_organ"]
+        )
         args.tasks = tasks + ["relpos_organ"] * (args.relpos_organ and "relpos_organ" not in tasks)
         suite(args)
 

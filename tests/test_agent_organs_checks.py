@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent import organs_checks, organs_data
+from radspatial.agent import organs, organs_checks, organs_data
 from radspatial.agent.core import Agent
 from radspatial.agent.types import Found
 
@@ -201,3 +201,26 @@ def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, caps
     assert copied == total and record["training"]["init"]["classes_new"] == 0
     assert "--volumes c --channels 8,16" in record["training"]["command"]
     assert "--init-from" in record["training"]["command"]
+
+
+def test_core_score_keeps_a_thin_sure_structure_and_drops_an_unsure_blob():
+    from radspatial.agent import unet
+
+    probs = np.zeros((3, 64, 64), np.float32)
+    labels = np.zeros((64, 64), np.int64)
+    # class 1: a thin diagonal band, 3 px wide, sure on its centre line, unsure at its edges
+    for i in range(8, 56):
+        labels[i, i - 1 : i + 2] = 1
+        probs[1, i, i - 1], probs[1, i, i], probs[1, i, i + 1] = 0.25, 0.9, 0.3
+    # class 2: a compact blob off-centre, unsure everywhere
+    labels[40:56, 4:20] = 2
+    probs[2, 40:56, 4:20] = 0.4
+    pred = unet.Prediction(probs, labels)
+    thin = unet.found_for_class(pred, 1, 1, "name", organs_checks.core_prob)
+    blob = unet.found_for_class(pred, 2, 2, "name", organs_checks.core_prob)
+    old = unet.found_for_class(pred, 1, 1, "name")
+    assert thin is not None and blob is not None and old is not None
+    assert old.score < organs.MIN_SCORE  # the mean is pulled down by the edges
+    assert thin.score == pytest.approx(0.6) and thin.score > organs.MIN_SCORE
+    assert blob.score == pytest.approx(0.4) and blob.score < organs.MIN_SCORE
+    assert thin.xy[0] == pytest.approx(31.5, abs=0.1) and blob.xy == pytest.approx((11.5, 47.5))

@@ -34,3 +34,17 @@ def test_probe_commands_print_readable_summaries(tmp_path, capsys):
     assert main(["probe", "eval", "--model", str(run), "--data", str(probes)]) == 0
     out = capsys.readouterr().out
     assert "split test" in out and acc in out and "{" not in out
+
+
+def test_probe_build_context_free_crops_and_symmetry_mask(tmp_path, capsys):
+    out = tmp_path / "p"
+    argv = ["probe", "build", "--out", str(out), "--size", "64", "--crop", "32"]
+    argv += ["--context", "remove", "--tasks", "permutation,symmetry_mask"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    info = json.loads((out / "probes.json").read_text())
+    assert info["config"]["context"] == "remove" and set(info["tasks"]) == {
+        "permutation",
+        "symmetry_mask",
+    }
+    assert re.search(r"symmetry_mask\s+3\s+classification", printed) and "33.3%" in printed

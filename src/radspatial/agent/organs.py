@@ -30,7 +30,7 @@ from radspatial.agent.types import Context, Found, Ref, create_localizer, regist
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
 
-MIN_SCORE = 0.5  # mean class probability x size factor under this: abstain
+MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
 
 def shipped_model_dir() -> Path:
@@ -105,7 +105,7 @@ class OrgansLocalizer:
         abstain) in its details."""
         label_id = model.classes[cls][0]
         inside = unet.Prediction(pred.probs, np.where(body, pred.labels, 0))
-        found = unet.found_for_class(inside, cls, label_id, via)
+        found = unet.found_for_class(inside, cls, label_id, via, organs_checks.core_prob)
         if found is None:
             return None
         region = organs_checks.largest(inside.labels == cls)

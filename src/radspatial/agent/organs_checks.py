@@ -9,6 +9,8 @@
 - **Body region**: the trunk is the largest connected region brighter than air (holes
   filled); a structure is only looked for inside it (an arm lying beside the trunk is never
   taken for the stomach).
+- **Score**: the class probability over the component's core (:func:`core_prob`) x the size
+  factor of :func:`radspatial.agent.unet.found_for_class`, against ``organs.MIN_SCORE``.
 - **Plausibility**: area / body area and centre distance from the body's centre / body
   radius must lie in the range seen in training (``config.json`` ``data.real.plausibility``).
 
@@ -59,6 +61,16 @@ def undo_dihedral(x, k: int):
 
 def body_of(gray_small: np.ndarray) -> np.ndarray:
     return body_mask(gray_small > BODY_GREY)
+
+
+def core_prob(probs: np.ndarray) -> float:
+    """Mean class probability over a component's core: its pixels at or above the component's
+    median probability (the better half). A thin structure's many boundary pixels, where the
+    class wins the argmax at a low probability, do not pull it down; a component that is
+    unsure throughout still scores low (docs/agent.md)."""
+    if probs.size == 0:
+        return 0.0
+    return float(probs[probs >= np.median(probs)].mean())
 
 
 def largest(region: np.ndarray) -> np.ndarray | None:

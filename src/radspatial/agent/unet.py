@@ -7,10 +7,9 @@ training config, data source) and ``metrics.json``. Inference: grayscale -> resi
 marker text (numbers, letters) or its name; a dot's colour names no structure, so dots -> None.
 The answer is the centroid of the largest 8-connected component of that class (None when the
 class is absent or only specks under :data:`MIN_AREA_PX` pixels remain), with
-score = mean softmax probability of the class inside the component x ``min(1, area / tiny)``,
-where ``tiny`` = :data:`TINY_AREA_FRACTION` of the image area but at least :data:`TINY_MIN_PX`
-(20 px at 256 x 256, 79 px at 512 x 512), so a speck of a few pixels cannot carry a confident
-answer.
+score = mean softmax probability of the class in the component (``organs``: over its core,
+``organs_checks.core_prob``) x ``min(1, area / tiny)``, ``tiny`` = :data:`TINY_AREA_FRACTION` of
+the image area but at least :data:`TINY_MIN_PX`, so a speck cannot carry a confident answer.
 
 torch and monai are imported inside functions: importing this module (and so registering the
 localizer) stays cheap.
@@ -22,7 +21,7 @@ import json
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -330,8 +329,11 @@ def resolve_label(ref: Ref, model: UNetModel) -> tuple[int | None, str]:
     return None, "no-reference"
 
 
-def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Found | None:
-    """Centroid of the largest 8-connected component of class ``cls``; None if absent or specks."""
+def found_for_class(
+    pred: Prediction, cls: int, label_id: int, via: str, prob_of: Callable = np.mean
+) -> Found | None:
+    """Centroid of the largest 8-connected component of class ``cls``; None if absent or specks.
+    The score's probability term is ``prob_of`` the component's class probabilities."""
     from scipy import ndimage
 
     comp, n = ndimage.label(pred.labels == cls, structure=_EIGHT)
@@ -342,9 +344,10 @@ def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Foun
         return None
     keep = comp == int(np.argmax(sizes)) + 1
     ys, xs = np.nonzero(keep)
-    mean_prob = float(pred.probs[cls][keep].mean())
+    probs = pred.probs[cls][keep]
+    mean_prob, prob = float(probs.mean()), float(prob_of(probs))
     tiny = max(TINY_AREA_FRACTION * pred.labels.size, TINY_MIN_PX)
-    score = mean_prob * min(1.0, xs.size / tiny)
+    score = prob * min(1.0, xs.size / tiny)
     return Found(
         xy=(float(xs.mean()), float(ys.mean())),
         score=float(np.clip(score, 0.0, 1.0)),
@@ -356,6 +359,7 @@ def found_for_class(pred: Prediction, cls: int, label_id: int, via: str) -> Foun
             "area_px": int(xs.size),
             "n_components": int(n),
             "mean_prob": round(mean_prob, 4),
+            "score_prob": round(prob, 4),
         },
     )
 

@@ -18,6 +18,11 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
     b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
     b.add_argument(
+        "--context", choices=["keep", "remove"], default="keep",
+        help="organ crops with the tissue around the organ (keep) or without it (remove: "
+        "SPAR-Bench's context-free tiles)",
+    )  # fmt: skip
+    b.add_argument(
         "--splits", type=common.fractions, default=(0.7, 0.15, 0.15),
         help="train,val,test fractions of the cases",
     )  # fmt: skip
@@ -80,7 +85,15 @@ def cmd_probe_build(args: argparse.Namespace) -> int:
         cases,
         args.out,
         **common.pass_on(
-            args, "seed", "size", "crop", "splits", "tasks", "max_per_case", "overwrite"
+            args,
+            "seed",
+            "size",
+            "crop",
+            "context",
+            "splits",
+            "tasks",
+            "max_per_case",
+            "overwrite",
         ),
         **common.executor_args(args),
     )

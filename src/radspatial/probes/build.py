@@ -39,13 +39,14 @@ from radspatial.imaging.slices import (
 from radspatial.imaging.volumes import Case, load_case
 from radspatial.probes.data import FORMAT, FORMAT_VERSION, SPLIT_NAMES, TaskInfo
 from radspatial.probes.planning import cap, crop_plans, plan_task
-from radspatial.probes.render import render_plan
+from radspatial.probes.render import CONTEXTS, render_plan
 from radspatial.probes.splits import assign_splits, finalize_task
 from radspatial.probes.tasks import (
     ALL_TASKS,
     CROP_TASKS,
     DERIVED,
     GRID,
+    MASKED,
     TASK_NAMES,
     Plan,
     Rules,
@@ -75,6 +76,7 @@ class ProbeConfig:
     max_per_case: int | None = None
     window: tuple[float, float] = (400.0, 40.0)  # width, level (HU)
     slice_samples: dict[str, int] = field(default_factory=dict)  # task -> draws per case
+    context: str = "keep"  # crop tasks: "remove" blacks out all but the organ (SPAR-Bench)
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.tasks) - set(ALL_TASKS))
@@ -102,12 +104,15 @@ class ProbeConfig:
             )
         object.__setattr__(self, "slice_samples", {t: draws[t] for t in sorted(draws)})
 
+        if self.context not in CONTEXTS:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {self.context!r}")
+
     def draws(self, task: str) -> int:
         return self.slice_samples.get(task, 1)
 
     @property
     def rules(self) -> Rules:
-        return Rules(self.size, self.crop)
+        return Rules(self.size, self.crop, context=self.context)
 
     def to_json(self) -> dict:
         r = self.rules
@@ -120,6 +125,7 @@ class ProbeConfig:
             "max_per_case": self.max_per_case,
             "window": list(self.window),
             "slice_samples": dict(self.slice_samples),
+            **({"context": self.context} if self.context != "keep" else {}),
             "reference_size_px": r.reference,
             "rules": {
                 "min_area_px": r.min_area,
@@ -196,7 +202,7 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
     crops = cap(crop_plans(views, rules), crop_rng, config.max_per_case)
     by_z: dict[int, list[Plan]] = {}
     sources = {DERIVED[t][0] for t in config.tasks if t in DERIVED}
-    planned = [t for t in TASK_NAMES if t in config.tasks or t in sources]
+    planned = [t for t in (*TASK_NAMES, *MASKED) if t in config.tasks or t in sources]
     for task in planned:
         rng = keyed_rng(config.seed, f"{case.case_id}/{task}")
         plans = plan_task(task, views, rng, rules, crops)
@@ -208,7 +214,8 @@ def probe_case(case: Case, config: ProbeConfig, stage: Path) -> CaseProbes:
     for z, plans in sorted(by_z.items()):  # one slice rendered at a time bounds memory
         lab = to_display(vol.seg[:, :, z])
         gray = render_gray(to_display(vol.ct[:, :, z]), geom, config.window)
-        labels = render_labels(lab, geom) if any(p.task in CROP_TASKS for p in plans) else None
+        needs = any(p.task in CROP_TASKS or p.task in MASKED for p in plans)
+        labels = render_labels(lab, geom) if needs else None
         for plan in plans:
             row = _row(case.case_id, folder, plan, names)
             path = stage / row["image"]
@@ -255,6 +262,7 @@ def build_probes(
     tasks: Sequence[str] | None = None,
     max_per_case: int | None = None,
     slice_samples: Mapping[str, int] | None = None,
+    context: str = "keep",
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
@@ -267,21 +275,15 @@ def build_probes(
     of 4); ``splits``: train/val/test fractions of the *cases*; ``tasks``: a subset of
     ``TASK_NAMES`` (default all); ``max_per_case``: at most this many samples per task per case;
     ``slice_samples``: draws per case for whole-slice tasks (e.g. ``{"relpos": 8}``, default 1;
-    see the module docstring); ``workers`` > 1 runs cases in a process pool, ``executor="ray"``
-    one case per Ray task (same bytes as serial); ``overwrite`` replaces a non-empty ``out``
-    (otherwise FileExistsError).
+    see the module docstring); ``context="remove"`` blacks out all but the organ in the crop
+    tasks (SPAR-Bench's context-free tiles); ``workers`` > 1 runs cases in a process pool,
+    ``executor="ray"`` one case per Ray task (same bytes as serial); ``overwrite`` replaces a
+    non-empty ``out`` (otherwise FileExistsError).
 
     Example: ``build_probes(read_cases_csv(Path("cases.csv")), Path("probes"), seed=0)``.
     """
-    config = ProbeConfig(
-        seed,
-        size,
-        crop,
-        tuple(splits),
-        tuple(tasks or TASK_NAMES),
-        max_per_case,
-        slice_samples=dict(slice_samples or {}),
-    )
+    config = ProbeConfig(seed, size, crop, tuple(splits), tuple(tasks or TASK_NAMES), max_per_case,
+                         slice_samples=dict(slice_samples or {}), context=context)  # fmt: skip
     ids = _case_ids(cases)
     out = Path(out)
     with staged(out, overwrite) as stage:

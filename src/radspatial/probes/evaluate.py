@@ -121,10 +121,44 @@ def hungarian(logits: np.ndarray) -> np.ndarray:
     return out
 
 
+def tile_groups(samples: Sequence[ProbeSample], grid: int = 4) -> np.ndarray:
+    """(N, grid * grid): for each shown tile of each permutation sample, the index of the first
+    shown tile with the same pixels (the PNG as stored). Blank tiles of a context-free crop
+    are identical, and no read-out can tell them apart."""
+    from PIL import Image
+
+    out = np.empty((len(samples), grid * grid), np.int64)
+    for n, s in enumerate(samples):
+        with Image.open(s.image) as im:
+            a = np.asarray(im.convert("RGB"))
+        t = a.shape[0] // grid
+        seen: dict[bytes, int] = {}
+        for i in range(grid * grid):
+            r, c = divmod(i, grid)
+            out[n, i] = seen.setdefault(a[r * t : (r + 1) * t, c * t : (c + 1) * t].tobytes(), i)
+    return out
+
+
+def restored(assign: np.ndarray, targets: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """(N, T) bool: shown tile i placed at ``assign[i]`` looks like the tile that belongs there
+    (the restored crop is pixel-identical there; identical tiles are interchangeable)."""
+    inv = np.argsort(targets, axis=1)  # inv[b, p]: the shown tile that came from position p
+    rows = np.arange(len(assign))[:, None]
+    return groups == groups[rows, inv[rows, assign]]
+
+
 def task_metrics(
-    task: str, info: dict[str, Any], outputs: np.ndarray, targets: np.ndarray
+    task: str,
+    info: dict[str, Any],
+    outputs: np.ndarray,
+    targets: np.ndarray,
+    groups: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The task's metrics on one split; ``n`` samples (None values when n is 0)."""
+    """The task's metrics on one split; ``n`` samples (None values when n is 0).
+
+    Permutation with ``groups`` (``tile_groups``): also ``restored_accuracy`` (the whole crop
+    restored pixel for pixel: identical tiles interchangeable) and ``restored_tile_accuracy``.
+    """
     n = len(targets)
     kind = info["kind"]
     if kind == "regression":
@@ -136,12 +170,17 @@ def task_metrics(
         full = float((assign == targets).all(axis=1).mean()) if n else None
         tile = float((assign == targets).mean()) if n else None
         argmax = float((outputs.argmax(-1) == targets).mean()) if n else None
-        return {
+        m = {
             "permutation_accuracy": full,
             "tile_accuracy": tile,
             "tile_accuracy_argmax": argmax,
             "n": n,
         }
+        if groups is not None:
+            ok = restored(assign, targets, groups) if n else np.zeros((0, 16), bool)
+            m["restored_accuracy"] = float(ok.all(axis=1).mean()) if n else None
+            m["restored_tile_accuracy"] = float(ok.mean()) if n else None
+        return m
     pred = outputs.argmax(-1) if n else np.zeros(0, np.int64)
     m: dict[str, Any] = {"accuracy": float((pred == targets).mean()) if n else None, "n": n}
     if task == "orient":
@@ -158,6 +197,7 @@ def chance_of(task: str, info: dict[str, Any]) -> dict[str, float]:
     if info["kind"] == "permutation":
         chance.setdefault("permutation_accuracy", 1 / math.factorial(16))
         chance.setdefault("tile_accuracy", 1 / 16)
+        chance.setdefault("restored_accuracy", 1 / math.factorial(16))  # more where tiles repeat
     if task == "orient":
         chance.setdefault("flip_accuracy", 0.5)
     return chance
@@ -315,7 +355,8 @@ def _transfer_split(
     kept = [s for s, k in zip(samples, keep, strict=True) if k]
     outputs = predict(net, load_images(kept, meta["image_size"]), batch_size, device)
     y = targets[torch.from_numpy(keep)].numpy()
-    metrics = {**task_metrics(task, src, outputs, y), "n_unmapped": int((~keep).sum())}
+    groups = tile_groups(kept) if src["kind"] == "permutation" else None
+    metrics = {**task_metrics(task, src, outputs, y, groups), "n_unmapped": int((~keep).sum())}
     rows = [
         {"id": s.id, "split": sp, "target": t.tolist(), "output": o.tolist()}
         for s, t, o in zip(kept, y, outputs, strict=True)

@@ -28,6 +28,7 @@ from radspatial.probes.evaluate import (
     predict,
     save_task_model,
     task_metrics,
+    tile_groups,
 )
 from radspatial.probes.heads import create_head
 
@@ -78,6 +79,23 @@ def slot_options(cfg: TrainConfig, info: dict[str, Any]) -> dict[str, Any]:
     return {"mlp": {"per_slot": True}, "both": {"mlp_per_slot": True}}.get(cfg.head, {})
 
 
+def reshuffle_tiles(
+    images: torch.Tensor, targets: torch.Tensor, gen: torch.Generator, grid: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shuffled crops (B, C, S, S) with their targets (B, grid * grid) -> the same crops in a
+    fresh random tile order each, and the new targets (``perm[i]`` = original position of the
+    tile shown at i, as ``render.shuffle_tiles``). S must be a multiple of ``grid``."""
+    b, c, size, _ = images.shape
+    t, k = size // grid, grid * grid
+    tiles = images.reshape(b, c, grid, t, grid, t).permute(0, 2, 4, 1, 3, 5).reshape(b, k, c, t, t)
+    rows = torch.arange(b)[:, None]
+    original = torch.empty_like(tiles)
+    original[rows, targets] = tiles  # shown tile i came from position targets[i]
+    new = torch.argsort(torch.rand(b, k, generator=gen), dim=1)
+    shown = original[rows, new].reshape(b, grid, grid, c, t, t).permute(0, 3, 1, 4, 2, 5)
+    return shown.reshape(b, c, size, size), new
+
+
 def task_seed(seed: int, task: str) -> int:
     return seed * 1000 + zlib.crc32(task.encode()) % 1000
 
@@ -107,7 +125,9 @@ def train_task(
     t_feat = time.perf_counter()
     feats = _cached_features(enc, images, cfg.device) if shared is not None else {}
     feature_s = time.perf_counter() - t_feat
-    inputs = _Inputs(model, images, feats, shared is not None, cfg.jitter, gen, cfg.device)
+    # a fresh tile order per crop and step needs the pixels: finetuned or uncached frozen runs
+    fresh = info["kind"] == "permutation" and cfg.reshuffle and not feats
+    inputs = _Inputs(model, images, feats, shared is not None, cfg.jitter, gen, cfg.device, fresh)
     fit = _fit(cfg, task, info["kind"], inputs, targets["train"], rng, progress)
 
     model.eval()
@@ -120,7 +140,8 @@ def train_task(
     }
     for sp in SPLITS:
         outputs = inputs.outputs(sp, len(targets[sp]))
-        result[sp] = task_metrics(task, info, outputs, targets[sp].numpy())
+        groups = tile_groups(samples[sp]) if info["kind"] == "permutation" else None
+        result[sp] = task_metrics(task, info, outputs, targets[sp].numpy(), groups)
     folder = out / "models" / task
     if shared is None:
         save_encoder(enc, folder)
@@ -162,6 +183,14 @@ class _Inputs:
     jitter: float  # finetuning only, see TrainConfig
     gen: torch.Generator
     device: str
+    reshuffle: bool = False  # permutation: a fresh tile order per training crop and step
+
+    def batch(self, idx: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A training step's outputs and targets (the targets of the tiles as reshuffled)."""
+        if not self.reshuffle:
+            return self.forward("train", idx, True), y[idx]
+        x, y_new = reshuffle_tiles(self.images["train"][idx], y[idx], self.gen)
+        return self._run(x, True), y_new
 
     def forward(self, sp: str, idx: torch.Tensor, train: bool) -> torch.Tensor:
         if self.feats:
@@ -170,7 +199,10 @@ class _Inputs:
             return self.model.readout(
                 Features(f.pooled[idx].float().to(dev), f.tokens[idx].float().to(dev))
             )
-        x = self.images[sp][idx].float() / 255
+        return self._run(self.images[sp][idx], train)
+
+    def _run(self, images: torch.Tensor, train: bool) -> torch.Tensor:
+        x = images.float() / 255
         if train and not self.frozen and self.jitter > 0:
             j = self.jitter
             gain = 1 + (torch.rand(len(x), 1, 1, 1, generator=self.gen) * 2 - 1) * j
@@ -253,7 +285,8 @@ def _fit(
         order = torch.from_numpy(rng.permutation(n))
         for s in range(steps):
             idx = order[s * bs : (s + 1) * bs]
-            loss = loss_fn(kind, inputs.forward("train", idx, True), y[idx].to(cfg.device))
+            out, target = inputs.batch(idx, y)
+            loss = loss_fn(kind, out, target.to(cfg.device))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -5,9 +5,11 @@ A column is WORD's organ, matched by name to the structures of our data (TotalSe
 names through ``core.labels.WORD_TO_TOTALSEG``: WORD's intestine is the small bowel, its adrenal
 gland both sides). Each cell pools the test samples of that organ from an evaluation folder's
 ``predictions/<task>.jsonl`` (``probe eval --out``), joined by sample id with the probe
-dataset's rows (``meta.names[0]``: the cropped structure). Chance rows: MED of always answering
-the training mean (per organ), per-tile accuracy 1/16. ``n`` per organ is printed under the
-header (the organs of one patient are few; cells with n = 0 are a dash).
+dataset's rows (``meta.names[0]``: the cropped structure). Per-tile accuracy counts identical
+tiles as interchangeable (``restored_tile_accuracy``: blank tiles of context-free crops).
+Chance rows: MED of always answering the training mean (per organ), per-tile accuracy 1/16.
+``n`` per organ is printed under the header (the organs of one patient are few; cells with
+n = 0 are a dash).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from radspatial.core.labels import totalseg_names
-from radspatial.probes.evaluate import hungarian
+from radspatial.probes.data import ProbeSample
+from radspatial.probes.evaluate import hungarian, restored, tile_groups
 
 WORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("Liver", "liver"), ("Spln", "spleen"), ("K-L", "kidney_left"), ("K-R", "kidney_right"),
@@ -48,6 +51,9 @@ def _organ_of(data: Path, task: str) -> dict[str, str]:
 def organ_metrics(eval_dir: Path, data: Path, task: str) -> dict[str, dict[str, float]]:
     """WORD column key -> {"value", "n"}: MED (px @512) for localize, per-tile % for permutation."""
     organ = _organ_of(data, task)
+    images = {
+        r["id"]: Path(data) / r["image"] for r in _rows(Path(data) / "tasks" / f"{task}.jsonl")
+    }
     groups: dict[str, list[dict]] = {}
     for p in _rows(Path(eval_dir) / "predictions" / f"{task}.jsonl"):
         if p.get("split") == "test" and p["id"] in organ:
@@ -60,8 +66,10 @@ def organ_metrics(eval_dir: Path, data: Path, task: str) -> dict[str, dict[str, 
         )
         if task == "localize":
             value = float(np.linalg.norm(output - target, axis=1).mean() * _REF)
-        else:
-            value = float((hungarian(output) == target).mean() * 100)
+        else:  # identical (blank) tiles interchangeable, as restored_tile_accuracy
+            same = tile_groups([ProbeSample(p["id"], "", "test", images[p["id"]], None, {})
+                                for p in preds])  # fmt: skip
+            value = float(restored(hungarian(output), target, same).mean() * 100)
         out[key] = {"value": value, "n": len(preds)}
     return out
 

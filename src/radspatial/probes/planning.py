@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 from scipy import ndimage
@@ -16,6 +17,7 @@ from scipy import ndimage
 from radspatial.imaging.slices import VARIANTS, StructureStat, Variant, component_areas
 from radspatial.probes.tasks import (
     GRID,
+    MASKED,
     ORGAN_PAIRS,
     STANDARD,
     Dot,
@@ -246,6 +248,8 @@ def plan_task(
         return _plan_localize(crops, rng, rules)
     if task == "permutation":
         return _plan_permutation(crops, rng, rules)
+    if task in MASKED:  # the source task's samples, drawn with the mask channel
+        return [replace(p, task=task) for p in _PLANNERS[MASKED[task]](slices, rng, rules)]
     return _PLANNERS[task](slices, rng, rules)
 
 

@@ -10,14 +10,23 @@ from PIL import Image
 
 from radspatial.imaging.markers import DOT_COLORS, Mark, draw_marks
 from radspatial.imaging.slices import Variant
-from radspatial.probes.tasks import CROP_TASKS, GRID, Plan, Rules
+from radspatial.probes.tasks import CROP_TASKS, GRID, MASKED, Plan, Rules
 
 COLOURS = {**DOT_COLORS, "green": (0, 200, 0), "yellow": (255, 230, 0)}
 
 
-def crop_square(gray: np.ndarray, labels: np.ndarray, label_id: int, crop: int) -> np.ndarray:
-    """The label's bounding box in ``gray``, padded (black) to a square, resized to ``crop``."""
-    ys, xs = np.nonzero(labels == label_id)
+CONTEXTS: tuple[str, ...] = ("keep", "remove")
+
+
+def crop_square(
+    gray: np.ndarray, labels: np.ndarray, label_id: int, crop: int, context: str = "keep"
+) -> np.ndarray:
+    """The label's bounding box in ``gray``, padded (black) to a square, resized to ``crop``;
+    ``context="remove"`` blacks out every pixel outside the label first."""
+    inside = labels == label_id
+    if context == "remove":
+        gray = np.where(inside, gray, 0).astype(gray.dtype)
+    ys, xs = np.nonzero(inside)
     h, w = int(ys.max() - ys.min()) + 1, int(xs.max() - xs.min()) + 1
     side = max(h, w)
     y0, x0 = int(ys.min()) - (side - h) // 2, int(xs.min()) - (side - w) // 2
@@ -51,9 +60,13 @@ def render_plan(
 ) -> np.ndarray:
     if plan.task in CROP_TASKS:
         assert labels is not None
-        img = crop_square(gray, labels, plan.label_ids[0], rules.crop)
+        img = crop_square(gray, labels, plan.label_ids[0], rules.crop, rules.context)
         return _rgb(shuffle_tiles(img, plan.perm) if plan.perm else img)
-    shown = Variant(plan.variant).apply_image(_rgb(gray))
+    rgb = _rgb(gray)
+    if plan.task in MASKED:  # the pair's mask in the blue channel, grey in red and green
+        assert labels is not None
+        rgb[:, :, 2] = np.where(np.isin(labels, plan.label_ids), 255, 0)
+    shown = Variant(plan.variant).apply_image(rgb)
     if not plan.dots:
         return shown
     # dots are already clamped and rounded (Rules.drawn): draw_marks keeps them where they are

@@ -35,9 +35,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("relpos_organ", "RelOrg ↑"),
     ("relpos2", "RelPos-2 ↑"),
     ("orient5", "Orient-5 ↑"),
+    ("symmetry_mask", "Symm+mask ↑"),
 )
 # shown only when some run has it (relpos2 / orient5: SPAR's class sets, docs/probes.md)
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"relpos_organ", "relpos2", "orient5"})
+OPTIONAL_COLUMNS: frozenset[str] = frozenset(
+    {"relpos_organ", "relpos2", "orient5", "symmetry_mask"}
+)
 HEAD_ORDER = {"mlp": 0, "transformer": 1, "both": 2}
 DASH = "–"
 
@@ -53,11 +56,11 @@ def cell(task: str, metrics: dict[str, Any] | None) -> str:
     if task == "localize":
         v = metrics.get("mean_euclidean_distance_px")
         return DASH if v is None else f"{float(v):.1f}"
-    if task == "permutation":
-        full = metrics.get("permutation_accuracy")
+    if task == "permutation":  # restored: identical (blank) tiles interchangeable, if scored
+        full = metrics.get("restored_accuracy", metrics.get("permutation_accuracy"))
         if full is None:
             return DASH
-        tile = metrics.get("tile_accuracy")
+        tile = metrics.get("restored_tile_accuracy", metrics.get("tile_accuracy"))
         return f"{_pct(full)} ({_pct(tile)})" if tile is not None else _pct(full)
     return _pct(metrics.get("accuracy"))
 

@@ -73,7 +73,11 @@ DERIVED: dict[str, tuple[str, dict[str, str]]] = {
         | {f"A{k}": "mirrored" for k in range(1, 5)},
     ),
 }
-ALL_TASKS: tuple[str, ...] = (*TASK_NAMES, *DERIVED)
+# SPAR's named next step: the symmetry samples (same slices, pairs, targets) drawn with the
+# paired structures' mask in the blue channel (the grey slice stays in red and green, so no
+# image information is lost): separates finding the organs from comparing them. Opt-in.
+MASKED: dict[str, str] = {"symmetry_mask": "symmetry"}
+ALL_TASKS: tuple[str, ...] = (*TASK_NAMES, *DERIVED, *MASKED)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 STANDARD = "B1"  # no flip, no rotation: the standard radiological view
 GRID = 4  # permutation: GRID x GRID tiles
@@ -108,6 +112,7 @@ TASKS: dict[str, TaskDef] = {
     "relpos": TaskDef(3, "classification", ("left", "right", "above", "below"), 0.25),
     "orient": TaskDef(3, "classification", VARIANTS, 1 / 8),
     "symmetry": TaskDef(3, "classification", ("left", "right", "equal"), 1 / 3),
+    "symmetry_mask": TaskDef(3, "classification", ("left", "right", "equal"), 1 / 3),
     "size": TaskDef(3, "classification", ("q1", "q2", "q3", "q4"), 0.25),
     "distance": TaskDef(3, "classification", ("red_blue", "green_yellow"), 0.5),
     "count": TaskDef(3, "classification", COUNT_CLASSES, None),
@@ -131,6 +136,8 @@ DESCRIPTIONS: dict[str, str] = {
     "count": "connected components of the red-dotted structure in the slice",
     "relpos_organ": "no markers: where the second structure of a fixed named pair (liver->spleen,"
     " kidney_right->kidney_left, liver->stomach; first present) lies from the first, as shown",
+    "symmetry_mask": "symmetry with the pair's mask as an input channel (blue; grey slice in"
+    " red and green)",
     "relpos2": "SPAR's binary relative position: the relpos samples whose blue dot is left or"
     " right of the red dot",
     "orient5": "SPAR's five orientation classes: the orient samples as standard, rotated 90 ccw,"
@@ -167,6 +174,9 @@ class Rules:
     reference: int = REFERENCE_PX
     thresholds: QuestionRules = field(default_factory=QuestionRules)
     dominance: float = RELPOS_DOMINANCE
+    # crop tasks: "keep" the tissue around the organ inside its bounding box, or "remove" it
+    # (pixels outside the organ's mask black: SPAR-Bench's "tiles ... removed context")
+    context: str = "keep"
 
     def px(self, ref_px: float) -> float:
         return ref_px * self.size / self.reference

@@ -67,6 +67,10 @@ class TrainConfig:
     # permutation: the mlp head reads each tile's region (False: the whole image's mean, the
     # earlier read-out, which cannot tell one arrangement of the tiles from another)
     per_tile: bool = True
+    # permutation: every training crop gets a fresh random tile order at every step (its
+    # stored order is one of 16!); False: the stored order only (the earlier training).
+    # Needs the pixels, so frozen runs on cached features keep the stored order.
+    reshuffle: bool = True
 
     def epochs_for(self, task: str) -> int:
         return (self.task_epochs or {}).get(task, self.epochs)
