@@ -30,7 +30,7 @@ from radspatial.core.runtime import bundled_example
 from radspatial.imaging.marker_measure import measure_box, measure_dot
 from radspatial.imaging.markers import DOT_COLORS
 from radspatial.imaging.volumes import Case
-from radspatial.questions.relative_position import axis_of, worded_relation
+from radspatial.questions.frames import axis_of, worded_relation
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / ".." / "shared" / "data"

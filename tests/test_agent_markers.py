@@ -21,7 +21,7 @@ from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import Mark, draw_marks
 from radspatial.imaging.slices import VARIANTS
 from radspatial.imaging.volumes import Case
-from radspatial.questions.relative_position import worded_relation as relation_of
+from radspatial.questions.frames import worded_relation as relation_of
 
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 needs_mirp = pytest.mark.skipif(not MIRP_SAMPLE.is_dir(), reason="../shared/data not present")

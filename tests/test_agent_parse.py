@@ -19,12 +19,12 @@ from radspatial.core.labels import (
 )
 from radspatial.eval.items import EvalItem
 from radspatial.eval.prompts import MIRP
+from radspatial.questions.frames import worded_relation as relation_of
 from radspatial.questions.relative_position import (
     RELATIONS,
     marker_question,
     named_question,
 )
-from radspatial.questions.relative_position import worded_relation as relation_of
 
 MIRP_SAMPLE = Path("/work/shared/data/mirp_sample")
 _MARKER_OF_FILE = {"qa.json": None, "qa_numbers.json": "numbers", "qa_letters.json": "letters"}

@@ -8,6 +8,7 @@ and functions stay small enough to read in one go.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,30 +32,40 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _walk(node: ast.AST, *, top_level_only: bool) -> Iterator[ast.AST]:
+    """``node``'s descendants, leaving out ``if TYPE_CHECKING:`` blocks (annotations only) and,
+    with ``top_level_only``, function bodies (what runs only when called)."""
+    for child in ast.iter_child_nodes(node):
+        if _type_checking(child):
+            continue
+        if top_level_only and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        yield child
+        yield from _walk(child, top_level_only=top_level_only)
+
+
 def _imported(name: str, path: Path, *, top_level_only: bool) -> set[str]:
-    """radspatial modules that ``path`` imports (at module level, or anywhere)."""
+    """radspatial modules that ``path`` imports (at module level, or anywhere: inside
+    functions too). ``from pkg import sub`` is an import of ``pkg.sub`` (and of ``pkg`` only
+    where ``sub`` is not a module)."""
     tree = ast.parse(path.read_text())
-    nodes: list[ast.AST] = []
-    for node in tree.body if top_level_only else [tree]:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue  # annotations only
-        if top_level_only and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        if top_level_only and isinstance(node, ast.ClassDef):
-            nodes.extend(n for n in node.body if not isinstance(n, ast.FunctionDef))
-            continue
-        nodes.extend(ast.walk(node))
     found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    for node in nodes:
+    for node in _walk(tree, top_level_only=top_level_only):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join([*package[: len(package) - node.level + 1], *filter(None, [base])])
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            subs = {f"{base}.{alias.name}" for alias in node.names}
+            found.update(subs)
+            if not subs <= set(MODULES):
+                found.add(base)
     return {m for m in found if m in MODULES and m != name}
 
 
@@ -90,6 +101,35 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_module_level_imports_form_no_circle():
     graph = {m: _imported(m, p, top_level_only=True) for m, p in MODULES.items()}
     assert _cycles(graph) == []
+
+
+def test_no_import_circle_at_all():
+    """Function-level imports included: a circle dodged by importing inside a function is
+    still a circle (a registry importing its built-in modules by name is no import here)."""
+    graph = {m: _imported(m, p, top_level_only=False) for m, p in MODULES.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_import_finder_sees_function_level_imports(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import radspatial.agent.core\n"
+        "def f():\n    from radspatial.questions import parsing\n"
+    )
+    assert _imported("x", path, top_level_only=True) == set()
+    assert _imported("x", path, top_level_only=False) == {"radspatial.questions.parsing"}
+
+
+def test_the_kernel_imports_nothing_above_it():
+    """``questions/`` is below the agent, the evaluator and grading."""
+    above = ("radspatial.agent", "radspatial.eval", "radspatial.grading", "radspatial.cli")
+    offenders = {
+        m: sorted(d for d in _imported(m, p, top_level_only=False) if d.startswith(above))
+        for m, p in MODULES.items()
+        if m.startswith("radspatial.questions")
+    }
+    assert {m: d for m, d in offenders.items() if d} == {}
 
 
 def test_the_circle_finder_sees_a_circle():

@@ -23,8 +23,9 @@ from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import main
 from radspatial.eval.items import load_items
-from radspatial.eval.mirp import MIRP_CENTRES, class_name, draw_examples, parse_mirp
+from radspatial.eval.mirp import draw_examples, parse_mirp
 from radspatial.eval.runner import EvalConfig, mirp_examples, run_eval
+from radspatial.formats.mirp import MIRP_CENTRES, class_name
 from radspatial.imaging.volumes import Case
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -269,7 +270,7 @@ def test_protocol_mirp_sends_text_first_and_the_ct_prompt_everywhere(dataset, tm
 
 def test_vllm_puts_text_first_by_default():
     from radspatial.models.base import Request
-    from radspatial.models.vllm_backend import _message
+    from radspatial.models.vllm_backend import chat_message as _message
 
     default = _message(Request("k", "p", b"png"))[0]["content"]
     last = _message(Request("k", "p", b"png", text_first=False))[0]["content"]
@@ -322,7 +323,7 @@ def test_markers_of_a_concave_structure_never_contradict_the_answer():
 
     import numpy as np
 
-    from radspatial.bench.generate import _candidate
+    from radspatial.bench.plans import candidate as _candidate
     from radspatial.imaging.slices import VARIANTS, Geometry, Variant, structure_stats
     from radspatial.questions import QuestionRules, SliceFacts, get_question_type
 

@@ -71,7 +71,7 @@ def test_the_processor_config_carries_our_decoding_and_options() -> None:
 
 @pytest.mark.parametrize("text_first", [False, True])
 def test_rows_become_the_messages_of_the_in_process_vllm_backend(text_first: bool) -> None:
-    from radspatial.models.vllm_backend import _message
+    from radspatial.models.vllm_backend import chat_message
 
     png = _png()
     req = Request("key1", "Is the liver left of the spleen?", png, text_first=text_first)
@@ -79,7 +79,7 @@ def test_rows_become_the_messages_of_the_in_process_vllm_backend(text_first: boo
     assert set(row) == {"key", "prompt", "png_b64", "text_first"}
     assert all(isinstance(v, str | bool) for v in row.values())  # flat, Arrow-friendly
     out = engine_row(row, Decoding(max_tokens=5))
-    assert out["key"] == "key1" and out["messages"] == _message(req)
+    assert out["key"] == "key1" and out["messages"] == chat_message(req)
     parts = out["messages"][0]["content"]
     assert [p["type"] for p in parts] == (
         ["text", "image_url"] if text_first else ["image_url", "text"]

@@ -35,6 +35,8 @@ def generate(
     labels: str | None = None,
     case_id: str | None = None,
     cases: PathLike | Sequence[Case] | None = None,
+    seg_dir: PathLike | None = None,
+    variant: str | None = None,
     seed: int = 0,
     size: int = 512,
     setups: Sequence[str] = ("rq1", "rq2", "rq3", "as"),
@@ -50,8 +52,10 @@ def generate(
     """Generate a MIRP-style benchmark into folder ``out``; returns its summary.
 
     Give one case (``ct`` + ``seg``: NIfTI or DICOM folder, multilabel NIfTI or a
-    TotalSegmentator folder; ``labels`` names the mask's label table), several (``cases``: a
-    cases CSV or a list of ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT.
+    TotalSegmentator folder, or ``seg_dir``; ``labels`` names the mask's label table, ``case_id``
+    and ``variant`` its id and anatomy variant), several (``cases``: a cases CSV or a list of
+    ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT. They are checked
+    as ``radspatial generate`` checks its flags (``bench/inputs.py``).
     ``questions`` are question types (``relative_position``, ``orientation``, ``symmetry``,
     ``size``, ``distance``, ``count``). ``rules`` is the rule profile: "mirp" (MIRP's
     generation rules) or "strict" (radspatial's earlier ones, docs/mirp.md). Same inputs and
@@ -64,9 +68,10 @@ def generate(
     """
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
+    from radspatial.bench.inputs import CaseInputs, resolve_cases
     from radspatial.core.rules import QuestionRules
 
-    case_list = _case_list(ct, seg, labels, case_id, cases)
+    given = CaseInputs(ct, seg, seg_dir, labels, case_id=case_id, variant=variant, cases=cases)
     config = GenerateConfig(
         seed=seed,
         size=size,
@@ -77,36 +82,11 @@ def generate(
         rules=QuestionRules(profile=rules),
         export_masks=export_masks,
     )
+    case_list = resolve_cases(given)
     log = print if verbose else (lambda _: None)
     return build_dataset(
         case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log
     )
-
-
-def _case_list(
-    ct: PathLike | None,
-    seg: PathLike | None,
-    labels: str | None,
-    case_id: str | None,
-    cases: PathLike | Sequence[Case] | None,
-) -> list[Case]:
-    """``generate``'s cases: a cases CSV or list, one ``ct`` + ``seg``, or the bundled CT."""
-    from radspatial.core.runtime import bundled_example
-    from radspatial.imaging.volumes import Case, read_cases_csv
-
-    if cases is not None and ct is not None:
-        raise ValueError("give ct/seg or cases, not both")
-    if cases is None and (ct is None) != (seg is None):
-        raise ValueError("ct and seg go together")
-    if isinstance(cases, str | Path):
-        return read_cases_csv(Path(cases), labels=labels)
-    if cases is not None:
-        return list(cases)
-    if ct is not None:
-        name = case_id or Path(ct).name.removesuffix(".gz").removesuffix(".nii")
-        return [Case(name, Path(ct), Path(seg), labels)]  # type: ignore[arg-type]
-    bct, bseg = bundled_example()
-    return [Case(case_id or "example_ct_sm", bct, bseg, "totalsegmentator")]
 
 
 @dataclass(frozen=True)

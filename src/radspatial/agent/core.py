@@ -23,7 +23,6 @@ import numpy as np
 from PIL import Image
 
 from radspatial.agent.types import (
-    ROLES,
     Context,
     Decision,
     Found,
@@ -35,8 +34,9 @@ from radspatial.agent.types import (
 )
 from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
-from radspatial.questions import QuestionType, get_question_type
+from radspatial.questions import QUESTION_TYPES, QuestionType, get_question_type
 from radspatial.questions.open_common import is_open
+from radspatial.questions.parsing import parse_question
 
 MAX_PIXELS = 4096 * 4096
 
@@ -118,8 +118,6 @@ class Agent:
         context: Context | None = None,
         from_prompt: bool = False,
     ) -> AgentAnswer:
-        from radspatial.agent.parse import parse_question
-
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
@@ -140,7 +138,7 @@ class Agent:
             decision = self._answer_open(qtype, arr, parsed, context, trace)
             return AgentAnswer(decision.answer, _text(decision), trace)
         timings["parse_ms"] = _ms(t0)
-        trace["parsed"] = parsed.to_json()
+        trace["parsed"] = parsed.to_json(qtype.roles)
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
         if refs and (why := _refusal(self.localizer, refs, context)):  # plane, modality
@@ -247,7 +245,8 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
     font = ImageFont.load_default(size=max(10, pil.width // 40))
     colours = ("#ffb000", "#00c0ff", "#ff40ff")
     parsed = result.trace.get("parsed") or {}
-    roles = ROLES.get(parsed.get("kind", "relative_position"), ())
+    kind = parsed.get("kind", "relative_position")
+    roles = get_question_type(kind).roles if kind in QUESTION_TYPES else ()
     found_list = result.trace.get("found")
     found_list = found_list if isinstance(found_list, list) else []
     pts: list[tuple[float, float]] = []

@@ -1,173 +1,42 @@
-"""Records that flow through the agent (parse -> localize -> verify) and the localizer registry.
+"""The localizer protocol and registry (``LOCALIZERS``), and the agent's records.
 
-Image coordinates: (x, y) in pixels of the image as shown, x to the right, y downward. What the
-agent can be asked is the question types' (``radspatial.questions``): each parses its own
-wordings and decides from what was found; ``KINDS`` and ``ROLES`` are read from them.
+The records (``Ref``, ``ParsedQuestion``, ``Found``, ``Decision``, ``Context``, ``Scene``,
+``ParseError``) live in ``questions/records.py``, below the agent, with the question types that
+make and read them; they are re-exported here for localizers and users.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from radspatial.core.registry import Registry
-from radspatial.core.rules import QuestionRules
+from radspatial.questions.records import (
+    Context,
+    Decision,
+    Found,
+    ParsedQuestion,
+    ParseError,
+    Ref,
+    Scene,
+)
 
-
-class _FromTypes(Mapping[str, tuple[str, ...]]):
-    """kind -> one member of each question type the agent parses, read from the registry when
-    asked (so a type registered later is in it)."""
-
-    def __init__(self, member: str) -> None:
-        self._member = member
-
-    def _table(self) -> dict[str, tuple[str, ...]]:
-        from radspatial.questions import agent_types
-
-        return {qt.name: tuple(getattr(qt, self._member)) for qt in agent_types()}
-
-    def __getitem__(self, kind: str) -> tuple[str, ...]:
-        return self._table()[kind]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-
-# question kind -> the relations its parser returns; kind -> the role of each parsed Ref
-KINDS: Mapping[str, tuple[str, ...]] = _FromTypes("relations")
-ROLES: Mapping[str, tuple[str, ...]] = _FromTypes("roles")
-
-
-class ParseError(ValueError):
-    """The question could not be parsed into one known kind of binary spatial question."""
-
-
-@dataclass(frozen=True)
-class Ref:
-    """One side of the question: a named structure and/or a marker reference.
-
-    Examples: "the aorta (BZ)" -> Ref(name="aorta", marker="letters", text="BZ");
-    "the number 52" -> Ref(name=None, marker="numbers", text="52");
-    "the red dot" -> Ref(name=None, marker="dots", text="red"); "the left kidney" ->
-    Ref(name="kidney_left").
-    """
-
-    name: str | None = None  # snake_case structure name (TotalSegmentator style), if named
-    marker: str | None = None  # numbers | letters | dots, if a marker is referenced
-    text: str | None = None  # "52", "BZ", "red" / "blue"
-    phrase: str = ""  # the words of the question this came from
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "marker": self.marker, "text": self.text, "phrase": self.phrase}
-
-
-@dataclass(frozen=True)
-class ParsedQuestion:
-    """One parsed question. ``refs`` in order: relative position and size (subject, reference),
-    distance (anchor, first, second), count (the structure), orientation (none)."""
-
-    refs: tuple[Ref, ...]
-    relation: str  # one of KINDS[kind]
-    question: str
-    kind: str = "relative_position"
-    params: dict[str, Any] = field(default_factory=dict)  # count: {"n": 3}
-
-    @property
-    def subject(self) -> Ref | None:
-        return self.refs[0] if self.refs else None
-
-    @property
-    def reference(self) -> Ref | None:
-        return self.refs[1] if len(self.refs) > 1 else None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "relation": self.relation}
-        roles = ROLES.get(self.kind, ())
-        out.update({role: ref.to_json() for role, ref in zip(roles, self.refs, strict=False)})
-        if self.params:
-            out["params"] = self.params
-        out["question"] = self.question
-        return out
-
-
-@dataclass(frozen=True)
-class Found:
-    """Where a localizer found one Ref."""
-
-    xy: tuple[float, float]  # centre used for the decision (shown frame)
-    score: float  # confidence in [0, 1]
-    method: str  # e.g. "dot-color", "glyph-match", "mask-centroid", "unet"
-    details: dict[str, Any] = field(default_factory=dict)  # bbox, read text, area, ...
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "xy": [round(float(v), 2) for v in self.xy],
-            "score": round(float(self.score), 4),
-            "method": self.method,
-            "details": self.details,
-        }
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A question type's answer from what was found: 1 yes, 0 no (an open type: the word or
-    number), None abstain; ``reason`` and ``rule`` say why, for the trace."""
-
-    answer: int | str | None
-    reason: str
-    rule: str
-    dx: float | None = None  # subject minus reference, shown frame
-    dy: float | None = None
-    confidence: float = 0.0
-    measured: dict[str, Any] = field(default_factory=dict)  # areas, distances, counts, ...
-
-    @classmethod
-    def not_found(
-        cls, rule: str, roles: Sequence[str], found: Sequence[Found | None]
-    ) -> Decision | None:
-        """An abstention naming the roles whose structure was not found, else None."""
-        gone = [role for role, f in zip(roles, found, strict=True) if f is None]
-        return cls(None, f"{' and '.join(gone)} not found", rule) if gone else None
-
-    def to_json(self) -> dict[str, Any]:
-        r = lambda v: None if v is None else round(v, 2)  # noqa: E731
-        out = {
-            "answer": self.answer,
-            "reason": self.reason,
-            "rule": self.rule,
-            "dx": r(self.dx),
-            "dy": r(self.dy),
-            "confidence": round(self.confidence, 4),
-        }
-        if self.measured:
-            out["measured"] = self.measured
-        return out
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a localizer may use besides the image (all optional)."""
-
-    mask: np.ndarray | None = None  # label image in the shown frame (uint16), e.g. --export-masks
-    labels: dict[int, str] | None = None  # label id -> snake_case name for ``mask``
-    ct_path: str | None = None  # the CT volume, for 3D localizers (TotalSegmentator)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Scene:
-    """What a question type's ``verify`` may use besides the found refs: the image as shown,
-    the localizer's context and the agent's thresholds."""
-
-    image: np.ndarray
-    context: Context
-    rules: QuestionRules
+__all__ = [
+    "LOCALIZERS",
+    "Context",
+    "Decision",
+    "Found",
+    "Localizer",
+    "ParseError",
+    "ParsedQuestion",
+    "Ref",
+    "Scene",
+    "create_localizer",
+    "list_localizers",
+    "register_localizer",
+]
 
 
 class Localizer(Protocol):

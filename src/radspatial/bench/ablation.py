@@ -26,7 +26,10 @@ from radspatial.imaging.markers import (
     marker_half_extent,
     marker_style,
 )
-from radspatial.questions.relative_position import OPPOSITE, marker_question, relation_holds
+from radspatial.questions import get_question_type
+from radspatial.questions.frames import OPPOSITE, relation_holds
+
+AS_TYPE = "relative_position"  # what MIRP asks of its blank images
 
 
 def _bounds(size: int, markers: tuple[str, ...], rules: QuestionRules) -> tuple[tuple, tuple]:
@@ -67,7 +70,10 @@ def _positions(rng: np.random.Generator, size: int, rules: QuestionRules, marker
 def generate_ablation(
     rng: np.random.Generator, count: int, markers: tuple[str, ...], size: int, rules: QuestionRules
 ):
-    """Yield ``(index, marker, png_rgb, row_fields)`` for ``count`` items per marker type."""
+    """Yield ``(index, marker, png_rgb, row_fields)`` for ``count`` items per marker type.
+
+    The questions are relative position's (MIRP's type), worded by it through the registry."""
+    asked = get_question_type(AS_TYPE)
     geometry = marker_geometry(rules.profile)
     targets = np.array([1, 0] * (count // 2))
     rng.shuffle(targets)
@@ -83,7 +89,7 @@ def generate_ablation(
             marks = [Mark(marker, t1, p1), Mark(marker, t2, p2)]
             img = draw_marks(blank, marks, boxed=False, geometry=geometry)
             fields = {
-                "question": marker_question(marker, t1, relation, t2),
+                "question": asked.blank_question(marker, t1, relation, t2),
                 "answer": answer,
                 "relation": relation,
                 "object1": {"marker_text": t1, "center_xy": list(p1), "marker_xy": list(p1)},

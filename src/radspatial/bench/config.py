@@ -13,7 +13,6 @@ from radspatial.imaging.markers import MARKER_TYPES, marker_names
 from radspatial.imaging.planes import check_planes
 from radspatial.questions import QuestionRules, get_question_type
 
-SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
 CT_WINDOW = (400.0, 40.0)  # soft tissue, HU (MIRP's)
 MAX_SIZE = 4096  # px: 7 RGB PNGs of 4096^2 per slice are already ~350 MB of pixels
 PNG_LEVEL = 3

@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 from radspatial.bench.config import GenerateConfig
-from radspatial.bench.generate import SlicePlan, _candidate, _SliceInfo, plane_key
+from radspatial.bench.plans import SliceInfo as _SliceInfo
+from radspatial.bench.plans import SlicePlan, plane_key
+from radspatial.bench.plans import candidate as _candidate
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.imaging.volumes import Volume

@@ -10,10 +10,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
 from radspatial.bench.ablation import generate_ablation
-from radspatial.bench.config import SETUP_DIRS, GenerateConfig
+from radspatial.bench.config import GenerateConfig
 from radspatial.bench.generate import encode_png, image_relpath
 from radspatial.bench.stage import (
     ASSEMBLY,
@@ -37,8 +36,7 @@ from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.safepath import check_disjoint
 from radspatial.core.staging import check_out_folder, swap_in
-from radspatial.eval.mirp import MIRP_CENTRES
-from radspatial.imaging.markers import marker_style
+from radspatial.formats.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
 from radspatial.questions.open_common import is_open
@@ -55,92 +53,6 @@ class DatasetSummary:
     question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
     failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
-
-
-def _mirp_item(row: ManifestRow) -> dict:
-    """One published-MIRP-schema question entry from a manifest row.
-
-    Relative position rows are exactly MIRP's schema, quirks included (see docs/format.md):
-    RQ1-RQ3 letters say ``object*_label``, everything else ``object*_gray``; numbers are ints
-    (each marker style's ``mirp``; no marker: the label id); AS entries have no names and
-    integer centres (keys are written sorted). Other question types (SPAR-VQA) use the same
-    fields for each of their objects (``object3_*`` for distance, none for orientation) and add
-    ``question_type`` (and ``count``).
-    """
-    blank = row.setup == "as"
-    style = None if row.marker == "none" else marker_style(row.marker)
-    objects = [(k, o) for k, o in enumerate((row.object1, row.object2, row.object3), 1) if o]
-    item: dict = {}
-    if not blank:
-        for k, o in objects:
-            item[f"object{k}_name"] = o.display_name
-    for k, o in objects:
-        key, value = (
-            ("gray", o.label_id) if style is None else style.mirp(o.label_id, o.marker_text, blank)
-        )
-        item[f"object{k}_{key}"] = value
-    for k, o in objects:
-        x, y = o.center_xy
-        item[f"object{k}_center_x"] = int(round(x)) if blank else x  # AS: ints, as published
-        item[f"object{k}_center_y"] = int(round(y)) if blank else y
-    if row.question_type != "relative_position":
-        item["question_type"] = row.question_type
-        if "n" in (row.params or {}):
-            item["count"] = row.params["n"]
-    item.update(question=row.question, answer=row.answer)
-    return item
-
-
-def _mirp_entry(row: ManifestRow) -> dict:
-    entry: dict = {"filename": Path(row.image).name}
-    if row.setup != "as":
-        entry.update(
-            base_name=row.source.case_id,
-            slice_index=row.source.slice_index,
-            classes_count=row.slice.classes_count,
-            multiple_components_same_label=row.slice.multiple_components_same_label,
-        )
-    entry["question_answer"] = [_mirp_item(row)]
-    if row.setup != "as":
-        entry["rotate_flip_short"] = row.transform
-        entry["rotate_flip_long"] = row.transform_name
-    entry.update({"plane": row.plane} if row.plane else {})  # an extra: MIRP's are axial
-    return entry
-
-
-def _mirp_path(stage: Path, setup: str, marker: str) -> Path:
-    name = "qa.json" if marker == "none" else f"qa_{marker}.json"
-    return stage / SETUP_DIRS[setup] / name
-
-
-class MirpStreams:
-    """MIRP's qa*.json files (``core.io.dumps`` layout: a list, sorted keys, indent 2) written
-    entry by entry, one entry per manifest row.
-
-    Entries come in manifest (id) order, which is image order within a file: ids and image
-    names differ only by their suffix ("/q0" vs ".png") after the same base name."""
-
-    def __init__(self, stage: Path) -> None:
-        self.stage = stage
-        self.files: dict[tuple[str, str], TextIO] = {}
-
-    def add(self, row: ManifestRow) -> None:
-        key = (row.setup, row.marker)
-        fh = self.files.get(key)
-        if fh is None:
-            path = _mirp_path(self.stage, *key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = self.files[key] = path.open("w", encoding="utf-8")
-            fh.write("[\n")
-        else:
-            fh.write(",\n")
-        text = json.dumps(_mirp_entry(row), sort_keys=True, ensure_ascii=False, indent=2)
-        fh.write("\n".join("  " + line for line in text.split("\n")))
-
-    def close(self) -> None:
-        for fh in self.files.values():
-            fh.write("\n]\n")
-            fh.close()
 
 
 def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:

@@ -10,20 +10,25 @@ every other case byte-identical.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image
-from scipy import ndimage
 
 from radspatial.bench.blocks import plan_in_views, propose_other_class
-from radspatial.bench.config import SETUP_DIRS, GenerateConfig
-from radspatial.bench.eligibility import eligible_structures, size_rule
+from radspatial.bench.config import GenerateConfig
+from radspatial.bench.plans import (
+    SliceInfo,
+    SlicePlan,
+    candidate,
+    min_eligible,
+    plane_key,
+    usable_slices,
+)
 from radspatial.core.labels import display_name
-from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
 from radspatial.core.runtime import keyed_rng
+from radspatial.formats.mirp import SETUP_DIRS
 from radspatial.imaging.markers import (
     DOT_ORDER,
     Mark,
@@ -36,67 +41,19 @@ from radspatial.imaging.slices import (
     Geometry,
     StructureStat,
     Variant,
-    component_areas,
     percentile_window,
     render_gray,
     render_labels,
-    structure_stats,
     to_display,
 )
 from radspatial.imaging.volumes import Volume
 from radspatial.questions import (
-    Candidate,
     QuestionSpec,
     QuestionType,
     SliceFacts,
     Wording,
     get_question_type,
 )
-
-
-@dataclass(frozen=True)
-class SlicePlan:
-    z: int
-    base_name: str
-    variant: Variant
-    spec: QuestionSpec
-    stats: dict[int, StructureStat]
-    dots: tuple[str, ...]  # dot colour of each object, in object order
-    plane: str = "axial"  # imaging/planes.py; ``z`` indexes the plane's slices
-    group: str | None = None  # consistency group (--consistency: bench/consistency.py)
-    group_twin: str | None = None  # the group asking the same pair the other way round
-
-    @property
-    def question_type(self) -> QuestionType:
-        return get_question_type(self.spec.question_type)
-
-
-def _candidate(s: StructureStat, name: str, variant: Variant, size: int) -> Candidate:
-    return Candidate(
-        s.label_id,
-        name,
-        variant.apply_point(s.center_xy, size),
-        s.center_xy,
-        variant.apply_point(s.marker_xy, size),
-        s.area_px,
-        s.marker_xy,
-    )
-
-
-def _component_areas(vol: Volume, z: int, geom: Geometry) -> Callable[[int], list[float]]:
-    """label id -> component areas (output px, largest first) in the rendered slice, cached."""
-    cache: dict[str, object] = {}
-
-    def areas(label_id: int) -> list[float]:
-        if "boxes" not in cache:
-            lab = render_labels(to_display(vol.seg[:, :, z]), geom)
-            cache["lab"], cache["boxes"] = lab, ndimage.find_objects(lab.astype(np.int32))
-        boxes = cache["boxes"]
-        if label_id > len(boxes) or boxes[label_id - 1] is None:
-            return []
-        return component_areas(cache["lab"], label_id, boxes[label_id - 1])
-
-    return areas
 
 
 def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list[SlicePlan]:
@@ -111,7 +68,7 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
     if not qtypes:
         return []
-    usable = _usable_slices(vol, config, min(_min_eligible(q) for q in qtypes))
+    usable = usable_slices(vol, config, min(min_eligible(q) for q in qtypes))
     plans: list[SlicePlan] = []
     for q in qtypes:
         if config.consistency and q.name == "relative_position":
@@ -123,50 +80,11 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     return plans
 
 
-def _usable_slices(vol: Volume, config: GenerateConfig, need: int = 2) -> list[_SliceInfo]:
-    """Every slice with at least ``need`` eligible structures, analysed once."""
-    geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
-    min_area, min_gap = size_rule(config)
-    usable: list[_SliceInfo] = []
-    n_z = vol.seg.shape[2]
-    for z in range(n_z):
-        step(f"{vol.case_id}: analysing slice {z + 1}/{n_z}")
-        stats = structure_stats(to_display(vol.seg[:, :, z]), geom)
-        if config.rules.mirp:  # MIRP marks the centre of mass, inside the structure or not
-            stats = {k: replace(s, marker_xy=s.center_xy) for k, s in stats.items()}
-        eligible = eligible_structures(stats, vol.table.names, min_area, min_gap)
-        if len(eligible) >= need:
-            usable.append(_SliceInfo(z, stats, tuple(eligible), _component_areas(vol, z, geom)))
-    return usable
-
-
-def _min_eligible(qtype: QuestionType) -> int:
-    """Eligible structures a slice needs for ``qtype``: one for the single-structure types (so
-    a mask of one organ, e.g. a liver SEG, still makes questions), else two (as always)."""
-    return 1 if qtype.n_objects == 1 else 2
-
-
-@dataclass(frozen=True)
-class _SliceInfo:
-    """One slice with at least two eligible structures, analysed once for every type."""
-
-    z: int
-    stats: dict[int, StructureStat]
-    eligible: tuple[StructureStat, ...]
-    component_areas: Callable[[int], list[float]]
-
-
-def plane_key(case_id: str, plane: str) -> str:
-    """The random stream's and the file names' case part: the case id, plus the plane when
-    not axial (axial datasets are reproduced byte for byte)."""
-    return case_id if plane == "axial" else f"{case_id}_{plane}"
-
-
 def _plan_type(
     vol: Volume,
     config: GenerateConfig,
     qtype: QuestionType,
-    usable: list[_SliceInfo],
+    usable: list[SliceInfo],
     plane: str = "axial",
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
@@ -178,10 +96,10 @@ def _plan_type(
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
     block = len(getattr(qtype, "classes", (0, 1))) or 1
 
-    def scan(left: list[_SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
+    def scan(left: list[SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
         return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane), plans)
 
-    eligible_for = [i for i in usable if len(i.eligible) >= _min_eligible(qtype)]
+    eligible_for = [i for i in usable if len(i.eligible) >= min_eligible(qtype)]
     return plan_in_views(eligible_for, block, len(cycle), scan)
 
 
@@ -189,7 +107,7 @@ def _scan(
     vol: Volume,
     config: GenerateConfig,
     qtype: QuestionType,
-    usable: list[_SliceInfo],
+    usable: list[SliceInfo],
     how: tuple[np.random.Generator, list[str], int, int, str],
     plans: list[SlicePlan],
 ) -> list[SlicePlan]:
@@ -216,10 +134,10 @@ def _scan(
             variant=variant.code,
             size=config.size,
             candidates=tuple(
-                _candidate(s, names[s.label_id], variant, config.size) for s in eligible
+                candidate(s, names[s.label_id], variant, config.size) for s in eligible
             ),
             present=tuple(
-                _candidate(s, names[i], variant, config.size)
+                candidate(s, names[i], variant, config.size)
                 for i, s in sorted(stats.items())
                 if i in names
             ),
@@ -290,7 +208,7 @@ def centres_entry(filename: str, stats: dict[int, StructureStat], names: dict[in
     """One entry of MIRP's ``center_of_anatomical_stuctures_in_standard_radiological_
     orientation.json``: every named structure of the slice, centre of mass in standard view
     (output px), under the class name MIRP's anatomy script looks questions up by."""
-    from radspatial.eval.mirp import class_name
+    from radspatial.formats.mirp import class_name
 
     info = [
         {

@@ -20,12 +20,10 @@ finished shards kept for the rerun.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from radspatial.bench.config import GenerateConfig
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import TaskFailed, run_ordered
 from radspatial.core.io import atomic_write_json, dumps
+from radspatial.core.locks import folder_lock
 from radspatial.imaging.volumes import Case, InputError
 
 SHARDS, ASSEMBLY, ROWS, DONE, LOCK = "shards", "dataset", "rows.jsonl", "done.json", ".lock"
@@ -150,33 +149,24 @@ def read_done(shard: Path) -> dict | None:
 
 @contextmanager
 def locked_stage(stage: Path) -> Iterator[Path]:
-    """Create/reuse ``stage`` and hold its lock; a second writer gets a clear error."""
+    """Create/reuse ``stage`` and hold its lock (``core/locks``); a second writer gets a clear
+    error after ``LOCK_WAIT_S`` (workers of a killed run exit just after it)."""
+
+    def busy(holder: str) -> InputError:
+        return InputError(
+            f"{stage}: another radspatial generate is writing this output; wait for it"
+        )
+
     try:
         stage.mkdir(parents=True, exist_ok=True)
-        fd = os.open(stage / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise InputError(disk_error_line(exc, stage)) from None
-    try:
-        deadline = time.monotonic() + LOCK_WAIT_S  # workers of a killed run exit just after it
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise InputError(
-                        f"{stage}: another radspatial generate is writing this output; wait for it"
-                    ) from None
-                time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+    with folder_lock(stage / LOCK, busy, wait_s=LOCK_WAIT_S):
         (stage / SHARDS).mkdir(exist_ok=True)
         for p in (stage / SHARDS).glob(".tmp-*"):  # cases a killed run left unfinished
             shutil.rmtree(p, ignore_errors=True)
         shutil.rmtree(stage / ASSEMBLY, ignore_errors=True)
         yield stage
-    finally:
-        os.close(fd)
 
 
 def run_shards(

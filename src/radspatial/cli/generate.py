@@ -9,7 +9,6 @@ from typing import Any
 
 import radspatial.cli.common as common
 from radspatial.core import rules
-from radspatial.core.runtime import bundled_example
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -180,47 +179,16 @@ def _add_plane_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _cases_from_args(args: argparse.Namespace):
-    from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
+def _cases_from_args(args: argparse.Namespace) -> list:
+    """The cases the flags name, checked as the Python API checks them (``bench/inputs.py``)."""
+    from radspatial.bench.inputs import CaseInputs, resolve_cases
 
-    if args.cases:
-        if args.seg or args.seg_dir:
-            raise ValueError("--seg/--seg-dir go with --ct, not --cases")
-        for flag, value in (("--case-id", args.case_id), ("--variant", args.variant)):
-            if value is not None:
-                raise ValueError(f"{flag} goes with --ct; --cases takes a {flag[2:]} column")
-        return read_cases_csv(args.cases, labels=args.labels)
-    if args.ct:
-        seg = args.seg or args.seg_dir
-        if seg is None:
-            raise ValueError("--ct needs --seg (multilabel mask) or --seg-dir (TotalSegmentator)")
-        if args.seg_dir and args.labels not in (None, "totalsegmentator"):
-            raise ValueError(f"--labels {args.labels}: a --seg-dir folder is TotalSegmentator's")
-        labels = "totalsegmentator" if args.seg_dir else args.labels
-        if args.case_id is not None:
-            case_id = check_case_id(args.case_id, "--case-id")
-        else:
-            case_id = check_case_id(_case_id_for(args.ct), f"{args.ct} (use --case-id)")
-        variant = args.variant or "normal"
-        if not variant.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"--variant {variant!r}: use letters, digits, _ and -")
-        return [Case(case_id, args.ct, seg, labels, variant)]
-    if args.seg or args.seg_dir:
-        raise ValueError("--seg/--seg-dir need --ct")
-    if args.variant not in (None, "normal"):
-        raise ValueError(f"--variant {args.variant}: the bundled example is normal anatomy")
-    if args.labels not in (None, "totalsegmentator"):
-        raise ValueError(f"--labels {args.labels}: the bundled example is TotalSegmentator's")
-    ct, seg = bundled_example()
-    return [Case("example_ct_sm", ct, seg, "totalsegmentator")]
-
-
-def _case_id_for(ct: Path) -> str:
-    name = ct.name
-    for suffix in (".nii.gz", ".nii"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    given = CaseInputs(
+        **common.pass_on(args, "ct", "seg", "seg_dir", "labels", "case_id", "variant"),
+        cases=args.cases,
+        modality=args.modality,
+    )
+    return resolve_cases(given)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -245,8 +213,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         **common.pass_on(args, "export_masks", "png_level", "modality"),
     )
     cases = _cases_from_args(args)
-    if args.modality != "CT" and not (args.ct or args.cases):
-        raise ValueError(f"--modality {args.modality.lower()}: the bundled example is a CT")
     summary = build_dataset(
         cases,
         config,

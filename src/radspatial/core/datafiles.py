@@ -3,8 +3,8 @@ names the file, the line or entry, and what is wrong.
 
 - ``manifest.jsonl`` (written atomically by ``radspatial generate``): every line must be a JSON
   object (``read_json_lines``; a torn or garbage line anywhere is refused, never skipped) with
-  the fields of a ``core.records.ManifestRow`` (checked by ``check_fields`` and ``check_answer``).
-- MIRP ``qa*.json``: a list of ``{"filename", "question_answer": [{"question", "answer"}, ...]}``.
+  the fields of a ``core.records.ManifestRow`` (checked by ``check_fields``; its answers by
+  the question type, ``questions.check_answer``).
 - other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
 
 Every reader is bounded: the file must be a regular file (a FIFO or ``/dev/zero`` is refused,
@@ -14,10 +14,9 @@ default 512) and one of its lines at most ``max_line_bytes()`` (env ``RADSPATIAL
 default 32), and nesting deeper than the interpreter allows, integers of more than 4300 digits
 and non-UTF-8 bytes are each one ``DataFileError`` naming the file.
 
-Answers are 0/1 (also ``"0"``/``"1"`` and booleans, as some exports write them); anything else
-(``"maybe"``, 2, null) is refused. Rows of the open question types (``question_type``
-laterality, direction, identification, counting) hold a word, a name or an integer instead
-(``check_answer``).
+Answers are 0/1 (``answer01``: also ``"0"``/``"1"`` and booleans, as some exports write them);
+anything else (``"maybe"``, 2, null) is refused. Rows of the open question types hold a word,
+a name or an integer instead: each type checks its own (``questions.check_answer``).
 """
 
 from __future__ import annotations
@@ -57,42 +56,12 @@ def answer01(value: Any, where: str, key: str = "answer") -> int:
     raise DataFileError(f"{where}: {key!r} must be 0 or 1, got {value!r}")
 
 
-_OPEN_WORDS = {"laterality": ("left", "right"), "direction": ("left", "right", "above", "below")}
-
-
-def _choice_classes(question_type: str | None) -> tuple[str, ...] | None:
-    """A multiple-choice type's classes (``questions/spar_common.py``), None for other types."""
-    if not question_type or not question_type.startswith("spar_"):
-        return None
-    from radspatial.questions.spar_common import choice_type
-
-    qt = choice_type(question_type)
-    return qt.classes if qt is not None else None
-
-
-def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
-    """The answer of a row of ``question_type``: 0/1 for yes/no types; for the open types a
-    side (laterality), a direction word (direction), a non-empty name (identification) or an
-    integer >= 0 (counting). Anything else is a ``DataFileError``."""
-    if question_type in _OPEN_WORDS:
-        if value not in _OPEN_WORDS[question_type]:
-            allowed = "/".join(_OPEN_WORDS[question_type])
-            raise DataFileError(f"{where}: {key!r} must be one of {allowed}, got {value!r}")
-        return value
-    if (classes := _choice_classes(question_type)) is not None:
-        if value not in classes:
-            allowed = "/".join(classes)
-            raise DataFileError(f"{where}: {key!r} must be one of {allowed}, got {value!r}")
-        return value
-    if question_type == "identification":
-        if not isinstance(value, str) or not value.strip():
-            raise DataFileError(f"{where}: {key!r} must be a structure name, got {value!r}")
-        return value
-    if question_type == "counting":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise DataFileError(f"{where}: {key!r} must be an integer >= 0, got {value!r}")
-        return value
-    return answer01(value, where, key)
+def one_of(value: Any, allowed: tuple, where: str, key: str = "answer") -> Any:
+    """``value`` if it is one of ``allowed`` (an open type's classes), else a ``DataFileError``."""
+    if value not in allowed:
+        words = "/".join(str(a) for a in allowed)
+        raise DataFileError(f"{where}: {key!r} must be one of {words}, got {value!r}")
+    return value
 
 
 def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
@@ -249,26 +218,6 @@ def read_json(path: Path, *, want: type) -> Any:
             f"{path}: expected {_TYPE_NAMES[want]} at the top level, got {type(data).__name__}"
         )
     return data
-
-
-def read_mirp_qa(path: Path) -> list[tuple[str, dict, list[tuple[str, dict]]]]:
-    """``(where, entry, [(where, qa), ...])`` per entry of a MIRP ``qa*.json``."""
-    out = []
-    for i, entry in enumerate(read_json(path, want=list)):
-        where = f"{path}: entry {i}"
-        if not isinstance(entry, dict):
-            raise DataFileError(f"{where}: must be a JSON object, got {type(entry).__name__}")
-        check_fields(entry, where, {"filename": (str,)}, {"question_answer": (list,)})
-        qas = []
-        for k, qa in enumerate(entry.get("question_answer") or []):
-            qwhere = f"{where} question_answer[{k}]"
-            if not isinstance(qa, dict):
-                raise DataFileError(f"{qwhere}: must be a JSON object, got {type(qa).__name__}")
-            check_fields(qa, qwhere, {"question": (str,)}, {"question_type": (str,)})
-            check_answer(qa.get("answer"), qa.get("question_type"), qwhere)
-            qas.append((qwhere, qa))
-        out.append((where, entry, qas))
-    return out
 
 
 def check_unique_ids(ids: list[str], root: Path) -> None:

@@ -68,15 +68,20 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="radspatial-parent-watch").start()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interrupt (the command line exits 143 for it, 130 for Ctrl-C)."""
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises KeyboardInterrupt (the same cleanup as Ctrl-C)."""
+    """Within the block, SIGTERM raises ``Terminated`` in the main thread: the same cleanup as
+    Ctrl-C. The one handler of every command (generate, eval, phantom, staged exports)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:

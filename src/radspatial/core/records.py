@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 from radspatial.core.datafiles import (
     DataFileError,
-    check_answer,
     check_fields,
     check_names,
     read_json_lines,
@@ -225,6 +224,8 @@ class ManifestRow:
 
     @classmethod
     def from_json(cls, row: dict, where: str = "manifest row") -> ManifestRow:
+        from radspatial.questions import check_answer  # each type checks its own answers
+
         check_fields(row, where, _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)

@@ -22,7 +22,7 @@ from radspatial.eval.mirp import mirp_block
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
 from radspatial.questions import chance_levels
-from radspatial.questions.relative_position import anatomical_from_standard
+from radspatial.questions.frames import AXES, anatomical_from_standard
 
 Row = dict[str, Any]
 _RELPOS = "relative_position"
@@ -74,9 +74,6 @@ def _by(rows: Sequence[Row], key: Callable[[Row], str | None], runs: int) -> dic
     return {k: group_metrics(v, runs) for k, v in sorted(groups.items())}
 
 
-_AXES = {"left_right": ("left_of", "right_of"), "above_below": ("above", "below")}
-
-
 def _frame_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows with the standard and anatomical answers (older runs: ``expected_canonical`` is
     the standard view; the anatomical answer follows from it)."""
@@ -106,11 +103,11 @@ def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     rows = _frame_rows(rows)
-    for axis, relations in _AXES.items():
+    for axis in AXES:
         sub = [
             r
             for r in rows
-            if r["relation"] in relations
+            if r["relation"] in axis.relations
             and r.get("expected_standard") is not None
             and r.get("expected_anatomical") is not None
         ]
@@ -119,7 +116,7 @@ def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
         conflict = [r for r in sub if r["expected"] != r["expected_anatomical"]]
         aligned = [r for r in sub if r["expected"] == r["expected_anatomical"]]
         view = [r for r in sub if r["expected"] != r["expected_standard"]]
-        out[axis] = {
+        out[axis.name] = {
             "image": group_metrics(sub, runs),
             "standard": group_metrics(sub, runs, target="expected_standard"),
             "anatomical": group_metrics(sub, runs, target="expected_anatomical"),

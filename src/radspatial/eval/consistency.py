@@ -90,7 +90,9 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
 
 def draw_consistency(s: dict[str, Any]) -> bytes | None:
     """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
-    from radspatial.eval.figures import PALETTE, _figure, _png
+    from radspatial.eval.plotting import PALETTE
+    from radspatial.eval.plotting import new_figure as _figure
+    from radspatial.eval.plotting import png_bytes as _png
 
     data = {m: c["all"] for m, c in (s.get("consistency") or {}).items() if c.get("all")}
     if not data:

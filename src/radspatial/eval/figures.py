@@ -7,7 +7,6 @@ there is nothing to draw.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -16,29 +15,14 @@ from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
 from radspatial.eval.consistency import draw_consistency
+from radspatial.eval.plotting import PALETTE
+from radspatial.eval.plotting import new_figure as _figure
+from radspatial.eval.plotting import png_bytes as _png
+from radspatial.eval.report_common import AXES as AXIS_TITLES
 
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-DPI = 150
 SETUP_ORDER = ("rq1", "rq2", "rq3")
 RELPOS = "relative_position"
-AXIS_TITLES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (extension)"}
 Summary = dict[str, Any]
-
-
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, facecolor="white")
-    return buf.getvalue()
 
 
 def _pct(group: dict[str, Any] | None, key: str) -> float:

@@ -19,25 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.datafiles import (
-    DataFileError,
-    check_answer,
-    check_unique_ids,
-    read_json,
-    read_mirp_qa,
-)
+from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
 from radspatial.core.labels import normalize_name
 from radspatial.core.records import RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
-from radspatial.eval.mirp import MIRP_CENTRES
-from radspatial.questions.relative_position import (
+from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
+from radspatial.questions import check_answer
+from radspatial.questions.frames import (
     anatomical_from_standard,
     anatomical_holds,
     relation_holds,
     worded_relation,
 )
 
-MIRP_SETUPS = {"RQ1": "rq1", "RQ2": "rq2", "RQ3": "rq3", "AS": "as"}
+MIRP_SETUPS = {folder: setup for setup, folder in SETUP_DIRS.items()}
 
 
 @dataclass(frozen=True)

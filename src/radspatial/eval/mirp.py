@@ -44,8 +44,6 @@ _ANSWER_IS = re.compile(
 _DIRECTIONS = (("above", "below"), ("below", "above"), ("left", "right"), ("right", "left"))
 ANATOMY_QUESTION = re.compile(r"is the (.+?) to the (left|right) of the (.+?)\?", re.IGNORECASE)
 EXAMPLE_SEED = 2025  # MIRP's inference scripts: random.seed(2025) per setup and marker
-# MIRP's file name, typo included: its anatomy script and download use exactly this name
-MIRP_CENTRES = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
 
 
 def _relation_word(question: str, reply: str) -> int | None:
@@ -85,15 +83,6 @@ def parse_mirp(reply: str, question: str, prompt: str) -> int | None:
     if first and (got := _relation_word(question, first.group(0).strip())) is not None:
         return got
     return _token(_ANSWER_IS.search(cleaned))
-
-
-def class_name(display_name: str) -> str:
-    """The key MIRP's anatomy script looks a question's structure up by: "left kidney" ->
-    "kidney_left" (lower case, words joined by "_", a leading side moved to the end)."""
-    words = display_name.lower().split()
-    if words and words[0] in ("left", "right"):
-        return "_".join(words[1:] + words[:1])
-    return "_".join(words)
 
 
 def group_key(setup: str, marker: str) -> str:

@@ -28,7 +28,7 @@ from radspatial.core.datafiles import read_bytes_bounded, read_json
 from radspatial.core.io import atomic_write_bytes, dumps
 from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
 from radspatial.core.safepath import inside, recorded_root
-from radspatial.eval.mirp import MIRP_CENTRES, class_name
+from radspatial.formats.mirp import MIRP_CENTRES, class_name
 
 
 @dataclass(frozen=True)

@@ -24,36 +24,18 @@ from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.records import SETUPS, ResultRow, read_results
+from radspatial.core.records import ResultRow, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.eval.metrics import mcnemar
+from radspatial.eval.report_common import (
+    DASH,
+    RELPOS,
+    TRANSFORMS,
+)
+from radspatial.eval.report_common import rank as _rank
 from radspatial.eval.subgroups import grouped_accuracy
-from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.models.base import ORACLE_MARK, is_oracle
-
-TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
-TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
-AXES = {"left_right": "Left/right (MIRP's axis)", "above_below": "Above/below (our extension)"}
-FRAME_COLUMNS = (
-    "image",
-    "standard",
-    "anatomical",
-    "aligned_image",
-    "conflict_image",
-    "conflict_anatomical",
-)
-FRAME_HEADER = (
-    "Image (all)",
-    "Standard view (all)",
-    "Anatomical (all)",
-    "Image (aligned)",
-    "Image (not aligned)",
-    "Anatomical (not aligned)",
-)
-RELPOS = "relative_position"
-DASH = "–"
-Group = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -165,14 +147,6 @@ def _strip(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _strip(v) for k, v in obj.items() if k != "per_run"}
     return obj
-
-
-def _rank(key: str) -> tuple[int, int, str]:
-    setup, _, marker = key.partition("/")
-    s = SETUPS.index(setup) if setup in SETUPS else len(SETUPS)
-    markers = ("none", *MARKER_STYLES.names())  # no marker first, then the styles by name
-    m = markers.index(marker) if marker in markers else len(markers)
-    return s, m, key
 
 
 def _keys(runs: Sequence[RunData], section: str, order: Iterable[str] = ()) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from radspatial.core.textsafe import Markup, md_code, md_table, md_text
-from radspatial.eval.report import (
+from radspatial.eval.report_common import (
     AXES,
     DASH,
     FRAME_COLUMNS,
@@ -19,8 +19,8 @@ from radspatial.eval.report import (
     SETUPS,
     TRANSFORM_KEY,
     Group,
-    _rank,
 )
+from radspatial.eval.report_common import rank as _rank
 from radspatial.models.base import ORACLE_MARK
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from radspatial.eval.consistency import CLASSES, TITLES
-from radspatial.eval.report import DASH
+from radspatial.eval.report_common import DASH
 from radspatial.eval.report_md import (
     _frames_tables,
     _question_type_table,

@@ -36,6 +36,7 @@ from radspatial.core.textsafe import utf8_clean
 from radspatial.eval.items import EvalItem, load_items, sample_items
 from radspatial.eval.mirp import draw_examples
 from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
+from radspatial.eval.requests import item_meta, item_truth
 from radspatial.eval.results import result_row
 from radspatial.eval.runguard import LOCK_NAME, run_lock
 from radspatial.models.base import (
@@ -45,6 +46,7 @@ from radspatial.models.base import (
     Reply,
     Request,
     create_backend,
+    reads_truth,
 )
 from radspatial.models.families import Family, clean_reply, family_of, settings
 
@@ -121,42 +123,6 @@ def call_key(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _item_meta(item: EvalItem) -> dict[str, Any]:
-    named = item.setup in ("rq1", "rq2")
-    return {
-        "id": item.id,
-        "setup": item.setup,
-        "marker": item.marker,
-        "question": item.question,
-        "question_type": item.question_type,
-        "relation": item.relation,
-        # what the question itself names (a model sees names only in rq1/rq2)
-        "object1": item.object1 if named else None,
-        "object2": item.object2 if named else None,
-        "object3": item.extra.get("object3") if named else None,
-        # for oracles only (the mask localizer, baseline:standard-view); never shown to a model
-        **{
-            k: item.extra[k]
-            for k in (
-                "mask",
-                "labels",
-                "grouping",
-                "label_names",
-                "modality",
-                "ct",
-                "slice_index",
-                "plane",
-                "center1_canonical",
-                "center2_canonical",
-            )
-            if item.extra.get(k) is not None
-        },
-        "transform": item.transform,
-        # open identification: the slice's structures (what a uniform guess picks from)
-        **({"options": o} if (o := (item.extra.get("params") or {}).get("options")) else {}),
-    }
-
-
 def mirp_examples(items: Sequence[EvalItem], runs: int) -> dict[tuple[str, int], tuple[str, int]]:
     """MIRP's protocol: each (item, run) gets another item's question and answer as example."""
     groups: dict[tuple[str, str, str], list[tuple[str, str, int]]] = {}
@@ -186,10 +152,12 @@ def _chunks(
     done: dict[str, dict],
     size: int,
     where: dict[str, list[tuple[str, int]]],
+    oracle: bool = False,
 ) -> Iterator[list[Request]]:
     """Pending requests in chunks, reading each image once (bounded memory on big datasets).
 
-    Fills ``where``: key -> [(item id, run), ...]; items asking alike share one call.
+    Fills ``where``: key -> [(item id, run), ...]; items asking alike share one call. Only an
+    ``oracle`` backend's requests carry the items' truth.
     """
     batch: list[Request] = []
     decoding = config.effective_decoding
@@ -204,8 +172,9 @@ def _chunks(
             row = done.get(key)
             if len(where[key]) > 1 or (row is not None and row.get("error") is None):
                 continue
-            meta = {**_item_meta(item), "run": run}
-            batch.append(Request(key, prompt, png, meta))
+            meta = {**item_meta(item), "run": run}
+            truth = item_truth(item) if oracle else {}
+            batch.append(Request(key, prompt, png, meta, truth=truth))
             if len(batch) >= size:
                 yield batch
                 batch = []
@@ -370,7 +339,7 @@ def _call_all(
 
         try:
             chunk = getattr(backend, "chunk_size", None) or max(256, 16 * config.concurrency)
-            for batch in _chunks(items, config, prompts, done, chunk, where):
+            for batch in _chunks(items, config, prompts, done, chunk, where, reads_truth(backend)):
                 if batch:
                     backend.generate(batch, on_reply)
         finally:

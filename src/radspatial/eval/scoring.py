@@ -10,7 +10,7 @@ import json
 import re
 
 from radspatial.imaging.markers import marker_nouns
-from radspatial.questions.relative_position import STATED_OPPOSITE, STATED_RE, stated_terms
+from radspatial.questions.frames import STATED_OPPOSITE, STATED_RE, stated_terms
 
 _VALUES = {"yes": 1, "yeah": 1, "yep": 1, "yup": 1, "true": 1, "1": 1}
 _VALUES |= {"no": 0, "nope": 0, "false": 0, "0": 0}

@@ -49,7 +49,7 @@ _VERDICT = re.compile(r"\b(CORRECT|INCORRECT|INVALID)\b", re.I)
 def accepted_forms(expected: Any, question_type: str) -> str:
     """Other forms of the reference answer the judge should accept."""
     if question_type == "identification" and isinstance(expected, str):
-        from radspatial.agent.parse import lookup_name
+        from radspatial.questions.parsing import lookup_name
 
         name = lookup_name(expected) or expected
         words = name.split("_")

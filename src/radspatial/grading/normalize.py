@@ -170,7 +170,7 @@ def _numbers(clause: str):
 
 
 def _structures(clause: str):
-    from radspatial.agent.parse import lookup_name
+    from radspatial.questions.parsing import lookup_name
 
     words = list(_WORD.finditer(clause))
     taken: set[int] = set()
@@ -278,7 +278,7 @@ def _exact_letters(text: str) -> frozenset:
 def canonical(value: Any, question_type: str) -> Any:
     """The expected answer in the normalizer's terms (identification: snake_case name)."""
     if question_type == "identification" and isinstance(value, str):
-        from radspatial.agent.parse import lookup_name
+        from radspatial.questions.parsing import lookup_name
 
         return lookup_name(value) or value.strip().lower().replace(" ", "_")
     if question_type == "counting" and value is not None:

@@ -12,7 +12,7 @@ carries its label image (an oracle: validates datasets and other localizers).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,12 +21,15 @@ import numpy as np
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 
 
-def _context(meta: dict[str, Any]):
+def _context(meta: dict[str, Any], truth: Mapping[str, Any]):
+    """The localizer's context: the plane and modality, and for a localizer that reads truth
+    (``reads_truth``) the label image, the CT and where the image came from."""
     from PIL import Image
 
     from radspatial.agent.types import Context
     from radspatial.core.labels import load_table
 
+    meta = {**meta, **truth}
     keys = ("slice_index", "transform", "plane", "modality")
     extra = {k: meta[k] for k in keys if meta.get(k) is not None}
     if not meta.get("mask"):
@@ -48,6 +51,8 @@ class AgentBackend:
         self.options = options
         self.threads = max(1, threads)
         self.agent = Agent(localizer, **options)
+        # the mask and TotalSegmentator localizers read the item's truth (label image, CT)
+        self.reads_truth = getattr(self.agent.localizer, "reads_truth", False) is True
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -62,7 +67,7 @@ class AgentBackend:
         t0 = time.perf_counter()
         try:
             result = self.agent.answer(
-                req.image_png, req.prompt, context=_context(req.meta), from_prompt=True
+                req.image_png, req.prompt, context=_context(req.meta, req.truth), from_prompt=True
             )
         except Exception as exc:  # one bad item must not stop the run
             return Reply(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)

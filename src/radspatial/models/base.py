@@ -8,7 +8,7 @@ before anything else is sent (crash-safe resume).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -48,11 +48,18 @@ class Decoding:
 
 @dataclass(frozen=True)
 class Request:
+    """One call. ``meta`` is what a model may know of the item: the question, its setup,
+    marker, type and relation, the plane and modality, and the structures the question names
+    (rq1/rq2). The truth (the label image, the CT, the standard-view centres, the shown
+    rotation/flip, the slice index) is in ``truth``, filled only for a backend that says it
+    reads it (``reads_truth = True``: the oracles); every other backend gets it empty."""
+
     key: str  # cache key (hash of everything that determines the call); unique per call
     prompt: str  # the full text prompt (template already applied)
     image_png: bytes | None  # PNG bytes of the shown image, or None for text-only
-    meta: dict[str, Any] = field(default_factory=dict)  # item fields a baseline may read
+    meta: dict[str, Any] = field(default_factory=dict)  # what a model may know of the item
     text_first: bool = True  # text before the image in the message (MIRP's order, always sent)
+    truth: Mapping[str, Any] = field(default_factory=dict)  # hidden truth, oracles only
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class MissingDependency(ImportError):
 
 class Backend(Protocol):
     spec: str
+    # optional: True where the backend reads ``Request.truth`` (an oracle); absent means False
 
     def describe(self) -> dict[str, Any]:
         """JSON-safe description for run.json. Never includes secrets (API keys)."""
@@ -93,10 +101,32 @@ BACKENDS: Registry[BackendFactory] = Registry(
 register_backend = BACKENDS.register
 list_backends = BACKENDS.names
 
+# What runs a backend elsewhere than in this process (``--executor ray``): executor name ->
+# ``factory(spec, decoding=..., **options)``, registered by its module when first used.
+REMOTE_BACKENDS: Registry[BackendFactory] = Registry(
+    "remote executor", ("ray_replicas",), package="radspatial.models"
+)
+MISSING_RAY = "--executor ray needs Ray: pip install 'radspatial[ray]'"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ``MissingDependency`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependency(MISSING_RAY) from exc
+    return ray
+
+
 # Models that read the truth instead of the image: the mask localizer (the true label image)
 # and the standard-view reader (every structure's true centre). References, never results.
 ORACLES = ("agent:mask", "baseline:standard-view")
 ORACLE_MARK = " (oracle)"
+
+
+def reads_truth(backend: Any) -> bool:
+    """Whether ``backend`` is to be given the items' truth (``Request.truth``)."""
+    return getattr(backend, "reads_truth", False) is True
 
 
 def is_oracle(spec: str) -> bool:
@@ -120,10 +150,8 @@ def create_backend(
     """
     if executor not in EXECUTORS:
         raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if executor == "ray":
-        from radspatial.models.ray_replicas import create_ray_backend
-
-        return create_ray_backend(spec, decoding=decoding or Decoding(), **options)
+    if executor != "local":  # ray: models/ray_replicas.py
+        return REMOTE_BACKENDS.get(executor)(spec, decoding=decoding or Decoding(), **options)
     for name in ("replicas", "address"):
         if options.get(name) is not None:
             raise ValueError(f"{spec}: {name} needs --executor ray")

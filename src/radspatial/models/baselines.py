@@ -199,6 +199,7 @@ class Baseline:
         self.spec, self.kind, self.atlas_source = spec, kind, atlas_source
         self.planes = atlas  # plane -> atlas
         self.pairs = pairs or {}  # plane -> pair offsets (coronal, sagittal)
+        self.reads_truth = kind == "standard-view"  # the item's true standard-view centres
         self.atlas = None if atlas is None else atlas.get("axial", {})
 
     def describe(self) -> dict[str, Any]:
@@ -231,7 +232,8 @@ class Baseline:
         plane = req.meta.get("plane") or "axial"
         atlas = (self.planes or {}).get(plane, {})
         pairs = self.pairs.get(plane, {})
-        given = PriorInput(self.kind, req.meta, atlas, _width(req.image_png), pairs)
+        known = {**req.meta, **req.truth}  # the truth: standard-view only (``reads_truth``)
+        given = PriorInput(self.kind, known, atlas, _width(req.image_png), pairs)
         return QUESTION_TYPES.get(name).prior(given)
 
     def generate(self, requests: Sequence[Request], on_reply: OnReply) -> None:

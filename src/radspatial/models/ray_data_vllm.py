@@ -27,9 +27,16 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from radspatial.models.base import Decoding, MissingDependency, OnReply, Reply, Request
+from radspatial.models.base import (
+    Decoding,
+    MissingDependency,
+    OnReply,
+    Reply,
+    Request,
+    import_ray,
+)
 from radspatial.models.families import settings
-from radspatial.models.vllm_backend import _message
+from radspatial.models.vllm_backend import chat_message
 
 MISSING = (
     "vllm: with --executor ray needs Ray Data's LLM processor and vLLM: "
@@ -80,7 +87,7 @@ def engine_row(row: dict[str, Any], decoding: Decoding) -> dict[str, Any]:
     png = base64.b64decode(row["png_b64"]) if row["png_b64"] else None
     req = Request(row["key"], row["prompt"], png, text_first=bool(row["text_first"]))
     params = sampling_params(decoding)
-    return {"key": row["key"], "messages": _message(req), "sampling_params": params}
+    return {"key": row["key"], "messages": chat_message(req), "sampling_params": params}
 
 
 def reply_of(row: dict[str, Any]) -> Reply:
@@ -118,7 +125,6 @@ class RayDataVLLM:
     ) -> None:
         llm = _import_ray_data_llm()
         from radspatial.core.executor import ensure_ray
-        from radspatial.models.ray_replicas import import_ray
 
         self.spec = f"vllm:{model}"
         self.model_path, self.decoding, self.chunk_size = model, decoding, chunk_size

@@ -37,19 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.executor import ensure_ray
-from radspatial.models.base import Decoding, MissingDependency, OnReply, Reply, Request
+from radspatial.models.base import (
+    REMOTE_BACKENDS,
+    Decoding,
+    OnReply,
+    Reply,
+    Request,
+    create_backend,
+    import_ray,
+)
 
 log = logging.getLogger(__name__)
 REPLICATED = ("hf",)  # in-process backends worth replicating (vllm: see ray_data_vllm)
-MISSING_RAY = "--executor ray needs Ray: pip install 'radspatial[ray]'"
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingDependency(MISSING_RAY) from exc
-    return ray
+__all__ = ["RayReplicas", "create_ray_backend", "import_ray"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -63,8 +63,6 @@ class _Replica:
     """Runs inside a Ray actor: one ordinary backend, answering one batch per call."""
 
     def __init__(self, spec: str, decoding: Decoding, options: dict[str, Any]) -> None:
-        from radspatial.models.base import create_backend
-
         self.backend = create_backend(spec, decoding=decoding, **options)
 
     def describe(self) -> dict[str, Any]:
@@ -262,6 +260,7 @@ class RayReplicas:
         self._started = False
 
 
+@REMOTE_BACKENDS.register("ray")
 def create_ray_backend(spec: str, *, decoding: Decoding, **options: Any) -> Any:
     """``hf:`` -> :class:`RayReplicas`; ``vllm:`` -> Ray Data's LLM batch processor."""
     prefix, _, rest = spec.partition(":")

@@ -45,7 +45,8 @@ def create_vllm_backend(
     return VLLMBackend(rest, decoding=decoding, **llm_options)
 
 
-def _message(req: Request) -> list[dict[str, Any]]:
+def chat_message(req: Request) -> list[dict[str, Any]]:
+    """One request as a chat: the prompt and the image (in the request's order)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": req.prompt}]
     if req.image_png is not None:
         url = "data:image/png;base64," + base64.b64encode(req.image_png).decode("ascii")
@@ -99,7 +100,7 @@ class VLLMBackend:
         params = SamplingParams(**vllm_sampling(self.decoding))
         t0 = time.perf_counter()
         try:
-            outputs = self.llm.chat([_message(r) for r in requests], params, use_tqdm=False)
+            outputs = self.llm.chat([chat_message(r) for r in requests], params, use_tqdm=False)
         except Exception as exc:  # noqa: BLE001 - recorded per request, run goes on
             error = f"{type(exc).__name__}: {exc}"
             for req in requests:

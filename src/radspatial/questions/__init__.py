@@ -18,20 +18,23 @@ first time it is used: a new type is one new module.
 from __future__ import annotations
 
 import pkgutil
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
+from radspatial.core.datafiles import answer01, one_of
 from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.records import Decision
 
-if TYPE_CHECKING:  # the agent's records, for annotations here and in the types (``q.Asked``)
-    from radspatial.agent.parse import Asked
-    from radspatial.agent.types import Context, Decision, Found, ParsedQuestion, Ref, Scene
+if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
+    from radspatial.questions.parsing import Asked
+    from radspatial.questions.records import Context, Found, ParsedQuestion, Ref, Scene
 
 __all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
 T = TypeVar("T")
@@ -189,6 +192,7 @@ class QuestionType(Protocol):
     relations: tuple[str, ...]
     roles: tuple[str, ...]
     parse_order: int
+    relation_words: re.Pattern | None  # words that make a prompt's sentence its question
     # the CLI group it belongs to ("spar", "open"; empty: none) and its place in the group's
     # order, which is the order ``--question-types <group>`` generates in
     group: str
@@ -206,7 +210,7 @@ class QuestionType(Protocol):
         """The question as asked."""
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
-        """The question parsed (``agent/parse.py`` offers its parts), None if it is not one of
+        """The question parsed (``questions/parsing.py`` offers its parts), None if it is not one of
         this type's; raises ParseError for one of its wordings that cannot be answered."""
 
     def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
@@ -221,6 +225,9 @@ class QuestionType(Protocol):
     def prior(self, given: PriorInput) -> int | str | None:
         """What typical anatomy (or the standard view) answers, None where it says nothing."""
 
+    def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
+        """A data file's answer as this type holds it, else a ``DataFileError`` naming ``where``."""
+
 
 class TypeDefaults:
     """The optional members of :class:`QuestionType`: every setup, no agent support, no prior,
@@ -232,6 +239,7 @@ class TypeDefaults:
     relations: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     parse_order = 50
+    relation_words: re.Pattern | None = None
     group = ""
     group_order = 50
 
@@ -246,12 +254,15 @@ class TypeDefaults:
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         """No geometric rule: the agent abstains (a type that parses should define one)."""
-        from radspatial.agent.types import Decision
-
         return Decision(None, f"no rule to decide {parsed.kind} questions", "none")
 
     def prior(self, given: PriorInput) -> int | str | None:
         return None
+
+    def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
+        """0/1 for a yes/no type; an open type's answer is one of its ``classes``."""
+        classes = getattr(self, "classes", ()) if self.open_answer else ()
+        return one_of(value, tuple(classes), where, key) if classes else answer01(value, where, key)
 
 
 class KeepVariant(TypeDefaults):
@@ -303,6 +314,14 @@ def chance_levels() -> dict[str, float | None]:
 def answer_classes(name: str) -> tuple:
     """The answer classes an open type balances over (empty: binary, or not balanced)."""
     return tuple(getattr(get_question_type(name), "classes", ()))
+
+
+def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
+    """The answer of a data file's row of ``question_type`` as its type checks it (0/1 for
+    yes/no types and names no type claims); anything else is a ``DataFileError``."""
+    if question_type and question_type in QUESTION_TYPES:
+        return QUESTION_TYPES.get(question_type).check_answer(value, where, key)
+    return answer01(value, where, key)
 
 
 def agent_types() -> list[QuestionType]:

@@ -23,8 +23,8 @@ import re
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
 from radspatial.core.rules import MIN_COMPONENT_PX
+from radspatial.questions.records import Decision, Found, ParsedQuestion, ParseError, Scene
 
 RELATION = "count"
 _REGIONS = r"(?:separate\s+|distinct\s+|disconnected\s+)?(?:regions?|components?|parts?|pieces?)"

@@ -13,13 +13,15 @@ totalsegmentator). The anatomy prior has nothing to go on (a pick at random).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
+from radspatial.core.datafiles import DataFileError
 from radspatial.questions.count import count_regions
 from radspatial.questions.open_common import OpenType
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
 class Counting(OpenType):
@@ -32,6 +34,12 @@ class Counting(OpenType):
     pattern = re.compile(
         r"^how many separate regions of (?P<a>.+?) are visible(?: in this image)?\s*\??$", re.I
     )
+
+    def check_answer(self, value: Any, where: str, key: str = "answer") -> int:
+        """Any count >= 0 (earlier datasets and other tools count past the classes)."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DataFileError(f"{where}: {key!r} must be an integer >= 0, got {value!r}")
+        return value
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules

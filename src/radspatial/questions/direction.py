@@ -23,14 +23,14 @@ import re
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
+from radspatial.questions.frames import anatomical_holds, point_pairs, separated_pairs
 from radspatial.questions.open_common import (
     DIRECTION_RELATION,
     DIRECTIONS,
     OpenType,
     subject_phrase,
 )
-from radspatial.questions.relative_position import anatomical_holds, point_pairs, separated_pairs
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 DOMINANCE = 2.0
 

@@ -22,8 +22,8 @@ from dataclasses import replace
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.rules import MARGIN_PX
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 RELATIONS = {"closer_to": "closer to", "farther_from": "farther from"}
 _DISTANCE_RE = re.compile(

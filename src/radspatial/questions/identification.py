@@ -15,14 +15,16 @@ reports ``label_id``: mask, unet). The anatomy prior has nothing to go on (a pic
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
+from radspatial.core.datafiles import DataFileError
 from radspatial.core.labels import display_name
 from radspatial.imaging.markers import marker_style
 from radspatial.questions.open_common import OpenType
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
 class Identification(OpenType):
@@ -34,6 +36,12 @@ class Identification(OpenType):
     # "the number 1" marks the spleen: the second example marker
     example = q.Example(("spleen",), answers=("spleen",), first_mark=1)
     pattern = re.compile(r"^which structure (?:does|do) (?P<a>.+?) mark\s*\??$", re.I)
+
+    def check_answer(self, value: Any, where: str, key: str = "answer") -> str:
+        """A structure name (any: whatever the marker sits on)."""
+        if not isinstance(value, str) or not value.strip():
+            raise DataFileError(f"{where}: {key!r} must be a structure name, got {value!r}")
+        return value
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules

@@ -20,9 +20,9 @@ import re
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
+from radspatial.questions.frames import anatomical_holds
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
-from radspatial.questions.relative_position import anatomical_holds
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
 def side_in(x: float, size: int) -> str:

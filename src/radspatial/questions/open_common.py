@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 
 from radspatial import questions as q
-from radspatial.agent.types import ParsedQuestion, ParseError
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.records import ParsedQuestion, ParseError
 
 SIDES: tuple[str, ...] = ("left", "right")
 DIRECTIONS: tuple[str, ...] = ("left", "right", "above", "below")

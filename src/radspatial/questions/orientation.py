@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Context, Decision, Found, ParsedQuestion, Ref, Scene
 from radspatial.core.labels import load_table, side_pairs
 from radspatial.imaging.slices import Variant
+from radspatial.questions.records import Context, Decision, Found, ParsedQuestion, Ref, Scene
 
 QUESTION = (
     "Ignoring any rotation, is this image mirrored (flipped left to right) compared with the "

@@ -29,25 +29,23 @@ standard-view reader from the item's own standard-view centres.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, ParseError, Scene
 from radspatial.core.rules import MARGIN_PX
 from radspatial.imaging.markers import marker_style
-
-RELATIONS: dict[str, str] = {
-    "above": "above",
-    "below": "below",
-    "left_of": "to the left of",
-    "right_of": "to the right of",
-}
-OPPOSITE = {"above": "below", "below": "above", "left_of": "right_of", "right_of": "left_of"}
-_AXIS = {"above": 1, "below": 1, "left_of": 0, "right_of": 0}
+from radspatial.questions.frames import (
+    OPPOSITE,
+    RELATIONS,
+    anatomical_holds,
+    axis_of,
+    relation_holds,
+    separated,  # noqa: F401 - bench/consistency reads it here
+    separated_pairs,
+)
+from radspatial.questions.records import Decision, Found, ParsedQuestion, ParseError, Scene
 
 # --- wordings: the agent's parse patterns (relations in image terms) ----------------------------
 
@@ -77,147 +75,9 @@ _VERB_TAIL_RE = re.compile(
     r"|further|farther))+\s*$",
     re.IGNORECASE,
 )
+
+
 # the generator's own words (MIRP files carry no relation field: it is read from these)
-_WORDED_RE = re.compile(rf"\b({'|'.join(RELATIONS.values())})\b", re.IGNORECASE)
-_WORDED = {words: relation for relation, words in RELATIONS.items()}
-
-
-def worded_relation(question: str) -> str | None:
-    """The relation whose generator wording ("to the left of") the question contains."""
-    m = _WORDED_RE.search(question)
-    return _WORDED[m.group(1).lower()] if m else None
-
-
-# --- free text: the relation as a question or a reply states it (eval/scoring.py reads replies
-# that restate it: "No, the liver is to the right of the stomach") ----------------------------
-
-_SIDE = r"\b(?:(?:to|on|at|towards?)\s+the\s+)?{}(?:[\s-]+(?:hand\s+)?side)?\s+(?:of|than)\b"
-STATED_RE = re.compile(
-    r"(?P<above>\babove\b|\bhigher\s+(?:up\s+)?than\b|\bsuperiorly\b|\bcranially\b"
-    r"|\b(?:superior|cranial)\s+(?:to|than|relative\s+to)\b)"
-    r"|(?P<below>\bbelow\b|\bbeneath\b|\bunderneath\b|\blower\s+(?:down\s+)?than\b"
-    r"|\binferiorly\b|\bcaudally\b|\b(?:inferior|caudal)\s+(?:to|than|relative\s+to)\b)"
-    rf"|(?P<left>{_SIDE.format('left')})|(?P<right>{_SIDE.format('right')})",
-    re.I,
-)
-STATED_OPPOSITE = {"above": "below", "below": "above", "left": "right", "right": "left"}
-
-
-def _aliases(phrase: str) -> list[str]:
-    refs = re.findall(r"\(([^()]*)\)", phrase)
-    core = re.sub(r"\([^()]*\)", " ", phrase).strip(" ,.")
-    core = re.sub(r"^(?:the|a|an)\s+", "", core, flags=re.I).strip()
-    return [a.strip() for a in (core, *refs) if a.strip()]
-
-
-def stated_terms(question: str) -> tuple[str, list[str], list[str]] | None:
-    """("left", aliases of X, aliases of Y) for "Is X to the left of Y?" (markup removed),
-    else None: what a reply restating the relation is read against."""
-    asked = question.split("?")[0]
-    m = STATED_RE.search(asked)
-    if m is None or m.lastgroup is None:
-        return None
-    x = re.sub(r"^.*?\b(?:is|are)\s+", "", asked[: m.start()], count=1, flags=re.I | re.S)
-    y = re.sub(r"\s+(?:in|on|within)\s+(?:this|the)\s+\w+\s*$", "", asked[m.end() :], flags=re.I)
-    xs, ys = _aliases(x), _aliases(y)
-    if not xs or not ys:
-        return None
-    # Distinctive words tell "number 52" from "number 1" and "red dot" from "blue dot".
-    wx, wy = set(xs[0].lower().split()), set(ys[0].lower().split())
-    xs += [w for w in xs[0].split() if w.lower() not in wy and w.lower() not in {"the", "of"}]
-    ys += [w for w in ys[0].split() if w.lower() not in wx and w.lower() not in {"the", "of"}]
-    return m.lastgroup, xs, ys
-
-
-def relation_holds(relation: str, xy1: tuple[float, float], xy2: tuple[float, float]) -> bool:
-    """Whether object 1 at ``xy1`` is ``relation`` object 2 at ``xy2`` (image coordinates)."""
-    axis = _AXIS[relation]
-    if relation in ("above", "left_of"):
-        return xy1[axis] < xy2[axis]
-    return xy1[axis] > xy2[axis]
-
-
-def axis_of(relation: str) -> int:
-    return _AXIS[relation]
-
-
-def anatomical_holds(
-    relation: str, xy1: tuple[float, float], xy2: tuple[float, float], plane: str = "axial"
-) -> bool:
-    """Whether object 1 is ``relation`` object 2 in the patient's frame, from standard-view
-    coordinates: left/right are the patient's (image right is patient left), above/below are
-    anterior/posterior (image up in standard view). MIRP's anatomical definition (axial).
-
-    Coronal: left/right the same, above/below superior/inferior (image up). Sagittal: "left
-    of" reads anterior (image left in standard view, ``imaging/planes.py``), above superior:
-    both as the standard view."""
-    if _AXIS[relation] == 0 and plane != "sagittal":
-        return relation_holds(OPPOSITE[relation], xy1, xy2)
-    return relation_holds(relation, xy1, xy2)
-
-
-def anatomical_from_standard(
-    relation: str | None, standard: int | None, plane: str = "axial"
-) -> int | None:
-    """The patient-frame answer from the standard-view answer (left/right swap, above/below
-    keep; sagittal: both keep); for datasets that stored only the standard view."""
-    if standard is None or relation not in _AXIS:
-        return None
-    keep = _AXIS[relation] == 1 or plane == "sagittal"
-    return int(standard) if keep else 1 - int(standard)
-
-
-def point_pairs(a: q.Candidate, b: q.Candidate) -> list[tuple]:
-    """The points two structures are compared by: centres (shown, standard), then markers
-    (shown, standard); a marker point may be None."""
-    return [
-        (a.center_xy, b.center_xy),
-        (a.center_xy_canonical, b.center_xy_canonical),
-        (a.marker_xy, b.marker_xy),
-        (a.marker_xy_canonical, b.marker_xy_canonical),
-    ]
-
-
-def separated(a: q.Candidate, b: q.Candidate, axis: int, margin: float) -> bool:
-    """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
-    standard frame, and in the same order (markers agree with the centres)."""
-    signs = []
-    for p1, p2 in point_pairs(a, b):
-        if p1 is None or p2 is None:
-            continue
-        d = p1[axis] - p2[axis]
-        if abs(d) < margin:
-            return False
-        signs.append(d > 0)
-    # within each frame, the markers order the same way as the centres
-    return signs[0:2] == signs[2:4] if len(signs) == 4 else True
-
-
-def apart_along(a: q.Candidate, b: q.Candidate, axis: int, rules: q.QuestionRules) -> bool:
-    """The mirp profile's rule: the centres are ``rules.min_distance_px`` apart along the asked
-    image axis in the shown image (MIRP's "at least 50 pixels apart"; every published item
-    holds it along the asked axis) and ``rules.margin_px`` apart along it in the standard view,
-    so the standard and anatomical answers do not hang on a few pixels either."""
-    shown = abs(a.center_xy[axis] - b.center_xy[axis])
-    standard = abs(a.center_xy_canonical[axis] - b.center_xy_canonical[axis])
-    return shown >= rules.min_distance_px and standard >= rules.margin_px
-
-
-def separated_pairs(
-    cands: Sequence[q.Candidate], rules: q.QuestionRules
-) -> Iterator[tuple[q.Candidate, q.Candidate, int]]:
-    """(a, b, axis) for each pair and image axis the profile allows asking about (the same
-    words asked of the standard image read the same image axis).
-
-    strict: at least ``rules.min_distance_px`` apart and ``separated`` by ``rules.margin_px``
-    along the axis; mirp: ``apart_along`` the axis (markers sit at the centres there)."""
-    for a, b in q.pairs(cands):
-        if rules.mirp:
-            yield from ((a, b, axis) for axis in (0, 1) if apart_along(a, b, axis, rules))
-        elif math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:
-            yield from ((a, b, axis) for axis in (0, 1) if separated(a, b, axis, rules.margin_px))
-
-
 class RelativePosition(q.KeepVariant):
     name = "relative_position"
     n_objects = 2
@@ -226,6 +86,11 @@ class RelativePosition(q.KeepVariant):
     relations = tuple(RELATIONS)
     roles = ("subject", "reference")
     parse_order = 90  # last: what no other type claims is read as a relation, or refused
+    relation_words = RELATION_RE  # a prompt's question without "Q:" is the sentence with these
+
+    def blank_question(self, kind: str, text1: str, relation: str, text2: str) -> str:
+        """An AS item's question (two markers on a blank image): ``marker_question``."""
+        return marker_question(kind, text1, relation, text2)
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
@@ -300,7 +165,7 @@ class RelativePosition(q.KeepVariant):
                 return int(relation_holds(rel, c1, c2))
             return None
         offset = given.offset(1, 2)  # where the pair lies when seen together (coronal, sagittal)
-        if offset is not None and offset[_AXIS.get(rel, 0)] != 0:
+        if offset is not None and rel in RELATIONS and offset[axis_of(rel)] != 0:
             return int(anatomical_holds(rel, offset, (0.0, 0.0), plane))
         if c1 and c2 and c1 != c2:
             return int(anatomical_holds(rel, c1, c2, plane))

@@ -20,9 +20,9 @@ import re
 import numpy as np
 
 from radspatial import questions as q
-from radspatial.agent.types import Decision, Found, ParsedQuestion, Scene
 from radspatial.core.labels import side_of
 from radspatial.core.rules import SIZE_TOLERANCE
+from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 RELATIONS = {"larger_than": "larger than", "smaller_than": "smaller than"}
 _SIZE_RE = re.compile(

@@ -1,0 +1,103 @@
+"""Which cases a ``generate`` run reads, from what its caller gave: one checker that the
+command line (``cli/generate.py``) and the Python API (``api.generate``) share, so the API
+refuses what the command line refuses (messages name the command-line flags, which the API's
+keywords mirror: ``ct``, ``seg``, ``seg_dir``, ``labels``, ``case_id``, ``variant``, ``cases``).
+
+- ``--cases`` (a CSV or, from Python, a list of ``Case``) excludes ``--ct``/``--seg``/
+  ``--seg-dir``/``--case-id``/``--variant`` (the CSV has those columns);
+- ``--ct`` needs ``--seg`` (a multilabel mask) or ``--seg-dir`` (TotalSegmentator's folder,
+  whose table is TotalSegmentator's); its case id (default: the CT's file name) and variant
+  (default: normal) must be safe in a file name;
+- with neither, the bundled example: normal anatomy, TotalSegmentator's table, a CT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from radspatial.core.runtime import bundled_example
+from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """What a caller gave to say which cases to read (each None: not given; paths may be
+    strings, as the API takes them)."""
+
+    ct: Path | None = None  # --ct: NIfTI file or DICOM series folder
+    seg: Path | None = None  # --seg: its multilabel mask
+    seg_dir: Path | None = None  # --seg-dir: its TotalSegmentator folder
+    labels: str | None = None  # --labels: the mask's label table
+    modality: str = "CT"  # --modality
+    case_id: str | None = None  # --case-id
+    variant: str | None = None  # --variant: anatomy variant (default normal)
+    cases: Path | Sequence[Case] | None = None  # --cases: a CSV, or from Python Case records
+
+
+def resolve_cases(given: CaseInputs) -> list[Case]:
+    """The cases ``given`` names, or a ``ValueError``/``InputError`` saying what is wrong."""
+    if given.ct is not None and given.cases is not None:
+        raise ValueError("--ct and --cases: give one of them")
+    if given.seg is not None and given.seg_dir is not None:
+        raise ValueError("--seg and --seg-dir: give one of them")
+    if given.cases is not None:
+        cases = _listed(given)
+    elif given.ct is not None:
+        cases = [_one_case(given)]
+    else:
+        cases = [_bundled(given)]
+    if given.modality != "CT" and given.ct is None and given.cases is None:
+        raise ValueError(f"--modality {given.modality.lower()}: the bundled example is a CT")
+    return cases
+
+
+def _listed(given: CaseInputs) -> list[Case]:
+    if given.seg or given.seg_dir:
+        raise ValueError("--seg/--seg-dir go with --ct, not --cases")
+    for flag, value in (("--case-id", given.case_id), ("--variant", given.variant)):
+        if value is not None:
+            raise ValueError(f"{flag} goes with --ct; --cases takes a {flag[2:]} column")
+    if isinstance(given.cases, str | Path):
+        return read_cases_csv(Path(given.cases), labels=given.labels)
+    return list(given.cases or ())
+
+
+def _one_case(given: CaseInputs) -> Case:
+    ct = Path(given.ct)  # type: ignore[arg-type]
+    seg = given.seg or given.seg_dir
+    if seg is None:
+        raise ValueError("--ct needs --seg (multilabel mask) or --seg-dir (TotalSegmentator)")
+    if given.seg_dir and given.labels not in (None, "totalsegmentator"):
+        raise ValueError(f"--labels {given.labels}: a --seg-dir folder is TotalSegmentator's")
+    labels = "totalsegmentator" if given.seg_dir else given.labels
+    if given.case_id is not None:
+        case_id = check_case_id(given.case_id, "--case-id")
+    else:
+        case_id = check_case_id(case_id_for(ct), f"{ct} (use --case-id)")
+    variant = given.variant or "normal"
+    if not variant.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"--variant {variant!r}: use letters, digits, _ and -")
+    return Case(case_id, ct, Path(seg), labels, variant)
+
+
+def _bundled(given: CaseInputs) -> Case:
+    if given.seg or given.seg_dir:
+        raise ValueError("--seg/--seg-dir need --ct")
+    if given.variant not in (None, "normal"):
+        raise ValueError(f"--variant {given.variant}: the bundled example is normal anatomy")
+    if given.labels not in (None, "totalsegmentator"):
+        raise ValueError(f"--labels {given.labels}: the bundled example is TotalSegmentator's")
+    case_id = "example_ct_sm" if given.case_id is None else given.case_id
+    ct, seg = bundled_example()
+    return Case(check_case_id(case_id, "--case-id"), ct, seg, "totalsegmentator")
+
+
+def case_id_for(ct: Path) -> str:
+    """A CT's default case id: its file name without ``.nii.gz``/``.nii``."""
+    name = ct.name
+    for suffix in (".nii.gz", ".nii"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name

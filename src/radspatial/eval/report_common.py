@@ -1,0 +1,43 @@
+"""The report's vocabulary, shared by its builder (``report.py``) and its tables
+(``report_md.py``, ``report_planes.py``): column names and headers, the transform key, the
+axes' titles and the order of setup/marker keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from radspatial.core.records import SETUPS
+from radspatial.imaging.markers import MARKER_STYLES
+from radspatial.questions.frames import AXES as FRAME_AXES
+
+TRANSFORMS = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
+TRANSFORM_KEY = "A = horizontally flipped, B = not flipped; 1-4 = rotated 0°, 90°, 180°, 270°"
+AXES = {axis.name: axis.title for axis in FRAME_AXES}  # axis -> its title
+FRAME_COLUMNS = (
+    "image",
+    "standard",
+    "anatomical",
+    "aligned_image",
+    "conflict_image",
+    "conflict_anatomical",
+)
+FRAME_HEADER = (
+    "Image (all)",
+    "Standard view (all)",
+    "Anatomical (all)",
+    "Image (aligned)",
+    "Image (not aligned)",
+    "Anatomical (not aligned)",
+)
+RELPOS = "relative_position"
+DASH = "–"
+Group = dict[str, Any]
+
+
+def rank(key: str) -> tuple[int, int, str]:
+    """Sort key of a "setup/marker" key: setups in order, no marker first, then the styles."""
+    setup, _, marker = key.partition("/")
+    s = SETUPS.index(setup) if setup in SETUPS else len(SETUPS)
+    markers = ("none", *MARKER_STYLES.names())  # no marker first, then the styles by name
+    m = markers.index(marker) if marker in markers else len(markers)
+    return s, m, key
