@@ -271,6 +271,6 @@ def test_the_mask_oracle_takes_a_seg_s_own_names(tmp_path):
     from radspatial.models.agent_backend import _context
 
     Image.fromarray(np.ones((8, 8), np.uint16)).save(tmp_path / "m.png")
-    meta = {"mask": str(tmp_path / "m.png"), "labels": "dicom_seg:liver.dcm"}
-    meta["label_names"] = {"1": "liver"}
-    assert _context(meta).labels == {1: "liver"}
+    truth = {"mask": str(tmp_path / "m.png"), "labels": "dicom_seg:liver.dcm"}
+    truth["label_names"] = {"1": "liver"}  # the oracle's truth channel, not the request's meta
+    assert _context({}, truth).labels == {1: "liver"}
