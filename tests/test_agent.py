@@ -126,6 +126,40 @@ def test_mask_localizer_by_name_number_letters_and_dot():
         loc.locate(img, refs, Context())
 
 
+def test_a_dot_at_a_concave_structures_centre_marks_it_not_the_neighbour_it_lies_on():
+    """MIRP's rules put a dot at the centre of mass; for a C-shaped structure that point can lie
+    on a neighbour inside the concavity. The oracle must take the marked structure."""
+    mask = np.zeros((100, 100), np.uint16)
+    mask[20:80, 20:30] = 7  # a C open to the right: its centre of mass lies in the opening
+    mask[20:30, 20:70] = 7
+    mask[70:80, 20:70] = 7
+    ys, xs = np.nonzero(mask == 7)
+    cx, cy = xs.mean(), ys.mean()
+    mask[40:60, 35:55] = 3  # the neighbour under that centre
+    assert mask[int(round(cy)), int(round(cx))] == 3
+    img = np.zeros((100, 100, 3), np.uint8)
+    x, y = int(round(cx)), int(round(cy))
+    img[y - 2 : y + 3, x - 2 : x + 3] = (0, 0, 255)  # blue dot at the C's centre
+    img[48:53, 88:93] = (255, 0, 0)  # red dot on nothing, right of everything
+    mask[45:56, 85:96] = 9
+    found = create_localizer("mask").locate(
+        img, [Ref(marker="dots", text="blue"), Ref(marker="dots", text="red")], Context(mask=mask)
+    )
+    assert found[0].details["label_id"] == 7 and found[1].details["label_id"] == 9
+
+
+def test_a_multiple_choice_question_is_abstained_on_not_read_as_yes_no():
+    """SPAR-VQA's lettered options name words ("(E) mirrored") that a yes/no rule would take
+    for the question: the agent says it cannot answer instead of replying "1"."""
+    question = (
+        "Which transformation of the standard radiological view does this image show? Options: "
+        "(A) as in the standard radiological view (not rotated, not mirrored); (B) rotated 90 "
+        "degrees counter-clockwise; (E) mirrored left to right. Answer with the letter."
+    )
+    res = Agent("mask").answer(np.zeros((64, 64, 3), np.uint8), question)
+    assert res.answer is None and "multiple choice" in res.text
+
+
 def test_totalsegmentator_localizer_path_on_an_existing_segmentation(masked):
     """The real path minus the network: TotalSegmentator's output for the example CT is the
     bundled mask, so centroids must reproduce every dataset answer."""

@@ -19,6 +19,9 @@ from radspatial.imaging.markers import marker_label, marker_reader
 
 _DOTS = ("red", "blue", "green")
 _EIGHT = np.ones((3, 3), bool)
+# a dot this close to a label's centre of mass marks that label (the exported mask is the
+# shown image's; its centre can differ from the generator's by resampling, about a pixel)
+COM_TOLERANCE_PX = 3.0
 
 
 def find_dot(image: np.ndarray, colour: str, tol: int = 40) -> tuple[float, float] | None:
@@ -37,8 +40,13 @@ def find_dot(image: np.ndarray, colour: str, tol: int = 40) -> tuple[float, floa
 
 
 def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> int | None:
-    """The label under a dot: at its centre, else the commonest label within ``radius`` px
-    (at small image sizes the resampled label can miss the exact centre of a thin structure)."""
+    """The label a dot marks: the one whose centre of mass is the dot (MIRP's rules put it
+    there, and for a concave structure that point can lie on a neighbour), else the label at
+    its centre, else the commonest label within ``radius`` px (at small image sizes the
+    resampled label can miss the exact centre of a thin structure), else the nearest centre."""
+    at_centre = _nearest_centroid(mask, xy, within=COM_TOLERANCE_PX)
+    if at_centre is not None:
+        return at_centre
     x, y = int(round(xy[0])), int(round(xy[1]))
     if mask[y, x]:
         return int(mask[y, x])
@@ -49,15 +57,19 @@ def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> 
     return _nearest_centroid(mask, xy)
 
 
-def _nearest_centroid(mask: np.ndarray, xy: tuple[float, float]) -> int | None:
-    """The label whose centre of mass is nearest ``xy``: MIRP's rules put a marker at the centre
-    of mass, which lies outside a concave structure (an aorta's arch, a curved colon)."""
+def _nearest_centroid(
+    mask: np.ndarray, xy: tuple[float, float], within: float = np.inf
+) -> int | None:
+    """The label whose centre of mass is nearest ``xy`` (None if none is ``within`` px): MIRP's
+    rules put a marker at the centre of mass, which lies outside a concave structure (an
+    aorta's arch, a curved colon)."""
     ids = np.unique(mask[mask > 0])
     if not ids.size:
         return None
     centres = ndimage.center_of_mass(np.ones_like(mask), mask, ids)  # (y, x) per label
     d = [np.hypot(cx - xy[0], cy - xy[1]) for cy, cx in centres]
-    return int(ids[int(np.argmin(d))])
+    best = int(np.argmin(d))
+    return int(ids[best]) if d[best] <= within else None
 
 
 class MaskLocalizer:

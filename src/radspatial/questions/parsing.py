@@ -287,12 +287,21 @@ def parse_question(
     from radspatial.questions import agent_types
 
     question = extract_question(text) if from_prompt else " ".join(text.split())
+    if _lettered_options(question):
+        # a yes/no or open rule would read an option's words ("(E) mirrored ...") as the question
+        raise ParseError(f"multiple choice (lettered options): no agent rule answers {question!r}")
     asked = Asked(question, {_key(n): n for n in names})
     for qtype in agent_types():
         parsed = qtype.parse(asked)
         if parsed is not None:
             return parsed
     raise ParseError(f"no question type the agent answers reads {question!r}")
+
+
+def _lettered_options(question: str) -> bool:
+    """SPAR-VQA's multiple choice: "Options: (A) ...; (B) ..." (two finds: linear time)."""
+    at = question.find("(A) ")
+    return at >= 0 and question.find("(B) ", at) > at
 
 
 _Q_MARK = re.compile(r"\bQ[ \t]*:")
