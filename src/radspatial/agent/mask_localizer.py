@@ -44,9 +44,12 @@ def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> 
     there, and for a concave structure that point can lie on a neighbour), else the label at
     its centre, else the commonest label within ``radius`` px (at small image sizes the
     resampled label can miss the exact centre of a thin structure), else the nearest centre."""
-    at_centre = _nearest_centroid(mask, xy, within=COM_TOLERANCE_PX)
-    if at_centre is not None:
-        return at_centre
+    nearest = _nearest_centroid(mask, xy)
+    if nearest is None:
+        return None
+    label, distance = nearest
+    if distance <= COM_TOLERANCE_PX:
+        return label
     x, y = int(round(xy[0])), int(round(xy[1]))
     if mask[y, x]:
         return int(mask[y, x])
@@ -54,22 +57,20 @@ def _label_under(mask: np.ndarray, xy: tuple[float, float], radius: int = 4) -> 
     values = patch[patch > 0]
     if values.size:
         return int(np.bincount(values).argmax())
-    return _nearest_centroid(mask, xy)
+    return label
 
 
-def _nearest_centroid(
-    mask: np.ndarray, xy: tuple[float, float], within: float = np.inf
-) -> int | None:
-    """The label whose centre of mass is nearest ``xy`` (None if none is ``within`` px): MIRP's
-    rules put a marker at the centre of mass, which lies outside a concave structure (an
-    aorta's arch, a curved colon)."""
+def _nearest_centroid(mask: np.ndarray, xy: tuple[float, float]) -> tuple[int, float] | None:
+    """The label whose centre of mass is nearest ``xy``, and its distance in px (None for an
+    empty mask): MIRP's rules put a marker at the centre of mass, which lies outside a concave
+    structure (an aorta's arch, a curved colon)."""
     ids = np.unique(mask[mask > 0])
     if not ids.size:
         return None
     centres = ndimage.center_of_mass(np.ones_like(mask), mask, ids)  # (y, x) per label
     d = [np.hypot(cx - xy[0], cy - xy[1]) for cy, cx in centres]
     best = int(np.argmin(d))
-    return int(ids[best]) if d[best] <= within else None
+    return int(ids[best]), float(d[best])
 
 
 class MaskLocalizer:
