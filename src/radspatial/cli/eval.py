@@ -145,9 +145,11 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     """Print the run's summary; returns the number of errors (calls without an answer)."""
     import json
 
+    from radspatial.core.records import error_count
+
     metrics = json.loads((out / "metrics.json").read_text())
     o = metrics["overall"]
-    n_err = metrics["errors"]
+    n_err = error_count(metrics)
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:
