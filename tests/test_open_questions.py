@@ -256,10 +256,11 @@ def test_f1_and_yes_rate_come_from_yes_no_items_only():
     mixed = group_metrics(yes_no + graded, 1)
     assert mixed["accuracy_mean"] == pytest.approx(4 / 6) and mixed["n_items"] == 6
     assert mixed["f1_mean"] == pytest.approx(0.8) and mixed["yes_rate"] == 0.75
-    assert mixed["answers"] == "mixed" and "f1" not in mixed["per_run"][0]
+    assert mixed["answers"] == "mixed" and mixed["per_run"][0]["f1"] == pytest.approx(0.8)
     only_open = group_metrics(graded, 1)
     assert only_open["accuracy_mean"] == 0.5 and only_open["answers"] == "open"
     assert only_open["f1_mean"] is None and only_open["yes_rate"] is None
+    assert only_open["per_run"][0]["f1"] is None and only_open["per_run"][0]["yes_rate"] is None
 
 
 # ------------------------------------------------------------------ judge and review

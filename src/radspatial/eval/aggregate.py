@@ -37,12 +37,13 @@ def _is_open(row: Row) -> bool:
     return "answer_expected" in row
 
 
-def _per_run(rows: Sequence[Row], runs: int, target: str) -> list[Any]:
-    out = []
+def _per_run(rows: Sequence[Row], runs: int, target: str) -> dict[int, Any]:
+    """Run index -> binary metrics of its scored rows (runs without any left out)."""
+    out = {}
     for run in range(runs):
         sub = [r for r in rows if r["run"] == run and r[target] is not None]
         if sub:
-            out.append(binary_metrics([r[target] for r in sub], [r["parsed"] for r in sub]))
+            out[run] = binary_metrics([r[target] for r in sub], [r["parsed"] for r in sub])
     return out
 
 
@@ -53,11 +54,15 @@ def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -
     every item (an open item is right when its grade is 1); F1 and the yes rate are properties
     of yes/no answers, so a group with open items takes them from its yes/no items alone
     (None where it has none) and says so in ``answers`` ("open" or "mixed")."""
-    per_run = _per_run(rows, runs, target)
-    if not per_run:
+    by_run = _per_run(rows, runs, target)
+    if not by_run:
         return {"n_items": 0}
+    per_run = list(by_run.values())
     n_open = sum(_is_open(r) for r in rows)
-    binary = per_run if not n_open else _per_run([r for r in rows if not _is_open(r)], runs, target)
+    by_run_binary = (
+        by_run if not n_open else _per_run([r for r in rows if not _is_open(r)], runs, target)
+    )
+    binary = list(by_run_binary.values())
     acc_mean, acc_std = mean_std([m.accuracy for m in per_run])
     f1_mean, f1_std = mean_std([m.f1 for m in binary]) if binary else (math.nan, math.nan)
     correct_total, n_total = sum(m.correct for m in per_run), sum(m.n for m in per_run)
@@ -78,9 +83,10 @@ def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -
     }
     if n_open:
         out["answers"] = "open" if n_open == len(rows) else "mixed"
-        for m in out["per_run"]:  # per run: F1 / yes rate of a grade would mean nothing
-            m.pop("f1", None)
-            m.pop("yes_rate", None)
+        for run, m in zip(by_run, out["per_run"], strict=True):  # a run's yes/no items alone
+            yes_no = by_run_binary.get(run)
+            m["f1"] = None if yes_no is None else yes_no.to_json()["f1"]
+            m["yes_rate"] = None if yes_no is None else yes_no.to_json()["yes_rate"]
     return out
 
 
