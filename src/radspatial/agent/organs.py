@@ -1,8 +1,8 @@
 """The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
 
 ``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
-(:mod:`radspatial.agent.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
-wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.agent.organs_train`).
+(:mod:`radspatial.training.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
+wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.training.organs_train`).
 Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed,
 config, command and
 sha256), so it works out of the box with no download. A ref's structure comes from its name, or
