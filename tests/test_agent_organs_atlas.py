@@ -141,3 +141,11 @@ def test_agent_cli_with_the_atlas_localizer(tmp_path):
     trace = json.loads((tmp_path / "t.json").read_text())
     assert trace["localizer"] == "organs+atlas"
     assert all("atlas" in f["details"] for f in trace["found"] if f)
+
+
+def test_the_atlas_build_command_line(tmp_path, capsys):
+    assert build_atlas.main(["--out", str(tmp_path / "atlas"), "--volumes", "c"]) == 0
+    assert "3 atlas slices from c" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "atlas" / "atlas.json").read_text())
+    assert meta["command"].startswith("python -m radspatial.training.organs_atlas")
+    assert meta["volumes"][0]["labelled_ids"] == [0, 5, 6, 26]
