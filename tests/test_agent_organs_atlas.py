@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -128,16 +126,13 @@ def test_a_model_folder_without_an_atlas_is_one_clear_error(tmp_path):
 def test_agent_cli_with_the_atlas_localizer(tmp_path):
     from PIL import Image
 
+    from radspatial.cli import main
+
     grey, _ = _patient_a_slice()
     path = tmp_path / "slice.png"
     Image.fromarray(np.repeat(grey[:, :, None], 3, axis=2)).resize((512, 512)).save(path)
-    res = subprocess.run(
-        [sys.executable, "-m", "radspatial.cli", "agent", "--image", str(path), "--question",
-         "Is the liver to the left of the spleen?", "--localizer", "organs+atlas",
-         "--trace", str(tmp_path / "t.json")],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    args = ["agent", "--image", str(path), "--question", "Is the liver to the left of the spleen?"]
+    assert main([*args, "--localizer", "organs+atlas", "--trace", str(tmp_path / "t.json")]) == 0
     trace = json.loads((tmp_path / "t.json").read_text())
     assert trace["localizer"] == "organs+atlas"
     assert all("atlas" in f["details"] for f in trace["found"] if f)
