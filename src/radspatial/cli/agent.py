@@ -178,11 +178,10 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
     p.add_argument(
-        "--localizer",
-        action="append",
-        help="localizer to serve, repeatable (default: auto as 'agent', and markers; mask, an "
-        "oracle needing the request's radspatial_mask label image, only when named)",
-    )
+        "--localizer", action="append", help="localizer to serve, repeatable (default: auto as "
+        "'agent', and markers; mask, an oracle needing the request's radspatial_mask label "
+        "image, only when named)",
+    )  # fmt: skip
     p.add_argument("--model", type=Path, help="model folder for the unet localizer")
     p.add_argument(
         "--threads", type=positive(int), default=32, help="agent calls answered at once (32)"
