@@ -128,7 +128,7 @@ def _mask_array(path):
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from radspatial.agent.unet_train import TrainConfig, train_unet
+    from radspatial.training.unet_train import TrainConfig, train_unet
 
     if args.data is None or args.out is None:
         raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
