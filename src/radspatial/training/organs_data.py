@@ -129,19 +129,47 @@ def training_volumes(root: Path | None = None, names: tuple[str, ...] = ("a", "c
     return [readers[n](root) for n in names]
 
 
-def banks(vols: list[TrainVolume], size: int) -> tuple[tuple[np.ndarray, np.ndarray], list]:
+def parse_exclude(specs: tuple[str, ...]) -> dict[str, set[int]]:
+    """``("a:86-97", "c:1")`` -> {"patient_a": {86, ..., 97}, "patient_c": {1}} (z indices of
+    the canonical RAS grid, inclusive ranges)."""
+    names = {"a": "patient_a", "c": "patient_c"}
+    out: dict[str, set[int]] = {}
+    for spec in specs:
+        key, _, ranges = spec.partition(":")
+        zs = out.setdefault(names.get(key, key), set())
+        for part in ranges.split("+"):
+            lo, _, hi = part.partition("-")
+            zs.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def banks(
+    vols: list[TrainVolume], size: int, exclude: dict[str, set[int]] | None = None
+) -> tuple[tuple[np.ndarray, np.ndarray], list]:
     """(HU float16 (n, S, S), label ids uint16 (n, S, S)) of every slice with >= 1 structure,
-    and the per-volume source records (with the number of slices used)."""
+    and the per-volume source records (with the number of slices used); ``exclude``: z indices
+    per volume name kept out (a validation slab)."""
     hus, labs, sources = [], [], []
+    exclude = exclude or {}
     for v in vols:
         used = 0
+        skip = exclude.get(v.name, set())
         for z in range(v.ct.shape[2]):
+            if z in skip:
+                continue
             if not np.any((v.seg[:, :, z] > 0) & (v.seg[:, :, z] != IGNORE)):
                 continue
             hus.append(render_hu(v.ct, z, v.spacing, size).astype(np.float16))
             labs.append(render_lab(v.seg, z, v.spacing, size))
             used += 1
-        sources.append({"name": v.name, **v.source, "slices": used})
+        record = {"name": v.name, **v.source, "slices": used}
+        if skip:
+            record["excluded_z"] = (
+                f"{min(skip)}-{max(skip)}"
+                if len(skip) == max(skip) - min(skip) + 1
+                else sorted(skip)
+            )
+        sources.append(record)
     return (np.stack(hus), np.stack(labs)), sources
 
 

@@ -53,6 +53,9 @@ class OrgansConfig:
     mirror_real: bool = False  # kept for the record; mirrored real volumes are not built
     volumes: tuple[str, ...] = ("a", "c")  # organs_data readers: patient A full, dcmqi_ct3
     wide_windows: float = 0.5  # share of samples shown at W350-2000 / L-100..200 (other tools)
+    elastic: float = 0.0  # share of samples given a smooth random displacement field
+    elastic_px: float = 6.0  # its peak displacement, px at ``size`` (image and labels together)
+    exclude: tuple[str, ...] = ()  # "a:86-97": slices of a volume kept out (validation slab)
     label_hu_jitter: float = 40.0  # HU sd of a per-structure offset (contrast phases, scanners)
     size: int = 256
     channels: tuple[int, ...] = (16, 32, 64, 128, 256)
@@ -73,6 +76,7 @@ class OrgansConfig:
         d["channels"] = list(self.channels)
         d["phantom_variants"] = list(self.phantom_variants)
         d["volumes"] = list(self.volumes)
+        d["exclude"] = list(self.exclude)
         return d
 
 
@@ -132,7 +136,7 @@ def build_banks(config: OrgansConfig, progress: bool = True):
     from radspatial.training import organs_data
 
     vols = organs_data.training_volumes(None, config.volumes)
-    real, sources = organs_data.banks(vols, config.size)
+    real, sources = organs_data.banks(vols, config.size, organs_data.parse_exclude(config.exclude))
     real_source = {"volumes": sources, "slices": int(len(real[0]))}
     real_source["plausibility"] = organs_data.plausibility(real[0], real[1])
     if progress:
@@ -147,9 +151,19 @@ def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
 
 
 def augment(
-    hu: Any, lab: Any, gen: Any, label_hu_jitter: float = 0.0, wide: float = 0.0
+    hu: Any,
+    lab: Any,
+    gen: Any,
+    label_hu_jitter: float = 0.0,
+    wide: float = 0.0,
+    elastic: float = 0.0,
+    elastic_px: float = 6.0,
 ) -> tuple[Any, Any]:
-    """(B, S, S) HU and class maps -> network input (B, 1, S, S) in [-1, 1] and (B, 1, S, S)."""
+    """(B, S, S) HU and class maps -> network input (B, 1, S, S) in [-1, 1] and (B, 1, S, S).
+
+    ``elastic``: share of samples whose sampling grid also gets a smooth random displacement
+    (:func:`elastic_field`); it joins the affine map in the same resampling, bilinear for the
+    image and nearest for the labels, so both move together and labels stay class indices."""
     import torch
     import torch.nn.functional as F
 
@@ -176,6 +190,9 @@ def augment(
         1,
     )
     grid = F.affine_grid(theta, (b, 1, *hu.shape[-2:]), align_corners=False)
+    if elastic > 0:
+        on = (torch.rand(b, device=dev, generator=gen) < elastic).float()[:, None, None, None]
+        grid = grid + on * elastic_field(b, hu.shape[-1], elastic_px, gen, dev)
     x = F.grid_sample(hu[:, None].float() + 1024, grid, align_corners=False) - 1024
     y = F.grid_sample(lab[:, None].float(), grid, mode="nearest", align_corners=False).long()
     is_wide = torch.rand(b, device=dev, generator=gen) < wide
@@ -195,6 +212,20 @@ def augment(
     g = g + noise * torch.randn(g.shape, device=dev, generator=gen)
     g = torch.round(g.clamp(0, 1) * 255) / 255
     return g * 2 - 1, y
+
+
+def elastic_field(b: int, size: int, peak_px: float, gen: Any, dev: Any, knots: int = 6) -> Any:
+    """(B, S, S, 2) smooth displacement in ``grid_sample``'s normalised units: Gaussian noise
+    on a ``knots`` x ``knots`` lattice, bicubically upsampled, scaled so that its largest
+    displacement is ``peak_px`` pixels (times U(0.3, 1) per sample)."""
+    import torch
+    import torch.nn.functional as F
+
+    coarse = torch.randn(b, 2, knots, knots, device=dev, generator=gen)
+    field = F.interpolate(coarse, size=(size, size), mode="bicubic", align_corners=True)
+    peak = field.flatten(1).abs().amax(1).clamp_min(1e-6)[:, None, None, None]
+    amp = 0.3 + 0.7 * torch.rand(b, 1, 1, 1, device=dev, generator=gen)
+    return (field / peak * amp * (2 * peak_px / size)).permute(0, 2, 3, 1)
 
 
 def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> dict[str, Any]:
@@ -267,20 +298,23 @@ def _fit(
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt,
-        max_lr=config.lr,
-        total_steps=config.steps,
-        pct_start=min(0.5, max(0.05, 2 / config.steps)),
-    )
+    warm = min(0.5, max(0.05, 2 / config.steps))
     history: list[float] = []
     net.train()
     t_train = time.perf_counter()
     steps_done = config.steps
     for step in range(config.steps):
-        if config.max_seconds and time.perf_counter() - t_train > config.max_seconds:
+        elapsed = time.perf_counter() - t_train
+        if config.max_seconds and elapsed > config.max_seconds:
             steps_done = step
             break
+        # one-cycle (linear warm-up, cosine decay) over the steps or the time budget, whichever
+        # runs out first: a run cut by --max-seconds still ends at a small learning rate
+        frac = step / config.steps
+        if config.max_seconds:
+            frac = max(frac, elapsed / config.max_seconds)
+        for group in opt.param_groups:
+            group["lr"] = one_cycle_lr(config.lr, frac, warm)
         n_real = int(rng.binomial(config.batch_size, weights[-1])) if len(banks) == 2 else 0
         parts = []
         for (h, lab), n in zip(banks, [config.batch_size - n_real, n_real], strict=False):
@@ -289,12 +323,19 @@ def _fit(
                 parts.append((h[idx], lab[idx]))
         hu = torch.cat([p[0] for p in parts])
         lab = torch.cat([p[1] for p in parts])
-        x, y = augment(hu, lab, gen, config.label_hu_jitter, config.wide_windows)
+        x, y = augment(
+            hu,
+            lab,
+            gen,
+            config.label_hu_jitter,
+            config.wide_windows,
+            config.elastic,
+            config.elastic_px,
+        )
         opt.zero_grad(set_to_none=True)
         loss = masked_dice_ce(net(x), y)
         loss.backward()
         opt.step()
-        sched.step()
         history.append(float(loss.item()))
         if progress and (step % 100 == 0 or step == config.steps - 1):
             mean = float(np.mean(history[-100:]))
@@ -303,6 +344,17 @@ def _fit(
             )
     net.eval()
     return history, steps_done
+
+
+def one_cycle_lr(max_lr: float, frac: float, warm: float) -> float:
+    """Learning rate at ``frac`` (0..1) of training: max_lr / 25 rising linearly to max_lr over
+    ``warm``, then cosine down to max_lr / 2.5e5 (the shape of torch's OneCycleLR)."""
+    frac = min(max(frac, 0.0), 1.0)
+    start, end = max_lr / 25, max_lr / 25e4
+    if frac < warm:
+        return start + (max_lr - start) * frac / warm
+    t = (frac - warm) / max(1e-9, 1 - warm)
+    return end + (max_lr - end) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def _record(
@@ -347,6 +399,8 @@ def _args_text(c: OrgansConfig) -> str:
         f"--lr {c.lr} --seed {c.seed} --size {c.size} --device {c.device} --workers {c.workers}"
         f" --label-hu-jitter {c.label_hu_jitter} --wide-windows {c.wide_windows}"
         f" --volumes {','.join(c.volumes)} --channels {','.join(map(str, c.channels))}"
+        + (f" --elastic {c.elastic} --elastic-px {c.elastic_px}" if c.elastic else "")
+        + (f" --exclude {','.join(c.exclude)}" if c.exclude else "")
         + (f" --threads {c.threads}" if c.threads else "")
         + (f" --max-seconds {c.max_seconds:g}" if c.max_seconds else "")
         + (f" --init-from {c.init_from}" if c.init_from else "")
@@ -375,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mirror-real", action="store_true")
     p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
     p.add_argument("--wide-windows", type=float, default=d.wide_windows)
+    p.add_argument("--elastic", type=float, default=d.elastic)
+    p.add_argument("--elastic-px", type=float, default=d.elastic_px)
+    p.add_argument("--exclude", type=_csv(str), default=d.exclude, help="e.g. a:86-97")
     p.add_argument("--init-from")
     p.add_argument("--volumes", type=_csv(str), default=d.volumes)
     p.add_argument("--channels", type=_csv(int), default=d.channels)
