@@ -340,7 +340,8 @@ def _fit(
         if progress and (step % 100 == 0 or step == config.steps - 1):
             mean = float(np.mean(history[-100:]))
             print(
-                f"step {step}/{config.steps} loss {mean:.4f} {time.perf_counter() - t_train:.0f}s"
+                f"step {step}/{config.steps} loss {mean:.4f} {time.perf_counter() - t_train:.0f}s",
+                flush=True,
             )
     net.eval()
     return history, steps_done
