@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from radspatial.training.organs_train import augment, elastic_field, one_cycle_lr  # noqa: E402
+from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr  # noqa: E402
 
 S = 64
 
