@@ -71,6 +71,9 @@ class TrainConfig:
     # stored order is one of 16!); False: the stored order only (the earlier training).
     # Needs the pixels, so frozen runs on cached features keep the stored order.
     reshuffle: bool = True
+    # permutation, with reshuffle: each training crop is also turned by a random one of the
+    # square's 8 rotations / mirror images before its tiles are reshuffled (new organ shapes)
+    dihedral: bool = False
 
     def epochs_for(self, task: str) -> int:
         return (self.task_epochs or {}).get(task, self.epochs)
