@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,12 +153,9 @@ def train_task(
     t_feat = time.perf_counter()
     feats = _cached_features(enc, images, cfg.device) if shared is not None else {}
     feature_s = time.perf_counter() - t_feat
-    # a fresh tile order per crop and step needs the pixels: finetuned or uncached frozen runs
-    fresh = info["kind"] == "permutation" and cfg.reshuffle and not feats
-    inputs = _Inputs(
-        model, images, feats, shared is not None, cfg.jitter, gen, cfg.device, fresh,
-        fresh and cfg.dihedral,
-    )  # fmt: skip
+    fresh = info["kind"] == "permutation" and cfg.reshuffle and not feats  # needs the pixels
+    inputs = _Inputs(model, images, feats, shared is not None, cfg.jitter, gen, cfg.device, fresh)
+    inputs = replace(inputs, dihedral=fresh and cfg.dihedral)
     fit = _fit(cfg, task, info["kind"], inputs, targets["train"], rng, progress)
 
     model.eval()
