@@ -27,7 +27,11 @@ Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--st
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
            [--slice-samples relpos=8 relpos_organ=24] [--task-epochs T=N]
            [--frozen-task-epochs relpos=5] [--finetuned-heads mlp] [--tasks T ...] [--relpos-organ]
-           [--threads 1]
+           [--perm-heads transformer] [--dihedral] [--threads 1]
+
+``--perm-heads`` adds, per encoder, a finetuned run of the permutation task alone with that
+head (default ``transformer``: its set-level read-out, docs/probes.md), beside the finetuned
+``mlp`` run of every task; ``--dihedral`` turns / mirrors its crops at random in training.
 """
 
 from __future__ import annotations
@@ -201,6 +205,12 @@ def suite(args: argparse.Namespace) -> None:
         fz = {"encoder": enc, "epochs": args.frozen_epochs, "task_epochs": fz_epochs, **common}
         heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
         runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in args.finetuned_heads]
+        perm = {**ft, "tasks": ["permutation"], "dihedral": args.dihedral}  # Level 2 only
+        runs += [
+            (f"{enc}-finetuned-{h}", {**perm, "head": h})
+            for h in args.perm_heads
+            if h not in args.finetuned_heads and "permutation" in args.tasks
+        ]
         for src in args.frozen_from:  # "random", or a task: that finetuned-mlp run's encoder
             ck = (
                 "random"
@@ -371,6 +381,19 @@ def main() -> None:
         default=["mlp"],
         choices=["mlp", "transformer", "both"],
         help="suite: heads of the finetuned runs (default mlp; transformer adds ~9 min)",
+    )
+    ap.add_argument(
+        "--perm-heads",
+        nargs="*",
+        default=["transformer"],
+        choices=["mlp", "transformer", "both"],
+        help="suite: finetuned runs of the permutation task alone with these heads (default "
+        "transformer: the tiles' tokens attend to each other; docs/probes_results.md)",
+    )
+    ap.add_argument(
+        "--dihedral",
+        action="store_true",
+        help="suite: the --perm-heads runs turn / mirror each crop at random before reshuffling",
     )
     ap.add_argument(
         "--context",
