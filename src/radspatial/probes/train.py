@@ -18,7 +18,8 @@ Choices:
 - AdamW (weight decay 0.05), linear warm-up over the first 5% of steps then cosine decay (or
   constant); the last epoch's weights are kept (validation is reported, never used to select).
 - Augmentation: only a mild per-image gain/offset jitter when finetuning. No flips, rotations or
-  crops: they would change orient/relpos/symmetry/localize targets and the permutation.
+  crops: they would change orient/relpos/symmetry/localize targets. The permutation alone
+  can turn / mirror its restored crops (``dihedral``, opt-in; the targets follow the tiles).
 - Losses: cross-entropy (classification; per tile for the permutation), mean Euclidean
   distance (localize, in normalised coordinates).
 
