@@ -27,11 +27,12 @@ Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--st
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
            [--slice-samples relpos=8 relpos_organ=24] [--task-epochs T=N]
            [--frozen-task-epochs relpos=5] [--finetuned-heads mlp] [--tasks T ...] [--relpos-organ]
-           [--perm-heads transformer] [--dihedral] [--threads 1]
+           [--perm-heads transformer] [--perm-epochs 48] [--no-dihedral] [--threads 1]
 
 ``--perm-heads`` adds, per encoder, a finetuned run of the permutation task alone with that
 head (default ``transformer``: its set-level read-out, docs/probes.md), beside the finetuned
-``mlp`` run of every task; ``--dihedral`` turns / mirrors its crops at random in training.
+``mlp`` run of every task: ``--perm-epochs`` epochs (48), each training crop turned /
+mirrored at random before its tiles are reshuffled (``--no-dihedral``: not).
 """
 
 from __future__ import annotations
@@ -205,7 +206,12 @@ def suite(args: argparse.Namespace) -> None:
         fz = {"encoder": enc, "epochs": args.frozen_epochs, "task_epochs": fz_epochs, **common}
         heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
         runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in args.finetuned_heads]
-        perm = {**ft, "tasks": ["permutation"], "dihedral": args.dihedral}  # Level 2 only
+        perm = {  # Level 2 only: the set-level read-out, its own epochs and augmentation
+            **ft,
+            "tasks": ["permutation"],
+            "task_epochs": {"permutation": args.perm_epochs},
+            "dihedral": args.dihedral,
+        }
         runs += [
             (f"{enc}-finetuned-{h}", {**perm, "head": h})
             for h in args.perm_heads
@@ -392,8 +398,13 @@ def main() -> None:
     )
     ap.add_argument(
         "--dihedral",
-        action="store_true",
-        help="suite: the --perm-heads runs turn / mirror each crop at random before reshuffling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="suite: the --perm-heads runs turn / mirror each crop at random before reshuffling "
+        "(default on)",
+    )
+    ap.add_argument(
+        "--perm-epochs", type=int, default=48, help="suite: epochs of the --perm-heads runs"
     )
     ap.add_argument(
         "--context",
