@@ -37,8 +37,8 @@ WINDOWS = ((400, 40), (350, 50), (600, 60), (1000, 0), (1500, -100), (2000, 100)
 
 def patient_c_items(size: int = 512):
     """dcmqi_ct3's 3 slices at each window of :data:`WINDOWS`; truth = labelled centroid."""
-    from radspatial.agent import organs_data
     from radspatial.imaging.slices import window_to_uint8
+    from radspatial.training import organs_data
 
     vol = organs_data.patient_c(organs_data.shared_data())
     names = {5: "liver", 26: "vertebrae", 6: "stomach"}

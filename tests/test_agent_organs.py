@@ -344,7 +344,7 @@ def test_serve_command_defaults_to_model_agent(volume):
 def test_organs_augmentation_moves_image_and_labels_together():
     import torch
 
-    from radspatial.agent.organs_train import augment
+    from radspatial.training.organs_train import augment
 
     hu = torch.full((8, 64, 64), -1000.0)
     lab = torch.zeros((8, 64, 64), dtype=torch.uint8)
@@ -362,7 +362,7 @@ def test_organs_augmentation_moves_image_and_labels_together():
 
 
 def test_organs_train_tiny_run_writes_a_loadable_recorded_model(tmp_path):
-    from radspatial.agent.organs_train import OrgansConfig, train_organs
+    from radspatial.training.organs_train import OrgansConfig, train_organs
 
     config = OrgansConfig(
         n_phantoms=1, phantom_shape=(64, 64, 16), size=64, steps=4, batch_size=2, threads=1

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent import organs, organs_checks, organs_data
+from radspatial.agent import organs, organs_checks
 from radspatial.agent.core import Agent
 from radspatial.agent.types import Found
+from radspatial.training import organs_data
 
 SHARED = organs_data.shared_data()
 
@@ -143,7 +144,7 @@ def test_dcmqi_volume_orientation_and_unknown_pixels():
 def test_masked_loss_ignores_unknown_pixels():
     import torch
 
-    from radspatial.agent.organs_loss import UNKNOWN, masked_dice_ce
+    from radspatial.training.organs_loss import UNKNOWN, masked_dice_ce
 
     y = torch.zeros(1, 1, 8, 8, dtype=torch.long)
     y[0, 0, :4] = 2
@@ -163,7 +164,7 @@ def test_warm_start_carries_classes_by_label_id(tmp_path):
 
     from radspatial.agent import unet
     from radspatial.agent.organs import shipped_model_dir
-    from radspatial.agent.organs_init import warm_start
+    from radspatial.training.organs_init import warm_start
 
     folder = shipped_model_dir()
     old_ids = [c["label_id"] for c in unet.read_config(folder)["classes"]]
@@ -185,7 +186,7 @@ def test_warm_start_carries_classes_by_label_id(tmp_path):
 def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, capsys):
     import json
 
-    from radspatial.agent.organs_train import main
+    from radspatial.training.organs_train import main
 
     out = tmp_path / "m"
     args = ["--out", str(out), "--n-phantoms", "0", "--real-weight", "1", "--steps", "4"]

@@ -510,7 +510,7 @@ def test_slow_sockets_cannot_lock_out_an_authenticated_client(items: list[EvalIt
     body = chat(item.question, data_url(item.image.read_bytes()))
     good = {"Authorization": f"Bearer {KEY}"}
     with make_server(api_key=KEY, agents=build_agents(("markers",))) as server:
-        assert server.max_connections == 128  # 4 x 32 threads
+        assert server.limits.max_connections == 128  # 4 x 32 threads
         socks = slow_sockets(server, 130)  # more than the cap, none authenticated
         try:
             time.sleep(0.5)  # all accepted: the oldest two already evicted
@@ -526,7 +526,7 @@ def test_slow_sockets_cannot_lock_out_an_authenticated_client(items: list[EvalIt
             error_of(post(server, body, headers={"Authorization": "Bearer nope"}), 401)
             evicted = [closed_by_server(s) for s in socks]
             assert evicted[:2] == [True, True] and sum(evicted) >= 2  # the oldest went first
-            assert len(server.connections) <= server.max_connections
+            assert len(server.connections) <= server.limits.max_connections
         finally:
             for s in socks:
                 s.close()

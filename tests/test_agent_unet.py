@@ -17,15 +17,15 @@ pytest.importorskip("monai")
 
 from radspatial.agent import unet  # noqa: E402
 from radspatial.agent.types import Context, Ref, create_localizer, list_localizers  # noqa: E402
-from radspatial.agent.unet_train import (  # noqa: E402
+from radspatial.core.labels import letter_code  # noqa: E402
+from radspatial.imaging.slices import VARIANTS, Variant  # noqa: E402
+from radspatial.training.unet_train import (  # noqa: E402
     AugParams,
     TrainConfig,
     apply_aug,
     split_items,
     train_unet,
 )
-from radspatial.core.labels import letter_code  # noqa: E402
-from radspatial.imaging.slices import VARIANTS, Variant  # noqa: E402
 
 SIZE = 64
 # label id -> (name, intensity, half sizes (rows, cols)); TotalSegmentator ids and names

@@ -132,6 +132,18 @@ def test_the_kernel_imports_nothing_above_it():
     assert {m: d for m, d in offenders.items() if d} == {}
 
 
+def test_the_runtime_agent_imports_no_training_phantoms_or_generator():
+    """``agent/`` (what answers questions) runs without the training package, the phantoms
+    and the benchmark generator; training code lives in ``training/`` (issue 22)."""
+    banned = ("radspatial.training", "radspatial.phantoms", "radspatial.bench")
+    offenders = {
+        m: sorted(d for d in _imported(m, p, top_level_only=False) if d.startswith(banned))
+        for m, p in MODULES.items()
+        if m.startswith("radspatial.agent")
+    }
+    assert {m: d for m, d in offenders.items() if d} == {}
+
+
 def test_the_circle_finder_sees_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -245,9 +245,9 @@ def test_failed_calls_are_errors_not_wrong_answers(tmp_path, dataset):
     rows = run_eval(dataset, tmp_path / "f", cfg, backend=Failing(), progress=False)
     assert all(r["error"] and r["parsed"] is None and not r["correct"] for r in rows)
     run = json.loads((tmp_path / "f" / "run.json").read_text())
-    assert run["status"] == "incomplete" and run["errors"] == 3
+    assert run["status"] == "incomplete" and run["n_errors"] == 3
     metrics = json.loads((tmp_path / "f" / "metrics.json").read_text())
-    assert metrics["errors"] == 3
+    assert metrics["n_errors"] == 3 and "errors" not in metrics
 
 
 def _row(i, run, expected, parsed, **kw):

@@ -223,15 +223,16 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
     assert 0 < len(done) < LIMIT and not (out / "results.jsonl").exists()
 
     killed = time.time()
-    deadline = killed + 120  # Ray's agents notice a dead raylet within ~45 s
+    while replicas := [p for p in _session_procs(proc.pid) if "Replica" in p]:
+        assert time.time() - killed < 15, replicas  # the model holders go first
+        time.sleep(0.2)
+    # the resume runs while Ray's agents notice the dead raylet (~45 s): it must not need them
+    run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
+    deadline = killed + 120
     while _session_procs(proc.pid) and time.time() < deadline:
-        replicas = [p for p in _session_procs(proc.pid) if "Replica" in p]
-        assert not replicas or time.time() - killed < 15, replicas  # the model holders go first
         time.sleep(0.5)
     assert _session_procs(proc.pid) == []
     print(f"every process of the killed driver gone after {time.time() - killed:.1f} s")
-
-    run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
     keys = [c["key"] for c in _calls(out) if c["error"] is None]
     assert len(keys) == len(set(keys)) == LIMIT  # no finished call was made twice
     assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")

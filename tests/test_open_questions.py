@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from radspatial.core.datafiles import DataFileError
+from radspatial.eval.aggregate import group_metrics
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.grading.judge import apply_judge, cohen_kappa, load_calibration, parse_verdict
 from radspatial.grading.normalize import normalize, rule_grade
@@ -242,6 +243,24 @@ def test_baselines_at_chance_and_in_their_frames(bundled, tmp_path):
     assert std[L]["anatomical"]["accuracy"] == 0.0  # image side in standard view = other side
     prior = open_metrics("baseline:anatomy-prior", runs=1)
     assert prior[L]["anatomical"]["accuracy"] > prior[L]["image"]["accuracy"]
+
+
+def test_f1_and_yes_rate_come_from_yes_no_items_only():
+    """An open item is stored as expected 1 and parsed = its grade: it counts in accuracy, its
+    CI and the invalid rate, never in F1 or the yes rate (a grade is not a "yes")."""
+    yes_no = [{"run": 0, "expected": e, "parsed": p} for e, p in ((1, 1), (0, 1), (1, 1), (0, 0))]
+    graded = [{"run": 0, "expected": 1, "parsed": g, "answer_expected": "left"} for g in (1, 0)]
+    plain = group_metrics(yes_no, 1)
+    assert plain["f1_mean"] == pytest.approx(0.8) and plain["yes_rate"] == 0.75
+    assert "answers" not in plain and "f1" in plain["per_run"][0]
+    mixed = group_metrics(yes_no + graded, 1)
+    assert mixed["accuracy_mean"] == pytest.approx(4 / 6) and mixed["n_items"] == 6
+    assert mixed["f1_mean"] == pytest.approx(0.8) and mixed["yes_rate"] == 0.75
+    assert mixed["answers"] == "mixed" and mixed["per_run"][0]["f1"] == pytest.approx(0.8)
+    only_open = group_metrics(graded, 1)
+    assert only_open["accuracy_mean"] == 0.5 and only_open["answers"] == "open"
+    assert only_open["f1_mean"] is None and only_open["yes_rate"] is None
+    assert only_open["per_run"][0]["f1"] is None and only_open["per_run"][0]["yes_rate"] is None
 
 
 # ------------------------------------------------------------------ judge and review

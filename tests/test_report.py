@@ -191,6 +191,19 @@ def test_missing_metrics_json_is_a_clear_error(runs, tmp_path):
         build_report([runs["baseline:yes"], unfinished], tmp_path / "out")
 
 
+def test_run_folders_from_before_n_errors_still_report_their_failed_calls(runs, tmp_path):
+    """metrics.json carries one count of failed calls, ``n_errors``; a folder written when it
+    was called ``errors`` reads the same."""
+    new = json.loads((runs["baseline:yes"] / "metrics.json").read_text())
+    assert "n_errors" in new and "errors" not in new
+    old = tmp_path / "old_run"
+    shutil.copytree(runs["baseline:yes"], old)
+    legacy = {("errors" if k == "n_errors" else k): v for k, v in new.items()}
+    (old / "metrics.json").write_text(json.dumps({**legacy, "errors": 4}))
+    s = json.loads(build_report([old], tmp_path / "out").summary_json.read_text())
+    assert s["models"][0]["n_errors"] == 4
+
+
 def test_duplicate_specs_are_told_apart_by_folder(runs, tmp_path):
     again = tmp_path / "yes_again"
     shutil.copytree(runs["baseline:yes"], again)

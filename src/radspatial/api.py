@@ -108,7 +108,9 @@ class EvalRun:
     @property
     def n_errors(self) -> int:
         """Calls that failed after their retries (not counted in accuracy)."""
-        return int(self.metrics.get("errors") or 0)
+        from radspatial.core.records import error_count
+
+        return error_count(self.metrics)
 
 
 def evaluate(

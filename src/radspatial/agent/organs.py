@@ -1,8 +1,8 @@
 """The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
 
 ``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
-(:mod:`radspatial.agent.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
-wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.agent.organs_train`).
+(:mod:`radspatial.training.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
+wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.training.organs_train`).
 Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed,
 config, command and
 sha256), so it works out of the box with no download. A ref's structure comes from its name, or
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs_checks, unet
+from radspatial.agent import organs_atlas, organs_checks, unet
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
@@ -65,12 +65,20 @@ class OrgansLocalizer:
         device: str = "cpu",
         min_score: float = MIN_SCORE,
         checks: organs_checks.Checks | None = None,
+        atlas: bool | str | Path = False,
+        atlas_rules: organs_atlas.AtlasRules | None = None,
+        atlas_config: organs_atlas.AtlasConfig | None = None,
     ) -> None:
         self.model_dir = Path(model_dir) if model_dir else shipped_model_dir()
         self.device = device
         self.min_score = float(min_score)
         self.checks = checks or organs_checks.Checks()
         unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
+        self.atlas_dir = _atlas_dir(atlas, self.model_dir)
+        self.atlas_rules = atlas_rules or organs_atlas.AtlasRules()
+        self.atlas_config = atlas_config or organs_atlas.AtlasConfig()
+        if self.atlas_dir is not None:
+            self.name = "organs+atlas"
 
     @property
     def model(self) -> unet.UNetModel:
@@ -94,11 +102,25 @@ class OrgansLocalizer:
         pred, votes, gray = predict_small(model, image, self.checks.variants)
         body = organs_checks.body_of(gray)
         sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
+        match = self._match(model, pred, gray, body)
         out: list[Found | None] = []
         for label_id, via in resolved:
             cls = None if label_id is None else model.class_of(label_id)
-            out.append(None if cls is None else self._one(model, pred, votes, body, cls, via))
+            f = None if cls is None else self._one(model, pred, votes, body, cls, via)
+            if match is not None and cls is not None:
+                extra = {"label_id": int(label_id), "class": int(cls), "via": via}
+                opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
+                f = organs_atlas.combine(f, opinion, match.body_radius, self.atlas_rules, extra)
+            out.append(f)
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score) for f in out]
+
+    def _match(self, model, pred, gray, body) -> organs_atlas.Match | None:
+        """The atlas slices registered to this one (None without an atlas or a body)."""
+        if self.atlas_dir is None:
+            return None
+        lut = np.array([c[0] for c in model.classes], np.int64)
+        ids = np.where(body, lut[pred.labels], 0)
+        return organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
 
     def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to
@@ -139,6 +161,17 @@ def _to_image(found: Found, pred: unet.Prediction, sx: float, sy: float, floor: 
     return Found((x, y), found.score, "organs", details)
 
 
+def _atlas_dir(atlas: bool | str | Path, model_dir: Path) -> Path | None:
+    """The atlas folder: ``True`` -> the model folder's (the shipped atlas beside the shipped
+    weights); a path -> that folder; False -> none."""
+    if atlas is False or atlas is None:
+        return None
+    folder = model_dir if atlas is True else Path(atlas)
+    if not organs_atlas.has_atlas(folder):
+        raise ValueError(f"{folder}: no atlas.npz + atlas.json (radspatial.training.organs_atlas)")
+    return folder
+
+
 def _untrained_plane(context: Context) -> str | None:
     plane = context.extra.get("plane") or "axial"
     if plane == "axial":
@@ -160,6 +193,8 @@ def _bbox(region: np.ndarray, xy: tuple[float, float], sx: float, sy: float) -> 
     cx, cy = int(round(xy[0])), int(round(xy[1]))
     label = comp[min(max(cy, 0), comp.shape[0] - 1), min(max(cx, 0), comp.shape[1] - 1)]
     ys, xs = np.nonzero(comp == label if label else region)
+    if xs.size == 0:  # an atlas-only centre: the network has no pixel of the class
+        xs, ys = np.array([cx]), np.array([cy])
     return [
         int(xs.min() * sx),
         int(ys.min() * sy),
@@ -257,6 +292,11 @@ class AutoLocalizer:
 @register_localizer("organs")
 def _organs(**options: object) -> OrgansLocalizer:
     return OrgansLocalizer(**options)  # type: ignore[arg-type]
+
+
+@register_localizer("organs+atlas")
+def _organs_atlas(**options: object) -> OrgansLocalizer:
+    return OrgansLocalizer(**{"atlas": True, **options})  # type: ignore[arg-type]
 
 
 @register_localizer("auto")

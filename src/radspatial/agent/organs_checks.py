@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from radspatial.agent.organs_data import body_mask, region_stats
-
 _EIGHT = np.ones((3, 3), bool)
+BODY_HU = -500.0  # air / body threshold (training slices in HU)
 BODY_GREY = 12.0  # 8-bit grey above which a pixel is body (air is 0-13 at any window tried)
 
 
@@ -135,3 +134,25 @@ def verdict(n_votes: int, spread: float, checks: Checks) -> str | None:
             f"(> {checks.max_spread:g})"
         )
     return None
+
+
+def body_mask(inside: np.ndarray) -> np.ndarray:
+    """The largest 8-connected region of ``inside`` with its holes filled (the trunk: arms
+    lying apart from it and the table are left out)."""
+    from scipy import ndimage
+
+    comp, n = ndimage.label(inside, structure=np.ones((3, 3), bool))
+    if n == 0:
+        return np.zeros_like(inside, bool)
+    sizes = np.bincount(comp.ravel())[1:]
+    return ndimage.binary_fill_holes(comp == int(np.argmax(sizes)) + 1)
+
+
+def region_stats(region: np.ndarray, body: np.ndarray) -> tuple[float, float]:
+    """(area / body area, distance of the region's centroid from the body's / body radius)."""
+    area = float(body.sum())
+    ys, xs = np.nonzero(region)
+    by, bx = np.nonzero(body)
+    radius = float(np.sqrt(area / np.pi))
+    d = float(np.hypot(xs.mean() - bx.mean(), ys.mean() - by.mean())) if xs.size else 0.0
+    return float(xs.size) / area, d / radius

@@ -42,7 +42,12 @@ from typing import Any
 from radspatial.agent.chat_format import ApiError, ChatCall, decode_image, probe_image
 from radspatial.agent.core import Agent, AgentAnswer
 from radspatial.agent.server_http import RequestHandler
-from radspatial.agent.server_limits import Budget, Connections, return_freed_buffers
+from radspatial.agent.server_limits import (
+    Budget,
+    Connections,
+    ServerLimits,
+    return_freed_buffers,
+)
 from radspatial.agent.types import Context
 
 log = logging.getLogger(__name__)
@@ -61,25 +66,23 @@ class AgentServer(ThreadingHTTPServer):
 
     daemon_threads, block_on_close = True, False  # a stalled connection must not block shutdown
     request_queue_size = 1024
-    agents: dict[str, Agent]
-    default_model: str
-    api_key: str | None
-    max_body_bytes: int
-    max_pixels: int
-    max_total_pixels: int
-    max_total_body_bytes: int
-    header_timeout_s: float
-    read_timeout_s: float
-    queue_timeout_s: float
-    max_connections: int
 
-    def __init__(self, address: tuple[str, int], **config: Any) -> None:
-        self.__dict__.update(config)
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        agents: dict[str, Agent],
+        default_model: str,
+        api_key: str | None,
+        limits: ServerLimits,
+    ) -> None:
+        self.agents, self.default_model, self.api_key = agents, default_model, api_key
+        self.limits = limits = limits.resolved()
         self.created = int(time.time())
-        self.slots = threading.BoundedSemaphore(config["threads"])
-        self.pixels = Budget(self.max_total_pixels)
-        self.body_budget = Budget(self.max_total_body_bytes)
-        self.connections = Connections(self.max_connections)
+        self.slots = threading.BoundedSemaphore(limits.threads)
+        self.pixels = Budget(limits.max_total_pixels)
+        self.body_budget = Budget(limits.max_total_body_bytes)
+        self.connections = Connections(limits.max_connections)
         self.guards = {m: _guard_for(a) for m, a in self.agents.items()}
         self._serving = False
         self._background: threading.Thread | None = None
@@ -118,8 +121,9 @@ class AgentServer(ThreadingHTTPServer):
     def run_agent(self, call: ChatCall) -> AgentAnswer:
         """Sizes from the image headers, then decoded pixels from the shared budget, then a
         work slot: memory for decoded images is bounded however many requests arrive."""
-        image = probe_image(call.image, self.max_pixels)
-        mask = None if call.mask is None else probe_image(call.mask, self.max_pixels, labels=True)
+        most = self.limits.max_pixels
+        image = probe_image(call.image, most)
+        mask = None if call.mask is None else probe_image(call.mask, most, labels=True)
         if mask is not None and mask.size != image.size:
             shapes = (mask.height, mask.width), (image.height, image.width)
             msg = "label image shape {} != image shape {}".format(*shapes)
@@ -128,7 +132,7 @@ class AgentServer(ThreadingHTTPServer):
         if pixels > self.pixels.total:
             msg = f"{pixels} px of images is over the server's limit of {self.pixels.total} px"
             raise ApiError(400, msg, "image_too_large")
-        with self.pixels.hold(pixels, self.queue_timeout_s) as ok:
+        with self.pixels.hold(pixels, self.limits.queue_timeout_s) as ok:
             if not ok:
                 raise ApiError(503, "the server is busy decoding other images", "busy")
             with self.slots:
@@ -214,40 +218,19 @@ def make_server(
     queue_timeout_s: float = 60.0,
     max_connections: int | None = None,
 ) -> AgentServer:
-    """Bind now (port 0: a free port), serve later. ``agents`` defaults to markers + mask;
-    ``max_pixels`` (one image) to ``min(4096**2, max_total_pixels)``, ``max_total_pixels``
-    (decoded at once) to ``max(2 * 4096**2, max_pixels)``: about 0.5 GB at the ~14 bytes a
-    pixel that decoding and the markers agent take; ``max_total_body_bytes`` to
-    ``4 * max_body_bytes``,
-    ``max_connections`` to ``4 * threads``. The header deadline is
-    ``min(header_timeout_s, read_timeout_s)``."""
+    """Bind now (port 0: a free port), serve later. ``agents`` defaults to markers + mask; the
+    limits' defaults are :class:`ServerLimits`'."""
     agents = build_agents() if agents is None else dict(agents)
     if default_model not in agents:
         raise ValueError(f"default model {default_model!r} is not one of {', '.join(agents)}")
-    max_pixels = max_pixels or min(4096 * 4096, max_total_pixels or 4096 * 4096)
-    total_pixels = max_total_pixels or max(2 * 4096 * 4096, max_pixels)
-    total_body = max_total_body_bytes or 4 * max_body_bytes
-    numbers = (threads, max_body_bytes, max_pixels, header_timeout_s, read_timeout_s)
-    if not min(numbers + (queue_timeout_s, max_connections or 1)) > 0:  # NaN fails too
-        raise ValueError("every limit and timeout of the server must be > 0")
-    if total_pixels < max_pixels or total_body < max_body_bytes:
-        raise ValueError("max_total_pixels / max_total_body_bytes must be at least the "
-                         "per-request max_pixels / max_body_bytes")  # fmt: skip
+    limits = ServerLimits(
+        max_body_bytes, max_pixels, max_total_pixels, max_total_body_bytes, threads,
+        header_timeout_s, read_timeout_s, queue_timeout_s, max_connections,
+    )  # fmt: skip
     return AgentServer(
-        (host, port),
-        agents=agents,
-        default_model=default_model,
-        api_key=api_key or None,
-        max_body_bytes=max_body_bytes,
-        max_pixels=max_pixels,
-        max_total_pixels=total_pixels,
-        max_total_body_bytes=total_body,
-        threads=threads,
-        header_timeout_s=header_timeout_s,
-        read_timeout_s=read_timeout_s,
-        queue_timeout_s=queue_timeout_s,
-        max_connections=max_connections or 4 * threads,
-    )
+        (host, port), agents=agents, default_model=default_model, api_key=api_key or None,
+        limits=limits,
+    )  # fmt: skip
 
 
 def serve(

@@ -69,7 +69,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile.close()  # replaced by a reader with a per-request deadline
-        self._raw = _DeadlineReader(self.connection, self.server.read_timeout_s)
+        self._raw = _DeadlineReader(self.connection, self.server.limits.read_timeout_s)
         self.rfile = io.BufferedReader(self._raw, 65536)
 
     def handle_one_request(self) -> None:
@@ -83,7 +83,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         if not srv.connections.waiting(self.connection):  # evicted while idle
             self.close_connection = True
             return
-        self._raw.deadline = time.monotonic() + min(srv.header_timeout_s, srv.read_timeout_s)
+        limits = srv.limits
+        self._raw.deadline = time.monotonic() + min(limits.header_timeout_s, limits.read_timeout_s)
         try:
             self._one_request()
         except OSError:  # a deadline passed (TimeoutError) or the client went away
@@ -125,7 +126,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             return False
         if not super().parse_request():
             return False
-        self._raw.deadline = time.monotonic() + self.server.read_timeout_s  # for the body
+        self._raw.deadline = time.monotonic() + self.server.limits.read_timeout_s  # for the body
         return True
 
     def handle_expect_100(self) -> bool:
@@ -200,8 +201,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         text = values.pop().strip()
         if values or not (text.isascii() and text.isdigit()):
             raise ApiError(400, "invalid Content-Length header", "invalid_content_length")
-        if int(text) > self.server.max_body_bytes:
-            msg = f"body of {int(text)} bytes is over the limit of {self.server.max_body_bytes}"
+        most = self.server.limits.max_body_bytes
+        if int(text) > most:
+            msg = f"body of {int(text)} bytes is over the limit of {most}"
             raise ApiError(413, msg, "body_too_large")
         return int(text)
 
@@ -209,7 +211,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         """The body (``keep``: held within the server's body budget), or skipped unread."""
         length = self._declared_length()
         if keep and length:
-            if not self.server.body_budget.take(length, self.server.queue_timeout_s):
+            if not self.server.body_budget.take(length, self.server.limits.queue_timeout_s):
                 raise ApiError(503, "the server is busy receiving other requests", "busy")
             self._held = length
         try:
@@ -231,7 +233,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise ApiError(400, "the body is shorter than Content-Length", "truncated_body")
         self._body_read = True
         self._raw.deadline = None
-        self.connection.settimeout(self.server.read_timeout_s)  # for writing the reply
+        self.connection.settimeout(self.server.limits.read_timeout_s)  # for writing the reply
         return data
 
     def _models(self) -> None:

@@ -11,6 +11,45 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How much one server takes at once. ``resolved()`` fills the defaults that follow from the
+    others: ``max_pixels`` (one image) ``min(4096**2, max_total_pixels)``, ``max_total_pixels``
+    (decoded at once) ``max(2 * 4096**2, max_pixels)`` (about 0.5 GB at the ~14 bytes a pixel
+    decoding and the markers agent take), ``max_total_body_bytes`` ``4 * max_body_bytes``,
+    ``max_connections`` ``4 * threads``. The header deadline is
+    ``min(header_timeout_s, read_timeout_s)``."""
+
+    max_body_bytes: int = 20 * 2**20
+    max_pixels: int | None = None
+    max_total_pixels: int | None = None
+    max_total_body_bytes: int | None = None
+    threads: int = 32
+    header_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+    queue_timeout_s: float = 60.0
+    max_connections: int | None = None
+
+    def resolved(self) -> ServerLimits:
+        """Every limit set and checked (> 0; the totals at least the per-request limits)."""
+        one = self.max_pixels or min(4096 * 4096, self.max_total_pixels or 4096 * 4096)
+        out = replace(
+            self,
+            max_pixels=one,
+            max_total_pixels=self.max_total_pixels or max(2 * 4096 * 4096, one),
+            max_total_body_bytes=self.max_total_body_bytes or 4 * self.max_body_bytes,
+            max_connections=self.max_connections or 4 * self.threads,
+        )
+        numbers = (out.threads, out.max_body_bytes, one, out.header_timeout_s, out.read_timeout_s)
+        if not min(numbers + (out.queue_timeout_s, out.max_connections)) > 0:  # NaN fails too
+            raise ValueError("every limit and timeout of the server must be > 0")
+        if out.max_total_pixels < one or out.max_total_body_bytes < out.max_body_bytes:
+            raise ValueError("max_total_pixels / max_total_body_bytes must be at least the "
+                             "per-request max_pixels / max_body_bytes")  # fmt: skip
+        return out
 
 
 class Budget:

@@ -1,6 +1,6 @@
 """The ``unet`` localizer: a small 2D U-Net (MONAI) segments the shown slice, refs -> centroids.
 
-A model folder (written by :func:`radspatial.agent.unet_train.train_unet`) holds
+A model folder (written by :func:`radspatial.training.unet_train.train_unet`) holds
 ``model.safetensors`` (a plain state dict), ``config.json`` (architecture, class map, input size,
 training config, data source) and ``metrics.json``. Inference: grayscale -> resize to ``size``
 -> softmax -> bilinear back to the original pixels -> argmax. A ref's label id comes from its

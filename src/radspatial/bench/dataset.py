@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from radspatial.bench.ablation import generate_ablation
 from radspatial.bench.config import GenerateConfig
@@ -126,7 +127,8 @@ def build_dataset(
     try:
         with locked_stage(stage), sigterm_as_interrupt():
             try:
-                summary = _build(cases, config, stage, workers, executor, address, on_error, log)
+                run = {"workers": workers, "executor": executor, "address": address}
+                summary = _build(cases, config, stage, out, **run, on_error=on_error, log=log)
             except BaseException:
                 shutil.rmtree(stage / ASSEMBLY, ignore_errors=True)
                 if not any(p.is_dir() for p in (stage / SHARDS).glob("[!.]*")):
@@ -138,26 +140,20 @@ def build_dataset(
         if exc.errno in DISK_ERRNOS:
             raise InputError(disk_error_line(exc, out)) from None
         raise
-    return DatasetSummary(out, *summary)
+    return summary
 
 
-def _build(cases, config, stage, workers, executor, address, on_error, log) -> tuple:
+def _build(
+    cases: Sequence[Case], config: GenerateConfig, stage: Path, out: Path, **run: Any
+) -> DatasetSummary:
+    """Every case's shard (``run``: :func:`run_shards`' keywords), then the dataset folder
+    assembled from them in ``stage``; the summary names ``out``, where it will be swapped in."""
     bar = Progress(len(cases), "generate", "case")
     try:
         with steps_to(bar):
-            results = run_shards(
-                cases,
-                config,
-                stage,
-                workers=workers,
-                executor=executor,
-                address=address,
-                on_error=on_error,
-                progress=bar.update,
-                log=log,
-            )
+            results = run_shards(cases, config, stage, progress=bar.update, **run)
             bar.set_note("writing the blank (AS) images, the manifest and the MIRP files")
-            return _assemble(stage, results, config)
+            return _assemble(stage, results, config, out)
     finally:
         bar.close()
 
@@ -263,7 +259,7 @@ def _write_manifest(dst: Path, streams: list[Iterator[ManifestRow]]) -> _Tally:
     return tally
 
 
-def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
+def _assemble(stage: Path, results: list, config: GenerateConfig, out: Path) -> DatasetSummary:
     """The dataset folder from the shards, rows streamed from disk and merged in id order."""
     dst = stage / ASSEMBLY
     shutil.rmtree(dst, ignore_errors=True)
@@ -301,4 +297,6 @@ def _assemble(stage: Path, results: list, config: GenerateConfig) -> tuple:
         "versions": software_versions(),
     }
     atomic_write_json(dst / "dataset.json", meta)
-    return tally.n_rows, meta["counts"], meta["question_types"], case_info, failures
+    return DatasetSummary(
+        out, tally.n_rows, meta["counts"], meta["question_types"], case_info, failures
+    )

@@ -128,7 +128,7 @@ def _mask_array(path):
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from radspatial.agent.unet_train import TrainConfig, train_unet
+    from radspatial.training.unet_train import TrainConfig, train_unet
 
     if args.data is None or args.out is None:
         raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
@@ -178,11 +178,10 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
     p.add_argument(
-        "--localizer",
-        action="append",
-        help="localizer to serve, repeatable (default: auto as 'agent', and markers; mask, an "
-        "oracle needing the request's radspatial_mask label image, only when named)",
-    )
+        "--localizer", action="append", help="localizer to serve, repeatable (default: auto as "
+        "'agent', and markers; mask, an oracle needing the request's radspatial_mask label "
+        "image, only when named)",
+    )  # fmt: skip
     p.add_argument("--model", type=Path, help="model folder for the unet localizer")
     p.add_argument(
         "--threads", type=positive(int), default=32, help="agent calls answered at once (32)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -91,6 +92,13 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
 def pass_on(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     """``{name: args.<name>}``: flags handed to a public function under the same name."""
     return {name: getattr(args, name) for name in names}
+
+
+def add_output(p: argparse.ArgumentParser, what: str) -> None:
+    """``--out`` (required) and ``--overwrite``: a command that writes one folder and refuses a
+    non-empty one unless told."""
+    p.add_argument("--out", type=Path, required=True, help=what)
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
 
 
 def csv_lower(text: str) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import Command, csv_lower, question_types
+from radspatial.cli.common import Command, csv_lower, pass_on, question_types
 
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,19 +110,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for spec in specs:
         config = EvalConfig(
             model=spec,
-            runs=args.runs,
-            concurrency=args.concurrency,
-            limit=args.limit,
-            limit_seed=args.limit_seed,
-            setups=args.setups,
-            markers=args.markers,
+            **pass_on(args, "runs", "concurrency", "limit", "limit_seed", "setups"),
+            **pass_on(args, "markers", "protocol", "judge", "judge_all"),
             question_types=args.questions,
             decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
             template=template,
-            protocol=args.protocol,
             backend_options=options[spec],
-            judge=args.judge,
-            judge_all=args.judge_all,
             family=opts.model_family(args),
         )
         with sigterm_as_interrupt():
@@ -152,9 +145,11 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     """Print the run's summary; returns the number of errors (calls without an answer)."""
     import json
 
+    from radspatial.core.records import error_count
+
     metrics = json.loads((out / "metrics.json").read_text())
     o = metrics["overall"]
-    n_err = metrics["errors"]
+    n_err = error_count(metrics)
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:

@@ -19,49 +19,36 @@ from radspatial.models.options import backend_options as checked_options
 __all__ = ["MODEL_ARGS_HELP", "backend_options", "parse_model_args"]  # the CLI's names
 
 
+# The dedicated backend flags: (flag, argparse keywords), declared in this order.
+_BACKEND_FLAGS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("--timeout", {"type": float,
+                   "help": "openai/openai-compat: seconds per HTTP call (default: 120)"}),
+    ("--retries", {"type": int,
+                   "help": "openai/openai-compat: retries of a failed call (default: 5)"}),
+    ("--api-key-env", {"metavar": "NAME",
+                       "help": "send the API key in this environment variable (default: "
+                       "OPENAI_API_KEY for openai:, no key for openai-compat:)"}),
+    ("--hf-allow-download", {"action": "store_true",
+                             "help": "hf: fetch a hub id missing from the local cache "
+                             "(default: local files only)"}),
+    ("--hf-trust-remote-code", {"action": "store_true",
+                                "help": "hf: run Python code shipped with the model "
+                                "repository, only for models you trust (default: never)"}),
+    ("--executor", {"choices": ("local", "ray"), "default": "local",
+                    "help": "hf/vllm: ray runs hf: replicas on Ray actors and vllm: through "
+                    "Ray Data (pip install 'radspatial[ray]'); same calls, same call log "
+                    "(default: local)"}),
+    ("--replicas", {"type": int,
+                    "help": "with --executor ray: model replicas (default: one per GPU, else "
+                    "one per CPU)"}),
+    ("--ray-address", {"help": "with --executor ray: join this cluster (default: RAY_ADDRESS)"}),
+)  # fmt: skip
+
+
 def add_backend_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        help="openai/openai-compat: seconds per HTTP call (default: 120)",
-    )
-    parser.add_argument(
-        "--retries",
-        type=int,
-        help="openai/openai-compat: retries of a failed call (default: 5)",
-    )
-    parser.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="send the API key in this environment variable (default: OPENAI_API_KEY for "
-        "openai:, no key for openai-compat:)",
-    )
-    parser.add_argument(
-        "--hf-allow-download",
-        action="store_true",
-        help="hf: fetch a hub id missing from the local cache (default: local files only)",
-    )
-    parser.add_argument(
-        "--hf-trust-remote-code",
-        action="store_true",
-        help="hf: run Python code shipped with the model repository, only for models you "
-        "trust (default: never)",
-    )
-    parser.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="hf/vllm: ray runs hf: replicas on Ray actors and vllm: through Ray Data "
-        "(pip install 'radspatial[ray]'); same calls, same call log (default: local)",
-    )
-    parser.add_argument(
-        "--replicas",
-        type=int,
-        help="with --executor ray: model replicas (default: one per GPU, else one per CPU)",
-    )
-    parser.add_argument(
-        "--ray-address", help="with --executor ray: join this cluster (default: RAY_ADDRESS)"
-    )
+    """The flags every eval backend option has besides ``--model-args``."""
+    for flag, keywords in _BACKEND_FLAGS:
+        parser.add_argument(flag, **keywords)  # type: ignore[arg-type]
 
 
 def _flag_args(args: argparse.Namespace) -> dict[str, object]:

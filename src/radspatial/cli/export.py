@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import Command, pass_on
+from radspatial.cli.common import Command, add_output, pass_on
 from radspatial.cli.lmms import EXPORT_LMMS
 
 
 def _mirp_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
-    m.add_argument("--out", type=Path, required=True, help="output folder")
-    m.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    add_output(m, "output folder")
 
 
 def _hf_arguments(h: argparse.ArgumentParser) -> None:
     h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
-    h.add_argument("--out", type=Path, required=True, help="output folder")
+    add_output(h, "output folder")
     h.add_argument(
         "--license",
         help="licence id for the card, e.g. cc-by-4.0 (default: apache-2.0 for the bundled "
@@ -27,7 +26,6 @@ def _hf_arguments(h: argparse.ArgumentParser) -> None:
     h.add_argument(
         "--max-shard-mb", type=float, default=256.0, help="image bytes per parquet shard (MB)"
     )
-    h.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:

@@ -148,13 +148,10 @@ def _add_display_options(p: argparse.ArgumentParser) -> None:
         "1st and white at its 99th percentile)",
     )
     p.add_argument(
-        "--modality",
-        type=str.upper,
-        choices=("CT", "MR"),
-        default="CT",
+        "--modality", type=str.upper, choices=("CT", "MR"), default="CT",
         help="what the volumes are (ct|mr): the display default and the prompts' words, "
         "recorded in dataset.json and the rows",
-    )
+    )  # fmt: skip
 
 
 def _add_plane_options(p: argparse.ArgumentParser) -> None:

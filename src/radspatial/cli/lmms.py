@@ -6,12 +6,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import Command, pass_on
+from radspatial.cli.common import Command, add_output, pass_on
+
+
+def _say(head: str, *details: str) -> int:
+    """What was written: a headline, then indented details; exit status 0."""
+    print("\n".join([head, *(f"  {line}" for line in details)]))
+    return 0
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
-    p.add_argument("--out", type=Path, required=True, help="task folder to write")
+    add_output(p, "task folder to write")
     p.add_argument("--name", default="radspatial", help="group name; the tasks are NAME_<setup>")
     p.add_argument(
         "--protocol",
@@ -19,17 +25,15 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
         default="radspatial",
         help="prompt protocol: ours, or MIRP's (its examples, text first, its parser)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
 
 
 def cmd_export_lmms(args: argparse.Namespace) -> int:
     from radspatial.bench.lmms_export import export_lmms
 
     done = export_lmms(args.data, args.out, **pass_on(args, "name", "protocol", "overwrite"))
-    print(f"lmms-eval task folder: {done.out.resolve()}")
-    print(f"  group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)")
-    print(f"  run: lmms-eval --include_path {done.out} --tasks {done.name} --log_samples ...")
-    return 0
+    group = f"group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)"
+    run = f"run: lmms-eval --include_path {done.out} --tasks {done.name} --log_samples ..."
+    return _say(f"lmms-eval task folder: {done.out.resolve()}", group, run)
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,22 +43,22 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder",
     )
-    p.add_argument("--out", type=Path, required=True, help="run folder to write")
+    add_output(p, "run folder to write")
     p.add_argument("--model", help="model name in metrics.json (default: the log's folder)")
     p.add_argument(
         "--data", type=Path, help="the dataset the task was exported from (for export mirp)"
     )
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
 
 
 def cmd_import_lmms(args: argparse.Namespace) -> int:
     from radspatial.eval.lmms_import import import_lmms
 
     done = import_lmms(args.samples, args.out, **pass_on(args, "model", "data", "overwrite"))
-    print(f"run folder: {done.out.resolve()}")
-    print(f"  {done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed")
-    print(f"  report: radspatial report {done.out} --out REPORT")
-    return 0
+    return _say(
+        f"run folder: {done.out.resolve()}",
+        f"{done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed",
+        f"report: radspatial report {done.out} --out REPORT",
+    )
 
 
 EXPORT_LMMS = Command(

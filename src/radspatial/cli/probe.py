@@ -13,7 +13,7 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
         "--cases", type=Path, help="cases CSV ct,seg[,labels,case_id,variant] (default: the "
         "bundled example CT)"
     )  # fmt: skip
-    b.add_argument("--out", type=Path, required=True, help="probe dataset folder to write")
+    common.add_output(b, "probe dataset folder to write")
     b.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
     b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
@@ -34,7 +34,6 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
         "(default: no limit)"
     )  # fmt: skip
     common.add_executor_options(b, workers="cases built in parallel processes")
-    b.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
 
 
 def _train_arguments(t: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ checked against ``MANIFEST_FIELDS`` and ``RESULT_FIELDS`` (tests/test_records.py
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -380,3 +381,10 @@ MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy
 OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
 RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name != "open")
 OPEN_RESULT_FIELDS = tuple(f.name for f in fields(OpenGrade))
+
+
+def error_count(metrics: Mapping[str, Any]) -> int:
+    """Failed calls of a run's ``metrics.json`` or ``run.json``: ``n_errors``, or ``errors`` in
+    folders written before the two were one key."""
+    value = metrics.get("n_errors", metrics.get("errors"))
+    return int(value or 0)

@@ -32,25 +32,43 @@ def _nan_to_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, 6)
 
 
-def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -> dict[str, Any]:
-    """Metrics of one group of rows (all runs), scored against ``target``."""
-    per_run = []
-    correct_total = n_total = 0
+def _is_open(row: Row) -> bool:
+    """An open answer (a word or a count): ``expected`` is 1 and ``parsed`` its grade."""
+    return "answer_expected" in row
+
+
+def _per_run(rows: Sequence[Row], runs: int, target: str) -> dict[int, Any]:
+    """Run index -> binary metrics of its scored rows (runs without any left out)."""
+    out = {}
     for run in range(runs):
         sub = [r for r in rows if r["run"] == run and r[target] is not None]
-        if not sub:
-            continue
-        m = binary_metrics([r[target] for r in sub], [r["parsed"] for r in sub])
-        per_run.append(m)
-        correct_total += m.correct
-        n_total += m.n
-    if not per_run:
+        if sub:
+            out[run] = binary_metrics([r[target] for r in sub], [r["parsed"] for r in sub])
+    return out
+
+
+def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -> dict[str, Any]:
+    """Metrics of one group of rows (all runs), scored against ``target``.
+
+    One answer model for yes/no and open questions: accuracy, its CI and the invalid rate count
+    every item (an open item is right when its grade is 1); F1 and the yes rate are properties
+    of yes/no answers, so a group with open items takes them from its yes/no items alone
+    (None where it has none) and says so in ``answers`` ("open" or "mixed")."""
+    by_run = _per_run(rows, runs, target)
+    if not by_run:
         return {"n_items": 0}
+    per_run = list(by_run.values())
+    n_open = sum(_is_open(r) for r in rows)
+    by_run_binary = (
+        by_run if not n_open else _per_run([r for r in rows if not _is_open(r)], runs, target)
+    )
+    binary = list(by_run_binary.values())
     acc_mean, acc_std = mean_std([m.accuracy for m in per_run])
-    f1_mean, f1_std = mean_std([m.f1 for m in per_run])
+    f1_mean, f1_std = mean_std([m.f1 for m in binary]) if binary else (math.nan, math.nan)
+    correct_total, n_total = sum(m.correct for m in per_run), sum(m.n for m in per_run)
     lo, hi = wilson_interval(correct_total, n_total)
-    yes = [m.yes_rate for m in per_run if not math.isnan(m.yes_rate)]
-    return {
+    yes = [m.yes_rate for m in binary if not math.isnan(m.yes_rate)]
+    out = {
         "n_items": per_run[0].n,
         "runs": len(per_run),
         "accuracy_mean": _nan_to_none(acc_mean),
@@ -63,6 +81,13 @@ def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -
         "yes_rate": _nan_to_none(sum(yes) / len(yes)) if yes else None,
         "per_run": [m.to_json() for m in per_run],
     }
+    if n_open:
+        out["answers"] = "open" if n_open == len(rows) else "mixed"
+        for run, m in zip(by_run, out["per_run"], strict=True):  # a run's yes/no items alone
+            yes_no = by_run_binary.get(run)
+            m["f1"] = None if yes_no is None else yes_no.to_json()["f1"]
+            m["yes_rate"] = None if yes_no is None else yes_no.to_json()["yes_rate"]
+    return out
 
 
 def _by(rows: Sequence[Row], key: Callable[[Row], str | None], runs: int) -> dict[str, Any]:
@@ -166,7 +191,6 @@ def compute_metrics(
         "model": model,
         "runs": runs,
         "n_rows": len(rows) + errors,
-        "errors": errors,
         "n_errors": errors,
         "overall": group_metrics(rows, runs),
         "headline": group_metrics([r for r in rows if _is_headline(r)], runs),

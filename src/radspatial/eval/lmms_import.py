@@ -112,7 +112,7 @@ def import_lmms(
         "runs": 1,
         "n_items": len(rows),
         "status": "complete" if n_errors == 0 else "incomplete",
-        "errors": n_errors,
+        "n_errors": n_errors,
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
     with staged(Path(out), overwrite) as stage:

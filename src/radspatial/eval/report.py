@@ -24,7 +24,7 @@ from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.records import ResultRow, read_results
+from radspatial.core.records import ResultRow, error_count, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.eval.metrics import mcnemar
@@ -108,7 +108,7 @@ def _checked(metrics: dict[str, Any], path: Path) -> dict[str, Any]:
                 raise DataFileError(f"{path}: {key!r} must be an object")
             if key.startswith("by_") and not all(isinstance(g, dict) for g in value.values()):
                 raise DataFileError(f"{path}: every entry of {key!r} must be an object")
-        elif key in ("runs", "errors", "n_rows") and value is not None:
+        elif key in ("runs", "errors", "n_errors", "n_rows") and value is not None:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise DataFileError(f"{path}: {key!r} must be an integer")
         elif key == "model" and value is not None and not isinstance(value, str):
@@ -221,7 +221,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
                 "protocol": r.info.get("protocol"),
                 "runs": r.metrics.get("runs"),
                 "n_items": r.metrics.get("overall", {}).get("n_items", 0),
-                "errors": r.metrics.get("errors"),
+                "n_errors": error_count(r.metrics),
                 "overall": _strip(r.metrics.get("overall", {})),
             }
             for r in runs

@@ -138,7 +138,7 @@ def _mirp_table(s: dict[str, Any]) -> str:
 def _runs_table(s: dict[str, Any]) -> str:
     header = ["Model", "Items", "Runs", "Errors", "Status", "Run folder", "Data"]
     rows = [
-        [m["label"], m["n_items"], m["runs"], m["errors"], m["status"] or DASH]
+        [m["label"], m["n_items"], m["runs"], m["n_errors"], m["status"] or DASH]
         + [md_code(m["run_dir"]), md_code(m["data"]) if m["data"] else DASH]
         for m in s["models"]
     ]

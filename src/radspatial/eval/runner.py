@@ -259,7 +259,7 @@ def _run_locked(
     rows = _write_results(out, config, [r.to_json() for r in records])
     n_err = sum(1 for r in rows if r["error"])
     status = "complete" if n_err == 0 else "incomplete"
-    atomic_write_json(out / "run.json", {**run_info, "status": status, "errors": n_err})
+    atomic_write_json(out / "run.json", {**run_info, "status": status, "n_errors": n_err})
     return rows
 
 

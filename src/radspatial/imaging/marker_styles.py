@@ -9,7 +9,8 @@ dot", whose colour names no structure (the agent finds it by colour). See ``Mark
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from string import ascii_uppercase, digits
 from typing import Any
 
@@ -18,25 +19,49 @@ import numpy as np
 from radspatial.core.labels import letter_code, letter_to_id
 from radspatial.imaging.markers import DOT_ORDER, MarkerStyle, draw_dot, register_marker_style
 
-# --- numbers: the label id -----------------------------------------------------------------------
+# --- numbers and letters: a code of the label id, one scheme with two codings -------------------
 
 
-def _number_texts(label_ids: Sequence[int], colours: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(i) for i in label_ids)
+def _coded_texts(code: Callable[[int], str], label_ids: Sequence[int], colours: Sequence[str]):
+    """Each object's marker: its label id, coded."""
+    return tuple(code(int(i)) for i in label_ids)
 
 
-def _number_blank(rng: np.random.Generator) -> tuple[str, str]:
-    a, b = rng.choice(np.arange(1, 118), size=2, replace=False)
-    return str(a), str(b)
+def _coded_blank(code: Callable[[int], str], n_codes: int, rng: np.random.Generator):
+    """A blank page's two markers: two different codes of ids 1..n_codes."""
+    a, b = rng.choice(np.arange(1, n_codes + 1), size=2, replace=False)
+    return code(int(a)), code(int(b))
+
+
+def _coded_label(decode: Callable[[str], int], text: str) -> int | None:
+    """The label id a marker text names, None where the text is no code."""
+    try:
+        return decode(text)
+    except ValueError:
+        return None
+
+
+def _coding(code: Callable[[int], str], decode: Callable[[str], int], n_codes: int):
+    """The generation and localizing fields of a coded style (picklable: partials)."""
+    return {
+        "texts": partial(_coded_texts, code),
+        "blank_texts": partial(_coded_blank, code, n_codes),
+        "label_of": partial(_coded_label, decode),
+    }
+
+
+# numbers: the label id
+
+
+def _decimal(text: str) -> int:
+    text = text.strip()
+    if not text.isdecimal():
+        raise ValueError(text)
+    return int(text)
 
 
 def _number_classify(text: str, strict: bool) -> str | None:
     return str(int(text)) if text.isdecimal() else None
-
-
-def _number_label(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdecimal() else None
 
 
 def _number_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any]:
@@ -49,40 +74,22 @@ NUMBERS = register_marker_style(
         name="numbers",
         phrase="the number {}",
         examples=("52", "1", "7"),
-        texts=_number_texts,
-        blank_texts=_number_blank,
+        **_coding(str, _decimal, 117),
         reference=r"(?:number|no\.|#)\s*(\d+)",
         token=r"\d+",
         classify=_number_classify,
         nouns=("number", "numbers"),
-        label_of=_number_label,
         how="marker-number",
         glyphs=(digits[1:], digits, (1, 2, 3)),
         mirp=_number_mirp,
     )
 )
 
-# --- letters: MIRP's two-letter code of the label id ---------------------------------------------
-
-
-def _letter_texts(label_ids: Sequence[int], colours: Sequence[str]) -> tuple[str, ...]:
-    return tuple(letter_code(i) for i in label_ids)
-
-
-def _letter_blank(rng: np.random.Generator) -> tuple[str, str]:
-    a, b = rng.choice(np.arange(1, 677), size=2, replace=False)
-    return letter_code(int(a)), letter_code(int(b))
+# letters: MIRP's two-letter code of the label id
 
 
 def _letter_classify(text: str, strict: bool) -> str | None:
     return text.upper() if re.fullmatch(r"[A-Z]{2}" if strict else r"[A-Za-z]{2}", text) else None
-
-
-def _letter_label(text: str) -> int | None:
-    try:
-        return letter_to_id(text)
-    except ValueError:
-        return None
 
 
 def _letter_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any]:
@@ -96,13 +103,11 @@ LETTERS = register_marker_style(
         phrase="the letters {}",
         plural=True,
         examples=("BZ", "AA", "CD"),
-        texts=_letter_texts,
-        blank_texts=_letter_blank,
+        **_coding(letter_code, letter_to_id, 676),
         reference=r"letters?\s+([a-z]{2})",
         token=r"[a-z]{2}",
         classify=_letter_classify,
         nouns=("letter", "letters"),
-        label_of=_letter_label,
         how="marker-letters",
         glyphs=(ascii_uppercase, ascii_uppercase, (2,)),
         mirp=_letter_mirp,

@@ -1,5 +1,5 @@
 """Training of the ``unet`` localizer on a dataset made with ``--export-masks`` (evaluation:
-:mod:`radspatial.agent.unet_eval`).
+:mod:`radspatial.training.unet_eval`).
 
 Data: the RQ1 plain images (their PNG is the shown frame) and ``masks/<base_name>.png``.
 Split: by case when the dataset has several cases; with one case, by slice, as one contiguous
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from radspatial.agent import unet
-from radspatial.agent.unet_eval import evaluate_unet
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.runtime import keyed_rng
+from radspatial.training.unet_eval import evaluate_unet
 
 FORMAT = "radspatial-unet"
 

@@ -14,7 +14,7 @@ generators keyed by ``seed``.
 
 Command (documented in docs/agent.md; the shipped weights came from it)::
 
-    python -m radspatial.agent.organs_train --out src/radspatial/data/organs --steps 3000
+    python -m radspatial.training.organs_train --out src/radspatial/data/organs --steps 3000
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from radspatial.agent import unet
-from radspatial.agent.organs_data import render_hu, render_lab
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
+from radspatial.training.organs_data import render_hu, render_lab
 
 FORMAT = "radspatial-organs"
 _MIN_CLASSES = 3  # a slice with fewer labelled structures teaches little
@@ -129,7 +129,7 @@ def build_banks(config: OrgansConfig, progress: bool = True):
         np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
         np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, config.size, config.size)),
     )
-    from radspatial.agent import organs_data
+    from radspatial.training import organs_data
 
     vols = organs_data.training_volumes(None, config.volumes)
     real, sources = organs_data.banks(vols, config.size)
@@ -204,7 +204,7 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     started = time.perf_counter()
     synth, real, real_source = build_banks(config, progress)
     data_s = time.perf_counter() - started
-    from radspatial.agent import organs_data
+    from radspatial.training import organs_data
 
     classes = class_list([synth[1], real[1]])
     lut = np.zeros(65536, np.int64)
@@ -226,7 +226,7 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
         net = unet.build_model(arch)
     init = None
     if config.init_from:
-        from radspatial.agent.organs_init import warm_start
+        from radspatial.training.organs_init import warm_start
 
         init = warm_start(net, Path(config.init_from), classes)
     net = net.to(dev)
@@ -261,7 +261,7 @@ def _fit(
     loss of every step and the steps done."""
     import torch
 
-    from radspatial.agent.organs_loss import masked_dice_ce
+    from radspatial.training.organs_loss import masked_dice_ce
 
     weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
     gen = torch.Generator(device=dev).manual_seed(config.seed)
@@ -333,7 +333,7 @@ def _record(
         },
         "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
         "training": {
-            "command": "python -m radspatial.agent.organs_train " + _args_text(config),
+            "command": "python -m radspatial.training.organs_train " + _args_text(config),
             **training,
         },
         "versions": {"torch": torch.__version__, "monai": monai.__version__},

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from radspatial.agent.organs_checks import BODY_HU, body_mask, region_stats
 from radspatial.core.io import sha256_file
 from radspatial.imaging.slices import Geometry, to_display
 
 IGNORE = 65535  # label id of "unknown" pixels (partially labelled volumes); no loss there
-BODY_HU = -500.0  # air / body threshold
 _DCMQI_LABELS = {"liver_spine_seg.nrrd": {1: 5, 2: 26}, "heart_seg.nrrd": {3: 6}}  # -> TS ids
 
 
@@ -123,18 +123,6 @@ def body_mask_volume(ct: np.ndarray) -> np.ndarray:
     return np.stack([body_mask(ct[:, :, z] > BODY_HU) for z in range(ct.shape[2])], axis=2)
 
 
-def body_mask(inside: np.ndarray) -> np.ndarray:
-    """The largest 8-connected region of ``inside`` with its holes filled (the trunk: arms
-    lying apart from it and the table are left out)."""
-    from scipy import ndimage
-
-    comp, n = ndimage.label(inside, structure=np.ones((3, 3), bool))
-    if n == 0:
-        return np.zeros_like(inside, bool)
-    sizes = np.bincount(comp.ravel())[1:]
-    return ndimage.binary_fill_holes(comp == int(np.argmax(sizes)) + 1)
-
-
 def training_volumes(root: Path | None = None, names: tuple[str, ...] = ("a", "c")):
     root = Path(root) if root else shared_data()
     readers = {"a": patient_a, "c": patient_c}
@@ -179,13 +167,3 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
             "n_slices": len(vals),
         }
     return out
-
-
-def region_stats(region: np.ndarray, body: np.ndarray) -> tuple[float, float]:
-    """(area / body area, distance of the region's centroid from the body's / body radius)."""
-    area = float(body.sum())
-    ys, xs = np.nonzero(region)
-    by, bx = np.nonzero(body)
-    radius = float(np.sqrt(area / np.pi))
-    d = float(np.hypot(xs.mean() - bx.mean(), ys.mean() - by.mean())) if xs.size else 0.0
-    return float(xs.size) / area, d / radius

@@ -1,0 +1,272 @@
+"""Multi-atlas label propagation for the ``organs+atlas`` localizer (BTCV's original method).
+
+The atlas (``radspatial/data/organs/atlas.npz`` + ``atlas.json``, built by
+:mod:`radspatial.training.organs_atlas` from the training patients' labelled slices) holds,
+per slice, its grey image and label map cut to the body's bounding box and resized to
+``SIZE`` x ``SIZE``, and which label ids that slice's patient has labelled at all (a partially
+labelled patient says nothing about the others).
+
+For a query slice (the network's 128 px grey, in the shown frame):
+
+1. *normalise*: cut to the body's box, resize to ``SIZE``; grey -> rank within the body (any
+   monotone display window gives the same ranks, up to clipping);
+2. *match*: every atlas slice under each of the 8 rotations / flips is compared with the
+   query by normalised cross-correlation of the rank images plus the agreement of its labels
+   with the network's labels (which tells left from right better than grey alone); the
+   orientation with the best matches wins, and its ``k`` best slices are kept;
+3. *register*: an affine map per kept slice, fitted by gradient descent on the squared rank
+   difference (torch, one batch);
+4. *fuse*: per asked structure, the kept slices' warped masks are averaged (weighted voting
+   over the slices that label it); the centre is the centroid of the largest component where
+   the vote is >= 0.5, with the support (share of slices that hold it) and the spread of the
+   slices' own centres as the atlas's confidence.
+
+Pure functions on arrays; loading is cached per path.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SIZE = 64  # atlas grid (body box resized to SIZE x SIZE)
+UNKNOWN = 255  # label value of pixels no label was given for (partially labelled patients)
+
+
+@dataclass(frozen=True)
+class AtlasConfig:
+    k: int = 5  # atlas slices fused
+    label_weight: float = 1.0  # weight of the network-label agreement in the match
+    steps: int = 10  # affine refinement steps (0 = body box only)
+    lr: float = 0.02
+
+
+@dataclass(frozen=True, eq=False)
+class Atlas:
+    grey: np.ndarray  # (N, SIZE, SIZE) uint8 rank image (0 outside the body)
+    labels: np.ndarray  # (N, SIZE, SIZE) uint8 grouped label ids, UNKNOWN where unlabelled
+    known: np.ndarray  # (N, 256) bool: label ids the slice's patient has labelled
+    meta: dict
+
+
+@dataclass(frozen=True)
+class AtlasRules:
+    """How the atlas's opinion is used (docs/agent.md: chosen on a training patient)."""
+
+    min_support: float = 0.6  # share of fused slices holding a structure the network missed
+    max_spread: float = 0.25  # body radii: slice centres around the fused one
+    agree: float = 0.12  # body radii: network vs atlas centre beyond this -> abstain
+    rescue: bool = False  # atlas agreement overrides the network's own score / vote checks
+
+
+@dataclass(frozen=True)
+class AtlasFound:
+    xy: tuple[float, float]  # centre in the query's 128 px frame
+    support: float  # share of the fused slices (that label it) holding the structure
+    spread: float  # farthest slice centre from the fused centre, body radii
+    n_slices: int  # fused slices that label the structure
+
+
+@dataclass(frozen=True, eq=False)
+class Match:
+    """The query's kept atlas slices (warped into the query's box frame) and the box."""
+
+    labels: np.ndarray  # (k, SIZE, SIZE) the kept slices' label ids (before the warp)
+    warp: object  # torch affine grids (k, SIZE, SIZE, 2)
+    slices: tuple[int, ...]
+    orientation: int
+    similarity: tuple[float, ...]
+    box: tuple[int, int, int, int]  # y0, y1, x0, x1 in the 128 px frame
+    body_radius: float  # 128 px frame
+
+
+@functools.lru_cache(maxsize=4)
+def load_atlas(folder: str) -> Atlas:
+    path = Path(folder)
+    with np.load(path / "atlas.npz") as z:
+        grey, labels, known = z["grey"], z["labels"], z["known"]
+    meta = json.loads((path / "atlas.json").read_text())
+    return Atlas(grey, labels, known.astype(bool), meta)
+
+
+def has_atlas(folder: Path) -> bool:
+    return (folder / "atlas.npz").is_file() and (folder / "atlas.json").is_file()
+
+
+def body_box(body: np.ndarray) -> tuple[int, int, int, int] | None:
+    ys, xs = np.nonzero(body)
+    if ys.size < 50:
+        return None
+    return int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
+
+
+def crop_resize(a: np.ndarray, box: tuple[int, int, int, int], nearest: bool) -> np.ndarray:
+    from PIL import Image
+
+    y0, y1, x0, x1 = box
+    img = Image.fromarray(np.ascontiguousarray(a[y0:y1, x0:x1]))
+    mode = Image.Resampling.NEAREST if nearest else Image.Resampling.BILINEAR
+    return np.asarray(img.resize((SIZE, SIZE), mode))
+
+
+def rank_image(grey: np.ndarray, body: np.ndarray) -> np.ndarray:
+    """uint8 rank of each body pixel's grey among the body's (1-255; 0 outside the body)."""
+    from scipy.stats import rankdata
+
+    out = np.zeros(grey.shape, np.uint8)
+    vals = grey[body].astype(np.float32)
+    if vals.size:
+        out[body] = np.clip(1 + 254 * (rankdata(vals) - 0.5) / vals.size, 1, 255).astype(np.uint8)
+    return out
+
+
+def _dihedral_np(a: np.ndarray, k: int) -> np.ndarray:
+    """Variant ``k`` of (..., H, W) as ``organs_checks.dihedral``: quarter turns, then a flip."""
+    y = np.rot90(a, k % 4, axes=(-2, -1))
+    return y[..., ::-1] if k >= 4 else y
+
+
+@functools.lru_cache(maxsize=4)
+def _bank(folder: str) -> tuple[np.ndarray, np.ndarray]:
+    """(8N, SIZE*SIZE) zero-mean unit-norm rank features and (8N, SIZE*SIZE) labels of every
+    atlas slice under each of the 8 variants (variant-major)."""
+    atlas = load_atlas(folder)
+    feats = np.concatenate([_dihedral_np(atlas.grey, k) for k in range(8)]).astype(np.float32)
+    feats = feats.reshape(len(feats), -1)
+    feats -= feats.mean(axis=1, keepdims=True)
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True) + 1e-6
+    labels = np.concatenate([_dihedral_np(atlas.labels, k) for k in range(8)])
+    return feats, labels.reshape(len(labels), -1)
+
+
+def match(
+    folder: str, grey128: np.ndarray, body128: np.ndarray, net_ids128: np.ndarray, cfg: AtlasConfig
+) -> Match | None:
+    """The ``cfg.k`` best atlas slices under the best orientation, affinely registered to the
+    query; None without a body. ``net_ids128``: the network's label ids (0 background)."""
+    box = body_box(body128)
+    if box is None:
+        return None
+    body = crop_resize(body128.astype(np.uint8), box, nearest=True) > 0
+    q = rank_image(crop_resize(grey128.astype(np.uint8), box, nearest=False), body)
+    net = crop_resize(net_ids128.astype(np.uint8), box, nearest=True).ravel()
+    feats, labels = _bank(folder)
+    qf = q.astype(np.float32).ravel()
+    qf = (qf - qf.mean()) / (np.linalg.norm(qf - qf.mean()) + 1e-6)
+    sim = feats @ qf
+    fg = net > 0
+    if cfg.label_weight and fg.any():
+        sim = sim + cfg.label_weight * (labels[:, fg] == net[fg]).mean(axis=1)
+    n = len(feats) // 8
+    per_k = sim.reshape(8, n)
+    top = np.sort(per_k, axis=1)[:, ::-1][:, : cfg.k].mean(axis=1)
+    k_best = int(np.argmax(top))
+    order = np.argsort(per_k[k_best])[::-1][: cfg.k]
+    atlas = load_atlas(folder)
+    grey = _dihedral_np(atlas.grey[order], k_best).astype(np.float32)
+    lab = np.ascontiguousarray(_dihedral_np(atlas.labels[order], k_best))
+    warp = register(q.astype(np.float32), grey, cfg)
+    radius = float(np.sqrt(max(body128.sum(), 1) / np.pi))
+    sims = tuple(round(float(s), 4) for s in per_k[k_best][order])
+    return Match(lab, warp, tuple(int(i) for i in order), k_best, sims, box, radius)
+
+
+def register(query: np.ndarray, moving: np.ndarray, cfg: AtlasConfig):
+    """Affine sampling grids (k, SIZE, SIZE, 2) taking each moving image onto the query,
+    fitted by Adam on the mean squared rank difference (identity when ``cfg.steps`` is 0)."""
+    import torch
+    import torch.nn.functional as F
+
+    k = len(moving)
+    theta = torch.eye(2, 3).repeat(k, 1, 1)
+    size = (k, 1, SIZE, SIZE)
+    if cfg.steps:
+        fixed = torch.from_numpy(query / 255.0)[None, None].expand(size)
+        mov = torch.from_numpy(np.ascontiguousarray(moving) / 255.0)[:, None].float()
+        theta = theta.clone().requires_grad_(True)
+        opt = torch.optim.Adam([theta], lr=cfg.lr)
+        with torch.enable_grad():
+            for _ in range(cfg.steps):
+                grid = F.affine_grid(theta, list(size), align_corners=False)
+                warped = F.grid_sample(mov, grid, align_corners=False)
+                loss = ((warped - fixed) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        theta = theta.detach()
+    return F.affine_grid(theta, list(size), align_corners=False)
+
+
+def fuse(m: Match, folder: str, label_id: int) -> AtlasFound | None:
+    """The structure's fused centre (128 px frame) over the kept slices that label it."""
+    import torch
+    import torch.nn.functional as F
+
+    from radspatial.agent.organs_checks import largest
+
+    known = load_atlas(folder).known[list(m.slices), label_id]
+    if not known.any():
+        return None
+    absent = AtlasFound((float("nan"), float("nan")), 0.0, float("inf"), int(known.sum()))
+    masks = torch.from_numpy((m.labels[known] == label_id).astype(np.float32))[:, None]
+    warped = F.grid_sample(masks, m.warp[torch.from_numpy(known)], align_corners=False)
+    warped = warped[:, 0].numpy()
+    vote = warped.mean(axis=0)
+    region = largest(vote >= 0.5)
+    if region is None:
+        return absent
+    centre = _centroid(region)
+    held = [_centroid(w >= 0.5) for w in warped if (w >= 0.5).sum() >= 2]
+    y0, y1, x0, x1 = m.box
+    sx, sy = (x1 - x0) / SIZE, (y1 - y0) / SIZE
+    dists = [np.hypot((c[0] - centre[0]) * sx, (c[1] - centre[1]) * sy) for c in held]
+    spread = max(dists, default=0.0)
+    xy = (x0 + (centre[0] + 0.5) * sx - 0.5, y0 + (centre[1] + 0.5) * sy - 0.5)
+    support = len(held) / int(known.sum())
+    return AtlasFound(xy, support, float(spread) / m.body_radius, int(known.sum()))
+
+
+def _centroid(region: np.ndarray) -> tuple[float, float]:
+    ys, xs = np.nonzero(region)
+    return float(xs.mean()), float(ys.mean())
+
+
+def combine(net, atlas: AtlasFound | None, radius: float, rules: AtlasRules, extra: dict):
+    """The network's localization (``Found`` in the 128 px frame, or None) with the atlas's
+    opinion: disagreement beyond ``rules.agree`` is a reason to abstain; a structure the
+    network missed is taken from the atlas when enough slices hold it in one place.
+    ``extra``: label_id, class, via (the details of an atlas-only ``Found``)."""
+    from radspatial.agent.types import Found
+
+    if atlas is None:
+        return net
+    opinion = {"support": round(atlas.support, 3), "slices": atlas.n_slices}
+    if np.isfinite(atlas.spread):
+        opinion["spread_body_radii"] = round(atlas.spread, 3)
+    if net is None:
+        if atlas.support < rules.min_support or atlas.spread > rules.max_spread:
+            return None
+        details = {**extra, "area_px": 0, "n_components": 1, "atlas": opinion}
+        return Found(atlas.xy, float(atlas.support), "atlas", details)
+    details = dict(net.details)
+    if atlas.support == 0:
+        opinion["distance_body_radii"] = None
+        reason = "atlas disagrees: no fused atlas slice holds it here"
+    else:
+        d = float(np.hypot(net.xy[0] - atlas.xy[0], net.xy[1] - atlas.xy[1])) / radius
+        opinion["distance_body_radii"] = round(d, 3)
+        reason = None
+        if d > rules.agree:
+            reason = f"atlas disagrees: centres {d:.2f} body radii apart (> {rules.agree:g})"
+    details["atlas"] = opinion
+    score = net.score
+    if reason:
+        details["abstain_reason"] = details.get("abstain_reason") or reason
+    elif rules.rescue and atlas.support >= rules.min_support:
+        details.pop("abstain_reason", None)
+        score = max(score, atlas.support)
+    return Found(net.xy, score, net.method, details)

@@ -1,0 +1,100 @@
+"""Build the ``organs+atlas`` localizer's atlas from the training patients' labelled slices.
+
+    python -m radspatial.training.organs_atlas --out src/radspatial/data/organs --volumes a,c
+
+Every slice with a label of each training volume (:func:`organs_data.banks`, at the
+network's 128 px in the generator's display geometry) is shown at W400 / L40, cut to the
+body's box and resized to the atlas grid (:data:`radspatial.agent.organs_atlas.SIZE`); its
+grey is stored as ranks within the body, its labels as grouped label ids (``UNKNOWN`` where
+the patient is only partially labelled), with the label ids each patient labels at all.
+Written atomically: ``atlas.npz`` (compressed) and ``atlas.json`` (volumes and their
+sha256, slices, size, command, the npz's sha256). Nothing here runs at inference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import numpy as np
+
+from radspatial.agent import organs_atlas, organs_checks
+from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
+from radspatial.imaging.slices import window_to_uint8
+from radspatial.training import organs_data
+
+RENDER_SIZE = 128  # the organs network's input size: the query is normalised from it
+WINDOW = (400.0, 40.0)
+
+
+def atlas_slices(hu: np.ndarray, lab: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rank grey, label ids) of one 128 px slice on the atlas grid; None without a body."""
+    grey = window_to_uint8(hu.astype(np.float32), *WINDOW)
+    body = organs_checks.body_of(grey)
+    box = organs_atlas.body_box(body)
+    if box is None:
+        return None
+    small_body = organs_atlas.crop_resize(body.astype(np.uint8), box, nearest=True) > 0
+    rank = organs_atlas.rank_image(organs_atlas.crop_resize(grey, box, nearest=False), small_body)
+    ids = np.where(lab == organs_data.IGNORE, organs_atlas.UNKNOWN, lab).astype(np.uint8)
+    return rank, organs_atlas.crop_resize(ids, box, nearest=True)
+
+
+def build(volumes: tuple[str, ...], root: Path | None = None) -> tuple[dict, dict]:
+    """(arrays for atlas.npz, atlas.json record)."""
+    greys, labels, known, sources = [], [], [], []
+    for vol in organs_data.training_volumes(root, volumes):
+        (hus, labs), (source,) = organs_data.banks([vol], RENDER_SIZE)
+        ids = np.unique(vol.seg)
+        ids = ids[(ids != organs_data.IGNORE) & (ids < organs_atlas.UNKNOWN)]
+        row = np.zeros(256, bool)
+        row[ids] = True
+        used = 0
+        for hu, lab in zip(hus, labs, strict=True):
+            pair = atlas_slices(hu, lab)
+            if pair is None:
+                continue
+            greys.append(pair[0])
+            labels.append(pair[1])
+            known.append(row)
+            used += 1
+        sources.append({**source, "atlas_slices": used, "labelled_ids": ids.tolist()})
+    arrays = {"grey": np.stack(greys), "labels": np.stack(labels), "known": np.stack(known)}
+    meta = {
+        "format": "radspatial-organs-atlas",
+        "format_version": 1,
+        "size": organs_atlas.SIZE,
+        "render_size": RENDER_SIZE,
+        "window": list(WINDOW),
+        "slices": len(greys),
+        "volumes": sources,
+    }
+    return arrays, meta
+
+
+def write(out: Path, arrays: dict, meta: dict, command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(out / "atlas.npz", buf.getvalue())
+    meta = {**meta, "command": command, "npz_sha256": sha256_file(out / "atlas.npz")}
+    atomic_write_json(out / "atlas.json", meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--volumes", default="a,c", help="organs_data readers (a: patient A, c: dcmqi)")
+    p.add_argument("--data", type=Path, help="../shared/data (found by default)")
+    a = p.parse_args(argv)
+    volumes = tuple(v for v in a.volumes.split(",") if v)
+    arrays, meta = build(volumes, a.data)
+    command = f"python -m radspatial.training.organs_atlas --out {a.out} --volumes {a.volumes}"
+    write(a.out, arrays, meta, command)
+    print(f"{a.out}: {meta['slices']} atlas slices from {', '.join(volumes)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
