@@ -284,7 +284,12 @@ def organ_tables(out: Path, names: list[str], datasets: dict[str, Path]) -> Path
     ):
         for key, data in datasets.items():
             base = out / ("in_domain" if key == "patient_a" else f"transfer/{key}")
-            runs = [(n, base / n) for n in names if (base / n / "predictions").is_dir()]
+            # a run of other tasks (the permutation-only runs) has no column here
+            runs = [
+                (n, base / n)
+                for n in names
+                if (base / n / "predictions" / f"{task}.jsonl").is_file()
+            ]
             tile = {k: 100 / 16 for _, k in WORD_COLUMNS}
             chance = localize_chance(data) if task == "localize" else tile
             parts.append(
