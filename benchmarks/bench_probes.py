@@ -27,7 +27,12 @@ Usage: python benchmarks/bench_probes.py [speed] [--size 224] [--batch 16] [--st
            [--frozen-epochs 25] [--max-per-case N] [--frozen-from random orient] [--both]
            [--slice-samples relpos=8 relpos_organ=24] [--task-epochs T=N]
            [--frozen-task-epochs relpos=5] [--finetuned-heads mlp] [--tasks T ...] [--relpos-organ]
-           [--threads 1]
+           [--perm-heads transformer] [--perm-epochs 48] [--no-dihedral] [--threads 1]
+
+``--perm-heads`` adds, per encoder, a finetuned run of the permutation task alone with that
+head (default ``transformer``: its set-level read-out, docs/probes.md), beside the finetuned
+``mlp`` run of every task: ``--perm-epochs`` epochs (48), each training crop turned /
+mirrored at random before its tiles are reshuffled (``--no-dihedral``: not).
 """
 
 from __future__ import annotations
@@ -201,6 +206,17 @@ def suite(args: argparse.Namespace) -> None:
         fz = {"encoder": enc, "epochs": args.frozen_epochs, "task_epochs": fz_epochs, **common}
         heads = ("mlp", "transformer", "both") if args.both else ("mlp", "transformer")
         runs += [(f"{enc}-finetuned-{h}", {**ft, "head": h}) for h in args.finetuned_heads]
+        perm = {  # Level 2 only: the set-level read-out, its own epochs and augmentation
+            **ft,
+            "tasks": ["permutation"],
+            "task_epochs": {"permutation": args.perm_epochs},
+            "dihedral": args.dihedral,
+        }
+        runs += [
+            (f"{enc}-finetuned-{h}", {**perm, "head": h})
+            for h in args.perm_heads
+            if h not in args.finetuned_heads and "permutation" in args.tasks
+        ]
         for src in args.frozen_from:  # "random", or a task: that finetuned-mlp run's encoder
             ck = (
                 "random"
@@ -268,7 +284,12 @@ def organ_tables(out: Path, names: list[str], datasets: dict[str, Path]) -> Path
     ):
         for key, data in datasets.items():
             base = out / ("in_domain" if key == "patient_a" else f"transfer/{key}")
-            runs = [(n, base / n) for n in names if (base / n / "predictions").is_dir()]
+            # a run of other tasks (the permutation-only runs) has no column here
+            runs = [
+                (n, base / n)
+                for n in names
+                if (base / n / "predictions" / f"{task}.jsonl").is_file()
+            ]
             tile = {k: 100 / 16 for _, k in WORD_COLUMNS}
             chance = localize_chance(data) if task == "localize" else tile
             parts.append(
@@ -371,6 +392,24 @@ def main() -> None:
         default=["mlp"],
         choices=["mlp", "transformer", "both"],
         help="suite: heads of the finetuned runs (default mlp; transformer adds ~9 min)",
+    )
+    ap.add_argument(
+        "--perm-heads",
+        nargs="*",
+        default=["transformer"],
+        choices=["mlp", "transformer", "both"],
+        help="suite: finetuned runs of the permutation task alone with these heads (default "
+        "transformer: the tiles' tokens attend to each other; docs/probes_results.md)",
+    )
+    ap.add_argument(
+        "--dihedral",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="suite: the --perm-heads runs turn / mirror each crop at random before reshuffling "
+        "(default on)",
+    )
+    ap.add_argument(
+        "--perm-epochs", type=int, default=48, help="suite: epochs of the --perm-heads runs"
     )
     ap.add_argument(
         "--context",

@@ -8,7 +8,6 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -214,39 +213,6 @@ def test_overlay_prints_question_outlines_and_keeps_labels_inside(volume):
     }
     pil = draw_overlay(image, type(result)(1, "1", fake))
     assert np.asarray(pil).shape == image.shape
-
-
-def _tiny_dataset(tmp_path: Path) -> Path:
-    out = tmp_path / "ds"
-    res = subprocess.run(
-        [sys.executable, "-m", "radspatial.cli", "generate", "--out", str(out), "--size", "256",
-         "--setups", "rq1", "--questions", "all", "--export-masks", "--as-count", "0"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    return out
-
-
-def test_agent_train_cli_on_a_dataset_with_every_question_type(tmp_path):
-    data = _tiny_dataset(tmp_path)
-    types = {json.loads(x)["question_type"] for x in (data / "manifest.jsonl").open()}
-    assert {"distance", "size", "count"} <= types
-    model = tmp_path / "model"
-    res = subprocess.run(
-        [sys.executable, "-m", "radspatial.cli", "agent", "train", "--data", str(data),
-         "--out", str(model), "--epochs", "1", "--size", "32", "--threads", "1"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    assert (model / "model.safetensors").is_file() and "model:" in res.stdout
-    image = next((data / "RQ1" / "images").glob("*.png"))
-    res = subprocess.run(
-        [sys.executable, "-m", "radspatial.cli", "agent", "--image", str(image), "--question",
-         "Is the liver above the spleen?", "--localizer", "unet", "--model", str(model)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("answer: ")
 
 
 def test_agent_cli_default_is_the_auto_pipeline(tmp_path, volume):

@@ -156,3 +156,59 @@ def test_full_size_encoders_take_a_reshuffled_permutation_step(name):
     loss.backward()
     opt.step()
     assert torch.isfinite(loss) and all(p.grad is not None for p in head.parameters())
+
+
+def test_dihedral_reshuffle_shows_a_turned_or_mirrored_crop_with_matching_targets():
+    """The tiles as reshuffled, put back by their new targets, give one of the 8 symmetries of
+    the original crop (an asymmetric gradient: a wrong flip or turn would not match)."""
+    crop = (np.arange(16)[:, None] * 16 + np.arange(16)[None, :]).astype(np.uint8)
+    views = [np.rot90(crop, k) for k in range(4)]
+    views += [v[:, ::-1] for v in views]  # dihedral_views: turn by k * 90 degrees, then mirror
+    perm = np.random.default_rng(0).permutation(16)
+    shown = np.repeat(shuffle_tiles(crop, perm)[None, None], 3, axis=1).repeat(64, axis=0)
+    targets = torch.tensor(np.tile(perm, (64, 1)))
+    out, new = reshuffle_tiles(
+        torch.from_numpy(shown), targets, torch.Generator().manual_seed(2), dihedral=True
+    )
+    seen = set()
+    for b in range(64):
+        restored = np.empty_like(crop)
+        for i, p in enumerate(new[b].tolist()):  # shown tile i belongs at position p
+            r, c = divmod(i, 4)
+            pr, pc = divmod(p, 4)
+            tile = out[b, 0, r * 4 : r * 4 + 4, c * 4 : c * 4 + 4].numpy()
+            restored[pr * 4 : pr * 4 + 4, pc * 4 : pc * 4 + 4] = tile
+        match = [k for k, v in enumerate(views) if np.array_equal(restored, v)]
+        assert len(match) == 1
+        seen.add(match[0])
+    assert seen == set(range(8))  # every rotation and mirror image is drawn
+
+
+def test_set_transformer_reads_each_tile_and_follows_the_tiles():
+    """The permutation's transformer read-out (``per_slot``): shuffling the tiles' tokens
+    shuffles the outputs the same way (no shown-position code), and one tile's output depends
+    on the other tiles (they attend to each other, unlike the per-tile mlp)."""
+    from radspatial.probes.encoders import Features
+    from radspatial.probes.heads import create_head
+
+    torch.manual_seed(0)
+    head = create_head("transformer", dim=8, grid=(8, 8), out_shape=(16, 16), per_slot=True)
+    head.eval()
+    tokens = torch.randn(1, 64, 8)
+
+    def tiles_to_grid(t: torch.Tensor) -> torch.Tensor:  # (1, 16, 4, 8) 2 x 2 tokens per tile
+        return t.view(1, 4, 4, 2, 2, 8).permute(0, 1, 3, 2, 4, 5).reshape(1, 64, 8)
+
+    tiles = tokens.view(1, 4, 2, 4, 2, 8).permute(0, 1, 3, 2, 4, 5).reshape(1, 16, 4, 8)
+    assert torch.equal(tiles_to_grid(tiles), tokens)
+    order = torch.randperm(16)
+    changed = tiles.clone()
+    changed[:, 3] = torch.randn(4, 8)
+    with torch.no_grad():
+        out = head(Features(tokens.mean(1), tokens))
+        moved = head(Features(tokens.mean(1), tiles_to_grid(tiles[:, order])))
+        other = head(Features(tokens.mean(1), tiles_to_grid(changed)))
+    assert out.shape == (1, 16, 16)
+    assert torch.allclose(moved[0], out[0, order], atol=1e-5)
+    assert not torch.allclose(other[0, 0], out[0, 0], atol=1e-4)  # tile 0 sees tile 3
+    assert not hasattr(head, "queries") and not hasattr(head, "pos")

@@ -157,12 +157,23 @@ def test_demo_runs_the_plain_agent():
 
 # 8: agent train: progress lines when piped, a short summary
 def test_agent_train_progress_and_summary(bench, tmp_path):
+    """``agent train`` on a dataset with every question type (open, size, count rows among
+    the relative-position ones), then the trained model answers through ``--localizer unet``."""
     pytest.importorskip("monai")
-    res = run("agent", "train", "--data", str(bench), "--out", str(tmp_path / "unet"),
+    types = {json.loads(x)["question_type"] for x in (bench / "manifest.jsonl").open()}
+    assert {"distance", "size", "count", "laterality"} <= types
+    model = tmp_path / "unet"
+    res = run("agent", "train", "--data", str(bench), "--out", str(model),
               "--epochs", "2", "--size", "32", "--threads", "1", timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "agent train: 2/2 epoch(s)" in res.stderr and "\r" not in res.stderr
     assert "mean Dice" in res.stdout and len(res.stdout) < 600 and "{" not in res.stdout
+    assert (model / "model.safetensors").is_file() and "model:" in res.stdout
+    image = next((bench / "RQ1" / "images").glob("*.png"))
+    res = run("agent", "--image", str(image), "--question", "Is the liver above the spleen?",
+              "--localizer", "unet", "--model", str(model))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("answer: ")
 
 
 # 9: the README's MIRP step as written (scripts copied from MIRP into the group folder)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,27 +73,55 @@ def lr_lambda(total: int, warmup: float, schedule: str):
 
 
 def slot_options(cfg: TrainConfig, info: dict[str, Any]) -> dict[str, Any]:
-    """The permutation's MLP reads each tile's own region (``MLPOptions.per_slot``)."""
+    """The permutation's heads read each tile's own region (``MLPOptions.per_slot``,
+    ``TransformerOptions.per_slot``: tile tokens that attend to each other)."""
     if info["kind"] != "permutation" or not cfg.per_tile:
         return {}
-    return {"mlp": {"per_slot": True}, "both": {"mlp_per_slot": True}}.get(cfg.head, {})
+    both = {"mlp_per_slot": True, "transformer_per_slot": True}
+    return {"mlp": {"per_slot": True}, "transformer": {"per_slot": True}, "both": both}.get(
+        cfg.head, {}
+    )
 
 
 def reshuffle_tiles(
-    images: torch.Tensor, targets: torch.Tensor, gen: torch.Generator, grid: int = 4
+    images: torch.Tensor,
+    targets: torch.Tensor,
+    gen: torch.Generator,
+    grid: int = 4,
+    dihedral: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Shuffled crops (B, C, S, S) with their targets (B, grid * grid) -> the same crops in a
     fresh random tile order each, and the new targets (``perm[i]`` = original position of the
-    tile shown at i, as ``render.shuffle_tiles``). S must be a multiple of ``grid``."""
+    tile shown at i, as ``render.shuffle_tiles``). S must be a multiple of ``grid``.
+    ``dihedral``: each restored crop is first turned by a random one of the 8 rotations and
+    mirror images of the square (a new organ shape; the targets follow the new crop)."""
     b, c, size, _ = images.shape
     t, k = size // grid, grid * grid
     tiles = images.reshape(b, c, grid, t, grid, t).permute(0, 2, 4, 1, 3, 5).reshape(b, k, c, t, t)
     rows = torch.arange(b)[:, None]
     original = torch.empty_like(tiles)
     original[rows, targets] = tiles  # shown tile i came from position targets[i]
+    if dihedral:
+        crops = original.reshape(b, grid, grid, c, t, t).permute(0, 3, 1, 4, 2, 5)
+        crops = dihedral_views(crops.reshape(b, c, size, size), gen)
+        original = crops.reshape(b, c, grid, t, grid, t).permute(0, 2, 4, 1, 3, 5)
+        original = original.reshape(b, k, c, t, t)
     new = torch.argsort(torch.rand(b, k, generator=gen), dim=1)
     shown = original[rows, new].reshape(b, grid, grid, c, t, t).permute(0, 3, 1, 4, 2, 5)
     return shown.reshape(b, c, size, size), new
+
+
+def dihedral_views(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """(B, C, S, S) -> each image turned by a random multiple of 90 degrees, then mirrored
+    left-right with probability 1/2 (the 8 symmetries of the square, uniformly)."""
+    view = torch.randint(0, 8, (len(images),), generator=gen)
+    out = images.clone()
+    for v in range(1, 8):
+        sel = view == v
+        if sel.any():
+            x = torch.rot90(images[sel], v % 4, dims=(2, 3))
+            out[sel] = x.flip(3) if v >= 4 else x
+    return out
 
 
 def task_seed(seed: int, task: str) -> int:
@@ -125,9 +153,9 @@ def train_task(
     t_feat = time.perf_counter()
     feats = _cached_features(enc, images, cfg.device) if shared is not None else {}
     feature_s = time.perf_counter() - t_feat
-    # a fresh tile order per crop and step needs the pixels: finetuned or uncached frozen runs
-    fresh = info["kind"] == "permutation" and cfg.reshuffle and not feats
+    fresh = info["kind"] == "permutation" and cfg.reshuffle and not feats  # needs the pixels
     inputs = _Inputs(model, images, feats, shared is not None, cfg.jitter, gen, cfg.device, fresh)
+    inputs = replace(inputs, dihedral=fresh and cfg.dihedral)
     fit = _fit(cfg, task, info["kind"], inputs, targets["train"], rng, progress)
 
     model.eval()
@@ -184,12 +212,15 @@ class _Inputs:
     gen: torch.Generator
     device: str
     reshuffle: bool = False  # permutation: a fresh tile order per training crop and step
+    dihedral: bool = False  # with reshuffle: each crop also turned / mirrored at random
 
     def batch(self, idx: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A training step's outputs and targets (the targets of the tiles as reshuffled)."""
         if not self.reshuffle:
             return self.forward("train", idx, True), y[idx]
-        x, y_new = reshuffle_tiles(self.images["train"][idx], y[idx], self.gen)
+        x, y_new = reshuffle_tiles(
+            self.images["train"][idx], y[idx], self.gen, dihedral=self.dihedral
+        )
         return self._run(x, True), y_new
 
     def forward(self, sp: str, idx: torch.Tensor, train: bool) -> torch.Tensor:

@@ -4,7 +4,11 @@
 - ``transformer``: a few pre-norm transformer layers over the token sequence with learned
   positional embeddings and learned query tokens; one query per output slot (16 for the
   permutation task: query ``i`` reads out where the tile shown at position ``i`` came from),
-  one query otherwise.
+  one query otherwise. With ``per_slot`` (the permutation's default) the slots are the tiles
+  themselves: the token grid pooled to one token per shown tile, self-attention among the 16
+  tile tokens with no shown-position code (the shown order says nothing about the original
+  one, so the read-out is permutation-equivariant: shuffling the tiles shuffles the outputs),
+  and each tile's own token read out as its logits over the original positions.
 - ``both``: the two read-outs concatenated and mapped by one linear layer; written as the sum
   of the two heads' linear read-outs, which is the same function (``W [a; b] = W_a a + W_b b``).
 
@@ -64,6 +68,9 @@ class TransformerOptions:
     layers: int = 2
     heads: int = 4
     dropout: float = 0.1
+    # slot outputs (the permutation's tiles): one token per slot, the slots attend to each
+    # other, no shown-position code (a set-level read-out; see the module docstring)
+    per_slot: bool = False
 
 
 class _Head(nn.Module):
@@ -113,10 +120,14 @@ class MLPHead(_Head):
         if self.slot_grid is None:
             out = self.readout(self.trunk(feats.pooled))
             return out.view(out.shape[0], *self.out_shape)
-        b, n, d = feats.tokens.shape
-        grid = feats.tokens.transpose(1, 2).reshape(b, d, *self.grid)
-        regions = nn.functional.adaptive_avg_pool2d(grid, self.slot_grid)  # (B, D, s, s)
-        return self.readout(self.trunk(regions.flatten(2).transpose(1, 2)))
+        return self.readout(self.trunk(slot_tokens(feats, self.grid, self.slot_grid)))
+
+
+def slot_tokens(feats: Features, grid: tuple[int, ...], slot_grid: tuple[int, int]) -> torch.Tensor:
+    """(B, s * s, D): the token grid average-pooled to one token per slot (row-major)."""
+    b, _, d = feats.tokens.shape
+    tokens = feats.tokens.transpose(1, 2).reshape(b, d, *grid)
+    return nn.functional.adaptive_avg_pool2d(tokens, slot_grid).flatten(2).transpose(1, 2)
 
 
 def _slot_grid(out_shape: tuple[int, ...]) -> tuple[int, int]:
@@ -134,13 +145,14 @@ class TransformerHead(_Head):
 
     def build(self, dim: int, opt: TransformerOptions) -> None:
         width = opt.width
-        n_tokens = self.grid[0] * self.grid[1]
+        self.slot_grid = _slot_grid(self.out_shape) if opt.per_slot else None
         self.slots = self.out_shape[0] if len(self.out_shape) == 2 else 1
         self.proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, width))
-        self.pos = nn.Parameter(torch.zeros(1, n_tokens, width))
-        self.queries = nn.Parameter(torch.zeros(1, self.slots, width))
-        nn.init.trunc_normal_(self.pos, std=0.02)
-        nn.init.trunc_normal_(self.queries, std=0.02)
+        if self.slot_grid is None:  # per_slot: no positions, no queries (the tiles are slots)
+            self.pos = nn.Parameter(torch.zeros(1, self.grid[0] * self.grid[1], width))
+            self.queries = nn.Parameter(torch.zeros(1, self.slots, width))
+            nn.init.trunc_normal_(self.pos, std=0.02)
+            nn.init.trunc_normal_(self.queries, std=0.02)
         layer = nn.TransformerEncoderLayer(
             width, opt.heads, dim_feedforward=2 * width, dropout=opt.dropout, activation="gelu",
             batch_first=True, norm_first=True,
@@ -150,6 +162,9 @@ class TransformerHead(_Head):
         self.readout = nn.Linear(width, self.out_shape[-1])
 
     def forward(self, feats: Features) -> torch.Tensor:
+        if self.slot_grid is not None:  # (B, slots, width): the tiles attend to each other
+            x = self.blocks(self.proj(slot_tokens(feats, self.grid, self.slot_grid)))
+            return self.readout(self.norm(x))
         tokens = self.proj(feats.tokens)
         if tokens.shape[1] != self.pos.shape[1]:
             raise ValueError(

@@ -18,7 +18,8 @@ Choices:
 - AdamW (weight decay 0.05), linear warm-up over the first 5% of steps then cosine decay (or
   constant); the last epoch's weights are kept (validation is reported, never used to select).
 - Augmentation: only a mild per-image gain/offset jitter when finetuning. No flips, rotations or
-  crops: they would change orient/relpos/symmetry/localize targets and the permutation.
+  crops: they would change orient/relpos/symmetry/localize targets. The permutation alone
+  can turn / mirror its restored crops (``dihedral``, opt-in; the targets follow the tiles).
 - Losses: cross-entropy (classification; per tile for the permutation), mean Euclidean
   distance (localize, in normalised coordinates).
 
@@ -71,6 +72,9 @@ class TrainConfig:
     # stored order is one of 16!); False: the stored order only (the earlier training).
     # Needs the pixels, so frozen runs on cached features keep the stored order.
     reshuffle: bool = True
+    # permutation, with reshuffle: each training crop is also turned by a random one of the
+    # square's 8 rotations / mirror images before its tiles are reshuffled (new organ shapes)
+    dihedral: bool = False
 
     def epochs_for(self, task: str) -> int:
         return (self.task_epochs or {}).get(task, self.epochs)
