@@ -121,27 +121,27 @@ def test_the_import_finder_sees_function_level_imports(tmp_path):
     assert _imported("x", path, top_level_only=False) == {"radspatial.questions.parsing"}
 
 
+def _layer_offenders(package: str, banned: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules of ``package`` that import (function-level included) any of ``banned``."""
+    offenders = {
+        m: sorted(d for d in _imported(m, p, top_level_only=False) if d.startswith(banned))
+        for m, p in MODULES.items()
+        if m.startswith(package)
+    }
+    return {m: d for m, d in offenders.items() if d}
+
+
 def test_the_kernel_imports_nothing_above_it():
     """``questions/`` is below the agent, the evaluator and grading."""
     above = ("radspatial.agent", "radspatial.eval", "radspatial.grading", "radspatial.cli")
-    offenders = {
-        m: sorted(d for d in _imported(m, p, top_level_only=False) if d.startswith(above))
-        for m, p in MODULES.items()
-        if m.startswith("radspatial.questions")
-    }
-    assert {m: d for m, d in offenders.items() if d} == {}
+    assert _layer_offenders("radspatial.questions", above) == {}
 
 
 def test_the_runtime_agent_imports_no_training_phantoms_or_generator():
     """``agent/`` (what answers questions) runs without the training package, the phantoms
     and the benchmark generator; training code lives in ``training/`` (issue 22)."""
     banned = ("radspatial.training", "radspatial.phantoms", "radspatial.bench")
-    offenders = {
-        m: sorted(d for d in _imported(m, p, top_level_only=False) if d.startswith(banned))
-        for m, p in MODULES.items()
-        if m.startswith("radspatial.agent")
-    }
-    assert {m: d for m, d in offenders.items() if d} == {}
+    assert _layer_offenders("radspatial.agent", banned) == {}
 
 
 def test_the_circle_finder_sees_a_circle():

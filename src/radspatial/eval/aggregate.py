@@ -84,9 +84,8 @@ def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -
     if n_open:
         out["answers"] = "open" if n_open == len(rows) else "mixed"
         for run, m in zip(by_run, out["per_run"], strict=True):  # a run's yes/no items alone
-            yes_no = by_run_binary.get(run)
-            m["f1"] = None if yes_no is None else yes_no.to_json()["f1"]
-            m["yes_rate"] = None if yes_no is None else yes_no.to_json()["yes_rate"]
+            yes_no = by_run_binary[run].to_json() if run in by_run_binary else {}
+            m["f1"], m["yes_rate"] = yes_no.get("f1"), yes_no.get("yes_rate")
     return out
 
 
@@ -220,7 +219,7 @@ def compute_metrics(
         "run_agreement": run_agreement(rows, runs),
         "mirp": mirp_block(axial, runs) if all("parsed_mirp" in r for r in axial) else {},
         "subgroups": subgroup_metrics(rows),
-        **({"open": open_metrics(rows)} if any("answer_expected" in r for r in rows) else {}),
+        **({"open": open_metrics(rows)} if any(_is_open(r) for r in rows) else {}),
         **_plane_and_group_metrics(rows, model, runs, by_plane),
     }
 
