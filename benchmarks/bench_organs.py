@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_organs.py                         # shipped weights
     .venv/bin/python benchmarks/bench_organs.py --model-dir runs/m --localizer organs --tag m
     .venv/bin/python benchmarks/bench_organs.py --overlays docs/agent_failures
+    .venv/bin/python benchmarks/bench_organs.py --time-only --threads 1   # CPU time alone
 
 Held-out sets (never used for training): ``../shared/data/totalseg_example/ct_dicom`` with its
 TotalSegmentator mask (RQ1 setup, every question type, 512 px, generated here with the project's
@@ -284,6 +285,7 @@ def main() -> None:
     p.add_argument("--all-types", action="store_true", help="also every question type (slow)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int)
+    p.add_argument("--time-only", action="store_true", help="only the CPU time (no held-out run)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     if a.threads:
@@ -295,6 +297,10 @@ def main() -> None:
     reports = {}
     for model_dir, tag in zip(dirs, tags, strict=True):
         agent = Agent(a.localizer, **({"model_dir": model_dir} if model_dir else {}))
+        if a.time_only:
+            reports[tag] = {"cpu_512px": cpu_time(agent, a.repeats)}
+            print(tag, "cpu_512px", reports[tag]["cpu_512px"])
+            continue
         reports[tag] = {"model_dir": str(model_dir or "shipped"), **held_out(agent, a, tag)}
         _print(tag, reports[tag])
     if a.json:
