@@ -221,8 +221,7 @@ def variant_probs(model: unet.UNetModel, image: np.ndarray, variants: int = 1):
     import torch
     from PIL import Image
 
-    gray = image[:, :, :3].mean(axis=2) if image.ndim == 3 else image
-    small = Image.fromarray(np.clip(gray + 0.5, 0, 255).astype(np.uint8))
+    small = Image.fromarray(grey_u8(image))
     if small.size != (model.size, model.size):
         small = small.resize((model.size, model.size), Image.Resampling.BILINEAR)
     grey = np.asarray(small, np.float32)
@@ -237,6 +236,17 @@ def variant_probs(model: unet.UNetModel, image: np.ndarray, variants: int = 1):
     last = logits.permute(0, 2, 3, 1).numpy()
     back = np.stack([undo_dihedral_last(last[i], k) for i, k in enumerate(ks)])
     return torch.softmax(torch.from_numpy(back), dim=-1), grey
+
+
+def grey_u8(image: np.ndarray) -> np.ndarray:
+    """The mean of the first 3 channels (or the grey image) rounded half up to uint8; for
+    uint8 RGB in integers (``(2 * sum + 3) // 6 == floor(sum / 3 + 0.5)``: the same values,
+    10x faster than the float mean)."""
+    if image.ndim == 3 and image.dtype == np.uint8 and image.shape[2] >= 3:
+        total = image[:, :, 0].astype(np.uint16) + image[:, :, 1] + image[:, :, 2]
+        return ((2 * total + 3) // 6).astype(np.uint8)
+    gray = image[:, :, :3].mean(axis=2) if image.ndim == 3 else image
+    return np.clip(gray + 0.5, 0, 255).astype(np.uint8)
 
 
 def undo_dihedral_last(a: np.ndarray, k: int) -> np.ndarray:

@@ -47,16 +47,19 @@ def applies(net: Any, x: torch.Tensor) -> bool:
 
 
 def logits(net: Any, x: torch.Tensor) -> torch.Tensor:
-    """``net(x)``, through :func:`forward` where it applies and its first call agreed with the
-    plain forward (call under ``torch.inference_mode()``)."""
-    if not applies(net, x) or _CHECKED.get(net) is False:
-        return net(x)
-    fast = forward(net, x)
-    if net not in _CHECKED:
-        plain = net(x)
-        _CHECKED[net] = agrees(fast, plain)
-        return fast if _CHECKED[net] else plain
-    return fast
+    """``net(x)`` in inference mode, through :func:`forward` where it applies and its first
+    call agreed with the plain forward."""
+    import torch
+
+    with torch.inference_mode():
+        if not applies(net, x) or _CHECKED.get(net) is False:
+            return net(x)
+        fast = forward(net, x)
+        if net not in _CHECKED:
+            plain = net(x)
+            _CHECKED[net] = agrees(fast, plain)
+            return fast if _CHECKED[net] else plain
+        return fast
 
 
 def agrees(fast: torch.Tensor, plain: torch.Tensor) -> bool:
@@ -77,29 +80,42 @@ def forward(net: Any, x: torch.Tensor) -> torch.Tensor:
 def _run(module: Any, x: torch.Tensor) -> torch.Tensor:
     """One module on a channels-last tensor; containers walk their children in order."""
     import torch
-    from monai.networks.blocks import ResidualUnit
+    from monai.networks.blocks import ADN, Convolution, ResidualUnit
     from monai.networks.layers import SkipConnection
     from monai.networks.nets import UNet
 
     if isinstance(module, UNet):
         return _run(module.model, x)
-    if type(module) is torch.nn.Sequential or _is_monai_sequential(module):
-        for child in module:
-            x = _run(child, x)
-        return x
+    if type(module) in (torch.nn.Sequential, Convolution, ADN):  # forward = children in order
+        return _sequence(list(module), x)
     if isinstance(module, SkipConnection) and module.mode == "cat":
         return torch.cat([x, _run(module.submodule, x)], dim=module.dim)
     if isinstance(module, ResidualUnit):
+        conv = _foldable(module)
+        if conv is not None:  # conv(x) + x as one convolution
+            return _channels_last(conv._conv_forward(x, *_folded(conv)))  # noqa: SLF001
         res = _run(module.residual, x)
         return _run(module.conv, x) + res
     return _leaf(module, x)
 
 
-def _is_monai_sequential(module: Any) -> bool:
-    """MONAI's Convolution and ADN: plain ``nn.Sequential`` subclasses (forward = in order)."""
-    from monai.networks.blocks import ADN, Convolution
+def _sequence(modules: list, x: torch.Tensor) -> torch.Tensor:
+    """Modules in order, an instance norm and the PReLU after it (dropouts between them are
+    the identity in eval mode) as one pass per sample."""
+    import torch
 
-    return type(module) in (Convolution, ADN)
+    nn = torch.nn
+    mods = [m for m in modules if type(m) not in (nn.Identity, nn.Dropout, nn.Dropout2d)]
+    i = 0
+    while i < len(mods):
+        if type(mods[i]) is nn.InstanceNorm2d and not mods[i].track_running_stats:
+            act = mods[i + 1] if i + 1 < len(mods) and type(mods[i + 1]) is nn.PReLU else None
+            x = _instance_norm(x, mods[i], act)
+            i += 2 if act is not None else 1
+        else:
+            x = _run(mods[i], x)
+            i += 1
+    return x
 
 
 def _leaf(module: Any, x: torch.Tensor) -> torch.Tensor:
@@ -109,18 +125,22 @@ def _leaf(module: Any, x: torch.Tensor) -> torch.Tensor:
     nn = torch.nn
     if type(module) in (nn.Identity, nn.Dropout, nn.Dropout2d):
         return x  # eval mode: dropout is the identity
-    if type(module) is nn.InstanceNorm2d and not module.track_running_stats:
-        return _instance_norm(x, module)
     if type(module) is nn.PReLU:
         return F.prelu(x, module.weight)
-    y = module(x)  # convolutions (layout-agnostic) and any other layer: as they are
-    # a 1-channel input is both layouts at once, and torch then returns NCHW
+    return _channels_last(module(x))  # convolutions (layout-agnostic), others: as they are
+
+
+def _channels_last(y: torch.Tensor) -> torch.Tensor:
+    """A 1-channel input is both layouts at once, and torch then returns NCHW: convert."""
+    import torch
+
     return y if y.ndim != 4 else y.contiguous(memory_format=torch.channels_last)
 
 
-def _instance_norm(x: torch.Tensor, module: Any) -> torch.Tensor:
-    """Instance norm of a channels-last (N, C, H, W) tensor: per sample, a batch norm (batch
-    statistics, biased variance, as torch's instance norm) over its (H*W, C) view."""
+def _instance_norm(x: torch.Tensor, norm: Any, act: Any = None) -> torch.Tensor:
+    """Instance norm (then ``act``, a PReLU) of a channels-last (N, C, H, W) tensor: per sample,
+    the statistics of its (H*W, C) view (mean, biased variance: as torch's instance norm) and
+    one normalising batch norm, written into the output (a sample's rows stay in cache)."""
     import torch
     import torch.nn.functional as F
 
@@ -128,7 +148,42 @@ def _instance_norm(x: torch.Tensor, module: Any) -> torch.Tensor:
     rows = x.permute(0, 2, 3, 1).reshape(n, h * w, c)  # a view when x is channels-last
     out = torch.empty_like(rows)
     for i in range(n):
-        out[i] = F.batch_norm(
-            rows[i], None, None, module.weight, module.bias, training=True, eps=module.eps
-        )
+        mean, var = torch.batch_norm_update_stats(rows[i], None, None, 0.0)
+        y = F.batch_norm(rows[i], mean, var, norm.weight, norm.bias, training=False, eps=norm.eps)
+        out[i] = y if act is None else F.prelu(y, act.weight)
     return out.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+def _foldable(unit: Any) -> Any:
+    """The Conv2d of a residual unit that is ``conv(x) + x`` with one 'same' convolution and
+    an identity residual (MONAI's last unit), else None."""
+    import torch
+
+    units = list(unit.conv) if isinstance(unit.conv, torch.nn.Sequential) else []
+    layers = list(units[0].children()) if len(units) == 1 else []
+    conv = layers[0] if len(layers) == 1 else None
+    if type(unit.residual) is not torch.nn.Identity or type(conv) is not torch.nn.Conv2d:
+        return None
+    k = conv.kernel_size
+    same = conv.padding == (k[0] // 2, k[1] // 2) and k[0] % 2 == 1 and k[1] % 2 == 1
+    plain = conv.stride == (1, 1) and conv.dilation == (1, 1) and conv.groups == 1
+    square = conv.in_channels == conv.out_channels and conv.padding_mode == "zeros"
+    return conv if same and plain and square else None
+
+
+_FOLDED: weakref.WeakKeyDictionary[Any, tuple] = weakref.WeakKeyDictionary()
+
+
+def _folded(conv: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight + the identity at the kernel's centre, bias): conv(x) + x in one convolution;
+    made once per weights version."""
+    import torch
+
+    key = (conv.weight.data_ptr(), conv.weight._version)  # noqa: SLF001
+    if _FOLDED.get(conv, (None,))[0] != key:
+        weight = conv.weight.detach().clone()
+        k = conv.kernel_size
+        idx = torch.arange(weight.shape[0])
+        weight[idx, idx, k[0] // 2, k[1] // 2] += 1.0
+        _FOLDED[conv] = (key, weight)
+    return _FOLDED[conv][1], conv.bias
