@@ -264,7 +264,7 @@ def predict_small(
     probs, grey = variant_probs(model, image, variants)
     votes = probs.numpy().argmax(axis=-1)  # numpy's last-axis argmax is faster than torch's
     mean = probs.mean(dim=0)
-    labels = mean.argmax(dim=-1).numpy()
+    labels = mean.numpy().argmax(axis=-1)
     return unet.Prediction(mean.permute(2, 0, 1).numpy(), labels), votes, grey
 
 
