@@ -112,7 +112,8 @@ class OrgansLocalizer:
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
                 f = organs_atlas.combine(f, opinion, match.body_radius, self.atlas_rules, extra)
             out.append(f)
-        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score) for f in out]
+        px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
+        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
 
     def _match(self, model, pred, gray, body) -> organs_atlas.Match | None:
         """The atlas slices registered to this one (None without an atlas or a body)."""
@@ -133,7 +134,7 @@ class OrgansLocalizer:
         region = organs_checks.largest(inside.labels == cls)
         n_votes, spread, _ = organs_checks.agreement(votes, cls, body)
         outside = int(np.count_nonzero((pred.labels == cls) & ~body))
-        reason = organs_checks.verdict(n_votes, spread, self.checks)
+        reason, doubt = organs_checks.assess(n_votes, spread, self.checks)
         if reason is None and self.checks.plausibility:
             reason = organs_checks.plausible(region, body, model.plausibility.get(label_id))
         checks = {
@@ -142,17 +143,29 @@ class OrgansLocalizer:
             "outside_body_px_dropped": outside,
         }
         details = {**found.details, "checks": checks}
+        if np.isfinite(spread):
+            details[organs_atlas.UNCERTAINTY] = max(self.checks.floor, spread)
         if reason:
             details["abstain_reason"] = reason
+        elif doubt:
+            details["uncertain_reason"] = doubt
         return Found(found.xy, found.score, found.method, details)
 
 
-def _to_image(found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float) -> Found:
-    """Network pixels -> image pixels (pixel centres), with areas and box in image pixels."""
+def _to_image(
+    found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float
+) -> Found:
+    """Network pixels -> image pixels (pixel centres), with areas, box and the uncertainty
+    (``uncertainty_px``, from body radii: ``radius_px``) in image pixels."""
     cls = found.details["class"]
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
+    details = dict(found.details)
+    u = details.pop(organs_atlas.UNCERTAINTY, None)
+    if u is not None:
+        details["uncertainty_body_radii"] = round(float(u), 3)
+        details["uncertainty_px"] = round(float(u) * radius_px, 1)
     details = {
-        **found.details,
+        **details,
         "area_px": round(found.details["area_px"] * sx * sy, 1),
         "component_areas": _component_areas(pred.labels == cls, sx * sy),
         "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
