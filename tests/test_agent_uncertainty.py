@@ -85,7 +85,7 @@ def test_atlas_distance_becomes_the_uncertainty():
     near = organs_atlas.combine(
         net, organs_atlas.AtlasFound((52.0, 50), 1, 0.05, 5), 50, rules, extra
     )
-    assert near.details[key] == 0.1 and "uncertain_reason" not in near.details
+    assert near.details[key] == 0.1 and "uncertain_reason" not in near.details  # unchanged
     mid = organs_atlas.combine(
         net, organs_atlas.AtlasFound((60.0, 50), 1, 0.05, 5), 50, rules, extra
     )

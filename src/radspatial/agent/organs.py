@@ -143,12 +143,12 @@ class OrgansLocalizer:
             "outside_body_px_dropped": outside,
         }
         details = {**found.details, "checks": checks}
-        if np.isfinite(spread):
-            details[organs_atlas.UNCERTAINTY] = max(self.checks.floor, spread)
+        details[organs_atlas.UNCERTAINTY] = self.checks.floor
         if reason:
             details["abstain_reason"] = reason
         elif doubt:
             details["uncertain_reason"] = doubt
+            details[organs_atlas.UNCERTAINTY] = max(self.checks.floor, spread)
         return Found(found.xy, found.score, found.method, details)
 
 

@@ -264,10 +264,10 @@ def combine(net, atlas: AtlasFound | None, radius: float, rules: AtlasRules, ext
     else:
         d = float(np.hypot(net.xy[0] - atlas.xy[0], net.xy[1] - atlas.xy[1])) / radius
         opinion["distance_body_radii"] = round(d, 3)
-        details[UNCERTAINTY] = max(details.get(UNCERTAINTY, 0.0), d)
         if d > rules.agree:
             why = f"atlas disagrees: centres {d:.2f} body radii apart (> {rules.agree:g})"
             reason, doubt = (why, None) if d > rules.max_apart else (None, why)
+            details[UNCERTAINTY] = max(details.get(UNCERTAINTY, 0.0), d)
     details["atlas"] = opinion
     score = net.score
     if doubt and not details.get("uncertain_reason"):

@@ -35,9 +35,9 @@ class Checks:
     min_votes: int = 3  # variants that must find the structure
     max_spread: float = 0.25  # body radii: farthest variant centre from the consensus
     plausibility: bool = True
-    # uncertainty (body radii) of a centre every check agrees with; a spread or an atlas
-    # distance above it becomes the uncertainty instead (docs/agent.md)
-    floor: float = 0.1
+    # uncertainty (body radii) of a centre every check passes (0: trusted to the margin, as
+    # before round 4); a doubted one's spread or atlas distance is its uncertainty
+    floor: float = 0.0
     max_uncertainty: float = 0.5  # body radii: beyond this the centre is no localization
 
 
