@@ -107,3 +107,23 @@ def test_open_questions_abstain_on_the_localizer_checks_too():
     for details in ({"abstain_reason": "unstable: x"}, {"uncertain_reason": "unstable: y"}):
         out = Agent(_Fixed([fine[0], _at(300, 100, 30, **details)])).answer(image, q)
         assert out.answer is None and "unstable" in out.text
+
+
+def test_a_network_centre_under_the_score_floor_gives_way_to_the_atlas():
+    from radspatial.agent.organs import OrgansLocalizer
+
+    loc = OrgansLocalizer(atlas=True)
+    extra = {"label_id": 5, "class": 5, "via": "name"}
+    weak = Found((50.0, 50.0), 0.3, "organs", {"checks": {}})
+    atlas = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
+    used = loc._with_atlas(weak, atlas, 50.0, extra)
+    assert used.method == "atlas" and used.xy == (60.0, 52.0)
+    assert used.details["network"]["score"] == 0.3
+    assert used.details[organs_atlas.UNCERTAINTY] == loc.atlas_rules.floor
+    assert loc._with_atlas(weak, None, 50.0, extra) is weak  # no atlas opinion: as before
+    scattered = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.4, 5)
+    assert loc._with_atlas(weak, scattered, 50.0, extra) is weak
+    off = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(weak_to_atlas=False))
+    assert off._with_atlas(weak, atlas, 50.0, extra).xy == (50.0, 50.0)
+    strong = Found((50.0, 50.0), 0.9, "organs", {"checks": {}})
+    assert loc._with_atlas(strong, atlas, 50.0, extra).xy == (50.0, 50.0)

@@ -110,10 +110,24 @@ class OrgansLocalizer:
             if match is not None and cls is not None:
                 extra = {"label_id": int(label_id), "class": int(cls), "via": via}
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-                f = organs_atlas.combine(f, opinion, match.body_radius, self.atlas_rules, extra)
+                f = self._with_atlas(f, opinion, match.body_radius, extra)
             out.append(f)
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
+
+    def _with_atlas(self, f: Found | None, opinion, radius: float, extra: dict) -> Found | None:
+        """The network's localization with the atlas's opinion (``organs_atlas.combine``); one
+        scored under the floor counts as missed (``AtlasRules.weak_to_atlas``): the atlas's
+        centre, with its uncertainty, is used when the atlas holds the structure."""
+        rules = self.atlas_rules
+        weak = f is not None and f.score < self.min_score and rules.weak_to_atlas
+        out = organs_atlas.combine(None if weak else f, opinion, radius, rules, extra)
+        if not weak:
+            return out
+        if out is None:
+            return f  # nothing from the atlas: abstain on the low score, as before
+        note = {"score": round(float(f.score), 4), "used": "atlas (network score under floor)"}
+        return replace(out, details={**out.details, "network": note})
 
     def _match(self, model, pred, gray, body) -> organs_atlas.Match | None:
         """The atlas slices registered to this one (None without an atlas or a body)."""
