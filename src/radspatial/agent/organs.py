@@ -12,8 +12,9 @@ structure (None). The answer is the centroid of the largest component of the cla
 ``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
 re-orientation agreement, body region, plausibility); the reason goes to the trace.
 
-``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs``; a
-marker the reader cannot find falls back to the name, when the ref has one.
+``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
+the model folder's atlas when it has one (the shipped weights do: ``organs+atlas``); a marker
+the reader cannot find falls back to the name, when the ref has one.
 """
 
 from __future__ import annotations
@@ -288,9 +289,15 @@ class AutoLocalizer:
     name = "auto"
     thread_safe = True
 
-    def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self, model_dir: str | Path | None = None, device: str = "cpu", atlas: bool | None = None
+    ) -> None:
+        """``atlas``: None (default) -> the model folder's atlas when it has one (the shipped
+        weights do: ``organs+atlas``), True / False to force it."""
         self.markers = create_localizer("markers")
-        self.organs = OrgansLocalizer(model_dir, device)
+        folder = Path(model_dir) if model_dir else shipped_model_dir()
+        use = organs_atlas.has_atlas(folder) if atlas is None else atlas
+        self.organs = OrgansLocalizer(model_dir, device, atlas=use)
 
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
         """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""
