@@ -168,9 +168,9 @@ class Agent:
                 what = ref.name or ref.text or role
                 reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
                 return Decision(None, reason, "abstain on low localizer confidence")
-            if f is not None and f.details.get("abstain_reason"):  # the localizer's own checks
+            if f is not None and (why := _distrust(f, qtype)):  # the localizer's own checks
                 what = ref.name or ref.text or role
-                reason = f"{role} ({what}) {f.details['abstain_reason']}"
+                reason = f"{role} ({what}) {why}"
                 return Decision(None, reason, "abstain: localization not trustworthy")
         return qtype.verify(parsed, found, scene)
 
@@ -194,6 +194,8 @@ class Agent:
             decision = Decision(None, refusal, "localizer refused")
         elif any(f is None for f in found):
             decision = Decision(None, "a structure was not found", "")
+        elif why := next((w for f in found if f and (w := _distrust(f, qtype))), None):
+            decision = Decision(None, why, "abstain: localization not trustworthy")
         else:
             decision = qtype.verify(parsed, found, Scene(image, context, self.rules))
         refs = [r.to_json() for r in parsed.refs]
@@ -204,6 +206,15 @@ class Agent:
             timings_ms={"total_ms": _ms(t0)},
         )
         return decision
+
+
+def _distrust(found: Found, qtype: QuestionType) -> str | None:
+    """The localizer's reason not to trust ``found`` for this question: its own abstention,
+    or a flag of uncertainty where the type's rule does not weigh ``uncertainty_px``."""
+    why = found.details.get("abstain_reason")
+    if why or getattr(qtype, "weighs_uncertainty", False):
+        return why
+    return found.details.get("uncertain_reason")
 
 
 def _refusal(localizer: Any, refs: list, context: Context) -> str | None:

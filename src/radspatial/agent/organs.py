@@ -12,8 +12,9 @@ structure (None). The answer is the centroid of the largest component of the cla
 ``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
 re-orientation agreement, body region, plausibility); the reason goes to the trace.
 
-``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs``; a
-marker the reader cannot find falls back to the name, when the ref has one.
+``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
+the model folder's atlas when it has one (the shipped weights do: ``organs+atlas``); a marker
+the reader cannot find falls back to the name, when the ref has one.
 """
 
 from __future__ import annotations
@@ -110,9 +111,24 @@ class OrgansLocalizer:
             if match is not None and cls is not None:
                 extra = {"label_id": int(label_id), "class": int(cls), "via": via}
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-                f = organs_atlas.combine(f, opinion, match.body_radius, self.atlas_rules, extra)
+                f = self._with_atlas(f, opinion, match.body_radius, extra)
             out.append(f)
-        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score) for f in out]
+        px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
+        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
+
+    def _with_atlas(self, f: Found | None, opinion, radius: float, extra: dict) -> Found | None:
+        """The network's localization with the atlas's opinion (``organs_atlas.combine``); one
+        scored under the floor counts as missed (``AtlasRules.weak_to_atlas``): the atlas's
+        centre, with its uncertainty, is used when the atlas holds the structure."""
+        rules = self.atlas_rules
+        weak = f is not None and f.score < self.min_score and rules.weak_to_atlas
+        out = organs_atlas.combine(None if weak else f, opinion, radius, rules, extra)
+        if not weak:
+            return out
+        if out is None:
+            return f  # nothing from the atlas: abstain on the low score, as before
+        note = {"score": round(float(f.score), 4), "used": "atlas (network score under floor)"}
+        return replace(out, details={**out.details, "network": note})
 
     def _match(self, model, pred, gray, body) -> organs_atlas.Match | None:
         """The atlas slices registered to this one (None without an atlas or a body)."""
@@ -133,7 +149,7 @@ class OrgansLocalizer:
         region = organs_checks.largest(inside.labels == cls)
         n_votes, spread, _ = organs_checks.agreement(votes, cls, body)
         outside = int(np.count_nonzero((pred.labels == cls) & ~body))
-        reason = organs_checks.verdict(n_votes, spread, self.checks)
+        reason, doubt = organs_checks.assess(n_votes, spread, self.checks)
         if reason is None and self.checks.plausibility:
             reason = organs_checks.plausible(region, body, model.plausibility.get(label_id))
         checks = {
@@ -142,17 +158,29 @@ class OrgansLocalizer:
             "outside_body_px_dropped": outside,
         }
         details = {**found.details, "checks": checks}
+        details[organs_atlas.UNCERTAINTY] = self.checks.floor
         if reason:
             details["abstain_reason"] = reason
+        elif doubt:
+            details["uncertain_reason"] = doubt
+            details[organs_atlas.UNCERTAINTY] = max(self.checks.floor, spread)
         return Found(found.xy, found.score, found.method, details)
 
 
-def _to_image(found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float) -> Found:
-    """Network pixels -> image pixels (pixel centres), with areas and box in image pixels."""
+def _to_image(
+    found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float
+) -> Found:
+    """Network pixels -> image pixels (pixel centres), with areas, box and the uncertainty
+    (``uncertainty_px``, from body radii: ``radius_px``) in image pixels."""
     cls = found.details["class"]
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
+    details = dict(found.details)
+    u = details.pop(organs_atlas.UNCERTAINTY, None)
+    if u is not None:
+        details["uncertainty_body_radii"] = round(float(u), 3)
+        details["uncertainty_px"] = round(float(u) * radius_px, 1)
     details = {
-        **found.details,
+        **details,
         "area_px": round(found.details["area_px"] * sx * sy, 1),
         "component_areas": _component_areas(pred.labels == cls, sx * sy),
         "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
@@ -274,9 +302,15 @@ class AutoLocalizer:
     name = "auto"
     thread_safe = True
 
-    def __init__(self, model_dir: str | Path | None = None, device: str = "cpu") -> None:
+    def __init__(
+        self, model_dir: str | Path | None = None, device: str = "cpu", atlas: bool | None = None
+    ) -> None:
+        """``atlas``: None (default) -> the model folder's atlas when it has one (the shipped
+        weights do: ``organs+atlas``), True / False to force it."""
         self.markers = create_localizer("markers")
-        self.organs = OrgansLocalizer(model_dir, device)
+        folder = Path(model_dir) if model_dir else shipped_model_dir()
+        use = organs_atlas.has_atlas(folder) if atlas is None else atlas
+        self.organs = OrgansLocalizer(model_dir, device, atlas=use)
 
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
         """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""

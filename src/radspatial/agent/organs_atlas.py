@@ -33,7 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from radspatial.agent.organs_checks import body_radius, largest
+
 SIZE = 64  # atlas grid (body box resized to SIZE x SIZE)
+UNCERTAINTY = "uncertainty_body_radii"  # a Found's uncertainty in the 128 px frame
 UNKNOWN = 255  # label value of pixels no label was given for (partially labelled patients)
 
 
@@ -59,8 +62,11 @@ class AtlasRules:
 
     min_support: float = 0.6  # share of fused slices holding a structure the network missed
     max_spread: float = 0.25  # body radii: slice centres around the fused one
-    agree: float = 0.12  # body radii: network vs atlas centre beyond this -> abstain
+    agree: float = 0.12  # body radii: network vs atlas centre beyond this -> doubt
     rescue: bool = False  # atlas agreement overrides the network's own score / vote checks
+    floor: float = 0.25  # body radii: uncertainty of a centre taken from the atlas alone
+    max_apart: float = 0.5  # body radii: network vs atlas centre beyond this -> abstain
+    weak_to_atlas: bool = True  # a network centre scored under the floor counts as missed
 
 
 @dataclass(frozen=True)
@@ -132,15 +138,16 @@ def _dihedral_np(a: np.ndarray, k: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _bank(folder: str) -> tuple[np.ndarray, np.ndarray]:
-    """(8N, SIZE*SIZE) zero-mean unit-norm rank features and (8N, SIZE*SIZE) labels of every
-    atlas slice under each of the 8 variants (variant-major)."""
+    """(8N, SIZE*SIZE) zero-mean unit-norm rank features and (SIZE*SIZE, 8N) labels of every
+    atlas slice under each of the 8 variants (variant-major; labels pixel-major, so the rows
+    of the query's foreground pixels are gathered at once: 10x faster than columns)."""
     atlas = load_atlas(folder)
     feats = np.concatenate([_dihedral_np(atlas.grey, k) for k in range(8)]).astype(np.float32)
     feats = feats.reshape(len(feats), -1)
     feats -= feats.mean(axis=1, keepdims=True)
     feats /= np.linalg.norm(feats, axis=1, keepdims=True) + 1e-6
     labels = np.concatenate([_dihedral_np(atlas.labels, k) for k in range(8)])
-    return feats, labels.reshape(len(labels), -1)
+    return feats, np.ascontiguousarray(labels.reshape(len(labels), -1).T)
 
 
 def match(
@@ -160,7 +167,9 @@ def match(
     sim = feats @ qf
     fg = net > 0
     if cfg.label_weight and fg.any():
-        sim = sim + cfg.label_weight * (labels[:, fg] == net[fg]).mean(axis=1)
+        idx = np.flatnonzero(fg)
+        agree = np.count_nonzero(labels[idx] == net[idx][:, None], axis=0) / idx.size
+        sim = sim + cfg.label_weight * agree
     n = len(feats) // 8
     per_k = sim.reshape(8, n)
     top = np.sort(per_k, axis=1)[:, ::-1][:, : cfg.k].mean(axis=1)
@@ -170,7 +179,7 @@ def match(
     grey = _dihedral_np(atlas.grey[order], k_best).astype(np.float32)
     lab = np.ascontiguousarray(_dihedral_np(atlas.labels[order], k_best))
     warp = register(q.astype(np.float32), grey, cfg)
-    radius = float(np.sqrt(max(body128.sum(), 1) / np.pi))
+    radius = body_radius(body128)
     sims = tuple(round(float(s), 4) for s in per_k[k_best][order])
     return Match(lab, warp, tuple(int(i) for i in order), k_best, sims, box, radius)
 
@@ -205,8 +214,6 @@ def fuse(m: Match, folder: str, label_id: int) -> AtlasFound | None:
     """The structure's fused centre (128 px frame) over the kept slices that label it."""
     import torch
     import torch.nn.functional as F
-
-    from radspatial.agent.organs_checks import largest
 
     known = load_atlas(folder).known[list(m.slices), label_id]
     if not known.any():
@@ -250,23 +257,28 @@ def combine(net, atlas: AtlasFound | None, radius: float, rules: AtlasRules, ext
     if net is None:
         if atlas.support < rules.min_support or atlas.spread > rules.max_spread:
             return None
+        u = max(rules.floor, atlas.spread)
         details = {**extra, "area_px": 0, "n_components": 1, "atlas": opinion}
-        return Found(atlas.xy, float(atlas.support), "atlas", details)
+        return Found(atlas.xy, float(atlas.support), "atlas", {**details, UNCERTAINTY: u})
     details = dict(net.details)
+    reason = doubt = None
     if atlas.support == 0:
         opinion["distance_body_radii"] = None
         reason = "atlas disagrees: no fused atlas slice holds it here"
     else:
         d = float(np.hypot(net.xy[0] - atlas.xy[0], net.xy[1] - atlas.xy[1])) / radius
         opinion["distance_body_radii"] = round(d, 3)
-        reason = None
         if d > rules.agree:
-            reason = f"atlas disagrees: centres {d:.2f} body radii apart (> {rules.agree:g})"
+            why = f"atlas disagrees: centres {d:.2f} body radii apart (> {rules.agree:g})"
+            reason, doubt = (why, None) if d > rules.max_apart else (None, why)
+            details[UNCERTAINTY] = max(details.get(UNCERTAINTY, 0.0), d)
     details["atlas"] = opinion
     score = net.score
+    if doubt and not details.get("uncertain_reason"):
+        details["uncertain_reason"] = doubt
     if reason:
         details["abstain_reason"] = details.get("abstain_reason") or reason
-    elif rules.rescue and atlas.support >= rules.min_support:
+    elif rules.rescue and not doubt and atlas.support >= rules.min_support:
         details.pop("abstain_reason", None)
         score = max(score, atlas.support)
     return Found(net.xy, score, net.method, details)

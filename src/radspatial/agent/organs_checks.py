@@ -35,6 +35,10 @@ class Checks:
     min_votes: int = 3  # variants that must find the structure
     max_spread: float = 0.25  # body radii: farthest variant centre from the consensus
     plausibility: bool = True
+    # uncertainty (body radii) of a centre every check passes (0: trusted to the margin, as
+    # before round 4); a doubted one's spread or atlas distance is its uncertainty
+    floor: float = 0.0
+    max_uncertainty: float = 0.5  # body radii: beyond this the centre is no localization
 
 
 # test-time copies in the order used: the first ``variants`` run (2: identity and left-right
@@ -95,8 +99,7 @@ def agreement(votes: np.ndarray, cls: int, body: np.ndarray) -> tuple[int, float
         return 0, float("inf"), []
     c = np.array(centres)
     med = np.median(c, axis=0)
-    radius = float(np.sqrt(max(body.sum(), 1) / np.pi))
-    spread = float(np.max(np.hypot(*(c - med).T))) / radius
+    spread = float(np.max(np.hypot(*(c - med).T))) / body_radius(body)
     return len(centres), spread, centres
 
 
@@ -134,6 +137,21 @@ def verdict(n_votes: int, spread: float, checks: Checks) -> str | None:
             f"(> {checks.max_spread:g})"
         )
     return None
+
+
+def assess(n_votes: int, spread: float, checks: Checks) -> tuple[str | None, str | None]:
+    """(reason to abstain, reason to doubt): too few copies found the structure, or their
+    centres lie more than ``max_uncertainty`` apart -> abstain; more than ``max_spread``
+    apart -> doubt (a rule that weighs uncertainty decides with the spread as it)."""
+    reason = verdict(n_votes, spread, checks)
+    if reason is None or n_votes < checks.min_votes or spread > checks.max_uncertainty:
+        return reason, None
+    return None, reason
+
+
+def body_radius(body: np.ndarray) -> float:
+    """Radius (px) of the disc with the body's area."""
+    return float(np.sqrt(max(body.sum(), 1) / np.pi))
 
 
 def body_mask(inside: np.ndarray) -> np.ndarray:

@@ -197,6 +197,7 @@ class QuestionType(Protocol):
     # order, which is the order ``--question-types <group>`` generates in
     group: str
     group_order: int
+    weighs_uncertainty: bool  # verify() weighs Found.uncertainty_px (TypeDefaults)
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
@@ -242,6 +243,10 @@ class TypeDefaults:
     relation_words: re.Pattern | None = None
     group = ""
     group_order = 50
+    # the agent: ``verify`` weighs each localization's ``Found.uncertainty_px``, so a
+    # localization flagged only as uncertain (``details["uncertain_reason"]``) is decided on
+    # rather than abstained on; types that leave it False abstain on such a flag
+    weighs_uncertainty = False
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         return None

@@ -81,6 +81,12 @@ class Found:
     method: str  # e.g. "dot-color", "glyph-match", "mask-centroid", "unet"
     details: dict[str, Any] = field(default_factory=dict)  # bbox, read text, area, ...
 
+    @property
+    def uncertainty_px(self) -> float:
+        """How far (shown px) the true centre may lie from ``xy``, as the localizer's evidence
+        says (``details["uncertainty_px"]``; 0 when it gives none: a mask or a read marker)."""
+        return float(self.details.get("uncertainty_px") or 0.0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "xy": [round(float(v), 2) for v in self.xy],

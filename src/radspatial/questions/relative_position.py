@@ -87,6 +87,7 @@ class RelativePosition(q.KeepVariant):
     roles = ("subject", "reference")
     parse_order = 90  # last: what no other type claims is read as a relation, or refused
     relation_words = RELATION_RE  # a prompt's question without "Q:" is the sentence with these
+    weighs_uncertainty = True  # verify_relation: margin + both localizations' uncertainty
 
     def blank_question(self, kind: str, text1: str, relation: str, text2: str) -> str:
         """An AS item's question (two markers on a blank image): ``marker_question``."""
@@ -188,8 +189,10 @@ def verify_relation(
     """Answer ``subject <relation> reference`` from the two centres.
 
     Abstains when a structure was not found or when the centres differ by less than ``margin``
-    px along the asked axis (the answer would hang on a few pixels). Confidence is the lower
-    localizer score, scaled down linearly while the separation is under three margins.
+    px along the asked axis (the answer would hang on a few pixels) plus the two localizations'
+    ``uncertainty_px`` (how far each true centre may lie from the one found: the answer must
+    hold wherever in those discs the centres are). Confidence is the lower localizer score,
+    scaled down linearly while the separation beyond the uncertainty is under three margins.
     """
     rule = _RULES[relation]
     missing = [n for n, f in (("subject", subject), ("reference", reference)) if f is None]
@@ -200,12 +203,16 @@ def verify_relation(
     dy = subject.xy[1] - reference.xy[1]
     along = abs(dx) if axis_of(relation) == 0 else abs(dy)
     axis = "x" if axis_of(relation) == 0 else "y"
-    if along < margin:
-        reason = f"centres differ by {along:.1f} px along {axis} (< margin {margin:g} px)"
+    spare = subject.uncertainty_px + reference.uncertainty_px
+    if along < margin + spare:
+        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+        reason = f"centres differ by {along:.1f} px along {axis} (< {need})"
         return Decision(None, reason, rule, dx, dy)
     answer = int(relation_holds(relation, subject.xy, reference.xy))
-    confidence = min(subject.score, reference.score) * min(1.0, along / (3 * margin))
+    confidence = min(subject.score, reference.score) * min(1.0, (along - spare) / (3 * margin))
     reason = f"{axis}(subject) - {axis}(reference) = {(dx if axis == 'x' else dy):+.1f} px"
+    if spare:
+        reason += f" (beyond margin {margin:g} + uncertainty {spare:.1f} px)"
     return Decision(answer, reason, rule, dx, dy, confidence)
 
 

@@ -41,11 +41,15 @@ def atlas_slices(hu: np.ndarray, lab: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return rank, organs_atlas.crop_resize(ids, box, nearest=True)
 
 
-def build(volumes: tuple[str, ...], root: Path | None = None) -> tuple[dict, dict]:
-    """(arrays for atlas.npz, atlas.json record)."""
+def build(
+    volumes: tuple[str, ...], root: Path | None = None, exclude: tuple[str, ...] = ()
+) -> tuple[dict, dict]:
+    """(arrays for atlas.npz, atlas.json record); ``exclude``: slices kept out, as
+    ``organs_train --exclude`` ("a:86-97", a validation slab)."""
     greys, labels, known, sources = [], [], [], []
+    skip = organs_data.parse_exclude(exclude)
     for vol in organs_data.training_volumes(root, volumes):
-        (hus, labs), (source,) = organs_data.banks([vol], RENDER_SIZE)
+        (hus, labs), (source,) = organs_data.banks([vol], RENDER_SIZE, skip)
         ids = np.unique(vol.seg)
         ids = ids[(ids != organs_data.IGNORE) & (ids < organs_atlas.UNKNOWN)]
         row = np.zeros(256, bool)
@@ -87,10 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--volumes", default="a,c", help="organs_data readers (a: patient A, c: dcmqi)")
     p.add_argument("--data", type=Path, help="../shared/data (found by default)")
+    p.add_argument(
+        "--exclude", action="append", default=[], help="slices kept out, e.g. a:86-97 (repeat)"
+    )
     a = p.parse_args(argv)
     volumes = tuple(v for v in a.volumes.split(",") if v)
-    arrays, meta = build(volumes, a.data)
+    arrays, meta = build(volumes, a.data, tuple(a.exclude))
     command = f"python -m radspatial.training.organs_atlas --out {a.out} --volumes {a.volumes}"
+    command += "".join(f" --exclude {e}" for e in a.exclude)
     write(a.out, arrays, meta, command)
     print(f"{a.out}: {meta['slices']} atlas slices from {', '.join(volumes)}")
     return 0

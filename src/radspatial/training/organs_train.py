@@ -292,7 +292,9 @@ def _record(
             "phantoms": {
                 "n": config.n_phantoms,
                 "shape": list(config.phantom_shape),
-                "case_ids": f"organs_0000..organs_{config.n_phantoms - 1:04d}",
+                "case_ids": (
+                    f"organs_0000..organs_{config.n_phantoms - 1:04d}" if config.n_phantoms else ""
+                ),
                 "variants": ", ".join(config.phantom_variants) + " in turn",
                 "slices": int(n_synth),
             },
