@@ -153,3 +153,29 @@ def test_unet_build_model_is_what_the_fast_path_expects():
     """A model folder's architecture (``unet.architecture``) builds a net it applies to."""
     net = unet.build_model(unet.architecture(6, (8, 16, 32), 1)).eval()
     assert unet_fast.applies(net, torch.zeros(1, 1, 32, 32))
+
+
+def test_bench_organs_time_only_measures_this_and_the_8_copy_reference(tmp_path, monkeypatch):
+    """``benchmarks/bench_organs.py --time-only`` (the command docs/agent.md gives): CPU time
+    of the shipped localizer and of the 8-copy reference, no held-out run."""
+    import json
+    import runpy
+    import sys
+    from pathlib import Path
+
+    from radspatial.training import organs_data
+
+    if not (organs_data.shared_data() / "mirp_sample").is_dir():
+        pytest.skip("../shared/data/mirp_sample not here")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_organs.py"
+    out = tmp_path / "t.json"
+    argv = [str(script), "--time-only", "--threads", "1", "--repeats", "1", "--json", str(out)]
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(sys, "argv", argv)
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    timed = json.loads(out.read_text())["models"]["shipped"]["cpu_512px"]
+    assert timed["threads"] == 1 and timed["repeats"] == 1
+    assert timed["this"]["cpu_median_ms"] > 0 and timed["ratio_cpu_median"] > 0
