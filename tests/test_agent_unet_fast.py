@@ -179,3 +179,28 @@ def test_bench_organs_time_only_measures_this_and_the_8_copy_reference(tmp_path,
     timed = json.loads(out.read_text())["models"]["shipped"]["cpu_512px"]
     assert timed["threads"] == 1 and timed["repeats"] == 1
     assert timed["this"]["cpu_median_ms"] > 0 and timed["ratio_cpu_median"] > 0
+
+
+def test_bench_unet_fast_compares_with_the_plain_forward(monkeypatch, capsys):
+    """``benchmarks/bench_unet_fast.py`` (docs/agent.md): both paths timed in one process,
+    the same answers."""
+    import json
+    import runpy
+    import sys
+    from pathlib import Path
+
+    from radspatial.training import organs_data
+
+    if not (organs_data.shared_data() / "mirp_sample").is_dir():
+        pytest.skip("../shared/data/mirp_sample not here")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_unet_fast.py"
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(sys, "argv", [str(script), "--repeats", "1"])
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["same_answers"] is True
+    assert report["locate"]["ratio_cpu_median"] > 0 and report["forward"]["fast"]["cpu_best_ms"] > 0
+    assert unet_fast.applies.__name__ == "applies"  # the plain run's switch was put back
