@@ -118,8 +118,9 @@ def test_falls_back_to_the_plain_forward_where_it_does_not_apply(monkeypatch):
     # a fast forward that disagrees at the first call is never used for that network
     net.eval()
     monkeypatch.setattr(unet_fast, "forward", lambda n, t: n(t) + 1.0)
-    with torch.inference_mode():
+    with torch.inference_mode(), pytest.warns(RuntimeWarning, match="plain forward is used"):
         assert torch.equal(unet_fast.logits(net, x), net(x))
+    with torch.inference_mode():
         monkeypatch.undo()
         assert torch.equal(unet_fast.logits(net, x), net(x))  # still the plain one
 

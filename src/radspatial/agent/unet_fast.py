@@ -16,14 +16,15 @@ the softmax differs from the plain forward's by about 1e-5 (each is 3-8e-6 from 
 forward). Where its assumptions do not hold (not a MONAI UNet, not on the CPU, in training
 mode) :func:`logits` runs the module itself; a layer it does not know (another norm or
 activation) runs as the module itself; and the first call per network compares its logits
-with the plain forward's and keeps the plain one for good if they differ by more than
-:data:`TOLERANCE`.
+with the plain forward's and keeps the plain one for good (a RuntimeWarning says so) if they
+differ by more than :data:`TOLERANCE`.
 
 torch and monai are imported inside functions.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,13 @@ def logits(net: Any, x: torch.Tensor) -> torch.Tensor:
         if net not in _CHECKED:
             plain = net(x)
             _CHECKED[net] = agrees(fast, plain)
+            if not _CHECKED[net]:
+                warnings.warn(
+                    "unet_fast: the channels-last forward differs from the plain one on this "
+                    "network; the plain forward is used",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             return fast if _CHECKED[net] else plain
         return fast
 
