@@ -286,6 +286,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int)
     p.add_argument("--time-only", action="store_true", help="only the CPU time (no held-out run)")
+    p.add_argument("--variants", type=int, help="test-time copies (default: the shipped 4)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     if a.threads:
@@ -296,7 +297,12 @@ def main() -> None:
     tags = a.tag or [str(d or "shipped") for d in dirs]
     reports = {}
     for model_dir, tag in zip(dirs, tags, strict=True):
-        agent = Agent(a.localizer, **({"model_dir": model_dir} if model_dir else {}))
+        options: dict = {"model_dir": model_dir} if model_dir else {}
+        if a.variants:
+            from radspatial.agent.organs_checks import Checks
+
+            options["checks"] = Checks(variants=a.variants, min_votes=round(0.75 * a.variants))
+        agent = Agent(a.localizer, **options)
         if a.time_only:
             reports[tag] = {"cpu_512px": cpu_time(agent, a.repeats)}
             print(tag, "cpu_512px", reports[tag]["cpu_512px"])

@@ -170,14 +170,22 @@ def main() -> None:
     p.add_argument("--ok-px", type=float, default=20.0)
     p.add_argument("--cache", type=Path, default=Path("/tmp/bench_organs"))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--variants", type=int, help="test-time copies (default: the localizer's)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     import torch
 
     torch.set_num_threads(a.threads)
-    loc = OrgansLocalizer(a.model_dir, atlas=a.atlas or False)
+    from radspatial.agent.organs_checks import Checks
+
+    checks = None
+    if a.variants:  # 3 of 4 must find it, as shipped for the network alone; 2 of 2
+        checks = Checks(variants=a.variants, min_votes=max(1, round(0.75 * a.variants)))
+    loc = OrgansLocalizer(a.model_dir, atlas=a.atlas or False, checks=checks)
+    checks = loc.checks
     report = {"set": a.set, "localizer": loc.name, "model_dir": str(a.model_dir or "shipped")}
     report["atlas"] = str(a.atlas) if a.atlas else None
+    report["checks"] = {"variants": checks.variants, "min_votes": checks.min_votes}
     report["rules"] = run(_items(a.set, a.cache), loc, a.ok_px)
     print(json.dumps(report, indent=1))
     if a.json:

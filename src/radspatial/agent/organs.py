@@ -73,9 +73,12 @@ class OrgansLocalizer:
         self.model_dir = Path(model_dir) if model_dir else shipped_model_dir()
         self.device = device
         self.min_score = float(min_score)
-        self.checks = checks or organs_checks.Checks()
         unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
         self.atlas_dir = _atlas_dir(atlas, self.model_dir)
+        # with the atlas as the second opinion, 2 copies (identity + mirror) suffice: chosen on
+        # the validation sets (docs/agent.md, round 4); the network alone keeps 4
+        default = organs_checks.WITH_ATLAS if self.atlas_dir else organs_checks.Checks()
+        self.checks = checks or default
         self.atlas_rules = atlas_rules or organs_atlas.AtlasRules()
         self.atlas_config = atlas_config or organs_atlas.AtlasConfig()
         if self.atlas_dir is not None:

@@ -41,6 +41,10 @@ class Checks:
     max_uncertainty: float = 0.5  # body radii: beyond this the centre is no localization
 
 
+# the checks of ``organs+atlas``: the atlas is the independent second opinion, so the network
+# runs on the identity and the left-right mirror only (both must find the structure)
+WITH_ATLAS = Checks(variants=2, min_votes=2)
+
 # test-time copies in the order used: the first ``variants`` run (2: identity and left-right
 # flip, the copy that tells sides apart; 4: and their half turns; 8: every quarter turn)
 VARIANT_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
