@@ -204,7 +204,7 @@ def cpu_time(agent: Agent, repeats: int) -> dict:
     loc = agent.localizer
     reference = None
     if isinstance(loc, OrgansLocalizer):
-        checks = organs_checks.Checks(variants=8, min_votes=6)
+        checks = organs_checks.with_copies(8)
         reference = OrgansLocalizer(loc.model_dir, min_score=loc.min_score, checks=checks)
     import torch
 
@@ -299,9 +299,9 @@ def main() -> None:
     for model_dir, tag in zip(dirs, tags, strict=True):
         options: dict = {"model_dir": model_dir} if model_dir else {}
         if a.variants:
-            from radspatial.agent.organs_checks import Checks
+            from radspatial.agent.organs_checks import with_copies
 
-            options["checks"] = Checks(variants=a.variants, min_votes=round(0.75 * a.variants))
+            options["checks"] = with_copies(a.variants)
         agent = Agent(a.localizer, **options)
         if a.time_only:
             reports[tag] = {"cpu_512px": cpu_time(agent, a.repeats)}

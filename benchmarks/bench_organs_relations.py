@@ -176,11 +176,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    from radspatial.agent.organs_checks import Checks
+    from radspatial.agent.organs_checks import with_copies
 
-    checks = None
-    if a.variants:  # 3 of 4 must find it, as shipped for the network alone; 2 of 2
-        checks = Checks(variants=a.variants, min_votes=max(1, round(0.75 * a.variants)))
+    checks = with_copies(a.variants) if a.variants else None
     loc = OrgansLocalizer(a.model_dir, atlas=a.atlas or False, checks=checks)
     checks = loc.checks
     report = {"set": a.set, "localizer": loc.name, "model_dir": str(a.model_dir or "shipped")}

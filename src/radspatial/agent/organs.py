@@ -178,9 +178,9 @@ def _to_image(
     cls = found.details["class"]
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
     details = dict(found.details)
-    u = details.pop(organs_atlas.UNCERTAINTY, None)
+    u = details.get(organs_atlas.UNCERTAINTY)
     if u is not None:
-        details["uncertainty_body_radii"] = round(float(u), 3)
+        details[organs_atlas.UNCERTAINTY] = round(float(u), 3)
         details["uncertainty_px"] = round(float(u) * radius_px, 1)
     details = {
         **details,
