@@ -42,6 +42,7 @@ JUDGE_PROMPT = (
     "Answer with one word: CORRECT, INCORRECT or INVALID."
 )
 JUDGE_CALLS = "judge_calls.jsonl"
+JUDGE_DECODING = Decoding(max_tokens=256)  # greedy, seed 0: recorded in judge.json
 VERDICTS = {"CORRECT": 1, "INCORRECT": 0, "INVALID": None}
 _VERDICT = re.compile(r"\b(CORRECT|INCORRECT|INVALID)\b", re.I)
 
@@ -110,7 +111,7 @@ def run_judge(
 
     Finished calls in ``out/judge_calls.jsonl`` are reused; new ones are appended as they
     return. Each case gets ``key`` and ``prompt`` set."""
-    decoding = decoding or Decoding(max_tokens=256)
+    decoding = decoding or JUDGE_DECODING
     path = Path(out) / JUDGE_CALLS
     done = _load(path)
     pending: dict[str, Request] = {}
@@ -191,6 +192,8 @@ def apply_judge(
         "judge": spec,
         "version": JUDGE_VERSION,
         "prompt": JUDGE_PROMPT,
+        "decoding": JUDGE_DECODING.to_json(),  # its seed, temperature and token limit
+        "seed": JUDGE_DECODING.seed,
         "judge_all": judge_all,
         "n_open_rows": len(open_rows),
         "n_judged": len(chosen),
