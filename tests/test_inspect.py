@@ -24,14 +24,16 @@ from radspatial.imaging.volumes import Case
 
 pytest.importorskip("inspect_ai", reason="inspect-ai not installed (radspatial[inspect])")
 
-LIMIT = "10"  # items spread over setups and markers (eval --limit), so the run stays short
+# items spread over setups (eval --limit); RQ2/RQ3 only: the agent reads their markers in well
+# under a second, where RQ1 (structures by name: the organs U-Net on CPU) takes several seconds
+LIMIT = "6"
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("insp") / "ds"
     ct, seg = bundled_example()
-    config = GenerateConfig(size=96, setups=("rq1", "rq2", "rq3"), markers=("numbers",))
+    config = GenerateConfig(size=96, setups=("rq2", "rq3"), markers=("numbers",))
     build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
     return out
 
@@ -75,12 +77,13 @@ def logs(data, url, tmp_path_factory) -> Path:
     env |= {"INSPECT_LOG_DIR": str(out), "INSPECT_DISPLAY": "plain", "NO_COLOR": "1"}
     inspect = Path(sys.executable).parent / "inspect"
     cmd = [str(inspect), "eval", "radspatial/bench", "-T", f"data={data}", "-T", f"limit={LIMIT}"]
-    cmd += ["--model", "openai-api/local/agent", "--log-dir", str(out), "--max-connections", "4"]
+    cmd += ["--model", "openai-api/local/agent", "--log-dir", str(out), "--max-connections", LIMIT]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 
 
+@pytest.mark.slow
 def test_inspect_run_imports_to_the_numbers_of_radspatial_eval(data, ours, logs, tmp_path):
     imported = tmp_path / "imported"
     argv = ["import", "inspect", "--log", str(logs), "--data", str(data)]
@@ -98,7 +101,7 @@ def test_inspect_run_imports_to_the_numbers_of_radspatial_eval(data, ours, logs,
         assert got["image"] == row["image"]
     want = json.loads((ours / "metrics.json").read_text())
     got = json.loads((imported / "metrics.json").read_text())
-    assert got["by_setup"].keys() == want["by_setup"].keys() == {"rq1", "rq2", "rq3"}
+    assert got["by_setup"].keys() == want["by_setup"].keys() == {"rq2", "rq3"}
     for setup, g in want["by_setup"].items():
         assert got["by_setup"][setup]["accuracy_mean"] == g["accuracy_mean"]
     assert got["overall"]["accuracy_mean"] == want["overall"]["accuracy_mean"]
@@ -118,6 +121,7 @@ def _log(logs: Path):
     return path, read_eval_log(str(path))
 
 
+@pytest.mark.slow
 def test_the_log_holds_frames_metadata_and_the_clustered_stderr(ours, logs):
     _, log = _log(logs)
     assert log.eval.task == "radspatial/bench" and log.status == "success"
@@ -128,12 +132,13 @@ def test_the_log_holds_frames_metadata_and_the_clustered_stderr(ours, logs):
     assert meta["cluster"].startswith("slice:")
     metrics = {(s.name, k): m.value for s in log.results.scores for k, m in s.metrics.items()}
     want = json.loads((ours / "metrics.json").read_text())["overall"]
-    assert metrics[("image", "accuracy")] == pytest.approx(want["accuracy_mean"], abs=1e-9)
-    assert metrics[("invalid", "mean")] == pytest.approx(want["invalid_rate"], abs=1e-9)
+    assert metrics[("image", "accuracy")] == pytest.approx(want["accuracy_mean"], abs=1e-6)
+    assert metrics[("invalid", "mean")] == pytest.approx(want["invalid_rate"], abs=1e-6)
     if "se_cluster" in want:  # inspect's stderr(cluster=) is the same CR1 formula as ours
         assert metrics[("image", "stderr")] == pytest.approx(want["se_cluster"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_log_that_is_not_the_datasets_is_refused(data, logs, tmp_path, capsys):
     from inspect_ai.log import write_eval_log
 
