@@ -6,6 +6,7 @@ log whose samples are not the dataset's items is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_server import FakeChatServer, prompt_text
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
@@ -158,3 +160,50 @@ def test_a_log_that_is_not_the_datasets_is_refused(data, logs, tmp_path, capsys)
     err = capsys.readouterr().err.strip()
     assert "junk.eval: not an inspect log" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def _mirp_answer(body: dict) -> str:
+    """A reply fixed by the asked question, in MIRP's words, some unreadable."""
+    question = prompt_text(body).rsplit("Q:", 1)[-1]
+    return ("Yes", "No.", "A: 1", "unsure")[hashlib.sha256(question.encode()).digest()[0] % 4]
+
+
+def test_mirp_task_equals_eval_mirp_in_process(data, tmp_path, monkeypatch):
+    """``radspatial/mirp`` found by name (the entry point) and run in-process by inspect's
+    ``eval()`` against a fake OpenAI-compatible server: the imported rows (MIRP's prompts, its
+    parser) and metrics are ``radspatial eval --protocol mirp``'s of the same server."""
+    from inspect_ai import eval as inspect_eval
+
+    with FakeChatServer(answer=_mirp_answer) as server:
+        monkeypatch.setenv("LOCAL_BASE_URL", server.base_url)
+        monkeypatch.setenv("LOCAL_API_KEY", "unused")
+        (log,) = inspect_eval(
+            "radspatial/mirp",
+            task_args={"data": str(data), "setups": "rq3"},
+            model="openai-api/local/fake",
+            log_dir=str(tmp_path / "logs"),
+            display="none",
+        )
+        ref = tmp_path / "ref"
+        argv = ["eval", "--data", str(data), "--model", f"openai-compat:fake@{server.base_url}"]
+        argv += ["--runs", "1", "--setups", "rq3", "--protocol", "mirp", "--out", str(ref)]
+        assert main(argv) == 0
+    assert log.status == "success" and {s.metadata["setup"] for s in log.samples} == {"rq3"}
+    out = tmp_path / "imported"
+    argv = ["import", "inspect", "--log", str(tmp_path / "logs"), "--data", str(data)]
+    assert main([*argv, "--out", str(out)]) == 0
+    mine = {r["id"]: r for r in read_jsonl(ref / "results.jsonl")}
+    theirs = {r["id"]: r for r in read_jsonl(out / "results.jsonl")}
+    assert theirs.keys() == mine.keys()
+    for k, r in mine.items():
+        assert (theirs[k]["prompt"], theirs[k]["reply"], theirs[k]["parsed"]) == (
+            r["prompt"],
+            r["reply"],
+            r["parsed"],
+        )
+    want = json.loads((ref / "metrics.json").read_text())
+    got = json.loads((out / "metrics.json").read_text())
+    assert got["overall"]["accuracy_mean"] == want["overall"]["accuracy_mean"]
+    assert got["overall"]["invalid_rate"] == want["overall"]["invalid_rate"] > 0
+    assert got["mirp"] == want["mirp"]
+    assert got["usage"]["prompt_tokens"] == want["usage"]["prompt_tokens"]
