@@ -78,10 +78,13 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
     """Wilson vs cluster-robust 95% intervals of the overall and headline accuracies."""
     rows = []
     for r in runs:
+        overall = r.metrics.get("overall")
         for scope in ("overall", "headline"):
             g = r.metrics.get(scope)
             if not isinstance(g, dict) or _number(g.get("se_cluster")) is None:
                 continue
+            if scope == "headline" and g == overall:
+                continue  # the same items: one row says it
             rows.append(
                 [
                     r.label,
