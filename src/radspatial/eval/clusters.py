@@ -11,9 +11,10 @@ G / (G - 1) for G clusters::
 
     se^2 = G / (G - 1) * sum_g (sum_{i in g} (y_i - mean))^2 / N^2
 
-With every item its own cluster it equals the usual ``sd(y, ddof=1) / sqrt(N)``; lmms-eval's
-``stderr_clustered`` (the same sum without the G / (G - 1) factor, over the ddof=1 variance)
-differs from it only by that factor, so the two agree to O(1/G).
+With every item its own cluster it equals the usual ``sd(y, ddof=1) / sqrt(N)``. inspect_ai's
+``stderr(cluster=...)`` is this same formula (the inspect tasks name the ``cluster`` metadata);
+lmms-eval 0.7.3's ``stderr_clustered`` (the export's ``cluster_key``) sums the same cross-terms
+but takes the diagonal with ddof=1 and no G / (G - 1) factor, so the two differ by O(1/G).
 """
 
 from __future__ import annotations
