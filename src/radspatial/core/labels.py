@@ -223,3 +223,22 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
     )
     hint = f"likely table: {likely} (--labels {likely})" if likely != table.name else ""
     return f"{why}; {hint or 'is it the right mask?'}"
+
+
+FEW_IDS = 8  # a mask numbering its own few structures 1..n
+
+
+def table_doubt(present: set[int], table: LabelTable) -> str | None:
+    """A word of doubt (not a refusal) when a large table reads a mask that holds only ids
+    1..n for a few n: such a mask usually numbers its own structures, and the table then
+    names them silently wrong (``--labels totalsegmentator_mr`` on a 4-label mask)."""
+    ids = sorted(present - {0})
+    if not ids or len(table.names) <= SMALL_TABLE or len(ids) > FEW_IDS:
+        return None
+    if ids != list(range(1, len(ids) + 1)):
+        return None
+    named = ", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids)
+    return (
+        f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
+        f"{named}; if the mask numbers its own structures, give its table with --labels"
+    )
