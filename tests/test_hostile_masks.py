@@ -171,7 +171,7 @@ CASES = [
          ("m.nrrd", "raw data is")),
     Case("nrrd raw truncated", attached(RAW[:-1]), 2, ("m.nrrd", "declares 38400")),
     Case("nrrd gzip bomb", attached(_bomb("gzip", 1 << 20), encoding="gzip"), 2,
-         ("m.nrrd", "inflate to more than the header declares")),
+         ("m.nrrd", "inflate to more than the header declares (38400 bytes)")),
     Case("nrrd bzip2 bomb", attached(_bomb("bzip2", 1 << 20), encoding="bzip2"), 2,
          ("m.nrrd", "inflate to more")),
     Case("nrrd gzip truncated", attached(gzip.compress(RAW)[:-20], encoding="gzip"), 2,

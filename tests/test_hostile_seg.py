@@ -45,13 +45,25 @@ def _frames(ds) -> None:
     ds.NumberOfFrames = 10_000_000
 
 
-def _segments(ds) -> None:
-    items = []
-    for n in range(1, 1002):
-        item = copy.deepcopy(ds.SegmentSequence[0])
-        item.SegmentNumber = n
-        items.append(item)
-    ds.SegmentSequence = items
+def _segments(count: int):
+    def change(ds) -> None:
+        items = []
+        for n in range(1, count + 1):
+            item = copy.deepcopy(ds.SegmentSequence[0])
+            item.SegmentNumber = n
+            items.append(item)
+        ds.SegmentSequence = items
+
+    return change
+
+
+def _two_frames(ds) -> None:
+    ds.NumberOfFrames = 2
+
+
+def _long_segments(ds) -> None:
+    """As 65,535 small segments would (parsing them took 42 s): more header than 1 MiB."""
+    ds.SegmentSequence[0].SegmentDescription = "x" * (1200 << 10)
 
 
 def _same_number(ds) -> None:
@@ -100,7 +112,10 @@ def _modality(tmp: Path, base: Base) -> list[str]:
 
 CASES = [
     Case("seg 10^7 frames", edited(_frames), 2, ("m.dcm", "10000000 frames, over")),
-    Case("seg 1001 segments", edited(_segments), 2, ("m.dcm", "1001 segments, over")),
+    Case("seg frames fewer than its items", edited(_two_frames), 2,
+         ("m.dcm", "3 per-frame items for 2 frames")),
+    Case("seg 1001 segments", edited(_segments(1001)), 2, ("m.dcm", "1001 segments, over")),
+    Case("seg segment list over 1 MiB", edited(_long_segments), 2, ("m.dcm", "over 1 MiB")),
     Case("seg two segments one number", edited(_same_number), 2,
          ("m.dcm", "two segments have SegmentNumber 1")),
     Case("seg no series, other frame of reference", edited(_no_refs("1.2.3")), 2,

@@ -77,7 +77,7 @@ def read_dicom_seg(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
     if ds.get("FrameOfReferenceUID") is None:
         raise InputError(f"{path}: DICOM SEG has no FrameOfReferenceUID (no place in the patient)")
     one_uid(path, ds.FrameOfReferenceUID, "FrameOfReferenceUID")
-    check_pixels(path)
+    check_pixels(path, int(ds.NumberOfFrames))
     try:
         seg = hd.seg.segread(path)
     except Exception as exc:

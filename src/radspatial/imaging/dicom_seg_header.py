@@ -1,9 +1,10 @@
 """What a DICOM SEG declares, checked before its frames are parsed or its pixels decoded.
 
 A SEG's per-frame functional groups (one item per frame) and its pixel data come last in the
-file; :func:`read_summary` reads only what precedes them, so a file declaring 10^7 frames or
-65,535 segments is refused in milliseconds, not after gigabytes of parsing
-(``MAX_FRAMES``, ``MAX_SEGMENTS``, the size limit of ``RADSPATIAL_MAX_VOLUME_BYTES``).
+file; :func:`read_summary` reads only what precedes them, and at most ``MAX_HEADER_BYTES`` of it,
+so a file declaring 10^7 frames or 65,535 segments is refused in a second or two, not after
+minutes and gigabytes of parsing (``MAX_FRAMES``, ``MAX_SEGMENTS``, the size limit of
+``RADSPATIAL_MAX_VOLUME_BYTES``).
 :func:`check_pixels` then compares the pixel data's length with what the frames need and refuses
 non-finite geometry with one line instead of a library's internals. :func:`one_uid` reads
 UIDs (a referenced series, a frame of reference) as they must be: one value of digits and dots.
@@ -11,6 +12,8 @@ UIDs (a referenced series, a frame of reference) as they must be: one value of d
 
 from __future__ import annotations
 
+import io
+import os
 import re
 from pathlib import Path
 
@@ -24,20 +27,44 @@ SEG_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.4"
 LABELMAP_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.7"
 MAX_FRAMES = 200_000  # 117 TotalSegmentator structures x 1,700 slices
 MAX_SEGMENTS = 1_000
+MAX_HEADER_BYTES = 1 << 20  # all before the per-frame groups: ~1,000 segments of 1 KB each
 _PER_FRAME = 0x52009230  # PerFrameFunctionalGroupsSequence: everything after it is per frame
+_PIXEL_DATA = 0x7FE00010
+_FRAME_BYTES = 4096  # a frame's functional groups (position, source image, segment) in bytes
 _UID = re.compile(r"[0-9]+(\.[0-9]+)*")
 _NATIVE = {"1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2"}
 
 
-def read_summary(path: Path):
-    """The SEG's dataset up to its per-frame groups, refused if not a SEG or too large."""
+def _bounded_read(path: Path, stop_tag: int, budget: int, over: str):
+    """(dataset up to the first tag >= ``stop_tag``, that element's length or None), parsing at
+    most ``budget`` bytes of the file; InputError ``over`` when the tag lies beyond them."""
     from pydicom.filereader import read_partial
+
+    reached: list[int] = []
+
+    def stop(tag: int, vr: object, length: int) -> bool:
+        if tag >= stop_tag and not reached:
+            reached.append(length)
+        return bool(reached)
 
     try:
         with open(path, "rb") as fh:
-            ds = read_partial(fh, stop_when=lambda tag, vr, length: tag >= _PER_FRAME)
+            head, size = fh.read(budget), os.fstat(fh.fileno()).st_size
+        ds = read_partial(io.BytesIO(head), stop_when=stop)
+        failed = None
     except Exception as exc:  # pydicom raises many types on bad bytes
-        raise InputError(f"{path}: cannot read DICOM ({first_line(exc)})") from None
+        failed = first_line(exc)
+    if not reached and size > budget:
+        raise InputError(f"{path}: DICOM SEG {over}")
+    if failed is not None:
+        raise InputError(f"{path}: cannot read DICOM ({failed})")
+    return ds, (reached[0] if reached else None)
+
+
+def read_summary(path: Path):
+    """The SEG's dataset up to its per-frame groups, refused if not a SEG or too large."""
+    over = f"header (its segment list before the frames) is over {MAX_HEADER_BYTES >> 20} MiB"
+    ds, _ = _bounded_read(path, _PER_FRAME, MAX_HEADER_BYTES, f"{over}: too many segments?")
     sop = str(ds.get("SOPClassUID", ""))
     if sop not in (SEG_SOP_CLASS, LABELMAP_SOP_CLASS):
         what = f"modality {ds.get('Modality', '?')}, SOP class {sop or '?'}"
@@ -91,23 +118,22 @@ def _finite_geometry(path: Path, group, where: str) -> None:
                 )
 
 
-def check_pixels(path: Path) -> None:
-    """Refuse a SEG whose pixel data are missing or shorter than its frames need, or whose
-    per-frame geometry is not finite (called after :func:`read_summary` bounded the frames)."""
-    import pydicom
-
-    try:
-        ds = pydicom.dcmread(path, defer_size=1024)
-    except Exception as exc:
-        raise InputError(f"{path}: cannot read DICOM ({first_line(exc)})") from None
-    for k, group in enumerate(ds.get("PerFrameFunctionalGroupsSequence", [])):
+def check_pixels(path: Path, frames: int) -> None:
+    """Refuse a SEG whose per-frame groups are more than its ``frames`` (as read by
+    :func:`read_summary`) need, whose geometry is not finite, or whose pixel data are missing or
+    shorter than the frames need; nothing past the pixel data's length is read."""
+    budget = MAX_HEADER_BYTES + frames * _FRAME_BYTES
+    over = f"per-frame groups are larger than its {frames} frame(s) need"
+    ds, length = _bounded_read(path, _PIXEL_DATA, budget, over)
+    groups = ds.get("PerFrameFunctionalGroupsSequence", [])
+    if groups and len(groups) != frames:
+        raise InputError(f"{path}: DICOM SEG has {len(groups)} per-frame items for {frames} frames")
+    for k, group in enumerate(groups):
         _finite_geometry(path, group, f"frame {k + 1}")
-    if "PixelData" not in ds:
+    if length is None:
         raise InputError(f"{path}: DICOM SEG has no pixel data")
     syntax = str(getattr(ds.file_meta, "TransferSyntaxUID", ""))
-    elem = ds.get_item("PixelData")  # raw (deferred: only its length read) or read in
-    length = elem.length if hasattr(elem, "length") else len(elem.value or b"")
-    if syntax not in _NATIVE or length in (None, 0xFFFFFFFF):
+    if syntax not in _NATIVE or length == 0xFFFFFFFF:
         if not length:
             raise InputError(f"{path}: DICOM SEG pixel data are empty")
         return  # compressed: the decoder checks its own frames

@@ -193,6 +193,8 @@ def _inflated(path: Path, fh, encoding: str, n: int, skip: int) -> bytearray:
                     f"{path}: NRRD {encoding} data inflate to more than the header declares "
                     f"({n} bytes{f' + byte skip {skip}' if skip > 0 else ''})"
                 )
+    except InputError:
+        raise
     except (zlib.error, OSError, EOFError, ValueError) as exc:
         raise InputError(f"{path}: corrupt NRRD {encoding} data ({first_line(exc)})") from None
     if not d.eof:
