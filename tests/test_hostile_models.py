@@ -189,3 +189,42 @@ def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
     model(lambda c: None)(tmp_path, Base(tmp_path, tmp_path))
     with pytest.raises(ValueError, match=r"model\.safetensors: does not fit config\.json"):
         UNetModel(tmp_path / "m")
+
+
+PROBE_META = {
+    "format": "radspatial-probe-model",
+    "version": 1,
+    "task": "orient",
+    "task_info": {"kind": "classify"},
+    "head": {"name": "linear", "kwargs": {"dim": 8, "grid": [2, 2], "out_shape": [4]}},
+    "encoder": ".",
+    "image_size": 32,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda m: [m], "expected an object"),
+        (lambda m: {**m, "encoder": "/etc"}, "absolute path"),
+        (lambda m: {**m, "encoder": "../../../x"}, "outside"),
+        (lambda m: {**m, "head": {"name": "linear", "kwargs": {"dim": 10**9}}}, "outside 0..16384"),
+        (lambda m: {**m, "head": {"name": "linear", "kwargs": {"grid": [512, 512]}}}, "cells"),
+        (lambda m: {**m, "head": 5}, "head must be an object"),
+        (lambda m: {**m, "task_info": None}, "task_info"),
+    ],
+)
+def test_a_hostile_probe_model_json_is_one_line_naming_it(tmp_path, change, words):
+    """Round 3's leftover: a hostile model.json gave a traceback (or read outside the run)."""
+    from radspatial.probes.evaluate import MODEL_FORMAT
+    from radspatial.probes.model_meta import read_task_meta
+
+    folder = tmp_path / "run" / "models" / "orient"
+    folder.mkdir(parents=True)
+    meta = {**PROBE_META, "format": MODEL_FORMAT}
+    (folder / "model.json").write_text(json.dumps(change(meta)))
+    with pytest.raises(ValueError, match="model.json") as exc:
+        read_task_meta(folder, MODEL_FORMAT)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+    (folder / "model.json").write_text(json.dumps({**meta, "encoder": "../../encoder"}))
+    assert read_task_meta(folder, MODEL_FORMAT)[1].resolve() == (tmp_path / "run" / "encoder")

@@ -230,8 +230,8 @@ FEW_IDS = 8  # a mask numbering its own few structures 1..n
 
 def table_doubt(present: set[int], table: LabelTable) -> str | None:
     """A word of doubt (not a refusal) when a large table reads a mask that holds only ids
-    1..n for a few n (3 to ``FEW_IDS``): such a mask usually numbers its own structures, and the table then
-    names them silently wrong (``--labels totalsegmentator_mr`` on a 4-label mask)."""
+    1..n for a few n (3 to ``FEW_IDS``): such a mask usually numbers its own structures, and
+    the table then names them silently wrong (``--labels totalsegmentator_mr`` on 4 labels)."""
     ids = sorted(present - {0})
     if not 3 <= len(ids) <= FEW_IDS or len(table.names) <= SMALL_TABLE:
         return None  # one or two ids: a binary or two-structure mask, too common to doubt
