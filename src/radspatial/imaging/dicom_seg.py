@@ -5,8 +5,11 @@ frames, or as one label map (``SegmentationType`` LABELMAP). The label id of a v
 segment number; where binary segments overlap the higher number wins (as for TotalSegmentator
 folders); fractional segments count from 0.5. highdicom sorts the frames into a regular volume
 (indices slice, row, column -> LPS mm); a SEG that is not one regular volume is refused, and so
-is one whose referenced series is not the CT's (:func:`check_references`). A SEG without its
-empty frames is put back on the CT's slices (:func:`onto_ct_grid`). highdicom
+is one whose referenced series (or, without one, frame of reference) is not the CT's
+(:func:`check_references`). Its header is checked before highdicom parses anything
+(:mod:`radspatial.imaging.dicom_seg_header`: frames, segments, pixel data length, finite
+geometry, UIDs). A SEG without its empty frames is put back on the CT's slices
+(:func:`onto_ct_grid`). highdicom
 (``pip install 'radspatial[masks]'``) is imported only when a file is read.
 """
 

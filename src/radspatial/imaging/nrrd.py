@@ -4,8 +4,11 @@ The file's ``space`` names its patient frame (Slicer writes ``left-posterior-sup
 ``space directions`` holds one world vector per voxel axis and ``space origin`` the centre of
 voxel (0, 0, 0). A file without them has no place in the patient and is refused, as is a
 multi-layer ``.seg.nrrd`` (overlapping segments: export it as a label map). A ``.seg.nrrd``
-names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``): :func:`nrrd_segment_names`.
-pynrrd (``pip install 'radspatial[masks]'``) is imported only when a file is read.
+names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``, one value per segment):
+:func:`nrrd_segment_names`. ``kinds`` must make the three axes spatial and agree with the sizes.
+pynrrd (``pip install 'radspatial[masks]'``) parses the header fields; the bytes are read,
+bounded by the declared size, by :mod:`radspatial.imaging.nrrd_data` (detached data files,
+skips, gzip/bzip2 caps).
 """
 
 from __future__ import annotations
