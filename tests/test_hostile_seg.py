@@ -61,6 +61,11 @@ def _two_frames(ds) -> None:
     ds.NumberOfFrames = 2
 
 
+def _fat_frames(ds) -> None:
+    """As 10^7 per-frame items behind a NumberOfFrames of 3 would: parsing stops at the budget."""
+    ds.PerFrameFunctionalGroupsSequence[0].FrameContentSequence[0].FrameLabel = "x" * (1200 << 10)
+
+
 def _long_segments(ds) -> None:
     """As 65,535 small segments would (parsing them took 42 s): more header than 1 MiB."""
     ds.SegmentSequence[0].SegmentDescription = "x" * (1200 << 10)
@@ -114,6 +119,8 @@ CASES = [
     Case("seg 10^7 frames", edited(_frames), 2, ("m.dcm", "10000000 frames, over")),
     Case("seg frames fewer than its items", edited(_two_frames), 2,
          ("m.dcm", "3 per-frame items for 2 frames")),
+    Case("seg per-frame groups past their budget", edited(_fat_frames), 2,
+         ("m.dcm", "per-frame groups are larger than its 3 frame(s) need")),
     Case("seg 1001 segments", edited(_segments(1001)), 2, ("m.dcm", "1001 segments, over")),
     Case("seg segment list over 1 MiB", edited(_long_segments), 2, ("m.dcm", "over 1 MiB")),
     Case("seg two segments one number", edited(_same_number), 2,
