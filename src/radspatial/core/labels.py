@@ -12,6 +12,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from radspatial.core.textsafe import log_text
+
 BUILTIN_TABLES = {
     "totalsegmentator": "totalsegmentator_v2_total.json",
     "totalsegmentator_mr": "totalsegmentator_v2_total_mr.json",
@@ -237,7 +239,7 @@ def table_doubt(present: set[int], table: LabelTable) -> str | None:
         return None  # one or two ids: a binary or two-structure mask, too common to doubt
     if ids != list(range(1, len(ids) + 1)):
         return None
-    named = ", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids)
+    named = log_text(", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids))
     return (
         f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
         f"{named}; if the mask numbers its own structures, give its table with --labels"
