@@ -297,3 +297,20 @@ def test_a_large_table_on_a_mask_numbered_1_to_4_gets_a_word(base, tmp_path, cap
     load_case(VCase("s", base.ds / "synth_ct.nii.gz", base.ds / "synth_seg.nii.gz"),
               warn=said.append)  # fmt: skip
     assert not said  # ids 1, 3, 5, 52 with TotalSegmentator's table: no doubt
+
+
+DCMQI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dcmqi_ct3"
+
+
+@pytest.mark.skipif(not DCMQI.is_dir(), reason="../shared/data not present")
+def test_the_bounded_reader_gives_pynrrd_s_arrays_on_slicer_files():
+    """dcmqi's Slicer-written NRRDs (gzip): the same array, dtype and order as nrrd.read."""
+    import nrrd
+
+    from radspatial.imaging.nrrd import read_nrrd_labels
+
+    for path in sorted(DCMQI.glob("*.nrrd")):
+        ours, _, _ = read_nrrd_labels(path)
+        theirs, _ = nrrd.read(str(path))
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, path.name
+        np.testing.assert_array_equal(ours, theirs, err_msg=path.name)
