@@ -46,7 +46,7 @@ from radspatial.imaging.slices import (
     render_labels,
     to_display,
 )
-from radspatial.imaging.volumes import Volume
+from radspatial.imaging.volumes import InputError, Volume
 from radspatial.questions import (
     QuestionSpec,
     QuestionType,
@@ -284,8 +284,14 @@ def manifest_row(
 
 def display_window(vol: Volume, config: GenerateConfig) -> tuple[float, float]:
     """The (width, level) a case's slices are shown with: ``--window``, else the volume's own
-    percentiles (MR: ``slices.percentile_window``)."""
-    return config.window or percentile_window(vol.ct)
+    percentiles (MR: ``slices.percentile_window``). A volume whose 1st and 99th percentiles
+    are equal would show blank slices: refused."""
+    if config.window:
+        return config.window
+    try:
+        return percentile_window(vol.ct)
+    except ValueError as exc:
+        raise InputError(f"{vol.source.get('ct', vol.case_id)}: {exc}") from None
 
 
 def render_plan(
