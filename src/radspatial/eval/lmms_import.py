@@ -3,9 +3,14 @@
 A task written by ``radspatial export lmms-eval`` scores every reply into a ``results.jsonl``
 row (``eval.lmms_tasks``) and lmms-eval logs it with the sample (under each metric name; we read
 ``accuracy``). This reads every ``*_samples_<task>.jsonl`` under ``--samples`` (a file or a
-folder), checks each row (``ResultRow.from_json``) and that its reply is the sample's
-``filtered_resps``, and writes ``results.jsonl``, ``metrics.json`` (``aggregate.compute_metrics``)
-and ``run.json`` into ``OUT``, staged, so ``report`` and ``export mirp`` read it as any run.
+folder) and trusts nothing in them but the reply: each row must name an item of ``--data``
+(the dataset the task was exported from), its image must be that item's image, its prompt the
+prompt the task asks (our protocol or MIRP's, which tells which one the task used), its reply
+the sample's ``filtered_resps``; the row is then scored again by ``eval.results.result_row``
+against the dataset's answers, and every field must equal what the log holds (a forged
+``correct: true`` is refused, naming the file, line and field). ``results.jsonl``,
+``metrics.json`` (``aggregate.compute_metrics``) and ``run.json`` are written into ``OUT``,
+staged, so ``report`` and ``export mirp`` read it as any run.
 
 An item logged twice (a task run again into the same folder) keeps the row of the file whose
 name sorts last: lmms-eval's names start with the run's date and time.
@@ -20,8 +25,10 @@ from typing import Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
-from radspatial.core.records import ResultRow
+from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.core.safepath import inside
+from radspatial.core.textsafe import log_text
+from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.eval.lmms_tasks import ROW_METRIC
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
@@ -49,7 +56,45 @@ def sample_files(samples: Path) -> list[Path]:
     return files
 
 
-def _sample_row(where: str, sample: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Truth:
+    """What the dataset says of each yes/no item: the item as the task's hooks build it and
+    the prompts the task may have asked (protocol -> prompt)."""
+
+    data: Path
+    items: dict[str, EvalItem]
+    prompts: dict[str, dict[str, str]]
+
+
+def dataset_truth(data: Path) -> Truth:
+    """The yes/no items of ``data`` (a ``radspatial generate`` folder), built as the exported
+    task's hooks build them, with both protocols' prompts (MIRP's examples drawn as the export
+    drew them)."""
+    from radspatial.eval.items import load_items
+    from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL
+    from radspatial.eval.runner import mirp_examples
+    from radspatial.questions.open_common import is_open
+
+    data = Path(data)
+    manifest = data / "manifest.jsonl"
+    if not manifest.is_file():
+        raise DataFileError(f"--data {data}: not a radspatial dataset (no manifest.jsonl)")
+    examples = mirp_examples([i for i in load_items(data) if not is_open(i.question_type)], 1)
+    items, prompts = {}, {}
+    for where, raw in read_json_lines(manifest):
+        item = manifest_item(Path(), where, ManifestRow.from_json(raw, where))
+        if is_open(item.question_type):
+            continue
+        items[item.id] = item
+        prompts[item.id] = {
+            "radspatial": MIRP.render(item),
+            "mirp": MIRP_PROTOCOL.render(item, examples[(item.id, 0)]),
+        }
+    return Truth(data, items, prompts)
+
+
+def _sample_row(where: str, sample: dict[str, Any], truth: Truth) -> tuple[dict[str, Any], str]:
+    """The sample's result row scored again against ``truth``, and the protocol it used."""
     row = sample.get(ROW_METRIC)
     if not isinstance(row, dict) or "id" not in row:
         raise DataFileError(
@@ -62,35 +107,71 @@ def _sample_row(where: str, sample: dict[str, Any]) -> dict[str, Any]:
         reply = reply[0]
     if record.error is None and reply != record.reply:
         raise DataFileError(f"{where}: the row's reply differs from the sample's filtered_resps")
-    return record.to_json()
+    item = truth.items.get(record.id)
+    if item is None:
+        raise DataFileError(
+            f"{where}: item {record.id!r} is not a yes/no item of --data {truth.data}"
+        )
+    if record.image is not None:
+        inside(truth.data, record.image, where=where, what="image")
+    if record.image != str(item.image):
+        raise DataFileError(f"{where}: 'image' {record.image!r} is not the item's image in --data")
+    protocol = next((k for k, v in truth.prompts[record.id].items() if v == record.prompt), None)
+    if protocol is None:
+        raise DataFileError(f"{where}: 'prompt' is not the prompt the task asks for this item")
+    return _rescored(where, record, item, protocol, truth), protocol
 
 
-def read_samples(files: list[Path]) -> list[dict[str, Any]]:
+def _rescored(
+    where: str, record: ResultRow, item: EvalItem, protocol: str, truth: Truth
+) -> dict[str, Any]:
+    """``record`` scored again from its reply; refused where a logged field differs."""
+    from radspatial.eval.results import result_row
+
+    call = {"reply": record.reply, "error": record.error}
+    ours = result_row(item, 0, call, record.prompt or "", protocol).to_json()
+    logged = record.to_json()
+    for key, value in ours.items():
+        if key not in ("image", "latency_s") and logged.get(key) != value:
+            raise DataFileError(
+                f"{where}: {key!r} is {logged.get(key)!r} in the log, but radspatial scores "
+                f"the reply against --data {truth.data} as {value!r}"
+            )
+    return {**ours, "image": str(truth.data / item.image)}
+
+
+def read_samples(files: list[Path], truth: Truth) -> tuple[list[dict[str, Any]], str]:
     """The result rows of the sample logs, one per item (the last file's, if logged twice),
-    sorted by item id as ``eval`` writes them."""
+    sorted by item id as ``eval`` writes them, and the protocol the task used."""
     rows: dict[str, dict[str, Any]] = {}
+    protocols: dict[str, str] = {}
     for path in files:
         for where, sample in read_json_lines(path):
-            row = _sample_row(where, sample)
+            row, protocol = _sample_row(where, sample, truth)
+            protocols.setdefault(protocol, where)
             rows[row["id"]] = row
     if not rows:
         raise DataFileError(f"{files[0]}: no samples")
-    return [rows[k] for k in sorted(rows)]
+    if len(protocols) > 1:
+        first, second = protocols.values()
+        raise DataFileError(f"{second}: asked with another protocol than {first}")
+    return [rows[k] for k in sorted(rows)], next(iter(protocols))
 
 
 def import_lmms(
     samples: Path,
     out: Path,
     *,
+    data: Path,
     model: str | None = None,
-    data: Path | None = None,
     overwrite: bool = False,
 ) -> LmmsImport:
     """Write the run folder ``out`` from lmms-eval sample logs at ``samples``.
 
-    ``model``: the name in ``metrics.json`` (default: the folder holding the first log, which
-    lmms-eval names after the model); ``data``: the dataset it was exported from, recorded in
-    ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file there).
+    ``data``: the dataset the task was exported from: the truth every row is scored against,
+    recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file
+    there); ``model``: the name in ``metrics.json`` (default: the folder holding the first
+    log, which lmms-eval names after the model; control characters shown as escapes).
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
@@ -98,24 +179,24 @@ def import_lmms(
     from radspatial.eval.aggregate import compute_metrics
 
     files = sample_files(samples)
-    rows = read_samples(files)
-    if data is not None:  # the image paths as eval writes them: inside the dataset folder
-        for r in rows:
-            r["image"] = str(inside(Path(data), r["image"], where=f"{r['id']}", what="image"))
-    model = model or files[0].parent.name
-    n_errors = sum(1 for r in rows if r.get("error"))
-    run_info = {
-        "source": "lmms-eval",
-        **({"data": str(data)} if data is not None else {}),
-        "samples": [str(p) for p in files],
-        "model": model,
-        "runs": 1,
-        "n_items": len(rows),
-        "status": "complete" if n_errors == 0 else "incomplete",
-        "n_errors": n_errors,
-        "versions": {"radspatial": __version__, "python": platform.python_version()},
-    }
-    with staged(Path(out), overwrite) as stage:
+    inputs = {"--samples": Path(samples), "--data": Path(data)}
+    made = ("run.json", "a run folder")
+    with staged(Path(out), overwrite, inputs, made) as stage:
+        rows, protocol = read_samples(files, dataset_truth(Path(data)))
+        model = log_text(model or files[0].resolve().parent.name)
+        n_errors = sum(1 for r in rows if r.get("error"))
+        run_info = {
+            "source": "lmms-eval",
+            "data": str(Path(data).resolve()),
+            "samples": [str(p) for p in files],
+            "model": model,
+            "protocol": protocol,
+            "runs": 1,
+            "n_items": len(rows),
+            "status": "complete" if n_errors == 0 else "incomplete",
+            "n_errors": n_errors,
+            "versions": {"radspatial": __version__, "python": platform.python_version()},
+        }
         atomic_write_jsonl(stage / "results.jsonl", rows)
         atomic_write_json(stage / "metrics.json", compute_metrics(rows, model=model, runs=1))
         atomic_write_json(stage / "run.json", run_info)

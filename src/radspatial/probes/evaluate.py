@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+from radspatial.core.safepath import check_disjoint
 from radspatial.probes.data import ProbeSample, load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, Features, load_encoder, read_state_dict
 from radspatial.probes.heads import create_head
@@ -279,6 +280,8 @@ def evaluate_probe(
     ``predictions/<task>.jsonl`` into ``out`` when given; returns the results.
     """
     model, data = Path(model), Path(data)
+    if out is not None:  # results.json there must not replace the model's own
+        check_disjoint(Path(out), {"--model": model, "--data": data})
     run = _read_run(model)
     splits = list(SPLITS) if split == "all" else [split]
     if not set(splits) <= set(SPLITS):
