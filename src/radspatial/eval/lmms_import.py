@@ -58,11 +58,14 @@ def sample_files(samples: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class Truth:
-    """What the dataset says of each yes/no item: the item as the task's hooks build it and
-    the prompts the task may have asked (protocol -> prompt)."""
+    """What the dataset says of each yes/no item: the item as the task's hooks build it (what
+    a logged row is checked against), as ``eval`` loads it (what the imported row is made
+    from: the dataset's label tables add the subgroup fields), and the prompts the task may
+    have asked (protocol -> prompt)."""
 
     data: Path
     items: dict[str, EvalItem]
+    eval_items: dict[str, EvalItem]
     prompts: dict[str, dict[str, str]]
 
 
@@ -79,7 +82,8 @@ def dataset_truth(data: Path) -> Truth:
     manifest = data / "manifest.jsonl"
     if not manifest.is_file():
         raise DataFileError(f"--data {data}: not a radspatial dataset (no manifest.jsonl)")
-    examples = mirp_examples([i for i in load_items(data) if not is_open(i.question_type)], 1)
+    loaded = [i for i in load_items(data) if not is_open(i.question_type)]
+    examples = mirp_examples(loaded, 1)
     items, prompts = {}, {}
     for where, raw in read_json_lines(manifest):
         item = manifest_item(Path(), where, ManifestRow.from_json(raw, where))
@@ -90,11 +94,22 @@ def dataset_truth(data: Path) -> Truth:
             "radspatial": MIRP.render(item),
             "mirp": MIRP_PROTOCOL.render(item, examples[(item.id, 0)]),
         }
-    return Truth(data, items, prompts)
+    return Truth(data, items, {i.id: i for i in loaded}, prompts)
 
 
-def _sample_row(where: str, sample: dict[str, Any], truth: Truth) -> tuple[dict[str, Any], str]:
-    """The sample's result row scored again against ``truth``, and the protocol it used."""
+@dataclass(frozen=True)
+class Logged:
+    """One sample's checked row: where it is, its record, its item and the protocols whose
+    prompt it carries (both, where the two prompts of an item are the same text)."""
+
+    where: str
+    record: ResultRow
+    item: EvalItem
+    protocols: frozenset[str]
+
+
+def _sample_row(where: str, sample: dict[str, Any], truth: Truth) -> Logged:
+    """The sample's result row, checked against ``truth`` (item, image, prompt, reply)."""
     row = sample.get(ROW_METRIC)
     if not isinstance(row, dict) or "id" not in row:
         raise DataFileError(
@@ -116,46 +131,63 @@ def _sample_row(where: str, sample: dict[str, Any], truth: Truth) -> tuple[dict[
         inside(truth.data, record.image, where=where, what="image")
     if record.image != str(item.image):
         raise DataFileError(f"{where}: 'image' {record.image!r} is not the item's image in --data")
-    protocol = next((k for k, v in truth.prompts[record.id].items() if v == record.prompt), None)
-    if protocol is None:
+    protocols = frozenset(k for k, v in truth.prompts[record.id].items() if v == record.prompt)
+    if not protocols:
         raise DataFileError(f"{where}: 'prompt' is not the prompt the task asks for this item")
-    return _rescored(where, record, item, protocol, truth), protocol
+    return Logged(where, record, item, protocols)
 
 
-def _rescored(
-    where: str, record: ResultRow, item: EvalItem, protocol: str, truth: Truth
-) -> dict[str, Any]:
-    """``record`` scored again from its reply; refused where a logged field differs."""
+def _rescored(logged: Logged, protocol: str, truth: Truth) -> dict[str, Any]:
+    """The logged row scored again from its reply; refused where a logged field differs.
+    Returns the row ``eval`` writes for that reply."""
     from radspatial.eval.results import result_row
 
+    record = logged.record
     call = {"reply": record.reply, "error": record.error}
-    ours = result_row(item, 0, call, record.prompt or "", protocol).to_json()
-    logged = record.to_json()
+    prompt = record.prompt or ""
+    ours = result_row(logged.item, 0, call, prompt, protocol).to_json()
+    as_logged = record.to_json()
     for key, value in ours.items():
-        if key not in ("image", "latency_s") and logged.get(key) != value:
+        if key not in ("image", "latency_s") and as_logged.get(key) != value:
             raise DataFileError(
-                f"{where}: {key!r} is {logged.get(key)!r} in the log, but radspatial scores "
-                f"the reply against --data {truth.data} as {value!r}"
+                f"{logged.where}: {key!r} is {as_logged.get(key)!r} in the log, but radspatial "
+                f"scores the reply against --data {truth.data} as {value!r}"
             )
-    return {**ours, "image": str(truth.data / item.image)}
+    return result_row(truth.eval_items[record.id], 0, call, prompt, protocol).to_json()
+
+
+def _protocols(logged: list[Logged]) -> list[str]:
+    """The protocols every row's prompt allows (one task, one protocol), ours first."""
+    common = {"radspatial", "mirp"}
+    for entry in logged:
+        common &= entry.protocols
+        if not common:
+            raise DataFileError(
+                f"{entry.where}: asked with another protocol than the rows before it "
+                "(one exported task asks with one)"
+            )
+    return [p for p in ("radspatial", "mirp") if p in common]
 
 
 def read_samples(files: list[Path], truth: Truth) -> tuple[list[dict[str, Any]], str]:
     """The result rows of the sample logs, one per item (the last file's, if logged twice),
-    sorted by item id as ``eval`` writes them, and the protocol the task used."""
-    rows: dict[str, dict[str, Any]] = {}
-    protocols: dict[str, str] = {}
+    each scored again against ``truth``, sorted by item id as ``eval`` writes them, and the
+    protocol the task used."""
+    by_id: dict[str, Logged] = {}
     for path in files:
         for where, sample in read_json_lines(path):
-            row, protocol = _sample_row(where, sample, truth)
-            protocols.setdefault(protocol, where)
-            rows[row["id"]] = row
-    if not rows:
+            entry = _sample_row(where, sample, truth)
+            by_id[entry.record.id] = entry
+    if not by_id:
         raise DataFileError(f"{files[0]}: no samples")
-    if len(protocols) > 1:
-        first, second = protocols.values()
-        raise DataFileError(f"{second}: asked with another protocol than {first}")
-    return [rows[k] for k in sorted(rows)], next(iter(protocols))
+    logged = [by_id[k] for k in sorted(by_id)]
+    first_error = None
+    for protocol in _protocols(logged):  # both only where every prompt reads the same
+        try:
+            return [_rescored(entry, protocol, truth) for entry in logged], protocol
+        except DataFileError as exc:
+            first_error = first_error or exc
+    raise first_error  # type: ignore[misc]
 
 
 def import_lmms(

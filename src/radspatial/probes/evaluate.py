@@ -265,6 +265,12 @@ def load_task_model(folder: Path, device: str = "cpu") -> tuple[ProbeModel, dict
 # --- transfer ----------------------------------------------------------------------------------
 
 
+def _check_out(out: Path | None, model: Path, data: Path) -> None:
+    """``out``'s results.json must not replace the model's own (nor land in the dataset)."""
+    if out is not None:
+        check_disjoint(Path(out), {"--model": model, "--data": data})
+
+
 def evaluate_probe(
     model: Path,
     data: Path,
@@ -280,8 +286,7 @@ def evaluate_probe(
     ``predictions/<task>.jsonl`` into ``out`` when given; returns the results.
     """
     model, data = Path(model), Path(data)
-    if out is not None:  # results.json there must not replace the model's own
-        check_disjoint(Path(out), {"--model": model, "--data": data})
+    _check_out(out, model, data)
     run = _read_run(model)
     splits = list(SPLITS) if split == "all" else [split]
     if not set(splits) <= set(SPLITS):
