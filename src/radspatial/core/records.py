@@ -357,7 +357,8 @@ class ResultRow:
         values = _known(cls, row) | answers01(row, where, ("expected",), frames)
         values.pop("open", None)
         if "expected_standard" not in row and "expected_canonical" in row:
-            values["expected_standard"] = row["expected_canonical"]  # runs before named frames
+            old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
+            values["expected_standard"] = old.get("expected_canonical")
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
         if "answer_expected" in row:
             grade = _known(OpenGrade, row)

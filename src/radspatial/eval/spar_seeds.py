@@ -69,7 +69,7 @@ def _one_per_seed(runs: Sequence[Path], metrics: Sequence[dict[str, Any]]) -> No
     for run, m in zip(runs, metrics, strict=True):
         keys = [("folder", Path(run).resolve())]
         results = Path(run) / "results.jsonl"
-        if results.is_file():
+        if results.is_file() and results.stat().st_size:
             keys.append(("results", sha256_file(results)))
         info_path = Path(run) / "run.json"
         info = read_json(info_path, want=dict) if info_path.is_file() else {}
