@@ -18,6 +18,7 @@ name sorts last: lmms-eval's names start with the run's date and time.
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +79,7 @@ def dataset_truth(data: Path) -> Truth:
     from radspatial.eval.runner import mirp_examples
     from radspatial.questions.open_common import is_open
 
-    data = Path(data)
+    data = Path(os.path.abspath(data))  # the rows name images from any working folder, as eval's
     manifest = data / "manifest.jsonl"
     if not manifest.is_file():
         raise DataFileError(f"--data {data}: not a radspatial dataset (no manifest.jsonl)")
@@ -219,7 +220,7 @@ def import_lmms(
         n_errors = sum(1 for r in rows if r.get("error"))
         run_info = {
             "source": "lmms-eval",
-            "data": str(Path(data).resolve()),
+            "data": os.path.abspath(data),
             "samples": [str(p) for p in files],
             "model": model,
             "protocol": protocol,
