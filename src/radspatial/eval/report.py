@@ -27,6 +27,7 @@ from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import ResultRow, error_count, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
+from radspatial.core.textsafe import log_text
 from radspatial.eval.metrics import mcnemar
 from radspatial.eval.report_common import (
     DASH,
@@ -81,7 +82,7 @@ def load_run(path: Path, label: str | None = None) -> RunData:
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
         by_modality = modality_groups(rows)
-    model = redact(str(metrics.get("model") or info.get("model") or path.name))
+    model = log_text(redact(str(metrics.get("model") or info.get("model") or path.name)))
     return RunData(path, label or model, info, metrics, correct0, by_modality)
 
 

@@ -27,6 +27,7 @@ from torch import nn
 
 from radspatial.core.errors import first_line
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+from radspatial.core.safepath import check_disjoint
 from radspatial.probes.data import ProbeSample, load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, Features, load_encoder, read_state_dict
 from radspatial.probes.heads import create_head
@@ -267,6 +268,12 @@ def load_task_model(folder: Path, device: str = "cpu") -> tuple[ProbeModel, dict
 # --- transfer ----------------------------------------------------------------------------------
 
 
+def _check_out(out: Path | None, model: Path, data: Path) -> None:
+    """``out``'s results.json must not replace the model's own (nor land in the dataset)."""
+    if out is not None:
+        check_disjoint(Path(out), {"--model": model, "--data": data})
+
+
 def evaluate_probe(
     model: Path,
     data: Path,
@@ -282,6 +289,7 @@ def evaluate_probe(
     ``predictions/<task>.jsonl`` into ``out`` when given; returns the results.
     """
     model, data = Path(model), Path(data)
+    _check_out(out, model, data)
     run = _read_run(model)
     splits = list(SPLITS) if split == "all" else [split]
     if not set(splits) <= set(SPLITS):
