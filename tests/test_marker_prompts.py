@@ -88,8 +88,10 @@ def test_mask_oracle_is_right_on_every_item_and_the_marker_reader_abstains(datas
     assert {r["marker"] for r in mask} == set(NEW)
     assert mask and all(r["error"] is None for r in mask)
     assert [r["id"] for r in mask if not r["correct"]] == []
-    reader = run_eval(dataset, tmp_path / "markers", EvalConfig(model="agent:markers", runs=1,
-                      setups=("rq3",), question_types=("relative_position",)), progress=False)  # fmt: skip
+    config = EvalConfig(
+        model="agent:markers", runs=1, setups=("rq3",), question_types=("relative_position",)
+    )
+    reader = run_eval(dataset, tmp_path / "markers", config, progress=False)
     for style in ("contour", "box"):  # no reader for outlines: the agent abstains
         rows = [r for r in reader if r["marker"] == style]
         assert rows and all(r["parsed"] is None for r in rows)

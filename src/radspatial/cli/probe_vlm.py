@@ -58,8 +58,8 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
     s = probe_vlm(args.run, out, config, overwrite=args.overwrite, log=_log)
     print(f"probe vlm: {out} ({s['model']}, {s['n_items']} items, {s['n_groups']} groups)")
     print(f"  {'stage':<14} {'pooled':>8} {'tokens':>8}   McNemar p vs answer (tokens)")
-    for stage, row in s["stages"].items():
-        p, t = row["pooled"], row["tokens"]
+    for stage in s["stage_order"]:
+        p, t = s["stages"][stage]["pooled"], s["stages"][stage]["tokens"]
         mc = t["vs_answer"]["mcnemar_p"]
         print(f"  {stage_label(stage):<14} {p['accuracy']:>8.1%} {t['accuracy']:>8.1%}   {mc:.3g}")
     print(f"  {'answer':<14} {s['answer']['accuracy']:>8.1%}   (chance 50.0%, majority "

@@ -28,7 +28,7 @@ def find_probes(run_dirs: Sequence[Path]) -> list[tuple[Path, Path, dict[str, An
             if not path.is_file():
                 continue
             try:
-                summary = read_json(path)
+                summary = read_json(path, want=dict)
             except DataFileError:
                 continue
             if isinstance(summary, dict) and summary.get("kind") == KIND:
@@ -43,8 +43,8 @@ def _pct(row: dict[str, Any]) -> str:
 
 def _rows(s: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for stage, readouts in s["stages"].items():
-        for readout, r in readouts.items():
+    for stage in s["stage_order"]:
+        for readout, r in s["stages"][stage].items():
             t = r["vs_answer"]
             counts = f"{t['knows_right']} / {t['knows_wrong']} / {t['not_knows_right']} / "
             counts += str(t["not_knows_wrong"])

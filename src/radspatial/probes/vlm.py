@@ -45,7 +45,7 @@ class VlmProbeConfig:
 
 
 def _run_inputs(run: Path, config: VlmProbeConfig) -> tuple[str, Path]:
-    info = read_json(run / "run.json") if (run / "run.json").is_file() else {}
+    info = read_json(run / "run.json", want=dict) if (run / "run.json").is_file() else {}
     if not (run / "results.jsonl").is_file():
         raise InputError(f"{run}: no results.jsonl (not an eval run folder)")
     model = config.model or info.get("model")
@@ -155,7 +155,7 @@ def probe_vlm(
         "model": model,
         "data": str(data),
         "architecture": reader.kind,
-        "stages": list(reader.stages),
+        "stage_order": list(reader.stages),  # summary.json sorts its keys
         "readouts": list(READOUTS),
         "seeds": list(SEEDS),
         "split_by": config.split_by,

@@ -19,7 +19,7 @@ def stage_label(stage: str) -> str:
 
 
 def stages_figure(summary: dict[str, Any]) -> bytes:
-    stages = list(summary["stages"])
+    stages = list(summary["stage_order"])
     names = [stage_label(s) for s in stages] + ["answer"]
     fig = new_figure(max(4.0, 1.2 * len(names) + 1.5), 3.2)
     ax = fig.add_subplot(1, 1, 1)
