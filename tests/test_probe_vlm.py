@@ -121,3 +121,22 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["probe", "vlm", "--run", str(run)]) == 2
     err = capsys.readouterr().err.strip()
     assert "reads hf: models only" in err and len(err.splitlines()) == 1
+
+
+def test_qwen2_vl_vision_tokens_come_back_in_row_major_order():
+    """The merger reads 2x2 windows in turn (Qwen2-VL's patch order); the encoder stage puts
+    them back on the image grid, so a token's index says where it is."""
+    import torch
+
+    from radspatial.probes.vlm_extract import StageReader
+
+    h, w, m = 4, 6, 2
+    grid = np.arange(h * w).reshape(h, w)
+    merger_order = [grid[r * m + dr, c * m + dc] for r in range(h // m) for c in range(w // m)
+                    for dr in range(m) for dc in range(m)]  # fmt: skip
+    tokens = torch.tensor(merger_order, dtype=torch.float32)[:, None]
+    reader = StageReader.__new__(StageReader)
+    reader.kind, reader._visual = "qwen2_vl", SimpleNamespace(spatial_merge_size=m)
+    inputs = {"image_grid_thw": torch.tensor([[1, h, w]])}
+    flat = reader._vision(tokens, inputs, (h, w))
+    assert flat[:, 0].tolist() == list(range(h * w))
