@@ -60,6 +60,14 @@ def _run_inputs(run: Path, config: VlmProbeConfig) -> tuple[str, Path]:
     return str(model), Path(data)
 
 
+def _run_backend(run: Path) -> dict[str, Any]:
+    """The eval's own image handling (``max_pixels``), so the model sees the same pixels."""
+    info = read_json(run / "run.json", want=dict) if (run / "run.json").is_file() else {}
+    backend = info.get("backend") if isinstance(info.get("backend"), dict) else {}
+    pixels = backend.get("max_pixels")
+    return {"max_pixels": pixels} if isinstance(pixels, int) and pixels > 0 else {}
+
+
 def _ordered(row: ManifestRow) -> tuple[ObjectRow, ObjectRow]:
     """The pair in a fixed order: label id, then marker text (the target is the image's)."""
     pair = [row.object1, row.object2]
@@ -81,11 +89,17 @@ def _group(row: ManifestRow, split_by: str) -> str:
 
 
 def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tuple]:
-    """(row, probe item, meta) of each relative-position item the run answered."""
+    """(row, probe item, meta, image path) of each relative-position item the run answered
+    (run 0, calls that failed left out: eval counts them in no accuracy either)."""
+    from radspatial.core.safepath import inside
+
     out = []
-    for _, row in read_manifest(data / "manifest.jsonl"):
+    for where, row in read_manifest(data / "manifest.jsonl"):
         if row.relation not in RELATIONS or row.id not in results or not row.object2:
             continue
+        image = inside(data, row.image, where=where, what="image")
+        if not image.is_file():
+            raise InputError(f"{where}: image {image} missing")
         a, b = _ordered(row)
         axis = RELATIONS[row.relation]
         target = int(a.center_xy[axis] < b.center_xy[axis])
@@ -93,15 +107,15 @@ def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tup
         view = row.transform or "none"
         meta = {"id": row.id, "setup": row.setup, "marker": row.marker, "view": view}
         meta["relation"] = row.relation
-        out.append((row, item, meta))
+        out.append((row, item, meta, image))
     return out
 
 
-def _extract(reader, data: Path, chosen, results, log) -> dict[str, dict[str, np.ndarray]]:
+def _extract(reader, chosen, results, log) -> dict[str, dict[str, np.ndarray]]:
     """Per stage: pooled (N, D) and tokens (N, 2D) of every chosen item."""
     feats: dict[str, dict[str, list]] = {s: {"pooled": [], "tokens": []} for s in reader.stages}
-    for n, (row, _, _) in enumerate(chosen):
-        png = (data / row.image).read_bytes()
+    for n, (row, _, _, image) in enumerate(chosen):
+        png = image.read_bytes()
         marked = row.marker != "none"
         points = [_point(o, marked) for o in _ordered(row)]
         prompt = results[row.id].prompt or row.question
@@ -133,14 +147,16 @@ def probe_vlm(
     run, out = Path(run), Path(out)
     model, data = _run_inputs(run, config)
     _check_out(out, run, data)
-    results = {r.id: r for r in read_results(run / "results.jsonl") if r.run == 0}
+    rows = read_results(run / "results.jsonl")
+    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
     chosen = select_items(data, results, config.split_by)
     if len(chosen) < 4:
         raise InputError(f"{run}: {len(chosen)} relative-position items answered; need 4 or more")
     log(f"loading {model}")
-    backend = create_backend(model, decoding=Decoding(), device=config.device, dtype=config.dtype)
+    options = {"device": config.device, "dtype": config.dtype, **_run_backend(run)}
+    backend = create_backend(model, decoding=Decoding(), **options)
     reader = StageReader(backend, config.layers)
-    feats = _extract(reader, data, chosen, results, log)
+    feats = _extract(reader, chosen, results, log)
     items = [c[1] for c in chosen]
     meta = [c[2] for c in chosen]
     targets = np.array([i.target for i in items])
