@@ -136,11 +136,8 @@ def probe_vlm(
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Probe every stage of the run's model and join with its answers; returns summary.json."""
-    from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
-    from radspatial.core.staging import prepare_out, swap_in
     from radspatial.models.base import Decoding, create_backend
     from radspatial.probes.vlm_extract import StageReader
-    from radspatial.probes.vlm_figure import stages_figure
     from radspatial.probes.vlm_fit import fit_stage
     from radspatial.probes.vlm_join import item_rows, summarize
 
@@ -179,16 +176,25 @@ def probe_vlm(
         "n_groups": len({i.group for i in items}),
         **summarize(stages, targets, answer, meta),
     }
+    _write(out, overwrite, item_rows(meta, stages, targets, answer), summary)
+    return summary
+
+
+def _write(out: Path, overwrite: bool, rows: list[dict], summary: dict[str, Any]) -> None:
+    """items.jsonl, summary.json and the figure, staged in ``OUT.partial`` (none or all)."""
+    from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+    from radspatial.core.staging import prepare_out, swap_in
+    from radspatial.probes.vlm_figure import stages_figure
+
     stage_dir = prepare_out(out, overwrite)
     try:
-        atomic_write_jsonl(stage_dir / "items.jsonl", item_rows(meta, stages, targets, answer))
+        atomic_write_jsonl(stage_dir / "items.jsonl", rows)
         atomic_write_json(stage_dir / "summary.json", summary)
         atomic_write_bytes(stage_dir / FIGURE, stages_figure(summary))
         swap_in(stage_dir, out)
     except BaseException:
         shutil.rmtree(stage_dir, ignore_errors=True)
         raise
-    return summary
 
 
 def _check_out(out: Path, run: Path, data: Path) -> None:
