@@ -123,6 +123,19 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "reads hf: models only" in err and len(err.splitlines()) == 1
 
 
+def test_report_skips_a_malformed_probe_summary(tmp_path: Path):
+    from radspatial.eval.report_probe import KIND, probe_markdown
+
+    run = tmp_path / "run"
+    (run / "probe_vlm").mkdir(parents=True)
+    (run / "probe_vlm" / "summary.json").write_text(json.dumps({"kind": KIND, "stages": 3}))
+    (run / "other").mkdir()
+    (run / "other" / "summary.json").write_text(json.dumps({"kind": "something else"}))
+    md = probe_markdown([run], tmp_path)
+    assert "unreadable probe summary, skipped" in md and "other" not in md
+    assert probe_markdown([tmp_path / "run" / "other"], tmp_path) == ""
+
+
 def test_qwen2_vl_vision_tokens_come_back_in_row_major_order():
     """The merger reads 2x2 windows in turn (Qwen2-VL's patch order); the encoder stage puts
     them back on the image grid, so a token's index says where it is."""

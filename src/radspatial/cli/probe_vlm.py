@@ -44,7 +44,6 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
     from radspatial.probes.vlm_figure import stage_label
     from radspatial.probes.vlm_fit import FitOptions
 
-    device = "cpu" if args.device == "auto" else args.device
     config = VlmProbeConfig(
         model=args.model,
         data=args.data,
@@ -52,7 +51,7 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
         split_by=args.split_by,
         device=args.device,
         dtype=args.dtype,
-        fit=FitOptions(epochs=args.epochs, device=device if device != "mps" else "cpu"),
+        fit=FitOptions(epochs=args.epochs, device=args.device),  # auto: the model's device
     )
     out = args.out or args.run / "probe_vlm"
     s = probe_vlm(args.run, out, config, overwrite=args.overwrite, log=_log)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +158,13 @@ def probe_vlm(
     meta = [c[2] for c in chosen]
     targets = np.array([i.target for i in items])
     answer = np.array([bool(results[i.id].correct) for i in items])
+    fit = config.fit
+    if fit.device == "auto":
+        fit = replace(fit, device=backend.device)
     stages = {}
     for stage, f in feats.items():
         log(f"fitting the probes of {stage}")
-        stages[stage] = fit_stage(f["pooled"], f["tokens"], items, config.fit)
+        stages[stage] = fit_stage(f["pooled"], f["tokens"], items, fit)
     summary = {
         "kind": KIND,
         "run": str(run),

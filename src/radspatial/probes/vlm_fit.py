@@ -43,7 +43,7 @@ class FitOptions:
     lr: float = 1e-3
     weight_decay: float = 1e-2
     hidden: int = 256
-    device: str = "cpu"
+    device: str = "cpu"  # "auto" (probe_vlm): the model's device
 
 
 def folds(groups: Sequence[str], seed: int) -> np.ndarray:
