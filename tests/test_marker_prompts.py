@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
@@ -106,9 +107,35 @@ def test_every_export_takes_the_new_styles(dataset, tmp_path):
     for style in NEW:
         assert list((tmp_path / "mirp").rglob(f"*{style}*")), style
     assert main(["export", "hf", "--data", str(dataset), "--out", str(tmp_path / "hf")]) == 0
-    assert (
-        main(["export", "lmms-eval", "--data", str(dataset), "--out", str(tmp_path / "lmms")]) == 0
-    )
+    hf = pq.read_table(sorted((tmp_path / "hf" / "data").glob("*.parquet")))
+    assert set(NEW) <= set(hf.column("marker").to_pylist())
+    lmms = tmp_path / "lmms"
+    assert main(["export", "lmms-eval", "--data", str(dataset), "--out", str(lmms)]) == 0
+    _lmms_rq3_right(lmms)
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"rq3/{style}" in summary or style in summary for style in NEW)
+
+
+def _lmms_rq3_right(task: Path) -> None:
+    """The lmms-eval task's hooks word and score the new styles' RQ3 items: a right reply
+    is scored right on every one."""
+    import importlib.util
+
+    import datasets
+
+    spec = importlib.util.spec_from_file_location("utils_prompts", task / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    shards = str(task / "hf" / "data" / "test-*.parquet")
+    docs = utils.process_docs_rq3(
+        datasets.load_dataset("parquet", data_files=shards, split="train")
+    )
+    seen = set()
+    for doc in docs:
+        if doc["marker"] in NEW and doc["question_type"] == "relative_position":
+            assert WORDS[doc["marker"]][0].split()[-1] in utils.doc_to_text(doc)
+            reply = "Yes" if doc["answer"] in (1, "1") else "No"
+            assert utils.process_results_rq3(doc, [reply])["accuracy"]["correct"] is True
+            seen.add(doc["marker"])
+    assert seen == set(NEW)
