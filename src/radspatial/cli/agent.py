@@ -82,6 +82,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
         mask = _readable(args.mask, "mask", _mask_array)
         context = Context(mask=mask, labels=load_table(args.labels).names)
     image = _readable(args.image, "image", load_image)
+    if context.mask is not None and context.mask.shape != image.shape[:2]:
+        raise ValueError(
+            f"{args.mask}: --mask is {'x'.join(map(str, context.mask.shape))} (rows x columns"
+            f"{' x channels' if context.mask.ndim == 3 else ''}), expected a one-channel label "
+            f"image of the --image's {image.shape[0]}x{image.shape[1]}"
+        )
     result = agent.answer(image, args.question, context=context)
     if args.json:
         print(json.dumps(result.trace, indent=2))
@@ -128,10 +134,13 @@ def _mask_array(path):
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from radspatial.training.unet_train import TrainConfig, train_unet
+    from radspatial.core.safepath import check_disjoint
 
     if args.data is None or args.out is None:
         raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
+    check_disjoint(args.out, {"--data": args.data})  # before torch loads: a quick refusal
+    from radspatial.training.unet_train import TrainConfig, train_unet
+
     config = TrainConfig(seed=args.seed)
     if args.epochs is not None:
         config = replace(config, epochs=args.epochs)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
+from radspatial.core.textsafe import fig_text
 from radspatial.eval.consistency import draw_consistency
 from radspatial.eval.plotting import PALETTE
 from radspatial.eval.plotting import new_figure as _figure
@@ -93,7 +94,7 @@ def _legend(fig: Any, ax: Any, n: int) -> None:
 def short_label(label: str, width: int = 40) -> str:
     """A model label for a legend: no endpoint URL, the last path part of a model path, and
     the middle elided past ``width`` characters (the tables keep the full label)."""
-    spec, sep, rest = label.partition(" (")
+    spec, sep, rest = fig_text(label).partition(" (")
     prefix, colon, name = spec.partition(":")
     if colon:
         name = name.split("@http", 1)[0].rstrip("/").rsplit("/", 1)[-1] or name
@@ -109,7 +110,7 @@ def _wrap(label: str, width: int = 20) -> str:
     """Model labels on two or more lines: the spec, then the disambiguating run folder."""
     import textwrap
 
-    spec, sep, rest = label.partition(" (")
+    spec, sep, rest = fig_text(label).partition(" (")
     parts = [spec, "(" + rest] if sep else [spec]
     return "\n".join(line for part in parts for line in textwrap.wrap(part, width))
 
@@ -234,7 +235,7 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
             text = "–" if math.isnan(v) else f"{v:.1f}"
             ax.text(c, r, text, ha="center", va="center", fontsize=8, color=_ink(cmap, v))
         ax.set_xticks(range(len(cols)), [_variant_tick(c) for c in cols], fontsize=8)
-        ax.set_yticks(range(len(models)), models)
+        ax.set_yticks(range(len(models)), [fig_text(m) for m in models])
         ax.set_title(title)
     cbar = fig.colorbar(image, ax=list(axes), shrink=0.9, pad=0.02)
     cbar.set_label("Accuracy (%)")
