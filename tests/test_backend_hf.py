@@ -78,7 +78,11 @@ def test_hf_tiny_llava_batch(tiny_llava: Path) -> None:
 
     # Left padding with an attention mask: one batch of 5 gives what batches of 2 gave.
     backend.batch_size = 5
-    assert _texts(_run(backend, requests)) == _texts(calls)
+    five = _run(backend, requests)
+    assert _texts(five) == _texts(calls)
+    # prompt tokens (image tokens included) count no padding: the same in batches of 2 and 5
+    prompt = [rep.meta["prompt_tokens"] for _, rep in calls]
+    assert prompt == [rep.meta["prompt_tokens"] for _, rep in five] and min(prompt) > 0
 
     info = backend.describe()
     assert json.loads(json.dumps(info)) == info

@@ -266,6 +266,8 @@ def test_real_lmms_eval_equals_radspatial_eval_and_imports(
         got, want = lm[f"radspatial_{setup}"], metrics["by_setup"][setup]
         assert got["accuracy,none"] == pytest.approx(want["accuracy_mean"], abs=1e-6)
         assert got["f1,none"] == pytest.approx(want["f1_mean"], abs=1e-6)
+        # cluster_key/score_key: lmms-eval's clustered stderr over the items' slices
+        assert isinstance(got["accuracy_stderr_clustered,none"], float)
     imported = tmp_path / "imported"
     argv = ["import", "lmms-eval", "--samples", str(logs), "--out", str(imported)]
     assert main([*argv, "--data", str(data)]) == 0

@@ -86,6 +86,21 @@ def _add_asking_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--judge-all", action="store_true", help="judge every open answer, not only undecided"
     )
+    p.add_argument(
+        "--price",
+        type=_price,
+        help="USD per million tokens, input=X,output=Y (e.g. input=2.5,output=10): adds a cost "
+        "estimate to metrics.json's usage block and the report (default: no cost)",
+    )
+
+
+def _price(text: str):  # noqa: ANN202 - argparse type: the parsed Price
+    from radspatial.eval.usage import parse_price
+
+    try:
+        return parse_price(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -117,6 +132,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             template=template,
             backend_options=options[spec],
             family=opts.model_family(args),
+            price=args.price,
         )
         with sigterm_as_interrupt():
             try:

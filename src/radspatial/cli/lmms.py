@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from radspatial.cli.common import Command, add_output, pass_on
+from radspatial.cli.inspect_cmd import IMPORT_INSPECT
 
 
 def _say(head: str, *details: str) -> int:
@@ -91,6 +92,7 @@ COMMANDS = (
                 _import_arguments,
                 cmd_import_lmms,
             ),
+            IMPORT_INSPECT,
         ),
     ),
 )

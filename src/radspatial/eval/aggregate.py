@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
 from radspatial.eval.subgroups import subgroup_metrics
@@ -77,6 +78,8 @@ def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -
         "f1_std": _nan_to_none(f1_std),
         "ci_low": _nan_to_none(lo),  # Wilson 95% on all runs' answers pooled
         "ci_high": _nan_to_none(hi),
+        # cluster-robust beside it where items share a slice or consistency group (clusters.py)
+        **clustered_fields(rows, target),
         "invalid_rate": _nan_to_none(sum(m.invalid_rate for m in per_run) / len(per_run)),
         "yes_rate": _nan_to_none(sum(yes) / len(yes)) if yes else None,
         "per_run": [m.to_json() for m in per_run],

@@ -9,7 +9,10 @@ names its members with ``!function utils.<name>``. Every number is radspatial's:
 
 ``process_results`` logs the whole result row under ``accuracy`` (and its scored fields under
 the other metrics), so lmms-eval's ``--log_samples`` file holds the rows ``radspatial import
-lmms-eval`` turns back into a run folder.
+lmms-eval`` turns back into a run folder. Each logged dict also carries ``cluster`` (the item's
+consistency group, else its slice: ``eval.clusters.cluster_of``) and ``score`` (that metric's
+0/1 for the item, absent where it does not count it), which the task YAML names as lmms-eval's
+``cluster_key`` and ``score_key``: lmms-eval's ``*_stderr_clustered`` uses them.
 
 Yes/no question types only: the open types are graded by ``grading`` (and its judge), which
 lmms-eval's per-metric aggregation does not run.
@@ -40,6 +43,21 @@ OTHER_METRICS = ("f1", "invalid_rate")
 ROW_METRIC = "accuracy"  # its logged value is the whole row (lmms_import reads it)
 # what the aggregations read of a row (the other metrics log only these)
 SCORE_FIELDS = ("id", "run", "setup", "marker", "error", "parsed", *FRAME_METRICS.values())
+
+
+def _metric_score(name: str, row: Row) -> float | None:
+    """The 0/1 a metric counts for one row (lmms-eval's ``score_key``), None where it counts
+    none: a failed call, a frame without a truth, another marker; F1 is not a mean."""
+    if row.get("error") or name == "f1":
+        return None
+    if name == "invalid_rate":
+        return float(row.get("parsed") is None)
+    target = FRAME_METRICS.get(name, "expected")
+    if name not in FRAME_METRICS and row.get("marker") != name.removeprefix("accuracy_"):
+        return None
+    if row.get(target) is None:
+        return None
+    return float(row.get("parsed") == row[target])
 
 
 def metric_names(markers: Sequence[str]) -> list[str]:
@@ -147,9 +165,19 @@ class TaskHooks:
         names = metric_names(self.markers[setup])
 
         def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, Row]:
+            from radspatial.eval.clusters import cluster_of
+
             row = self.result(doc, results)
-            scores = {k: row.get(k) for k in SCORE_FIELDS}
-            return {n: row if n == ROW_METRIC else scores for n in names}
+            row["cluster"] = cluster_of(row)
+            scores = {k: row.get(k) for k in (*SCORE_FIELDS, "cluster")}
+            out = {}
+            for n in names:
+                logged = dict(row if n == ROW_METRIC else scores)
+                score = _metric_score(n, row)
+                if score is not None:
+                    logged["score"] = score
+                out[n] = logged
+            return out
 
         return process_results
 

@@ -352,13 +352,14 @@ def _write_report(
     from radspatial.eval.report_open import open_markdown
     from radspatial.eval.report_planes import groups_markdown, planes_markdown
     from radspatial.eval.report_probe import probe_markdown
+    from radspatial.eval.report_usage import clustered_markdown, usage_markdown
 
     log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)
     log("drawing the figures")
     made = fig.write_all(s, folder)
     markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s)
-    markdown += open_markdown(runs, reviewed)
+    markdown += clustered_markdown(runs) + usage_markdown(runs) + open_markdown(runs, reviewed)
     markdown += probe_markdown([r.path for r in runs], folder)  # probe vlm folders in the runs
     atomic_write_json(folder / "summary.json", {**s, "figures": made})
     if reviewed is not None:

@@ -96,4 +96,27 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
             "metric; disagreements are listed in `review.json`.\n\n"
         )
         parts.append(text + (_table(header, rrows) if rrows else "No mark matches a run.\n"))
+        parts.append(_judge_review_markdown(review))
     return "".join(parts)
+
+
+def _judge_review_markdown(review: dict[str, Any]) -> str:
+    """LLM judge vs the reviewers per question type (``grading.review.judge_vs_review``)."""
+    rows = []
+    for label, m in review["models"].items():
+        for qtype, a in (m.get("judge_vs_review") or {}).items():
+            cells = [
+                f"{verdict} → {mark}: {n}"
+                for verdict, marks in sorted(a["confusion"].items())
+                for mark, n in sorted(marks.items())
+            ]
+            kappa = DASH if a["kappa"] is None else str(a["kappa"])
+            rows.append([label, qtype, str(a["n"]), _pct(a["agreement"]), kappa, "; ".join(cells)])
+    if not rows:
+        return ""
+    header = ["Model", "Question type", "n", "Agreement", "Kappa", "Judge → reviewer"]
+    return (
+        "\n## LLM judge vs human review\n\nOn the reviewed answers the judge graded: Cohen's "
+        "kappa on correct vs not correct (a reply the judge found invalid counts as incorrect), "
+        "and the confusion (judge verdict → reviewer's mark: count).\n\n" + _table(header, rows)
+    )

@@ -39,6 +39,7 @@ from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
 from radspatial.eval.requests import item_meta, item_truth
 from radspatial.eval.results import result_row
 from radspatial.eval.runguard import LOCK_NAME, run_lock
+from radspatial.eval.usage import Price, usage_block
 from radspatial.models.base import (
     Backend,
     Decoding,
@@ -72,6 +73,7 @@ class EvalConfig:
     judge: str | None = None  # backend spec of the LLM judge for open answers (grading.judge)
     judge_all: bool = False  # judge every open answer, not only those the rules leave open
     family: str | None = None  # a MIRP family name or "none" (--model-args family=); None: by name
+    price: Price | None = None  # --price: USD per million tokens, for the usage block's cost
 
     @property
     def mirp_family(self) -> Family | None:
@@ -257,10 +259,13 @@ def _run_locked(
         for run in range(config.runs)
         for item in items
     ]
-    rows = _write_results(out, config, [r.to_json() for r in records])
+    # each call once (items asking alike share one), with the usage it had when it returned
+    usage = usage_block((done[k] for k in where if k in done), config.price)
+    rows = _write_results(out, config, [r.to_json() for r in records], usage)
     n_err = sum(1 for r in rows if r["error"])
     status = "complete" if n_err == 0 else "incomplete"
-    atomic_write_json(out / "run.json", {**run_info, "status": status, "n_errors": n_err})
+    info = {**run_info, "status": status, "n_errors": n_err, "usage": usage}
+    atomic_write_json(out / "run.json", info)
     return rows
 
 
@@ -350,8 +355,11 @@ def _call_all(
     return where
 
 
-def _write_results(out: Path, config: EvalConfig, rows: list[dict]) -> list[dict]:
-    """results.jsonl (after the judge, if any) and metrics.json; the rows as written."""
+def _write_results(
+    out: Path, config: EvalConfig, rows: list[dict], usage: dict[str, Any]
+) -> list[dict]:
+    """results.jsonl (after the judge, if any) and metrics.json (with the calls' ``usage``);
+    the rows as written."""
     from radspatial.eval.aggregate import compute_metrics
 
     judge = None
@@ -363,6 +371,7 @@ def _write_results(out: Path, config: EvalConfig, rows: list[dict]) -> list[dict
         )
     atomic_write_jsonl(out / "results.jsonl", rows)
     metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
+    metrics["usage"] = usage
     if judge is not None:
         metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
     atomic_write_json(out / "metrics.json", redact_json(metrics))

@@ -44,6 +44,7 @@ JUDGE_PROMPT = (
     "Answer with one word: CORRECT, INCORRECT or INVALID."
 )
 JUDGE_CALLS = "judge_calls.jsonl"
+JUDGE_DECODING = Decoding(max_tokens=256)  # greedy, seed 0: recorded in judge.json
 _CALL_FIELDS = frozenset({"key", "reply", "error", "understood", "grade"})
 
 
@@ -120,7 +121,7 @@ def run_judge(
 
     Finished calls in ``out/judge_calls.jsonl`` are reused; new ones are appended as they
     return. Each case gets ``key`` and ``prompt`` set."""
-    decoding = decoding or Decoding(max_tokens=256)
+    decoding = decoding or JUDGE_DECODING
     path = Path(out) / JUDGE_CALLS
     done = _load(path)
     pending: dict[str, Request] = {}
@@ -201,6 +202,8 @@ def apply_judge(
         "judge": redact(spec),
         "version": JUDGE_VERSION,
         "prompt": JUDGE_PROMPT,
+        "decoding": JUDGE_DECODING.to_json(),  # its seed, temperature and token limit
+        "seed": JUDGE_DECODING.seed,
         "judge_all": judge_all,
         "n_open_rows": len(open_rows),
         "n_judged": len(chosen),

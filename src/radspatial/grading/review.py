@@ -15,6 +15,12 @@ A later line for the same (model, id, run, reviewer) replaces an earlier one. Th
 per model, how many answers were reviewed, the agreement and Cohen's kappa between reviewed and
 automatic grades (ambiguous marks are counted apart), and lists every disagreement; the
 automatic grade stays in ``results.jsonl`` and in every metric.
+
+Where the LLM judge graded reviewed answers (``--judge``: the row's ``judge.verdict``),
+``judge_vs_review`` gives, per question type and over all, the judge-reviewer agreement,
+Cohen's kappa on correct vs not correct (a reply the judge found invalid is scored wrong, so it
+counts as "incorrect" there) and the confusion table (judge verdict -> reviewer mark -> count),
+with n: how far the judge can stand in for the reviewers.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ def fold_review(
     for label, spec, rows in runs:
         by_key = {(r["id"], r["run"]): r for r in rows}
         pairs, disagree, ambiguous = [], [], 0
+        judged: list[tuple[dict, str]] = []  # (row, reviewer's mark) of non-ambiguous marks
         for k, m in enumerate(marks):
             if m.get("model") not in (None, label, spec):
                 continue
@@ -77,6 +84,7 @@ def fold_review(
                 ambiguous += 1
                 continue
             pairs.append((auto, m["mark"]))
+            judged.append((row, m["mark"]))
             if auto != m["mark"]:
                 disagree.append(
                     {
@@ -100,6 +108,39 @@ def fold_review(
             "accuracy_automatic": round(autos.count("correct") / len(pairs), 6) if pairs else None,
             "accuracy_reviewed": round(revs.count("correct") / len(pairs), 6) if pairs else None,
             "disagreements": disagree,
+            **({"judge_vs_review": agreement} if (agreement := judge_vs_review(judged)) else {}),
         }
     out["unmatched"] = len(marks) - len(matched)
+    return out
+
+
+def _agreement(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """n, agreement, kappa (invalid read as incorrect) and the confusion of (judge, mark)."""
+    confusion: dict[str, dict[str, int]] = {}
+    for verdict, mark in pairs:
+        row = confusion.setdefault(verdict, {})
+        row[mark] = row.get(mark, 0) + 1
+    binary = [("correct" if v == "correct" else "incorrect", m) for v, m in pairs]
+    agree = sum(a == b for a, b in binary)
+    return {
+        "n": len(pairs),
+        "agreement": round(agree / len(pairs), 6),
+        "kappa": cohen_kappa([a for a, _ in binary], [b for _, b in binary]),
+        "confusion": confusion,
+    }
+
+
+def judge_vs_review(judged: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+    """Judge verdicts vs reviewer marks on the reviewed rows the judge graded: per question
+    type and ``all`` (empty when the judge graded none of them)."""
+    by_type: dict[str, list[tuple[str, str]]] = {}
+    for row, mark in judged:
+        verdict = (row.get("judge") or {}).get("verdict")
+        if verdict not in ("correct", "incorrect", "invalid"):
+            continue  # not judged, or the judge's call failed
+        by_type.setdefault(str(row.get("question_type")), []).append((verdict, mark))
+    if not by_type:
+        return {}
+    out = {qtype: _agreement(pairs) for qtype, pairs in sorted(by_type.items())}
+    out["all"] = _agreement([p for pairs in by_type.values() for p in pairs])
     return out

@@ -188,8 +188,12 @@ class HFBackend:
                 results = None
             if results is not None:
                 elapsed = time.perf_counter() - t0
-                for req, (text, n_new) in zip(batch, results, strict=True):
-                    meta = {"batch_size": len(batch), "new_tokens": n_new}
+                for req, (text, n_new, n_prompt) in zip(batch, results, strict=True):
+                    meta = {
+                        "batch_size": len(batch),
+                        "prompt_tokens": n_prompt,
+                        "new_tokens": n_new,
+                    }
                     on_reply(req, Reply(text=text, latency_s=elapsed, meta=meta))
                 continue
             for req in batch:
@@ -198,12 +202,13 @@ class HFBackend:
     def _generate_alone(self, req: Request) -> Reply:
         t0 = time.perf_counter()
         try:
-            [(text, n_new)] = self._generate_batch([req])
+            [(text, n_new, n_prompt)] = self._generate_batch([req])
         except Exception as exc:  # noqa: BLE001 - recorded in the reply, run goes on
             self._free_memory()
             error = f"{type(exc).__name__}: {exc}"
             return Reply(text=None, error=error, latency_s=time.perf_counter() - t0)
-        meta = {"batch_size": 1, "new_tokens": n_new, "retried_alone": True}
+        meta = {"batch_size": 1, "prompt_tokens": n_prompt, "new_tokens": n_new}
+        meta["retried_alone"] = True
         return Reply(text=text, latency_s=time.perf_counter() - t0, meta=meta)
 
     def _free_memory(self) -> None:
@@ -241,7 +246,8 @@ class HFBackend:
             **kwargs,
         )
 
-    def _generate_batch(self, batch: Sequence[Request]) -> list[tuple[str, int]]:
+    def _generate_batch(self, batch: Sequence[Request]) -> list[tuple[str, int, int]]:
+        """(reply, new tokens, prompt tokens: image tokens included, padding not) per request."""
         import torch
 
         inputs = self._encode(batch).to(self.device)
@@ -276,4 +282,9 @@ class HFBackend:
         texts = self.processor.batch_decode(new, skip_special_tokens=True)
         pad = self.tokenizer.pad_token_id
         counts = (new != pad).sum(dim=1).tolist() if pad is not None else [new.shape[1]] * len(new)
-        return [(text.strip(), int(n)) for text, n in zip(texts, counts, strict=True)]
+        mask = inputs.get("attention_mask")
+        ids = inputs["input_ids"]
+        prompt = mask.sum(dim=1).tolist() if mask is not None else [ids.shape[1]] * len(ids)
+        return [
+            (text.strip(), int(n), int(p)) for text, n, p in zip(texts, counts, prompt, strict=True)
+        ]

@@ -110,6 +110,7 @@ class VLLMBackend:
         for req, out in zip(requests, outputs, strict=True):
             completion = out.outputs[0]
             meta = {
+                "prompt_tokens": len(getattr(out, "prompt_token_ids", None) or ()),
                 "new_tokens": len(completion.token_ids),
                 "finish_reason": completion.finish_reason,
             }

@@ -1,0 +1,185 @@
+"""``radspatial import inspect``: inspect_ai logs of a radspatial task as a run folder.
+
+The logs are read with inspect's own reader (``.eval`` and ``.json`` logs; a folder is searched
+for them), and trusted for nothing but the replies: each sample's id must be an item of the
+``--data`` dataset (with the task's recorded filters), its prompt must be the prompt radspatial
+builds for that item, and its reply is scored again by ``eval.results.result_row``, so the run
+folder holds what ``radspatial eval`` would have written for the same replies. An epoch is a
+run (epoch 1 is run 0); a sample logged twice (a task run again) keeps the one of the log file
+whose name sorts last (inspect's names start with the date and time). A sample whose call
+failed is an error row, left out of every metric as in ``eval``.
+
+The usage block (``eval.usage``) sums each sample's ``model_usage`` and takes its
+``working_time`` as the call's latency.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from radspatial import __version__
+from radspatial.core.datafiles import DataFileError
+from radspatial.eval.inspect_items import TaskSpec, task_items
+
+LOG_SUFFIXES = (".eval", ".json")
+TASKS = {"radspatial/bench": "radspatial", "radspatial/mirp": "mirp"}
+
+
+@dataclass(frozen=True)
+class InspectImport:
+    out: Path
+    files: tuple[Path, ...]
+    n_rows: int
+    n_errors: int
+    model: str
+
+
+def log_files(log: Path) -> list[Path]:
+    """The inspect logs at ``log``: the file itself, or every log under the folder."""
+    log = Path(log)
+    if log.is_symlink() or (log.exists() and not (log.is_file() or log.is_dir())):
+        raise DataFileError(f"{log}: not a regular file or folder")
+    if log.is_file():
+        return [log]
+    if not log.is_dir():
+        raise DataFileError(f"{log}: no such file or folder")
+    files = [
+        p
+        for p in log.rglob("*")
+        if p.suffix in LOG_SUFFIXES and p.is_file() and not p.is_symlink() and p.name != "logs.json"
+    ]
+    if not files:
+        raise DataFileError(f"{log}: no inspect logs (*.eval, *.json)")
+    return sorted(files, key=lambda p: (p.name, str(p)))
+
+
+def _read_log(path: Path) -> Any:
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise ValueError(
+            "import inspect needs inspect_ai: pip install 'radspatial[inspect]'"
+        ) from None
+    try:
+        return read_eval_log(str(path))
+    except Exception as exc:  # noqa: BLE001 - any unreadable log is one line naming the file
+        raise DataFileError(f"{path}: not an inspect log ({type(exc).__name__})") from None
+
+
+def _prompt_text(sample: Any) -> str:
+    """The text of the sample's user turn (what the task sent besides the image)."""
+    messages = sample.input if isinstance(sample.input, list) else []
+    parts = []
+    for message in messages:
+        content = message.content
+        if isinstance(content, str):
+            parts.append(content)
+        else:
+            parts += [c.text for c in content if getattr(c, "type", None) == "text"]
+    return "".join(parts) if messages else str(sample.input)
+
+
+def _usage(sample: Any) -> dict[str, Any]:
+    """A sample as a ``calls.jsonl``-like row for ``usage_block``."""
+    totals = {"prompt_tokens": 0, "completion_tokens": 0, "reasoning": 0}
+    for usage in (sample.model_usage or {}).values():
+        totals["prompt_tokens"] += int(usage.input_tokens or 0)
+        totals["completion_tokens"] += int(usage.output_tokens or 0)
+        totals["reasoning"] += int(usage.reasoning_tokens or 0)
+    reasoning = {"reasoning_tokens": totals.pop("reasoning")}
+    meta = (
+        {"usage": {**totals, "completion_tokens_details": reasoning}} if sample.model_usage else {}
+    )
+    return {"latency_s": sample.working_time, "meta": meta, "error": None}
+
+
+def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any, dict]]:
+    """(run, result row, the log, usage) of each sample of one log, checked against ``data``."""
+    from radspatial.eval.results import result_row
+
+    name = log.eval.task
+    if name not in TASKS:
+        raise DataFileError(f"{path}: task {name!r} is not a radspatial task ({', '.join(TASKS)})")
+    spec = TaskSpec.from_args({**(log.eval.task_args or {}), "protocol": TASKS[name]}, data)
+    items, prompt = task_items(spec)
+    by_id = {i.id: i for i in items}
+    for sample in log.samples or []:
+        where = f"{path}: sample {str(sample.id)[:200]!r}"
+        item = by_id.get(str(sample.id))
+        if item is None:
+            raise DataFileError(f"{where} is not an item of {data} (with the task's filters)")
+        if _prompt_text(sample) != prompt(item):
+            raise DataFileError(f"{where}: its prompt is not the one radspatial asks the item with")
+        epoch = sample.epoch
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+            raise DataFileError(f"{where}: epoch must be an integer >= 1, got {epoch!r}")
+        error = sample.error.message if sample.error is not None else None
+        reply = sample.output.completion if error is None and sample.output else None
+        if error is None and not isinstance(reply, str):
+            error = "no reply in the log"
+        call = {"reply": reply, "error": error, "latency_s": sample.working_time}
+        row = result_row(item, epoch - 1, call, prompt(item), spec.protocol).to_json()
+        yield epoch - 1, row, spec, {**_usage(sample), "error": error}
+
+
+def import_inspect(
+    log: Path, data: Path, out: Path, *, model: str | None = None, overwrite: bool = False
+) -> InspectImport:
+    """Write the run folder ``out`` from the inspect logs at ``log`` of a task on ``data``.
+
+    ``model``: the name in ``metrics.json`` (default: the log's model). Raises
+    ``DataFileError`` (a ValueError) on a bad log, one whose samples are not the dataset's
+    items, or logs of several models.
+    """
+    import os
+
+    from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+    from radspatial.core.staging import staged
+    from radspatial.eval.aggregate import compute_metrics
+    from radspatial.eval.usage import usage_block
+
+    data = Path(os.path.abspath(data))
+    files = log_files(log)
+    rows: dict[tuple[str, int], dict] = {}
+    calls: dict[tuple[str, int], dict] = {}
+    models, specs = set(), set()
+    for path in files:
+        parsed = _read_log(path)
+        models.add(parsed.eval.model)
+        for run, row, spec, call in _samples(path, parsed, data):
+            rows[(row["id"], run)] = row
+            calls[(row["id"], run)] = call
+            specs.add(spec)
+    if not rows:
+        raise DataFileError(f"{files[0]}: no samples")
+    if len(models) > 1 or len(specs) > 1:
+        raise DataFileError(f"{log}: logs of several models or tasks; import one at a time")
+    model = model or models.pop()
+    runs = 1 + max(run for _, run in rows)
+    order = {item.id: k for k, item in enumerate(task_items(specs.pop())[0])}
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[1], order[k[0]]))]
+    n_errors = sum(1 for r in ordered if r.get("error"))
+    usage = usage_block(calls.values())
+    run_info = {
+        "source": "inspect",
+        "data": str(data),
+        "logs": [str(p) for p in files],
+        "model": model,
+        "runs": runs,
+        "n_items": len({r["id"] for r in ordered}),
+        "status": "complete" if n_errors == 0 else "incomplete",
+        "n_errors": n_errors,
+        "usage": usage,
+        "versions": {"radspatial": __version__, "python": platform.python_version()},
+    }
+    metrics = compute_metrics(ordered, model=model, runs=runs)
+    metrics["usage"] = usage
+    with staged(Path(out), overwrite, inputs={"--log": Path(log), "--data": data}) as stage:
+        atomic_write_jsonl(stage / "results.jsonl", ordered)
+        atomic_write_json(stage / "metrics.json", metrics)
+        atomic_write_json(stage / "run.json", run_info)
+    return InspectImport(Path(out), tuple(files), len(ordered), n_errors, model)
