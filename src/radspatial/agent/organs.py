@@ -329,6 +329,10 @@ class AutoLocalizer:
             for i, f in zip(marked, found, strict=True):
                 out[i] = f
         rest = [i for i, r in enumerate(refs) if out[i] is None and r.name]
+        # a marker not read falls back to its name, but never onto an image the network must
+        # not look at (an MR slice for a CT model): its refusal comes before loading it
+        if rest and self.organs.refuses([Ref(name=refs[i].name) for i in rest], context):
+            return out
         if rest:
             found = self.organs.locate(image, [Ref(name=refs[i].name) for i in rest], context)
             for i, f in zip(rest, found, strict=True):

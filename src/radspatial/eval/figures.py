@@ -213,6 +213,12 @@ def _variant_tick(code: str) -> str:
 
 
 def draw_rotation_heatmap(s: Summary) -> bytes | str:
+    """Per question-type family against chance (``report_rotation``); runs without
+    results.jsonl: every type pooled, as metrics.json has it."""
+    if s.get("rotation"):
+        from radspatial.eval.report_rotation import draw_rotation_families
+
+        return draw_rotation_families(s)
     cols = s["transforms"]
     panels = [(t, by) for t, by in (("RQ1", s["by_transform_rq1"]), ("All setups",
               s["by_transform"])) if by]  # fmt: skip

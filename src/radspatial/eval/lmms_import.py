@@ -90,15 +90,17 @@ def import_lmms(
 
     ``model``: the name in ``metrics.json`` (default: the folder holding the first log, which
     lmms-eval names after the model); ``data``: the dataset it was exported from, recorded in
-    ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file there).
+    ``run.json`` as ``eval`` does, absolute, as are the rows' image paths (``report`` and
+    ``export mirp``, which reads MIRP's centres file there, may run from another folder).
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
     from radspatial.core.staging import staged
     from radspatial.eval.aggregate import compute_metrics
 
-    files = sample_files(samples)
+    files = [f.resolve() for f in sample_files(samples)]
     rows = read_samples(files)
+    data = None if data is None else Path(data).resolve()  # absolute, as eval stores it
     if data is not None:  # the image paths as eval writes them: inside the dataset folder
         for r in rows:
             r["image"] = str(inside(Path(data), r["image"], where=f"{r['id']}", what="image"))

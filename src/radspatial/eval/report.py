@@ -59,6 +59,8 @@ class RunData:
     correct0: dict[str, bool] | None  # item id -> correct in run 0; None without results.jsonl
     # modality -> setup/marker -> accuracy with Wilson CI, all runs pooled (from results.jsonl)
     by_modality: dict[str, Any] = field(default_factory=dict)
+    # family panel -> transform -> counts with chance (``report_rotation``, from results.jsonl)
+    rotation: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- loading
@@ -76,13 +78,15 @@ def load_run(path: Path, label: str | None = None) -> RunData:
         if info.get(key) is not None and not isinstance(info[key], str):
             raise DataFileError(f"{info_path}: {key!r} must be a string")
     results = path / "results.jsonl"
-    correct0, by_modality = None, {}
+    correct0, by_modality, rotation = None, {}, {}
     if results.is_file():
+        from radspatial.eval.report_rotation import transform_groups
+
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
-        by_modality = modality_groups(rows)
+        by_modality, rotation = modality_groups(rows), transform_groups(rows)
     model = redact(str(metrics.get("model") or info.get("model") or path.name))
-    return RunData(path, label or model, info, metrics, correct0, by_modality)
+    return RunData(path, label or model, info, metrics, correct0, by_modality, rotation)
 
 
 def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
@@ -134,7 +138,7 @@ def load_runs(run_dirs: Sequence[Path]) -> list[RunData]:
     labels = _labels([r.label for r in runs], [r.path for r in runs])
     labels = [lab + ORACLE_MARK * is_oracle(r.label) for r, lab in zip(runs, labels, strict=True)]
     return [
-        RunData(r.path, lab, r.info, r.metrics, r.correct0, r.by_modality)
+        RunData(r.path, lab, r.info, r.metrics, r.correct0, r.by_modality, r.rotation)
         for r, lab in zip(runs, labels, strict=True)
     ]
 
@@ -231,6 +235,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "transforms": transforms,
         "by_transform": _section(runs, "by_transform", transforms),
         "by_transform_rq1": _rq1_transforms(runs) if has_rq1 and transforms else {},
+        "rotation": {r.label: r.rotation for r in runs if r.rotation},
         "question_types": question_types,
         "by_question_type": (
             _section(runs, "by_question_type", question_types) if len(question_types) > 1 else {}

@@ -203,7 +203,7 @@ def run_eval(
         done = read_call_log(out / CALLS)
         if backend is None:
             try:
-                backend = _open_backend(config)
+                backend = open_backend(config)
             except BaseException:
                 if created:  # a bad model spec leaves no empty run folder behind
                     (out / LOCK_NAME).unlink(missing_ok=True)
@@ -219,7 +219,8 @@ def run_eval(
         return _run_locked(data, out, config, items, backend, done, progress)
 
 
-def _open_backend(config: EvalConfig) -> Backend:
+def open_backend(config: EvalConfig) -> Backend:
+    """The backend ``config.model`` names, with the run's decoding and concurrency."""
     try:
         return create_backend(
             config.model,
