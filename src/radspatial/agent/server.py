@@ -233,6 +233,20 @@ def make_server(
     )  # fmt: skip
 
 
+def _warm_up(agents: dict[str, Agent]) -> None:
+    """Load each localizer's network before listening (``warm_up``, where it has one): a cold
+    load (importing PyTorch and MONAI) took most of a minute and a half of the first call."""
+    import time
+
+    for name, agent in agents.items():
+        warm = getattr(agent.localizer, "warm_up", None)
+        if callable(warm):
+            t0 = time.monotonic()
+            print(f"radspatial: {name}: loading its network ...", flush=True)
+            warm()
+            print(f"radspatial: {name}: loaded in {time.monotonic() - t0:.0f} s", flush=True)
+
+
 def serve(
     *,
     localizers: Sequence[str] | None = None,
@@ -248,6 +262,7 @@ def serve(
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     server = make_server(agents=agents, **kwargs)
+    _warm_up(agents)
     return_freed_buffers()
     auth = "API key required" if kwargs.get("api_key") else "no API key"
     print(f"radspatial: serving {', '.join(agents)} at {server.url} ({auth})", flush=True)

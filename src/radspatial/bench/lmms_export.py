@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
-from radspatial.eval.lmms_tasks import TASK_FILE, metric_names
+from radspatial.eval.lmms_tasks import FRAME_METRICS, TASK_FILE, metric_names
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 PROTOCOLS = ("radspatial", "mirp")
@@ -42,7 +42,7 @@ def _task_yaml(name: str, setup: str, shards: str, markers: tuple[str, ...], inf
     metrics = "".join(
         f"  - metric: {m}\n    aggregation: !function utils.aggregate_{m}\n"
         f"    higher_is_better: {'false' if m == 'invalid_rate' else 'true'}\n"
-        for m in metric_names(markers)
+        for m in metric_names(markers, setup)
     )
     return (
         f"# radspatial {__version__}: setup {setup} of {name} (radspatial export lmms-eval)\n"
@@ -80,16 +80,17 @@ def _group_yaml(name: str, tasks: list[str]) -> str:
         f"group: {name}\n"
         f"task:\n{listed}"
         "aggregate_metric_list:\n"
-        "  - metric: accuracy\n"
-        "    aggregation: mean\n"
-        "    weight_by_size: true\n"
-        "metadata:\n"
+        + "".join(
+            f"  - metric: {m}\n    aggregation: mean\n    weight_by_size: true\n"
+            for m in FRAME_METRICS  # AS reports no standard/anatomical: pooled where present
+        )
+        + "metadata:\n"
         "  version: 1.0\n"
     )
 
 
 def _utils_py(name: str, markers: dict[str, tuple[str, ...]]) -> str:
-    names = sorted({m for ms in markers.values() for m in metric_names(ms)})
+    names = sorted({m for s, ms in markers.items() for m in metric_names(ms, s)})
     lines = [
         f'"""lmms-eval hooks of the radspatial task {name}: radspatial\'s prompt, parser and',
         "scoring (radspatial.eval.lmms_tasks). Written by radspatial export lmms-eval; needs",

@@ -44,7 +44,9 @@ def _chance(ax: Any, levels: Sequence[float] | None = None) -> None:
 
 
 def _style(ax: Any, ylabel: str = "Accuracy (%)") -> None:
-    ax.set_ylim(0, 105)
+    top = 105 if ax.get_autoscaley_on() else max(105, ax.get_ylim()[1])  # room set for labels
+    ax.set_ylim(0, top)
+    ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel(ylabel)
     ax.yaxis.grid(True, color="0.9", lw=0.8)
     ax.set_axisbelow(True)
@@ -67,6 +69,10 @@ def _grouped_bars(
     """
     width = 0.8 / max(len(series), 1)
     ax.set_xlim(-0.6, n_groups - 0.4)  # nan bars (no items) set no limits of their own
+    # more than 3 bars a group: labels stand upright, or neighbours run into one ("9797")
+    upright = values and len(series) > 3
+    if upright:
+        ax.set_ylim(0, 118)  # room for an upright "100" over a full bar (``_style`` keeps it)
     for i, (name, means, stds, colour) in enumerate(series):
         xs = [g - 0.4 + width * (i + 0.5) for g in range(n_groups)]
         ax.bar(xs, means, width * 0.92, color=colour, label=name, zorder=2)
@@ -75,7 +81,8 @@ def _grouped_bars(
             top = m + (e if e > 0 else 0.0) + 1.0  # above the error bar
             text, y = ("n/a", 1.0) if math.isnan(m) else (f"{m:.0f}", top)
             text = "abst." if a else text
-            ax.text(x, y, text, ha="center", va="bottom", fontsize=6.5, color="0.25", zorder=3)
+            ax.text(x, y, text, ha="center", va="bottom", fontsize=6 if upright else 6.5,
+                    color="0.25", zorder=3, rotation=90 if upright else 0)  # fmt: skip
         spread = [(x, m, e) for x, m, e in zip(xs, means, stds, strict=True) if e > 0]
         if spread:  # no caps drawn for a std of 0 (or nan: one run, missing data)
             x, m, e = zip(*spread, strict=True)

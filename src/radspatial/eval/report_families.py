@@ -46,11 +46,9 @@ def split_families(types: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def answer_kind(name: str, chance: float | None) -> str:
-    """What an answer to ``name`` is: yes/no, one of k options (k from its chance level,
-    1/k), or open (a word or a number)."""
-    from radspatial.questions.open_common import is_open
-
-    if is_open(name):
+    """What an answer to ``name`` is: open (a word or a number: the open family), yes/no, or
+    one of k options (k from its chance level, 1/k)."""
+    if family_of(name) == "open":
         return "open"
     if chance is None or chance >= 0.5:
         return "yes/no" if chance else DASH

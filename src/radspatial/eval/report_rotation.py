@@ -118,13 +118,14 @@ def draw_rotation_families(s: dict[str, Any]) -> bytes | str:
     nrows = math.ceil(len(keys) / ncols)
     label_w = 0.075 * max(len(m) for m in models)
     fig = new_figure(label_w * ncols + 0.62 * len(cols) * ncols + 1.6,
-                     nrows * (0.42 * len(models) + 1.5) + 1.1)  # fmt: skip
+                     nrows * (0.3 * len(models) + 1.2) + 0.9)  # fmt: skip
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     image = None
     for ax, (key, title) in zip(axes, keys, strict=False):
         cells = [[cell_values(by[m].get(key, {}).get(t)) for t in cols] for m in models]
-        diff = np.array([[v - lv for v, lv, _ in row] for row in cells])
-        image = ax.imshow(np.ma.masked_invalid(diff), cmap=cmap, vmin=-50, vmax=50)
+        # grey: no items, or only abstentions (no answer to weigh against chance)
+        diff = np.array([[math.nan if no else v - lv for v, lv, no in row] for row in cells])
+        image = ax.imshow(np.ma.masked_invalid(diff), cmap=cmap, vmin=-50, vmax=50, aspect="auto")
         for r, row in enumerate(cells):
             for c, (v, lv, none) in enumerate(row):
                 text = "–" if math.isnan(v) else ("abst." if none else f"{v:.0f}")

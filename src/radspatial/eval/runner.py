@@ -335,14 +335,22 @@ def _call_all(
             log.write(jsonl_line(row))
             log.flush()
             done[req.key] = row
+            if bar.note:
+                bar.set_note("")
             if error is None:
                 bar.update()
 
         try:
             chunk = getattr(backend, "chunk_size", None) or max(256, 16 * config.concurrency)
-            for batch in _chunks(items, config, prompts, done, chunk, where, reads_truth(backend)):
-                if batch:
-                    backend.generate(batch, on_reply)
+            # a local model loads on its first call (the agent's network: a minute when cold):
+            # say so, and keep a line coming until the first reply
+            bar.set_note("waiting for the first reply (a local model loads on its first call)")
+            with bar.keepalive():
+                for batch in _chunks(
+                    items, config, prompts, done, chunk, where, reads_truth(backend)
+                ):
+                    if batch:
+                        backend.generate(batch, on_reply)
         finally:
             log.flush()
             os.fsync(log.fileno())
