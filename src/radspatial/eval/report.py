@@ -280,6 +280,9 @@ def _planes_and_groups(runs: Sequence[RunData]) -> dict[str, Any]:
         }
     if any(r.metrics.get("consistency") for r in runs):
         out["consistency"] = {r.label: r.metrics.get("consistency", {}) for r in runs}
+    if planes:  # an axis means another direction in another plane: never pooled
+        out["frames"] = out["by_plane"].get("axial", {}).get("frames", {})
+        out["frames_scope"] = "axial"
     return out
 
 

@@ -152,6 +152,11 @@ def _runs_table(s: dict[str, Any]) -> str:
 
 def _frames_tables(s: dict[str, Any]) -> str:
     parts = ["## Image vs standard view vs anatomical frame\n"]
+    if s.get("frames_scope") == "axial":  # the planes' own tables are under "By plane"
+        parts.append(
+            "Axial items only: on a sagittal slice left/right is anterior/posterior, on "
+            "coronal and sagittal slices above/below is superior/inferior (By plane, below).\n"
+        )
     for axis, title in AXES.items():
         rows = []
         for label, frames in s["frames"].items():
