@@ -63,13 +63,31 @@ def test_modality_rules_are_what_the_docs_say():
         check_hounsfield(np.array([0.0, 350.0, 1200.0]), "x.nii")
 
 
-@needs_mr
-def test_mr_labels_without_modality_make_an_mr_dataset_not_white_images(tmp_path, capsys):
-    out = tmp_path / "mr"
+@pytest.fixture(scope="module")
+def mr_data(tmp_path_factory) -> tuple[Path, str]:
+    """``generate`` on the real MR with its MR label table and no ``--modality``."""
+    if not MR_CT.is_file():
+        pytest.skip("../shared/data/totalseg_mr not present")
+    out = tmp_path_factory.mktemp("mr") / "mr"
     argv = ["generate", "--ct", str(MR_CT), "--seg", str(MR_SEG), "--out", str(out)]
-    argv += ["--labels", "totalsegmentator_mr", "--setups", "rq1", "--size", "128"]
-    assert main(argv) == 0
-    assert "modality: MR (the label table is totalsegmentator_mr" in capsys.readouterr().err
+    argv += ["--labels", "totalsegmentator_mr", "--setups", "rq1,rq2", "--markers", "numbers"]
+    code, err = _main_err([*argv, "--size", "128"])
+    assert code == 0, err
+    return out, err
+
+
+def _main_err(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        code = main(argv)
+    return code, buf.getvalue()
+
+
+def test_mr_labels_without_modality_make_an_mr_dataset_not_white_images(mr_data):
+    out, err = mr_data
+    assert "modality: MR (the label table is totalsegmentator_mr" in err
     info = json.loads((out / "dataset.json").read_text())
     assert info["config"]["modality"] == "MR" and "percentiles" in info["config"]["display"]
     rows = list(read_jsonl(out / "manifest.jsonl"))
@@ -86,6 +104,28 @@ def test_an_mr_volume_in_the_ct_window_is_refused_naming_modality(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "example_mr_sm.nii.gz: no voxel below -200 HU" in err[0]
     assert "--modality mr" in err[0] and not (tmp_path / "o").exists()
+
+
+def test_agent_eval_on_mr_never_loads_the_ct_network(mr_data, tmp_path):
+    """A whole MR run through the plain agent: plain slices abstain with the reason, marker
+    slices are read; PyTorch (and so the network) is never imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json; from pathlib import Path; from radspatial.eval.runner import "
+        "EvalConfig, run_eval; rows = run_eval(Path(sys.argv[1]), Path(sys.argv[2]), "
+        "EvalConfig(model='agent', runs=1), progress=False); print(json.dumps({'torch': "
+        "'torch' in sys.modules, 'replies': sorted({r['setup'] + ':' + str(r['reply'])[:40] "
+        "for r in rows})}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(mr_data[0]), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["torch"] is False
+    assert "rq1:abstain: localizer trained on CT, not MR" in got["replies"]
+    assert any(r.startswith("rq2:") and r[4:] in ("0", "1") for r in got["replies"])
 
 
 def test_auto_localizer_does_not_fall_back_to_the_ct_network_on_mr(monkeypatch):
