@@ -59,6 +59,12 @@ def cell_values(c: Cell | None) -> tuple[float, float, bool]:
     return 100 * c["correct"] / c["n"], level, c["invalid"] == c["n"]
 
 
+def abstained_pct(c: Cell | None) -> float:
+    """The share (%) of a cell's answers that were abstentions or invalid (scored wrong): a
+    family pools types a model answers with types it abstains on, so the reader is told."""
+    return 100 * c["invalid"] / c["n"] if c and c["n"] else 0.0
+
+
 def panels(s: dict[str, Any]) -> list[tuple[str, str]]:
     """(panel key, title) of the panels any model has, relative position's RQ1 first."""
     have = {p for by in (s.get("rotation") or {}).values() for p in by}
@@ -79,7 +85,8 @@ def rotation_markdown(s: dict[str, Any], table: Any) -> str:
         return ""
     parts = [
         "## Rotation and flip\n\nAccuracy in % per shown variant, per question-type family, "
-        f"all runs' answers pooled; in brackets the answers' chance level ({TRANSFORM_KEY}).\n"
+        "all runs' answers pooled; in brackets the answers' chance level, then the share of "
+        f"abstentions and invalid answers (scored wrong) where there are any ({TRANSFORM_KEY}).\n"
     ]
     for key, title in keys:
         rows = [
@@ -99,7 +106,9 @@ def _md_cell(c: Cell | None) -> str:
         return DASH
     if none:
         return "abstains"
-    return f"{value:.1f}" + ("" if math.isnan(level) else f" ({level:.0f})")
+    share = abstained_pct(c)
+    text = f"{value:.1f}" + ("" if math.isnan(level) else f" ({level:.0f})")
+    return text + (f", {share:.0f}% abst." if share >= 0.5 else "")
 
 
 def draw_rotation_families(s: dict[str, Any]) -> bytes | str:
@@ -129,6 +138,9 @@ def draw_rotation_families(s: dict[str, Any]) -> bytes | str:
         for r, row in enumerate(cells):
             for c, (v, lv, none) in enumerate(row):
                 text = "–" if math.isnan(v) else ("abst." if none else f"{v:.0f}")
+                share = abstained_pct(by[models[r]].get(key, {}).get(cols[c]))
+                if not none and share >= 0.5:  # pooled with abstentions: say how many
+                    text += f"\n{share:.0f}% abst."
                 dark = not math.isnan(v - lv) and abs(v - lv) > 30
                 ax.text(c, r, text, ha="center", va="center", fontsize=7.5,
                         color="white" if dark else "black")  # fmt: skip
