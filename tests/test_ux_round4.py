@@ -71,7 +71,7 @@ def mr_data(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("mr") / "mr"
     argv = ["generate", "--ct", str(MR_CT), "--seg", str(MR_SEG), "--out", str(out)]
     argv += ["--labels", "totalsegmentator_mr", "--setups", "rq1,rq2", "--markers", "numbers"]
-    code, err = _main_err([*argv, "--size", "128"])
+    code, err = _main_err([*argv, "--size", "256"])  # numbers readable by the marker reader
     assert code == 0, err
     return out, err
 

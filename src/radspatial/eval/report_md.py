@@ -196,7 +196,7 @@ def _transform_tables(s: dict[str, Any]) -> str:
         return "## Rotation and flip\n\nNo rotation/flip codes in these runs.\n"
     parts = [
         f"## Rotation and flip\n\nAccuracy in % per shown variant ({TRANSFORM_KEY}), every "
-        "question type pooled (no results.jsonl to split them by family).\n"
+        "question type pooled (metrics.json's by_transform).\n"
     ]
     blocks = [("RQ1", s["by_transform_rq1"]), ("All setups", s["by_transform"])]
     for title, by in blocks:
