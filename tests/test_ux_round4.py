@@ -146,7 +146,9 @@ def test_auto_localizer_does_not_fall_back_to_the_ct_network_on_mr(monkeypatch):
 # ---------------------------------------------------------------- lmms-eval import
 
 
-def test_import_lmms_eval_stores_absolute_paths_for_report_and_export(data, tmp_path, monkeypatch):
+def test_import_lmms_eval_stores_absolute_paths_for_report_and_export(
+    data, tmp_path, monkeypatch, capsys
+):
     run = _eval(data, tmp_path / "run", "baseline:yes")
     rows = list(read_jsonl(run / "results.jsonl"))[:6]
     logs = tmp_path / "logs" / "fake"
@@ -169,6 +171,14 @@ def test_import_lmms_eval_stores_absolute_paths_for_report_and_export(data, tmp_
     monkeypatch.chdir(tmp_path)  # another folder: the paths still lead to the dataset
     assert main(["export", "mirp", "--run", "imported", "--out", "mirp"]) == 0
     assert any(p.name.startswith("center_of") for p in (tmp_path / "mirp").iterdir())
+    capsys.readouterr()
+    assert main(["report", "imported", "--out", "rep"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert 'class="missing"' not in (tmp_path / "rep" / "index.html").read_text()
+    info["data"] = str(tmp_path / "moved")  # a dataset moved away: the report says so
+    (tmp_path / "imported" / "run.json").write_text(json.dumps(info))
+    assert main(["report", "imported", "--out", "rep"]) == 0
+    assert "warning: 6 gallery item(s) show no image" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- help and AS

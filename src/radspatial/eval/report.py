@@ -46,6 +46,8 @@ class ReportSummary:
     index_html: Path  # tables, figures and the item gallery
     figures: list[Path]  # the figures written; skipped ones are explained in summary.md
     models: list[str]  # row labels, in the order of the run folders given
+    # gallery items whose image was not found in the dataset folder their run.json names
+    missing_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,7 @@ def build_report(
     stage = _report_stage(out, run_dirs, review)
     try:
         with sigterm_as_interrupt():
-            made = _write_report(runs, reviewed, stage, out, log)
+            made, missing = _write_report(runs, reviewed, stage, out, log)
         swap_in(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
@@ -324,7 +326,7 @@ def build_report(
     written = [out / name for name, skipped in made.items() if not skipped]
     labels = [r.label for r in runs]
     md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
-    return ReportSummary(out, md, js, index, written, labels)
+    return ReportSummary(out, md, js, index, written, labels, missing)
 
 
 def _report_stage(out: Path, run_dirs: Sequence[Path], review: Path | None) -> Path:
@@ -350,9 +352,10 @@ def _write_report(
     folder: Path,
     final: Path,
     log: Callable[[str], None],
-) -> dict[str, str | None]:
+) -> tuple[dict[str, str | None], int]:
     """Every file of the report into ``folder`` (to be renamed to ``final``); the figures
-    made (name -> None if written, else why it was skipped)."""
+    made (name -> None if written, else why it was skipped) and how many gallery items show
+    no image."""
     from radspatial.eval import figures as fig
     from radspatial.eval.report_html import render_html
     from radspatial.eval.report_md import render_markdown
@@ -375,4 +378,4 @@ def _write_report(
     paths = [r.path for r in runs]
     page = render_html(markdown, labels, paths, folder, roots=roots, final=final)
     atomic_write_bytes(folder / "index.html", page.encode())
-    return made
+    return made, page.count('<div class="missing">')
