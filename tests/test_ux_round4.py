@@ -300,3 +300,20 @@ def test_progress_keeps_saying_it_waits_while_nothing_is_counted(monkeypatch):
             assert time.monotonic() < deadline, "no line while waiting"
             time.sleep(0.02)
     assert "eval agent: calls: 0/3 call(s), waiting for the first reply" in stream.getvalue()
+
+
+def test_serve_warms_each_network_up_before_it_listens(capsys):
+    """``serve`` loads what a localizer's first call would load (``warm_up``) and says so on
+    stderr; localizers without a network are left alone."""
+    from types import SimpleNamespace
+
+    from radspatial.agent.server import _warm_up
+
+    calls = []
+    warm = SimpleNamespace(localizer=SimpleNamespace(warm_up=lambda: calls.append("organs")))
+    plain = SimpleNamespace(localizer=SimpleNamespace())
+    _warm_up({"agent": warm, "agent:markers": plain})  # type: ignore[dict-item]
+    out = capsys.readouterr()
+    assert calls == ["organs"] and out.out == ""
+    assert "radspatial: agent: loading its network" in out.err and "loaded in" in out.err
+    assert "agent:markers" not in out.err

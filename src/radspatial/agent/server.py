@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -236,15 +237,15 @@ def make_server(
 def _warm_up(agents: dict[str, Agent]) -> None:
     """Load each localizer's network before listening (``warm_up``, where it has one): a cold
     load (importing PyTorch and MONAI) took most of a minute and a half of the first call."""
-    import time
-
     for name, agent in agents.items():
         warm = getattr(agent.localizer, "warm_up", None)
         if callable(warm):
             t0 = time.monotonic()
-            print(f"radspatial: {name}: loading its network ...", flush=True)
+            # stderr: stdout's first line stays "serving ... at URL" (scripts wait for it)
+            print(f"radspatial: {name}: loading its network ...", file=sys.stderr, flush=True)
             warm()
-            print(f"radspatial: {name}: loaded in {time.monotonic() - t0:.0f} s", flush=True)
+            took = f"radspatial: {name}: loaded in {time.monotonic() - t0:.0f} s"
+            print(took, file=sys.stderr, flush=True)
 
 
 def serve(

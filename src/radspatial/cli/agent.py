@@ -74,7 +74,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
         mask = _readable(args.mask, "mask", _mask_array)
         context = Context(mask=mask, labels=load_table(args.labels).names)
     image = _readable(args.image, "image", load_image)
-    result = agent.answer(image, args.question, context=context)
+    from radspatial.core.progress import heartbeat
+
+    # a cold start (PyTorch, MONAI, the organs network: docs/server.md) takes a minute or
+    # more on a busy machine: a line every few seconds says what it is doing
+    with heartbeat("agent") as note:
+        note("answering (the first answer on a plain slice loads PyTorch, MONAI and the network)")
+        result = agent.answer(image, args.question, context=context)
     if args.json:
         print(json.dumps(result.trace, indent=2))
     else:
