@@ -78,7 +78,12 @@ def _evaluate(spec: str, data: Path, args: argparse.Namespace, step: str, start:
     what = f"{limit} items spread over the types, " if limit else ""
     what += f"{config.runs} run{'s' * (config.runs > 1)}" + " (deterministic)" * once
     _stage(f"{step} evaluating {spec}, {what} ({time.monotonic() - start:.0f} s so far)")
-    rows = run_eval(data, run_dir, config, backend=backend)
+    try:
+        rows = run_eval(data, run_dir, config, backend=backend)
+    finally:
+        close = getattr(backend, "close", None)  # opened here, so closed here (Ray replicas)
+        if close is not None:
+            close()
     _print_eval(run_dir, rows)
     sys.stdout.flush()
     return run_dir
