@@ -106,6 +106,18 @@ def test_an_mr_volume_in_the_ct_window_is_refused_naming_modality(tmp_path, caps
     assert "--modality mr" in err[0] and not (tmp_path / "o").exists()
 
 
+@needs_mr
+def test_python_api_infers_mr_from_the_label_table_too(tmp_path):
+    import radspatial
+
+    out = radspatial.generate(tmp_path / "mr", ct=MR_CT, seg=MR_SEG, labels="totalsegmentator_mr",
+                              setups=("rq1",), size=128).out  # fmt: skip
+    assert json.loads((out / "dataset.json").read_text())["config"]["modality"] == "MR"
+    with pytest.raises(ValueError, match="no voxel below -200 HU"):
+        radspatial.generate(tmp_path / "ct", ct=MR_CT, seg=MR_SEG, modality="ct",
+                            labels="totalsegmentator_mr", setups=("rq1",), size=128)  # fmt: skip
+
+
 def test_agent_eval_on_mr_never_loads_the_ct_network(mr_data, tmp_path):
     """A whole MR run through the plain agent: plain slices abstain with the reason, marker
     slices are read; PyTorch (and so the network) is never imported."""
