@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
-from radspatial.eval.lmms_tasks import FRAME_METRICS, TASK_FILE, metric_names
+from radspatial.eval.lmms_tasks import TASK_FILE, metric_names
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 PROTOCOLS = ("radspatial", "mirp")
@@ -80,11 +80,10 @@ def _group_yaml(name: str, tasks: list[str]) -> str:
         f"group: {name}\n"
         f"task:\n{listed}"
         "aggregate_metric_list:\n"
-        + "".join(
-            f"  - metric: {m}\n    aggregation: mean\n    weight_by_size: true\n"
-            for m in FRAME_METRICS  # AS reports no standard/anatomical: pooled where present
-        )
-        + "metadata:\n"
+        "  - metric: accuracy\n"
+        "    aggregation: mean\n"
+        "    weight_by_size: true\n"
+        "metadata:\n"
         "  version: 1.0\n"
     )
 

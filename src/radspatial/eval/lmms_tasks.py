@@ -45,8 +45,10 @@ SCORE_FIELDS = ("id", "run", "setup", "marker", "error", "parsed", *FRAME_METRIC
 def metric_names(markers: Sequence[str], setup: str | None = None) -> list[str]:
     """The metrics of a setup's task: accuracy in three frames, F1, invalid rate, and accuracy
     per marker when the setup has more than one. The blank-image ablation (``as``) has no
-    standard view and no patient: it reports neither frame, so lmms-eval's group row pools
-    those two over the setups whose items have one (a NaN from AS made the group's NaN)."""
+    standard view and no patient: it reports neither frame. lmms-eval 0.7.3 pools into the
+    group row every subtask metric whose name holds "accuracy" (``consolidate_group_results``
+    matches by substring), over the subtasks that report it: a NaN from AS made the group's
+    ``accuracy_standard`` NaN; now it is pooled over the setups whose items have one."""
     frames = ["accuracy"] if setup == "as" else list(FRAME_METRICS)
     names = [*frames, *OTHER_METRICS]
     if len(markers) > 1:
