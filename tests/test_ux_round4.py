@@ -292,11 +292,10 @@ def test_lmms_as_task_reports_no_frames_so_the_group_row_is_not_nan(data, tmp_pa
     """lmms-eval 0.7.3 pools into the group row every subtask metric whose name holds
     "accuracy", over the subtasks that report it: AS, which has no standard view, must not
     report accuracy_standard/accuracy_anatomical (its NaN made the group's NaN)."""
-    import yaml
-
     from radspatial.eval.lmms_tasks import metric_names
 
     pytest.importorskip("pyarrow")  # the export writes the dataset as parquet
+    yaml = pytest.importorskip("yaml")
 
     assert "accuracy_standard" not in metric_names(("numbers",), "as")
     assert {"accuracy_standard", "accuracy_anatomical"} <= set(metric_names(("numbers",), "rq1"))
