@@ -83,11 +83,13 @@ class _Quiet(ThreadingHTTPServer):
 
 
 class RawServer:
-    """HTTP on 127.0.0.1 answering every POST with ``body`` (bytes), optionally gzip-encoded
-    and sent ``drip_s`` seconds per byte."""
+    """HTTP on 127.0.0.1 answering every POST with ``body`` (bytes) and ``status``, optionally
+    gzip-encoded and sent ``drip_s`` seconds per byte."""
 
-    def __init__(self, body: bytes, *, gzipped: bool = False, drip_s: float = 0.0) -> None:
-        self.body, self.gzipped, self.drip_s = body, gzipped, drip_s
+    def __init__(
+        self, body: bytes, *, gzipped: bool = False, drip_s: float = 0.0, status: int = 200
+    ) -> None:
+        self.body, self.gzipped, self.drip_s, self.status = body, gzipped, drip_s, status
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,7 +101,7 @@ class RawServer:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 data = gzip.compress(server.body) if server.gzipped else server.body
-                self.send_response(200)
+                self.send_response(server.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 if server.gzipped:

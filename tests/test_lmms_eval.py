@@ -177,11 +177,12 @@ def test_bad_name_version_pin_and_foreign_logs_are_one_line_errors(data, tmp_pat
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "x_samples_other.jsonl").write_text(json.dumps({"doc_id": 0, "acc": 1}) + "\n")
-    code = main(["import", "lmms-eval", "--samples", str(logs), "--out", str(tmp_path / "r")])
+    argv = ["import", "lmms-eval", "--data", str(data), "--samples"]
+    code = main([*argv, str(logs), "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "x_samples_other.jsonl: line 1" in err and "no radspatial result row" in err
-    assert main(["import", "lmms-eval", "--samples", str(tmp_path / "nope"), "--out", "r"]) == 2
+    assert main([*argv, str(tmp_path / "nope"), "--out", str(tmp_path / "r")]) == 2
 
 
 def test_import_checks_the_reply_and_keeps_images_inside_the_dataset(task, data, tmp_path, capsys):
@@ -203,6 +204,40 @@ def test_import_checks_the_reply_and_keeps_images_inside_the_dataset(task, data,
     path.write_text(json.dumps(escaping) + "\n")
     assert main([*argv, "--out", str(tmp_path / "run3")]) == 2
     assert "outside the dataset folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["radspatial", "mirp"])
+def test_import_accepts_every_row_the_hooks_log(data, task, radspatial_run, tmp_path, protocol):
+    """Every setup's rows as the hooks log them from the parquet (both protocols) are scored
+    again against --data and imported unchanged but for the image path: the run's numbers are
+    ``eval``'s (issue 36: the import trusts only the reply, so this is its fidelity check)."""
+    if protocol == "mirp":
+        task = _export(data, tmp_path / "task_mirp", "--protocol", "mirp", "--name", "rsm")
+    logs = tmp_path / "logs" / "fake"
+    logs.mkdir(parents=True)
+    utils = _hooks(task)
+    for setup in SETUPS:
+        process = getattr(utils, f"process_results_{setup}")
+        rows = [process(doc, [answer({"messages": [{"content": utils.doc_to_text(doc)}]})])
+                ["accuracy"] for doc in _docs(task, utils, setup)]  # fmt: skip
+        samples = [{"doc_id": k, "filtered_resps": [r["reply"]], "accuracy": r}
+                   for k, r in enumerate(rows)]  # fmt: skip
+        path = logs / f"20260101_000000_samples_radspatial_{setup}.jsonl"
+        path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    out = tmp_path / "run"
+    argv = ["import", "lmms-eval", "--samples", str(tmp_path / "logs"), "--data", str(data)]
+    assert main([*argv, "--out", str(out)]) == 0
+    info = json.loads((out / "run.json").read_text())
+    assert info["protocol"] == protocol and info["model"] == "fake"
+    if protocol == "radspatial":
+        got = json.loads((out / "metrics.json").read_text())["overall"]
+        want = json.loads((radspatial_run / "metrics.json").read_text())["overall"]
+        assert got["accuracy_mean"] == want["accuracy_mean"] and got["n_items"] == want["n_items"]
+        mine = {r["id"]: r for r in read_jsonl(radspatial_run / "results.jsonl")}
+        for row in read_jsonl(out / "results.jsonl"):
+            assert {k: v for k, v in row.items() if k != "latency_s"} == {
+                k: v for k, v in mine[row["id"]].items() if k != "latency_s"
+            }
 
 
 def _lmms_eval(task: Path, server, out: Path) -> Path:

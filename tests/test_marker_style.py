@@ -79,7 +79,8 @@ def test_wording_examples_and_parsing_come_from_the_style(codes):
     from radspatial.questions import QuestionSpec, Wording, get_question_type
     from radspatial.questions.relative_position import marker_question
 
-    assert marker_names() == (*MARKER_TYPES, "codes")
+    # MIRP's three, then the others by name (box, contour, point: imaging/marker_prompts.py)
+    assert marker_names() == (*MARKER_TYPES, "box", "codes", "contour", "point")
     question = marker_question("codes", "F2", "above", "A1")
     assert question == "Is the code F2 above the code A1?"
     assert example_question("rq3", "codes") == "Is the code F2 above the code A1?"

@@ -62,7 +62,8 @@ def test_percentile_window_maps_p1_to_black_and_p99_to_white():
     )
     gray = window_to_uint8(np.array([lo, hi, (lo + hi) / 2, 1e6, -5000.0]), width, level)
     assert gray[[0, 1, 3, 4]].tolist() == [0, 255, 255, 0] and gray[2] in (127, 128)
-    assert percentile_window(np.full((4, 4, 4), 7.0)) == (1.0, 7.5)  # constant: no zero width
+    with pytest.raises(ValueError, match="constant"):  # blank slices: refused, not shown
+        percentile_window(np.full((4, 4, 4), 7.0))
 
 
 def test_config_window_defaults_follow_the_modality():

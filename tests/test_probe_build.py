@@ -13,6 +13,7 @@ from PIL import Image
 from synth import SHAPE, SPACING, write_case
 
 from radspatial.cli import bundled_example
+from radspatial.core.errors import InputError
 from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
@@ -332,6 +333,12 @@ def test_overwrite_and_cap(synth_cases, tmp_path):
     with pytest.raises(FileExistsError, match="--overwrite"):
         build_probes(synth_cases[:2], out, **kw)
     assert (out / "keep.txt").exists() and not (tmp_path / "p.partial").exists()
+    with pytest.raises(InputError, match="not a probe dataset"):  # --overwrite: only a probe set
+        build_probes(synth_cases[:2], out, overwrite=True, **kw)
+    assert (out / "keep.txt").exists() and not (tmp_path / "p.partial").exists()
+    (out / "keep.txt").unlink()
+    build_probes(synth_cases[:1], out, **kw)
+    (out / "keep.txt").write_text("x")
     meta = build_probes(synth_cases[:2], out, overwrite=True, **kw)
     assert not (out / "keep.txt").exists() and not (tmp_path / "p.partial").exists()
     assert list(meta["tasks"]) == ["localize", "orient"]

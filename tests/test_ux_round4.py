@@ -165,11 +165,9 @@ def test_import_lmms_eval_stores_absolute_paths_for_report_and_export(
     rows = list(read_jsonl(run / "results.jsonl"))[:6]
     logs = tmp_path / "logs" / "fake"
     logs.mkdir(parents=True)
-    samples = [
-        {"doc_id": k, "filtered_resps": [r["reply"]],
-         "accuracy": {**r, "image": str(Path(r["image"]).relative_to(data))}}
-        for k, r in enumerate(rows)
-    ]  # fmt: skip
+    samples = [  # the rows as the task's hooks log them (eval's rows)
+        {"doc_id": k, "filtered_resps": [r["reply"]], "accuracy": r} for k, r in enumerate(rows)
+    ]
     path = logs / "20260101_000000_samples_radspatial_rq1.jsonl"
     path.write_text("".join(json.dumps(s) + "\n" for s in samples))
     monkeypatch.chdir(data.parent)  # relative --data and --samples, as a user types them

@@ -15,7 +15,7 @@ from scipy import ndimage
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.core.labels import load_table
-from radspatial.imaging.markers import marker_label, marker_reader
+from radspatial.imaging.markers import marker_label, marker_mask_label, marker_reader
 
 _DOTS = ("red", "blue", "green")
 _EIGHT = np.ones((3, 3), bool)
@@ -81,6 +81,9 @@ class MaskLocalizer:
         by_text = marker_label(ref.marker, ref.text)
         if by_text and by_text[0] is not None:
             return by_text
+        drawn_from = marker_mask_label(ref.marker)  # contour, box: read against the mask
+        if drawn_from is not None and ref.text in _DOTS:
+            return drawn_from(image, mask, ref.text), "outline-then-mask"
         if marker_reader(ref.marker) == "colour" and ref.text in _DOTS:
             xy = find_dot(image, ref.text)
             if xy is None:

@@ -27,13 +27,14 @@ Pure functions on arrays; loading is cached per path.
 from __future__ import annotations
 
 import functools
-import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from radspatial.agent.organs_checks import body_radius, largest
+from radspatial.core.errors import first_line
 
 SIZE = 64  # atlas grid (body box resized to SIZE x SIZE)
 UNCERTAINTY = "uncertainty_body_radii"  # a Found's uncertainty in the 128 px frame
@@ -92,10 +93,20 @@ class Match:
 
 @functools.lru_cache(maxsize=4)
 def load_atlas(folder: str) -> Atlas:
-    path = Path(folder)
-    with np.load(path / "atlas.npz") as z:
-        grey, labels, known = z["grey"], z["labels"], z["known"]
-    meta = json.loads((path / "atlas.json").read_text())
+    """The atlas of ``folder``; ValueError naming the file when it is not one (a missing or
+    pickled array, shapes that disagree, a damaged archive)."""
+    from radspatial.core.datafiles import read_json
+
+    path = Path(folder) / "atlas.npz"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            grey, labels, known = z["grey"], z["labels"], z["known"]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not an atlas archive ({first_line(exc)})") from None
+    n = len(grey)
+    if grey.ndim != 3 or labels.shape != grey.shape or known.ndim != 2 or len(known) != n:
+        raise ValueError(f"{path}: grey, labels and known arrays do not fit one atlas")
+    meta = read_json(Path(folder) / "atlas.json", want=dict)
     return Atlas(grey, labels, known.astype(bool), meta)
 
 

@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.agent.unet_config import CONFIG, WEIGHTS, read_config, read_pixels
+from radspatial.core.errors import first_line
 from radspatial.core.io import read_jsonl
-from radspatial.core.labels import load_table, normalize_name
+from radspatial.core.labels import BUILTIN_TABLES, load_table, normalize_name
 from radspatial.core.safepath import inside
 from radspatial.imaging.markers import marker_label
 
 if TYPE_CHECKING:
     import torch
 
-WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
 METRICS = "metrics.json"
 TINY_AREA_FRACTION = 3e-4
 TINY_MIN_PX = 16
@@ -129,7 +129,11 @@ class UNetModel:
         ]
         self.device = device
         net = build_model(self.config["architecture"])
-        net.load_state_dict(load_file(str(self.model_dir / WEIGHTS), device="cpu"))
+        weights = self.model_dir / WEIGHTS
+        try:
+            net.load_state_dict(load_file(str(weights), device="cpu"))
+        except Exception as exc:  # not safetensors, or tensors that do not fit config.json
+            raise ValueError(f"{weights}: does not fit {CONFIG} ({first_line(exc)})") from None
         self.net = net.to(device).eval()
         self._lock = threading.Lock()
         real = (self.config.get("data") or {}).get("real") or {}
@@ -206,17 +210,6 @@ def modality_refusal(config: dict[str, Any], context: Context) -> str | None:
     )
 
 
-def read_config(model_dir: Path) -> dict[str, Any]:
-    path = Path(model_dir) / CONFIG
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no unet model here (train one with train_unet)")
-    if not (Path(model_dir) / WEIGHTS).is_file():
-        raise FileNotFoundError(f"{Path(model_dir) / WEIGHTS}: weights file missing")
-    from radspatial.core.datafiles import read_json
-
-    return read_json(path, want=dict)
-
-
 @dataclass(frozen=True)
 class SliceItem:
     case_id: str
@@ -264,10 +257,8 @@ def read_slices(data: Path) -> list[SliceItem]:
 
 def load_pair(data: Path, item: SliceItem) -> tuple[np.ndarray, np.ndarray]:
     """(RGB uint8 image, uint16 label image), checked to share one shape."""
-    from PIL import Image
-
-    image = np.asarray(Image.open(Path(data) / item.image).convert("RGB"))
-    mask = np.asarray(Image.open(Path(data) / item.mask)).astype(np.int64)
+    image = read_pixels(Path(data) / item.image, "image", "RGB")
+    mask = read_pixels(Path(data) / item.mask, "mask").astype(np.int64)
     if mask.shape != image.shape[:2]:
         raise ValueError(f"{Path(data) / item.mask}: shape {mask.shape} != image {image.shape}")
     return image, mask
@@ -287,7 +278,7 @@ def label_names(data: Path, items: list[SliceItem]) -> dict[int, str]:
             names = {**{int(k): str(v) for k, v in case["label_names"].items()}, **names}
             continue
         grouped = case.get("grouping") == "mirp" or not case
-        table = load_table(case.get("labels"), group=grouped)
+        table = load_table(_contained(data, case.get("labels")), group=grouped)
         names = {**table.names, **names}
     for item in items:
         for row in item.rows:
@@ -295,6 +286,13 @@ def label_names(data: Path, items: list[SliceItem]) -> dict[int, str]:
                 if obj and obj.get("label_id") is not None and obj.get("name"):
                     names[int(obj["label_id"])] = obj["name"]
     return names
+
+
+def _contained(data: Path, labels: object) -> str | None:
+    """A case's label table: a built-in name, or a file inside the dataset (generate's copy)."""
+    if labels is None or labels in BUILTIN_TABLES:
+        return labels  # type: ignore[return-value]
+    return str(inside(Path(data), labels, where=f"{Path(data)}/dataset.json", what="labels"))
 
 
 _CACHE: dict[tuple[str, str, int, int], UNetModel] = {}

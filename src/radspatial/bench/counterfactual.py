@@ -173,7 +173,12 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
             f"{seg}: mirrored label id {needed} does not fit the mask's {seg_raw.dtype}"
         )
     ct_out, seg_out, labels_out = mirrored_paths(ct, seg, out)
+    from radspatial.core.safepath import check_disjoint
     from radspatial.imaging.volumes import check_case_id
+
+    inputs = {"--ct": ct, "--seg": seg, "--labels": Path(labels) if labels else None}
+    for written in (ct_out, seg_out, labels_out, Path(out) / "cases.csv"):
+        check_disjoint(written, inputs)  # a mirrored file never replaces what it reads
 
     for case_id in (_stem(ct), _stem(ct_out)):
         check_case_id(case_id, f"{ct}: the CT's name")

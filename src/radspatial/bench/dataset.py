@@ -36,7 +36,7 @@ from radspatial.core.progress import Progress, steps_to
 from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.safepath import check_disjoint
-from radspatial.core.staging import check_out_folder, swap_in
+from radspatial.core.staging import check_made_by, check_out_folder, swap_in
 from radspatial.formats.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
@@ -129,6 +129,8 @@ def build_dataset(
     inputs = {f"{c.case_id} {k}": p for c in cases for k, p in (("ct", c.ct), ("seg", c.seg))}
     check_disjoint(out, inputs)  # --overwrite replaces out whole: no input may lie inside
     check_out_folder(out, overwrite)
+    if overwrite:  # --overwrite replaces a dataset, never another folder
+        check_made_by(out, "dataset.json", "a radspatial dataset")
     stage = out.with_name(out.name + ".partial")
     if stage.is_symlink() or (stage.exists() and not stage.is_dir()):
         raise InputError(f"{stage}: staging path exists and is not a folder; remove it")

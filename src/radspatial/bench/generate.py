@@ -46,7 +46,7 @@ from radspatial.imaging.slices import (
     render_labels,
     to_display,
 )
-from radspatial.imaging.volumes import Volume
+from radspatial.imaging.volumes import InputError, Volume
 from radspatial.questions import (
     QuestionSpec,
     QuestionType,
@@ -284,8 +284,14 @@ def manifest_row(
 
 def display_window(vol: Volume, config: GenerateConfig) -> tuple[float, float]:
     """The (width, level) a case's slices are shown with: ``--window``, else the volume's own
-    percentiles (MR: ``slices.percentile_window``)."""
-    return config.window or percentile_window(vol.ct)
+    percentiles (MR: ``slices.percentile_window``). A volume whose 1st and 99th percentiles
+    are equal would show blank slices: refused."""
+    if config.window:
+        return config.window
+    try:
+        return percentile_window(vol.ct)
+    except ValueError as exc:
+        raise InputError(f"{vol.source.get('ct', vol.case_id)}: {exc}") from None
 
 
 def render_plan(
@@ -298,12 +304,16 @@ def render_plan(
     shown = plan.variant.apply_image(np.repeat(gray[:, :, None], 3, axis=2))
     out: dict[str, bytes] = {}
     markers_needed = {m for s, m in combos_for(config, plan)}
+    labels = None  # the shown label image, for styles drawn from the structure (contour, box)
     for marker in sorted(markers_needed):
         if marker == "none":
             out[marker] = encode_png(shown, config.png_level)
             continue
+        if labels is None and marker_style(marker).needs_region:
+            lab = render_labels(to_display(vol.seg[:, :, plan.z]), geom)
+            labels = plan.variant.apply_image(lab)
         marks = [
-            Mark(marker, text, obj.marker_xy)
+            Mark(marker, text, obj.marker_xy, None if labels is None else labels == obj.label_id)
             for text, obj in zip(_marker_texts(plan, marker), plan.spec.objects, strict=True)
         ]
         geometry = marker_geometry(config.rules.profile)

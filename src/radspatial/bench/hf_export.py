@@ -180,7 +180,8 @@ def export_hf(
     licence = license or ("apache-2.0" if all_bundled else "other")
     groups = _shards(rows, int(max_shard_mb * 2**20))
     out = Path(out)
-    with staged(out, overwrite, {"--data": data}) as stage:
+    made = (f"data/{SPLIT}-*.parquet", "a Hugging Face export")
+    with staged(out, overwrite, {"--data": data}, made) as stage:
         (stage / "data").mkdir()
         shards = []
         for k, group in enumerate(groups):

@@ -148,7 +148,8 @@ def export_lmms(
     out = Path(out)
     shards = str(out.resolve() / "hf" / "data" / "test-*.parquet")
     tasks = [f"{name}_{s}" for s in setups]
-    with staged(out, overwrite) as stage:
+    made = (TASK_FILE, "an lmms-eval task folder")
+    with staged(out, overwrite, {"--data": Path(data)}, made) as stage:
         export_hf(Path(data), stage / "hf", name=name)
         atomic_write_json(stage / TASK_FILE, info)
         for s in setups:

@@ -46,12 +46,13 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
     from radspatial.core.redact import redact
+    from radspatial.core.textsafe import log_text
     from radspatial.imaging.volumes import InputError
 
     try:
         return args.func(args)
     except (InputError, FileExistsError, ValueError) as exc:
-        msg = " ".join(redact(str(exc)).split())
+        msg = log_text(" ".join(redact(str(exc)).split()))  # text from files: no ESC
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -59,7 +60,7 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # a full or read-only disk, a missing or unreadable file
         from radspatial.core.errors import os_error_line
 
-        msg = " ".join(redact(os_error_line(exc)).split())
+        msg = log_text(" ".join(redact(os_error_line(exc, getattr(args, "out", None))).split()))
         print(f"radspatial {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

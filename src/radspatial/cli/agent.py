@@ -74,6 +74,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         mask = _readable(args.mask, "mask", _mask_array)
         context = Context(mask=mask, labels=load_table(args.labels).names)
     image = _readable(args.image, "image", load_image)
+    _check_mask_shape(args.mask, context, image)
     from radspatial.core.progress import heartbeat
 
     # a cold start (PyTorch, MONAI, the organs network: docs/server.md) takes a minute or
@@ -96,6 +97,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.overlay, buf.getvalue())
         print(f"overlay: {args.overlay}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _check_mask_shape(path, context, image) -> None:
+    """A ``--mask`` must be a one-channel label image of the ``--image``'s size."""
+    if context.mask is not None and context.mask.shape != image.shape[:2]:
+        raise ValueError(
+            f"{path}: --mask is {'x'.join(map(str, context.mask.shape))} (rows x columns"
+            f"{' x channels' if context.mask.ndim == 3 else ''}), expected a one-channel label "
+            f"image of the --image's {image.shape[0]}x{image.shape[1]}"
+        )
 
 
 def _readable(path, what: str, read):
@@ -126,6 +137,9 @@ def _mask_array(path):
 def _agent_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from radspatial.core.safepath import check_disjoint
+
+    check_disjoint(args.out, {"--data": args.data})  # before torch loads: a quick refusal
     from radspatial.training.unet_train import TrainConfig, train_unet
 
     config = TrainConfig(seed=args.seed)

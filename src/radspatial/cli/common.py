@@ -160,6 +160,16 @@ def triple(kind: type):
     return parse
 
 
+def spacing(text: str) -> tuple[float, float, float]:
+    """Voxel spacing sx,sy,sz in mm: three finite numbers above 0."""
+    import math
+
+    values = triple(float)(text)
+    if not all(math.isfinite(v) and 0 < v <= 1000 for v in values):
+        raise argparse.ArgumentTypeError(f"expected three finite mm values > 0, got {text!r}")
+    return values
+
+
 def fractions(text: str) -> tuple[float, float, float]:
     """Three split fractions (train,val,test), each 0-1, summing to 1."""
     import math

@@ -188,7 +188,9 @@ def _print_errors(rows: list[dict]) -> None:
     """The commonest failed-call messages (a 401 from a keyed server, a timeout), on stderr."""
     from collections import Counter
 
-    seen = Counter(str(r["error"])[:200] for r in rows if r.get("error"))
+    from radspatial.core.textsafe import log_text
+
+    seen = Counter(log_text(str(r["error"])[:200]) for r in rows if r.get("error"))
     for message, n in seen.most_common(3):
         print(f"  error in {n} call(s): {message}", file=sys.stderr)
 

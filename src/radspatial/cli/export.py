@@ -30,13 +30,14 @@ def _hf_arguments(h: argparse.ArgumentParser) -> None:
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     from radspatial.bench.hf_export import export_hf
+    from radspatial.core.textsafe import log_text
 
     done = export_hf(
         args.data, args.out, **pass_on(args, "license", "name", "max_shard_mb", "overwrite")
     )
     print(f"Hugging Face dataset: {done.out.resolve()}")
     print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")
-    print(f"  columns: {', '.join(done.columns)}")
+    print(f"  columns: {log_text(', '.join(done.columns))}")  # a manifest's own keys
     print(f'  load: datasets.load_dataset("parquet", data_dir="{done.out / "data"}")')
     return 0
 

@@ -46,7 +46,11 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
     add_output(p, "run folder to write")
     p.add_argument("--model", help="model name in metrics.json (default: the log's folder)")
     p.add_argument(
-        "--data", type=Path, help="the dataset the task was exported from (for export mirp)"
+        "--data",
+        type=Path,
+        required=True,
+        help="the dataset the task was exported from: every logged row is scored again "
+        "against its answers (a row that differs is refused)",
     )
 
 
@@ -82,7 +86,8 @@ COMMANDS = (
                 "lmms-eval",
                 "lmms-eval sample logs (--log_samples) of an exported task as a run folder",
                 "results.jsonl, metrics.json and run.json from the result rows the task's "
-                "hooks logged, so report and export mirp work on the run.",
+                "hooks logged, each scored again against --data, so report and export mirp "
+                "work on the run.",
                 _import_arguments,
                 cmd_import_lmms,
             ),

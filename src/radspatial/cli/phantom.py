@@ -13,9 +13,7 @@ def _phantom_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, default=1, help="number of phantoms")
     p.add_argument("--seed", type=int, default=0, help="seed; phantom i depends on (seed, i)")
     p.add_argument("--shape", type=common.triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
-    p.add_argument(
-        "--spacing", type=common.triple(float), help="sx,sy,sz mm (default ~0.8,0.8,2.5)"
-    )
+    p.add_argument("--spacing", type=common.spacing, help="sx,sy,sz mm (default ~0.8,0.8,2.5)")
     p.add_argument(
         "--variant",
         type=common.csv_list,

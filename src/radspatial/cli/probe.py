@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import radspatial.cli.common as common
+from radspatial.cli.probe_vlm import VLM_COMMAND
 
 
 def _build_arguments(b: argparse.ArgumentParser) -> None:
@@ -179,7 +180,7 @@ def cmd_probe_table(args: argparse.Namespace) -> int:
 COMMANDS = (
     common.Command(
         "probe",
-        "SPAR probes of vision encoders: build, train, eval, table",
+        "SPAR probes of vision encoders: build, train, eval, table; vlm (a VLM's own stages)",
         dest="probe_command",
         subcommands=(
             common.Command(
@@ -206,6 +207,7 @@ COMMANDS = (
                 arguments=_table_arguments,
                 run=cmd_probe_table,
             ),
+            VLM_COMMAND,
         ),
     ),
 )

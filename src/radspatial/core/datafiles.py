@@ -56,6 +56,20 @@ def answer01(value: Any, where: str, key: str = "answer") -> int:
     raise DataFileError(f"{where}: {key!r} must be 0 or 1, got {value!r}")
 
 
+def answers01(row: dict, where: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+    """The row's 0/1 fields (``required`` present, ``optional`` absent or null), each checked
+    by :func:`answer01`: a null or 2 ``expected`` names the file, line and field."""
+    out = {}
+    for key in required:
+        if key not in row:
+            raise DataFileError(f"{where}: missing required field {key!r}")
+        out[key] = answer01(row[key], where, key)
+    for key in optional:
+        if row.get(key) is not None:
+            out[key] = answer01(row[key], where, key)
+    return out
+
+
 def one_of(value: Any, allowed: tuple, where: str, key: str = "answer") -> Any:
     """``value`` if it is one of ``allowed`` (an open type's classes), else a ``DataFileError``."""
     if value not in allowed:

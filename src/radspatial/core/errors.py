@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+from radspatial.core.textsafe import log_text
+
 
 class InputError(ValueError):
     """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
@@ -18,16 +20,20 @@ def disk_error_line(exc: OSError, where: Path) -> str:
     return f"{path}: cannot write the output ({exc.strerror or exc})"
 
 
-def os_error_line(exc: OSError) -> str:
-    """One line for any OSError: the disk line when the disk is full, else file and reason."""
+def os_error_line(exc: OSError, out: Path | None = None) -> str:
+    """One line for any OSError: the disk line when the disk is full, else file and reason.
+    ``out`` (the command's output folder) names a full disk whose error carries no file name."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return disk_error_line(exc, Path(exc.filename or "."))
+        where = exc.filename or (Path(out).resolve() if out is not None else Path.cwd())
+        return disk_error_line(exc, Path(where))
     if exc.filename is None:  # raised with a message of its own (which names the file)
         return first_line(exc)
     return f"{exc.filename}: {exc.strerror or first_line(exc)}"
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name when the message is empty)."""
+    """The first line of an exception's message (its type name when the message is empty),
+    control characters escaped: a library's message often quotes the bytes of the file it
+    choked on (a UID, a header line), and those must not drive the terminal."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return log_text(text[0]) if text else type(exc).__name__

@@ -33,8 +33,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a full disk raises from write() without a name
         raise
 
 
@@ -94,6 +96,11 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
 def read_jsonl(path: Path) -> list[dict]:
     """Read JSON lines; a torn last line (a crash mid-append) is ignored, others must be JSON
     objects. Bounded and named as ``core.datafiles`` reads (``DataFileError``)."""
+    return [row for _, row in read_jsonl_where(path)]
+
+
+def read_jsonl_where(path: Path) -> list[tuple[str, dict]]:
+    """:func:`read_jsonl`'s rows with where each is (``"<path>: line <n>"``)."""
     from radspatial.core.datafiles import json_objects, max_jsonl_bytes, read_text_bounded
 
     text = read_text_bounded(Path(path), max_jsonl_bytes())
@@ -103,7 +110,7 @@ def read_jsonl(path: Path) -> list[dict]:
             json.loads(text[last:])
         except (ValueError, RecursionError):
             text = text[:last]
-    return [row for _, row in json_objects(Path(path), text, "row")]
+    return list(json_objects(Path(path), text, "row"))
 
 
 def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:

@@ -12,6 +12,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from radspatial.core.textsafe import log_text
+
 BUILTIN_TABLES = {
     "totalsegmentator": "totalsegmentator_v2_total.json",
     "totalsegmentator_mr": "totalsegmentator_v2_total_mr.json",
@@ -223,3 +225,22 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
     )
     hint = f"likely table: {likely} (--labels {likely})" if likely != table.name else ""
     return f"{why}; {hint or 'is it the right mask?'}"
+
+
+FEW_IDS = 8  # a mask numbering its own few structures 1..n
+
+
+def table_doubt(present: set[int], table: LabelTable) -> str | None:
+    """A word of doubt (not a refusal) when a large table reads a mask that holds only ids
+    1..n for a few n (3 to ``FEW_IDS``): such a mask usually numbers its own structures, and
+    the table then names them silently wrong (``--labels totalsegmentator_mr`` on 4 labels)."""
+    ids = sorted(present - {0})
+    if not 3 <= len(ids) <= FEW_IDS or len(table.names) <= SMALL_TABLE:
+        return None  # one or two ids: a binary or two-structure mask, too common to doubt
+    if ids != list(range(1, len(ids) + 1)):
+        return None
+    named = log_text(", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids))
+    return (
+        f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
+        f"{named}; if the mask numbers its own structures, give its table with --labels"
+    )

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from radspatial.core.datafiles import (
     DataFileError,
+    answers01,
     check_fields,
     check_names,
     read_json_lines,
@@ -348,15 +349,16 @@ class ResultRow:
         required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
         optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
         optional |= {k: _STR for k in _PLANE_GROUP}
+        optional |= {"correct_standard": _BOOL, "correct_anatomical": _BOOL}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
-        if "expected" not in row:
-            raise DataFileError(f"{where}: missing required field 'expected'")
-        values = _known(cls, row)
+        frames = ("expected_standard", "expected_anatomical", "parsed", "parsed_mirp")
+        values = _known(cls, row) | answers01(row, where, ("expected",), frames)
         values.pop("open", None)
         if "expected_standard" not in row and "expected_canonical" in row:
-            values["expected_standard"] = row["expected_canonical"]  # runs before named frames
+            old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
+            values["expected_standard"] = old.get("expected_canonical")
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
         if "answer_expected" in row:
             grade = _known(OpenGrade, row)
@@ -371,9 +373,9 @@ _PLANE_GROUP = ("plane", "group", "group_twin")  # written only when set (older 
 
 def read_results(path: Path) -> list[ResultRow]:
     """The rows of a ``results.jsonl``."""
-    from radspatial.core.io import read_jsonl
+    from radspatial.core.io import read_jsonl_where
 
-    return [ResultRow.from_json(r, f"{path}: row {i + 1}") for i, r in enumerate(read_jsonl(path))]
+    return [ResultRow.from_json(row, where) for where, row in read_jsonl_where(path)]
 
 
 # the fields each file's rows may carry, in the order written (docs/format.md documents each)

@@ -15,17 +15,23 @@ from radspatial.core.safepath import check_disjoint
 
 @contextmanager
 def staged(
-    out: Path, overwrite: bool, inputs: dict[str, Path | None] | None = None
+    out: Path,
+    overwrite: bool,
+    inputs: dict[str, Path | None] | None = None,
+    marker: tuple[str, str] | None = None,
 ) -> Iterator[Path]:
     """Build a folder in ``OUT.partial`` and rename it to ``OUT`` only if the block succeeds.
 
     A non-empty ``out`` is refused unless ``overwrite``, and so is an ``out`` that is, contains
     or lies inside one of ``inputs`` (flag -> path: ``--overwrite`` must never replace what
-    the command reads); on any error the staging folder is removed, so a half-written output
-    never looks complete.
+    the command reads), and, with ``marker`` (file name, what the folder is), a non-empty
+    ``out`` without that file: ``--overwrite`` replaces only a folder the command wrote. On
+    any error the staging folder is removed, so a half-written output never looks complete.
     """
     out = Path(out)
     check_disjoint(out, inputs or {})
+    if marker is not None and overwrite:
+        check_made_by(out, *marker)
     stage = prepare_out(out, overwrite)
     try:
         with sigterm_as_interrupt():
@@ -54,6 +60,18 @@ def swap_in(new: Path, out: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             old.unlink(missing_ok=True)
+
+
+def check_made_by(out: Path, marker: str, what: str) -> None:
+    """Refuse a non-empty folder ``out`` with nothing matching ``marker`` (a file name or glob
+    pattern): it is not ``what`` (a folder this command wrote), so ``--overwrite`` must not
+    delete it."""
+    mine = not out.is_dir() or out.is_symlink() or not any(out.iterdir()) or any(out.glob(marker))
+    if not mine:
+        raise InputError(
+            f"--out {out}: exists and is not {what} (no {marker}); --overwrite replaces "
+            "only a folder this command wrote: remove it yourself or choose another --out"
+        )
 
 
 def check_out(out: Path) -> None:

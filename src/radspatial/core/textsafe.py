@@ -10,6 +10,8 @@
 - ``log_text(s)``: a request line or header for a log: control characters (ESC, CR, U+202E
   and the other bidi controls) shown as ``\\xNN``/``\\uNNNN`` escapes, so a log shows what was
   sent and a terminal cannot be driven by it.
+- ``fig_text(s)``: a label for a figure: ``log_text``'s escapes, and ``$`` kept literal (not
+  matplotlib's math mode, whose parse errors and missing-glyph warnings would echo the text).
 - ``utf8_clean(s)``: lone surrogates (``"\\ud800"``, valid in JSON, not in UTF-8) replaced by
   U+FFFD, so a reply can always be written to a UTF-8 log.
 """
@@ -63,6 +65,11 @@ def log_text(text: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def fig_text(text: object) -> str:
+    """``text`` for a figure label (see the module docstring)."""
+    return log_text(str(text)).replace("$", r"\$")
 
 
 def utf8_clean(text: str) -> str:

@@ -90,6 +90,7 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
 
 def draw_consistency(s: dict[str, Any]) -> bytes | None:
     """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
+    from radspatial.core.textsafe import fig_text
     from radspatial.eval.plotting import PALETTE
     from radspatial.eval.plotting import new_figure as _figure
     from radspatial.eval.plotting import png_bytes as _png
@@ -109,7 +110,8 @@ def draw_consistency(s: dict[str, Any]) -> bytes | None:
     pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide
     ax.set_xlim(-0.7 - pad, len(data) - 0.3 + pad)
     tilt = 20 if len(data) > 3 else 0
-    ax.set_xticks(range(len(data)), list(data), rotation=tilt, ha="right" if tilt else "center",
+    ticks = [fig_text(m) for m in data]
+    ax.set_xticks(range(len(data)), ticks, rotation=tilt, ha="right" if tilt else "center",
                   fontsize=7)  # fmt: skip
     ax.set_ylim(0, 100)
     ax.set_ylabel("Groups (%)")

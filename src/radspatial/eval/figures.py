@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
+from radspatial.core.textsafe import fig_text
 from radspatial.eval.consistency import draw_consistency
 from radspatial.eval.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
 from radspatial.eval.plotting import (
@@ -158,7 +159,7 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
             text = "–" if math.isnan(v) else f"{v:.1f}"
             ax.text(c, r, text, ha="center", va="center", fontsize=8, color=_ink(cmap, v))
         ax.set_xticks(range(len(cols)), [_variant_tick(c) for c in cols], fontsize=8)
-        ax.set_yticks(range(len(models)), models)
+        ax.set_yticks(range(len(models)), [fig_text(m) for m in models])
         ax.set_title(title)
     cbar = fig.colorbar(image, ax=list(axes), shrink=0.9, pad=0.02)
     cbar.set_label("Accuracy (%)")

@@ -3,9 +3,14 @@
 A task written by ``radspatial export lmms-eval`` scores every reply into a ``results.jsonl``
 row (``eval.lmms_tasks``) and lmms-eval logs it with the sample (under each metric name; we read
 ``accuracy``). This reads every ``*_samples_<task>.jsonl`` under ``--samples`` (a file or a
-folder), checks each row (``ResultRow.from_json``) and that its reply is the sample's
-``filtered_resps``, and writes ``results.jsonl``, ``metrics.json`` (``aggregate.compute_metrics``)
-and ``run.json`` into ``OUT``, staged, so ``report`` and ``export mirp`` read it as any run.
+folder) and trusts nothing in them but the reply: each row must name an item of ``--data``
+(the dataset the task was exported from), its image must be that item's image, its prompt the
+prompt the task asks (our protocol or MIRP's, which tells which one the task used), its reply
+the sample's ``filtered_resps``; the row is then scored again by ``eval.results.result_row``
+against the dataset's answers, and every field must equal what the log holds (a forged
+``correct: true`` is refused, naming the file, line and field). ``results.jsonl``,
+``metrics.json`` (``aggregate.compute_metrics``) and ``run.json`` are written into ``OUT``,
+staged, so ``report`` and ``export mirp`` read it as any run.
 
 An item logged twice (a task run again into the same folder) keeps the row of the file whose
 name sorts last: lmms-eval's names start with the run's date and time.
@@ -13,6 +18,7 @@ name sorts last: lmms-eval's names start with the run's date and time.
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +26,10 @@ from typing import Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
-from radspatial.core.records import ResultRow
+from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.core.safepath import inside
+from radspatial.core.textsafe import log_text
+from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.eval.lmms_tasks import ROW_METRIC
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
@@ -49,7 +57,60 @@ def sample_files(samples: Path) -> list[Path]:
     return files
 
 
-def _sample_row(where: str, sample: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Truth:
+    """What the dataset says of each yes/no item: the item as the task's hooks build it (what
+    a logged row is checked against), as ``eval`` loads it (what the imported row is made
+    from: the dataset's label tables add the subgroup fields), and the prompts the task may
+    have asked (protocol -> prompt)."""
+
+    data: Path
+    items: dict[str, EvalItem]
+    eval_items: dict[str, EvalItem]
+    prompts: dict[str, dict[str, str]]
+
+
+def dataset_truth(data: Path) -> Truth:
+    """The yes/no items of ``data`` (a ``radspatial generate`` folder), built as the exported
+    task's hooks build them, with both protocols' prompts (MIRP's examples drawn as the export
+    drew them)."""
+    from radspatial.eval.items import load_items
+    from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL
+    from radspatial.eval.runner import mirp_examples
+    from radspatial.questions.open_common import is_open
+
+    data = Path(os.path.abspath(data))  # the rows name images from any working folder, as eval's
+    manifest = data / "manifest.jsonl"
+    if not manifest.is_file():
+        raise DataFileError(f"--data {data}: not a radspatial dataset (no manifest.jsonl)")
+    loaded = [i for i in load_items(data) if not is_open(i.question_type)]
+    examples = mirp_examples(loaded, 1)
+    items, prompts = {}, {}
+    for where, raw in read_json_lines(manifest):
+        item = manifest_item(Path(), where, ManifestRow.from_json(raw, where))
+        if is_open(item.question_type):
+            continue
+        items[item.id] = item
+        prompts[item.id] = {
+            "radspatial": MIRP.render(item),
+            "mirp": MIRP_PROTOCOL.render(item, examples[(item.id, 0)]),
+        }
+    return Truth(data, items, {i.id: i for i in loaded}, prompts)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One sample's checked row: where it is, its record, its item and the protocols whose
+    prompt it carries (both, where the two prompts of an item are the same text)."""
+
+    where: str
+    record: ResultRow
+    item: EvalItem
+    protocols: frozenset[str]
+
+
+def _sample_row(where: str, sample: dict[str, Any], truth: Truth) -> Logged:
+    """The sample's result row, checked against ``truth`` (item, image, prompt, reply)."""
     row = sample.get(ROW_METRIC)
     if not isinstance(row, dict) or "id" not in row:
         raise DataFileError(
@@ -62,62 +123,113 @@ def _sample_row(where: str, sample: dict[str, Any]) -> dict[str, Any]:
         reply = reply[0]
     if record.error is None and reply != record.reply:
         raise DataFileError(f"{where}: the row's reply differs from the sample's filtered_resps")
-    return record.to_json()
+    item = truth.items.get(record.id)
+    if item is None:
+        raise DataFileError(
+            f"{where}: item {record.id!r} is not a yes/no item of --data {truth.data}"
+        )
+    if record.image is not None:
+        inside(truth.data, record.image, where=where, what="image")
+    if record.image != str(item.image):
+        raise DataFileError(f"{where}: 'image' {record.image!r} is not the item's image in --data")
+    protocols = frozenset(k for k, v in truth.prompts[record.id].items() if v == record.prompt)
+    if not protocols:
+        raise DataFileError(f"{where}: 'prompt' is not the prompt the task asks for this item")
+    return Logged(where, record, item, protocols)
 
 
-def read_samples(files: list[Path]) -> list[dict[str, Any]]:
+def _rescored(logged: Logged, protocol: str, truth: Truth) -> dict[str, Any]:
+    """The logged row scored again from its reply; refused where a logged field differs.
+    Returns the row ``eval`` writes for that reply."""
+    from radspatial.eval.results import result_row
+
+    record = logged.record
+    call = {"reply": record.reply, "error": record.error}
+    prompt = record.prompt or ""
+    ours = result_row(logged.item, 0, call, prompt, protocol).to_json()
+    as_logged = record.to_json()
+    for key, value in ours.items():
+        if key not in ("image", "latency_s") and as_logged.get(key) != value:
+            raise DataFileError(
+                f"{logged.where}: {key!r} is {as_logged.get(key)!r} in the log, but radspatial "
+                f"scores the reply against --data {truth.data} as {value!r}"
+            )
+    return result_row(truth.eval_items[record.id], 0, call, prompt, protocol).to_json()
+
+
+def _protocols(logged: list[Logged]) -> list[str]:
+    """The protocols every row's prompt allows (one task, one protocol), ours first."""
+    common = {"radspatial", "mirp"}
+    for entry in logged:
+        common &= entry.protocols
+        if not common:
+            raise DataFileError(
+                f"{entry.where}: asked with another protocol than the rows before it "
+                "(one exported task asks with one)"
+            )
+    return [p for p in ("radspatial", "mirp") if p in common]
+
+
+def read_samples(files: list[Path], truth: Truth) -> tuple[list[dict[str, Any]], str]:
     """The result rows of the sample logs, one per item (the last file's, if logged twice),
-    sorted by item id as ``eval`` writes them."""
-    rows: dict[str, dict[str, Any]] = {}
+    each scored again against ``truth``, sorted by item id as ``eval`` writes them, and the
+    protocol the task used."""
+    by_id: dict[str, Logged] = {}
     for path in files:
         for where, sample in read_json_lines(path):
-            row = _sample_row(where, sample)
-            rows[row["id"]] = row
-    if not rows:
+            entry = _sample_row(where, sample, truth)
+            by_id[entry.record.id] = entry
+    if not by_id:
         raise DataFileError(f"{files[0]}: no samples")
-    return [rows[k] for k in sorted(rows)]
+    logged = [by_id[k] for k in sorted(by_id)]
+    first_error = None
+    for protocol in _protocols(logged):  # both only where every prompt reads the same
+        try:
+            return [_rescored(entry, protocol, truth) for entry in logged], protocol
+        except DataFileError as exc:
+            first_error = first_error or exc
+    raise first_error  # type: ignore[misc]
 
 
 def import_lmms(
     samples: Path,
     out: Path,
     *,
+    data: Path,
     model: str | None = None,
-    data: Path | None = None,
     overwrite: bool = False,
 ) -> LmmsImport:
     """Write the run folder ``out`` from lmms-eval sample logs at ``samples``.
 
-    ``model``: the name in ``metrics.json`` (default: the folder holding the first log, which
-    lmms-eval names after the model); ``data``: the dataset it was exported from, recorded in
-    ``run.json`` as ``eval`` does, absolute, as are the rows' image paths (``report`` and
-    ``export mirp``, which reads MIRP's centres file there, may run from another folder).
+    ``data``: the dataset the task was exported from: the truth every row is scored against,
+    recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file
+    there); ``model``: the name in ``metrics.json`` (default: the folder holding the first
+    log, which lmms-eval names after the model; control characters shown as escapes).
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
     from radspatial.core.staging import staged
     from radspatial.eval.aggregate import compute_metrics
 
-    files = [f.resolve() for f in sample_files(samples)]
-    rows = read_samples(files)
-    data = None if data is None else Path(data).resolve()  # absolute, as eval stores it
-    if data is not None:  # the image paths as eval writes them: inside the dataset folder
-        for r in rows:
-            r["image"] = str(inside(Path(data), r["image"], where=f"{r['id']}", what="image"))
-    model = model or files[0].parent.name
-    n_errors = sum(1 for r in rows if r.get("error"))
-    run_info = {
-        "source": "lmms-eval",
-        **({"data": str(data)} if data is not None else {}),
-        "samples": [str(p) for p in files],
-        "model": model,
-        "runs": 1,
-        "n_items": len(rows),
-        "status": "complete" if n_errors == 0 else "incomplete",
-        "n_errors": n_errors,
-        "versions": {"radspatial": __version__, "python": platform.python_version()},
-    }
-    with staged(Path(out), overwrite) as stage:
+    files = sample_files(samples)
+    inputs = {"--samples": Path(samples), "--data": Path(data)}
+    made = ("run.json", "a run folder")
+    with staged(Path(out), overwrite, inputs, made) as stage:
+        rows, protocol = read_samples(files, dataset_truth(Path(data)))
+        model = log_text(model or files[0].resolve().parent.name)
+        n_errors = sum(1 for r in rows if r.get("error"))
+        run_info = {
+            "source": "lmms-eval",
+            "data": os.path.abspath(data),
+            "samples": [os.path.abspath(p) for p in files],  # any working folder, as data
+            "model": model,
+            "protocol": protocol,
+            "runs": 1,
+            "n_items": len(rows),
+            "status": "complete" if n_errors == 0 else "incomplete",
+            "n_errors": n_errors,
+            "versions": {"radspatial": __version__, "python": platform.python_version()},
+        }
         atomic_write_jsonl(stage / "results.jsonl", rows)
         atomic_write_json(stage / "metrics.json", compute_metrics(rows, model=model, runs=1))
         atomic_write_json(stage / "run.json", run_info)

@@ -127,7 +127,8 @@ def export_mirp(run_dir: Path, out: Path, *, overwrite: bool = False) -> MirpExp
     centres, source = _centres(run_dir)
     folders = []
     inputs = {"--run": run_dir, "the run's dataset": run_data(run_dir)}
-    with staged(Path(out), overwrite, inputs) as stage:
+    made = ("*_qa*/answers", "a MIRP export")
+    with staged(Path(out), overwrite, inputs, made) as stage:
         for (setup, marker), by_run in sorted(groups.items()):
             folder, stem = folder_name(setup, marker)
             folders.append(folder)

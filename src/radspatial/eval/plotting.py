@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from radspatial.core.textsafe import fig_text
+
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 DPI = 150
@@ -105,7 +107,7 @@ def legend_below(fig: Any, ax: Any, n: int) -> None:
 def short_label(label: str, width: int = 40) -> str:
     """A model label for a legend: no endpoint URL, the last path part of a model path, and
     the middle elided past ``width`` characters (the tables keep the full label)."""
-    spec, sep, rest = label.partition(" (")
+    spec, sep, rest = fig_text(label).partition(" (")
     prefix, colon, name = spec.partition(":")
     if colon:
         name = name.split("@http", 1)[0].rstrip("/").rsplit("/", 1)[-1] or name
@@ -121,6 +123,6 @@ def wrap_label(label: str, width: int = 20) -> str:
     """Model labels on two or more lines: the spec, then the disambiguating run folder."""
     import textwrap
 
-    spec, sep, rest = label.partition(" (")
+    spec, sep, rest = fig_text(label).partition(" (")
     parts = [spec, "(" + rest] if sep else [spec]
     return "\n".join(line for part in parts for line in textwrap.wrap(part, width))

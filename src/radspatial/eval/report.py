@@ -27,6 +27,7 @@ from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.records import ResultRow, error_count, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
+from radspatial.core.textsafe import log_text
 from radspatial.eval.metrics import mcnemar
 from radspatial.eval.report_common import (
     DASH,
@@ -87,7 +88,7 @@ def load_run(path: Path, label: str | None = None) -> RunData:
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
         by_modality, rotation = modality_groups(rows), transform_groups(rows)
-    model = redact(str(metrics.get("model") or info.get("model") or path.name))
+    model = log_text(redact(str(metrics.get("model") or info.get("model") or path.name)))
     return RunData(path, label or model, info, metrics, correct0, by_modality, rotation)
 
 
@@ -361,6 +362,7 @@ def _write_report(
     from radspatial.eval.report_md import render_markdown
     from radspatial.eval.report_open import open_markdown
     from radspatial.eval.report_planes import groups_markdown, planes_markdown
+    from radspatial.eval.report_probe import probe_markdown
 
     log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)
@@ -368,6 +370,7 @@ def _write_report(
     made = fig.write_all(s, folder)
     markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s)
     markdown += open_markdown(runs, reviewed)
+    markdown += probe_markdown([r.path for r in runs], folder)  # probe vlm folders in the runs
     atomic_write_json(folder / "summary.json", {**s, "figures": made})
     if reviewed is not None:
         atomic_write_json(folder / "review.json", reviewed)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from radspatial.core.textsafe import fig_text
 from radspatial.eval.plotting import new_figure, png_bytes
 from radspatial.eval.report_common import DASH, TRANSFORM_KEY, TRANSFORMS
 from radspatial.eval.report_families import FAMILIES, family_of
@@ -145,7 +146,7 @@ def draw_rotation_families(s: dict[str, Any]) -> bytes | str:
                 ax.text(c, r, text, ha="center", va="center", fontsize=7.5,
                         color="white" if dark else "black")  # fmt: skip
         ax.set_xticks(range(len(cols)), [_tick(t) for t in cols], fontsize=7)
-        ax.set_yticks(range(len(models)), models, fontsize=8)
+        ax.set_yticks(range(len(models)), [fig_text(m) for m in models], fontsize=8)
         ax.set_title(title, fontsize=9)
     for ax in axes[len(keys) :]:
         ax.set_visible(False)

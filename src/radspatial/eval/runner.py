@@ -31,7 +31,7 @@ from radspatial.core.io import (
 )
 from radspatial.core.progress import Progress
 from radspatial.core.redact import redact, redact_json
-from radspatial.core.safepath import check_image_bytes
+from radspatial.core.safepath import check_disjoint, check_image_bytes
 from radspatial.core.textsafe import utf8_clean
 from radspatial.eval.items import EvalItem, load_items, sample_items
 from radspatial.eval.mirp import draw_examples
@@ -197,6 +197,7 @@ def run_eval(
     if config.limit is not None:
         items = sample_items(items, config.limit, seed=config.limit_seed)
     out = Path(out)
+    check_disjoint(out, {"--data": data})  # a run's files never land in (or around) its dataset
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):

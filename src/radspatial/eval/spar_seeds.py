@@ -12,12 +12,15 @@ per type summed over the seeds; chance comes from the datasets (``dataset.json``
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
+from radspatial.core.safepath import check_disjoint, recorded_root
+from radspatial.core.textsafe import md_text
 from radspatial.eval.metrics import mean_std
 
 SPAR_TYPES = ("spar_relpos", "spar_orient", "spar_symm", "spar_size", "spar_dist")
@@ -30,19 +33,69 @@ _HEAD = {
 }
 
 
+def _fraction(value: Any, path: Path, key: str) -> None:
+    ok = value is None or (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    )
+    if not ok or (value is not None and not 0 <= value <= 1):
+        raise DataFileError(f"{path}: {key} must be a fraction 0-1 or null, got {value!r}")
+
+
 def _read(run: Path) -> dict[str, Any]:
+    """A run's metrics.json, its fields checked: every problem names the file and field."""
     path = Path(run) / "metrics.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read eval metrics ({exc})") from None
+    m = read_json(path, want=dict)
+    groups = m.get("by_question_type")
+    if not isinstance(groups, dict):
+        raise DataFileError(f"{path}: 'by_question_type' must be an object (eval metrics)")
+    for t, g in groups.items():
+        if not isinstance(g, dict):
+            raise DataFileError(f"{path}: by_question_type.{t} must be an object")
+        for key in ("accuracy_mean", "chance"):
+            _fraction(g.get(key), path, f"by_question_type.{t}.{key}")
+        n = g.get("n_items", 0)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise DataFileError(f"{path}: by_question_type.{t}.n_items must be a count, got {n!r}")
+    model = m.get("model", Path(run).name)
+    if not isinstance(model, str) or not model.strip():
+        raise DataFileError(f"{path}: 'model' must be a non-empty string, got {model!r}")
+    return m
+
+
+def _one_per_seed(runs: Sequence[Path], metrics: Sequence[dict[str, Any]]) -> None:
+    """Refuse a run counted twice: the same folder, a copy of it (same results.jsonl), or two
+    runs of one model on the same dataset folder (repeats of one seed, not seeds)."""
+    seen: dict[tuple, Path] = {}
+    for run, m in zip(runs, metrics, strict=True):
+        keys = [("folder", Path(run).resolve())]
+        results = Path(run) / "results.jsonl"
+        if results.is_file() and results.stat().st_size:
+            keys.append(("results", sha256_file(results)))
+        info_path = Path(run) / "run.json"
+        info = read_json(info_path, want=dict) if info_path.is_file() else {}
+        data = recorded_root(Path(run), info.get("data"))
+        if data is not None:
+            keys.append(("dataset", str(m.get("model")), data.resolve()))
+        for key in keys:
+            if key in seen:
+                why = {
+                    "folder": f"the run folder {seen[key]} given twice",
+                    "results": f"a copy of {seen[key]} (the same results.jsonl)",
+                    "dataset": f"model {m.get('model')} on {data} again, as {seen[key]}",
+                }[key[0]]
+                raise DataFileError(
+                    f"{run}: {why}; spar-table wants one run per dataset seed (generate "
+                    "--seed S, one eval each), so no seed is counted twice"
+                )
+            seen[key] = Path(run)
 
 
 def seed_table(runs: Sequence[Path], types: Sequence[str] = SPAR_TYPES) -> dict[str, Any]:
     """{"types", "chance", "models": {model: {"seeds", type: {mean, std, n}, "macro"}}}."""
     by_model: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        m = _read(run)
+    metrics = [_read(run) for run in runs]
+    _one_per_seed(runs, metrics)
+    for run, m in zip(runs, metrics, strict=True):
         by_model.setdefault(str(m.get("model", Path(run).name)), []).append(m)
     present = [
         t for t in types if any(t in m["by_question_type"] for ms in by_model.values() for m in ms)
@@ -93,7 +146,8 @@ def seed_table_md(table: dict[str, Any]) -> str:
     lines.append(f"| Chance | | {macro} | " + " | ".join(cells) + " |")
     for model, row in table["models"].items():
         vals = " | ".join(_cell(row.get(t)) for t in types)
-        lines.append(f"| {model} | {row['seeds']} | {_cell(row['macro'])} | {vals} |")
+        name = md_text(model)  # a run's own text: no escapes, no table breaks
+        lines.append(f"| {name} | {row['seeds']} | {_cell(row['macro'])} | {vals} |")
     lines.append("")
     lines.append(
         "Accuracy %, mean ± sample std over the seeds (one dataset per seed, phrasing resampled"
@@ -104,9 +158,11 @@ def seed_table_md(table: dict[str, Any]) -> str:
 
 
 def write_seed_table(runs: Sequence[Path], out: Path) -> Path:
-    """``out``.md and ``out``.json (atomic)."""
-    table = seed_table(runs)
+    """``out``.md and ``out``.json (atomic); neither may lie in (or be) a run folder read."""
     out = Path(out)
+    for written in (out.with_suffix(".json"), out.with_suffix(".md")):
+        check_disjoint(written, {f"run #{i + 1}": Path(r) for i, r in enumerate(runs)})
+    table = seed_table(runs)
     atomic_write_json(out.with_suffix(".json"), table)
     atomic_write_bytes(out.with_suffix(".md"), seed_table_md(table).encode())
     return out.with_suffix(".md")

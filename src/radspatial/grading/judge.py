@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.datafiles import DataFileError
 from radspatial.core.io import atomic_write_json, jsonl_line, open_append, read_call_log
+from radspatial.core.redact import redact, redact_json
 from radspatial.grading.normalize import normalize, rule_grade
+from radspatial.grading.verdict import parse_verdict
 from radspatial.models.base import Decoding, Reply, Request, create_backend
 
 JUDGE_VERSION = "radspatial-judge-1"
@@ -42,8 +44,7 @@ JUDGE_PROMPT = (
     "Answer with one word: CORRECT, INCORRECT or INVALID."
 )
 JUDGE_CALLS = "judge_calls.jsonl"
-VERDICTS = {"CORRECT": 1, "INCORRECT": 0, "INVALID": None}
-_VERDICT = re.compile(r"\b(CORRECT|INCORRECT|INVALID)\b", re.I)
+_CALL_FIELDS = frozenset({"key", "reply", "error", "understood", "grade"})
 
 
 def accepted_forms(expected: Any, question_type: str) -> str:
@@ -73,12 +74,6 @@ def judge_prompt(question: str, expected: Any, reply: str, question_type: str) -
     )
 
 
-def parse_verdict(text: str | None) -> tuple[bool, int | None]:
-    """(understood, grade): the first verdict word in the judge's reply."""
-    m = _VERDICT.search(text or "")
-    return (False, None) if m is None else (True, VERDICTS[m[1].upper()])
-
-
 def judge_key(spec: str, decoding: Decoding, prompt: str) -> str:
     blob = json.dumps(
         {"judge": spec, "decoding": decoding.to_json(), "prompt": prompt}, sort_keys=True
@@ -93,8 +88,23 @@ def load_calibration() -> list[dict[str, Any]]:
 
 
 def _load(path: Path) -> dict[str, dict]:
-    """Finished verdicts of the judge's write-ahead log (failed calls are asked again)."""
-    return {k: r for k, r in read_call_log(path, "judge").items() if r.get("error") is None}
+    """Finished verdicts of the judge's write-ahead log (failed calls are asked again).
+
+    A record with a field the judge never writes is refused, naming the file and key; the
+    verdict is read again from the logged reply (``parse_verdict``), never taken from the
+    log's ``grade``, so a log written by an older parser (or edited) grades as this one does."""
+    done = {}
+    for key, row in read_call_log(path, "judge").items():
+        unknown = sorted(set(row) - _CALL_FIELDS)
+        if unknown:
+            raise DataFileError(
+                f"{path}: judge record {key[:12]}: unknown {unknown[0]!r} (a field not written "
+                "by radspatial's judge; move the file aside to judge again)"
+            )
+        if row.get("error") is None:
+            understood, grade = parse_verdict(row.get("reply"))
+            done[key] = {**row, "understood": understood, "grade": grade}
+    return done
 
 
 def run_judge(
@@ -188,7 +198,7 @@ def apply_judge(
     calib = _grade_calibration(calibration, calib_cases, done, pairs)
     known = [c for c in calib if c["judge"] != "failed"]
     summary = {
-        "judge": spec,
+        "judge": redact(spec),
         "version": JUDGE_VERSION,
         "prompt": JUDGE_PROMPT,
         "judge_all": judge_all,
@@ -208,7 +218,7 @@ def apply_judge(
             "rules_undecided": sum(c["rules_status"] == "undecided" for c in calib),
         },
     }
-    atomic_write_json(Path(out) / "judge.json", summary)
+    atomic_write_json(Path(out) / "judge.json", redact_json(summary))
     return rows, summary
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
+from radspatial.core.textsafe import log_text
 from radspatial.imaging.nifti import check_affine, max_volume_bytes
 
 Warn = Callable[[str], None]
@@ -61,7 +62,7 @@ def _read_slices(folder: Path, warn: Warn) -> list[Slice]:
         raise InputError(f"{folder}: no DICOM image files in this folder")
     modalities = sorted({str(ds.get("Modality", "")) for _, ds in slices})
     if modalities != ["CT"]:
-        raise InputError(f"{folder}: DICOM modality {'/'.join(modalities)}, expected CT")
+        raise InputError(f"{folder}: DICOM modality {log_text('/'.join(modalities))}, expected CT")
     uids = {str(ds.get("SeriesInstanceUID", "")) for _, ds in slices}
     if len(uids) > 1:
         raise InputError(f"{folder}: {len(uids)} series (SeriesInstanceUID) in one folder")

@@ -5,8 +5,11 @@ frames, or as one label map (``SegmentationType`` LABELMAP). The label id of a v
 segment number; where binary segments overlap the higher number wins (as for TotalSegmentator
 folders); fractional segments count from 0.5. highdicom sorts the frames into a regular volume
 (indices slice, row, column -> LPS mm); a SEG that is not one regular volume is refused, and so
-is one whose referenced series is not the CT's (:func:`check_references`). A SEG without its
-empty frames is put back on the CT's slices (:func:`onto_ct_grid`). highdicom
+is one whose referenced series (or, without one, frame of reference) is not the CT's
+(:func:`check_references`). Its header is checked before highdicom parses anything
+(:mod:`radspatial.imaging.dicom_seg_header`: frames, segments, pixel data length, finite
+geometry, UIDs). A SEG without its empty frames is put back on the CT's slices
+(:func:`onto_ct_grid`). highdicom
 (``pip install 'radspatial[masks]'``) is imported only when a file is read.
 """
 
@@ -17,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.imaging.nifti import check_affine, max_volume_bytes
+from radspatial.core.textsafe import log_text
+from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
+from radspatial.imaging.nifti import check_affine
 
-SEG_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.4"
-LABELMAP_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.7"
 MISSING = "pip install 'radspatial[masks]' (highdicom) to read DICOM SEG masks"
 
 
@@ -34,27 +37,22 @@ def is_dicom_file(path: Path) -> bool:
 
 
 def _header(path: Path):
-    import pydicom
-
-    try:
-        ds = pydicom.dcmread(path, stop_before_pixels=True)
-    except Exception as exc:  # pydicom raises many types on bad bytes
-        raise InputError(f"{path}: cannot read DICOM ({first_line(exc)})") from None
-    sop = str(ds.get("SOPClassUID", ""))
-    if sop not in (SEG_SOP_CLASS, LABELMAP_SOP_CLASS):
-        what = f"modality {ds.get('Modality', '?')}, SOP class {sop or '?'}"
-        raise InputError(f"{path}: not a DICOM Segmentation object ({what})")
-    return ds
+    return read_summary(path)
 
 
 def segment_names(path: Path) -> dict[int, str]:
-    """segment number -> SegmentLabel (or SegmentDescription) from the SEG's segment list."""
+    """segment number -> SegmentLabel (or SegmentDescription) from the SEG's segment list;
+    two segments with one number (one label value) are refused."""
     names: dict[int, str] = {}
     for item in _header(path).get("SegmentSequence", []):
         try:
             number = int(item.SegmentNumber)
         except (AttributeError, TypeError, ValueError):
             raise InputError(f"{path}: a segment has no SegmentNumber") from None
+        if number in names:
+            raise InputError(
+                f"{path}: two segments have SegmentNumber {number}; each needs its own"
+            )
         label = str(item.get("SegmentLabel", "") or item.get("SegmentDescription", "")).strip()
         names[number] = label or f"segment_{number}"
     if not names:
@@ -63,9 +61,12 @@ def segment_names(path: Path) -> dict[int, str]:
 
 
 def referenced_series(path: Path) -> set[str]:
-    """SeriesInstanceUIDs of the images the SEG was drawn on."""
+    """SeriesInstanceUIDs of the images the SEG was drawn on (each checked to be one UID)."""
     ds = _header(path)
-    return {str(s.SeriesInstanceUID) for s in ds.get("ReferencedSeriesSequence", [])}
+    return {
+        one_uid(path, s.get("SeriesInstanceUID"), "ReferencedSeriesSequence SeriesInstanceUID")
+        for s in ds.get("ReferencedSeriesSequence", [])
+    }
 
 
 def read_dicom_seg(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
@@ -74,15 +75,17 @@ def read_dicom_seg(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
         import highdicom as hd
     except ImportError:
         raise InputError(f"DICOM SEG mask: {MISSING}") from None
-    _header(path)
+    ds = _header(path)  # size, frames, segments, geometry: refused before anything is parsed
+    referenced_series(path)  # each referenced UID is one UID
+    if ds.get("FrameOfReferenceUID") is None:
+        raise InputError(f"{path}: DICOM SEG has no FrameOfReferenceUID (no place in the patient)")
+    one_uid(path, ds.FrameOfReferenceUID, "FrameOfReferenceUID")
+    check_pixels(path, int(ds.NumberOfFrames))
     try:
         seg = hd.seg.segread(path)
     except Exception as exc:
         raise InputError(f"{path}: cannot read DICOM SEG ({first_line(exc)})") from None
     kind = str(seg.SegmentationType)
-    rows, cols, frames = int(seg.Rows), int(seg.Columns), int(seg.NumberOfFrames)
-    if rows * cols * frames * 2 > max_volume_bytes():
-        raise InputError(f"{path}: {cols} x {rows} x {frames} voxels exceed the size limit")
     numbers = list(seg.get_segment_numbers())
     try:
         if kind == "LABELMAP":
@@ -109,23 +112,47 @@ def read_dicom_seg(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def check_references(seg: Path, ct: Path) -> None:
-    """InputError if ``seg`` (a DICOM SEG) references a series other than the DICOM CT's."""
-    import pydicom
-
-    wanted = referenced_series(seg)
-    if not wanted or not ct.is_dir():
+    """InputError if ``seg`` (a DICOM SEG) was drawn on another series than the DICOM CT's:
+    by its ReferencedSeriesSequence, or without one by its FrameOfReferenceUID; a SEG with
+    neither cannot be placed and is refused."""
+    if not ct.is_dir():
         return  # a NIfTI CT has no UIDs: the grid check is all there is
-    for p in sorted(q for q in ct.iterdir() if q.is_file()):
-        try:
-            uid = str(pydicom.dcmread(p, stop_before_pixels=True).SeriesInstanceUID)
-        except Exception:  # noqa: S112 (not DICOM: read_dicom_series has warned about it)
-            continue
+    wanted = referenced_series(seg)
+    ct_ds = _first_ct_slice(ct)
+    if ct_ds is None:
+        return
+    if wanted:
+        uid = str(ct_ds.get("SeriesInstanceUID", ""))
         if uid not in wanted:
             raise InputError(
-                f"{seg}: DICOM SEG references series {', '.join(sorted(wanted))}, "
-                f"not the CT series {uid} of {ct}"
+                f"{seg}: DICOM SEG references series {log_text(', '.join(sorted(wanted)))}, "
+                f"not the CT series {log_text(uid)} of {ct}"
             )
         return
+    frame = _header(seg).get("FrameOfReferenceUID")
+    if frame is None:
+        raise InputError(
+            f"{seg}: DICOM SEG names neither its series (ReferencedSeriesSequence) nor its "
+            f"frame of reference, so it cannot be matched to the CT {ct}"
+        )
+    mine = one_uid(seg, frame, "FrameOfReferenceUID")
+    theirs = str(ct_ds.get("FrameOfReferenceUID", ""))
+    if mine != theirs:
+        raise InputError(
+            f"{seg}: DICOM SEG has no ReferencedSeriesSequence and its frame of reference "
+            f"{mine} is not the CT's {log_text(theirs) or '(none)'} ({ct})"
+        )
+
+
+def _first_ct_slice(ct: Path):
+    import pydicom
+
+    for p in sorted(q for q in ct.iterdir() if q.is_file()):
+        try:
+            return pydicom.dcmread(p, stop_before_pixels=True)
+        except Exception:  # noqa: S112 (not DICOM: read_dicom_series has warned about it)
+            continue
+    return None
 
 
 def onto_ct_grid(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,9 @@ class Mark:
     kind: str  # a marker style's name: numbers | letters | dots | ...
     text: str  # "52", "BZ", or a DOT_COLORS key
     xy: tuple[float, float]  # centre, shown frame
+    # the marked structure's pixels (bool, shown frame) for a style that draws from them
+    # (``MarkerStyle.needs_region``: contour, box); None elsewhere and on blank (AS) pages
+    region: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 # draw(draw, mark, size, boxed=..., colors=..., geometry=...): one mark on a Pillow canvas of
@@ -75,8 +78,13 @@ class MarkerStyle:
     Localizing: ``label_of(text)`` is the label id the text names (None: not deterministic or
     a bad text; ``how`` names that lookup in traces); ``reader`` is how the agent reads it from
     pixels ("glyphs": dark text matched against ``glyphs`` = (first characters, later
-    characters, lengths) from digits and capitals; "colour": red/blue/green discs). ``mirp(label id,
-    text, blank)`` is its MIRP json field (key suffix, value); ``draw`` draws one mark.
+    characters, lengths) from digits and capitals; "colour": red/blue/green discs; "none": the
+    markers localizer has no reader and abstains). ``mirp(label id, text, blank)`` is its MIRP
+    json field (key suffix, value); ``draw`` draws one mark. Styles beyond MIRP's
+    (``imaging/marker_prompts.py``): ``named`` words the mark in an RQ2 parenthetical ("{}":
+    "the liver (red)"; "outlined in {}"), ``needs_region`` hands ``draw`` the structure's pixels
+    (``Mark.region``), ``mask_label(image, label image, text)`` is the label the mark points
+    at, for the mask oracle (None: found by colour or text).
     """
 
     name: str
@@ -95,6 +103,9 @@ class MarkerStyle:
     glyphs: tuple[str, str, tuple[int, ...]] | None = None
     mirp: Callable[[int | None, str, bool], tuple[str, Any]] = _mirp_text
     draw: Drawer | None = None  # None: text in a white box (``draw_text``)
+    named: str = "{}"
+    needs_region: bool = False
+    mask_label: Callable[[np.ndarray, np.ndarray, str], int | None] | None = None
 
     def ref(self, text: str) -> str:
         """'the number 12', 'the letters BZ', 'the red dot'."""
@@ -107,7 +118,7 @@ class MarkerStyle:
 
 
 MARKER_STYLES: Registry[MarkerStyle] = Registry(
-    "marker style", ("radspatial.imaging.marker_styles",)
+    "marker style", ("radspatial.imaging.marker_styles", "radspatial.imaging.marker_prompts")
 )
 
 
@@ -117,9 +128,11 @@ def register_marker_style(style: MarkerStyle) -> MarkerStyle:
         raise ValueError(
             f"marker style name must be lower-case letters/digits/_, not 'none': {style.name!r}"
         )
-    if style.reader not in ("glyphs", "colour") or (style.reader == "glyphs") != bool(style.glyphs):
+    if style.reader not in ("glyphs", "colour", "none") or (style.reader == "glyphs") != bool(
+        style.glyphs
+    ):
         raise ValueError(
-            f"marker style {style.name!r}: reader 'glyphs' needs glyphs, 'colour' none"
+            f"marker style {style.name!r}: reader 'glyphs' needs glyphs, 'colour'/'none' none"
         )
     return MARKER_STYLES.add(style.name, style)
 
@@ -152,6 +165,11 @@ def marker_label(marker: str | None, text: str | None) -> tuple[int | None, str]
 def marker_reader(marker: str | None) -> str | None:
     """How the agent reads a marker style from pixels ("glyphs", "colour"); None: no style."""
     return MARKER_STYLES.get(marker).reader if marker and marker in MARKER_STYLES else None
+
+
+def marker_mask_label(marker: str | None) -> Callable[..., int | None] | None:
+    """How the mask oracle reads a style drawn from the structure (contour, box); None else."""
+    return MARKER_STYLES.get(marker).mask_label if marker and marker in MARKER_STYLES else None
 
 
 def marker_nouns() -> frozenset[str]:
@@ -251,7 +269,7 @@ def dot_extent(size: int, geometry: MarkerGeometry = STRICT_GEOMETRY) -> int:
 
 def drawn_area(kind: str, text: str, size: int, geometry: MarkerGeometry) -> float:
     """Area in px of the marker ``text`` of style ``kind`` as drawn: its box, or its disc."""
-    if marker_style(kind).draw is draw_dot:
+    if marker_style(kind).draw is not None:  # a dot, or a drawing about its point (a dot's size)
         return float(np.pi * dot_extent(size, geometry) ** 2)
     w, h = text_box_size(text, size, geometry)
     return float(w * h)
@@ -261,7 +279,7 @@ def marker_half_extent(
     kind: str, text: str, size: int, geometry: MarkerGeometry
 ) -> tuple[float, float]:
     """Half width and half height of the drawn marker (what ``draw_marks`` keeps inside)."""
-    if marker_style(kind).draw is draw_dot:
+    if marker_style(kind).draw is not None:
         r = float(dot_extent(size, geometry))
         return r, r
     w, h = text_box_size(text, size, geometry)

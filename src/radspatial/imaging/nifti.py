@@ -5,6 +5,10 @@ of voxel data (``RADSPATIAL_MAX_VOLUME_BYTES``, default 2 GiB) the file is refus
 data is decompressed, and the data stream is inflated with a cap at the declared size, so a
 gzip bomb costs at most what its header admits. The whole stream is still inflated, so the
 gzip CRC and length are checked (a damaged file would otherwise load silently).
+
+:func:`check_affine` also refuses a grid more than ``RADSPATIAL_MAX_OBLIQUE_DEG`` (default 10)
+degrees oblique: slices are cut along voxel axes and labelled as axial/left/right, which an
+oblique grid makes untrue; we refuse rather than resample (a resampled mask moves boundaries).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_MAX_VOLUME_BYTES = 2 << 30
+DEFAULT_MAX_OBLIQUE_DEG = 10.0
 _CHUNK = 1 << 20
 _SLACK = 1 << 20  # bytes past the declared data tolerated (padding), still inflated and checked
 _NIFTI2_MAGIC = (b"\x1c\x02\x00\x00", b"\x00\x00\x02\x1c")  # sizeof_hdr 540, either endian
@@ -124,3 +129,27 @@ def check_affine(path: Path, affine: np.ndarray, what: str, fail: Callable[[str]
         raise fail(f"{path}: {what} voxel spacing {np.round(spacing, 6).tolist()} mm has a zero")
     if abs(np.linalg.det(a[:3, :3] / spacing)) < 1e-3:
         raise fail(f"{path}: {what} affine is singular (axes are parallel)")
+    angle = obliquity_deg(a)
+    if angle > max_oblique_deg():
+        raise fail(
+            f"{path}: {what} is oblique: a voxel axis is {angle:.1f} degrees off the patient "
+            f"axes (limit {max_oblique_deg():g}; slices would be shown as if axial; resample it "
+            "to an axis-aligned grid or set RADSPATIAL_MAX_OBLIQUE_DEG)"
+        )
+
+
+def max_oblique_deg() -> float:
+    """How far (degrees) a voxel axis may lean off its patient axis (RADSPATIAL_MAX_OBLIQUE_DEG,
+    default 10: a gantry tilt of a few degrees passes, a 30-45 degree oblique does not)."""
+    try:
+        value = float(os.environ.get("RADSPATIAL_MAX_OBLIQUE_DEG") or DEFAULT_MAX_OBLIQUE_DEG)
+    except ValueError:
+        return DEFAULT_MAX_OBLIQUE_DEG
+    return value if np.isfinite(value) and value >= 0 else DEFAULT_MAX_OBLIQUE_DEG
+
+
+def obliquity_deg(affine: np.ndarray) -> float:
+    """The largest angle (degrees) between a voxel axis and the patient axis it is shown as."""
+    r = np.asarray(affine, dtype=float)[:3, :3]
+    cos = np.abs(r / np.linalg.norm(r, axis=0)).max(axis=0).clip(0.0, 1.0)
+    return float(np.degrees(np.arccos(cos)).max())

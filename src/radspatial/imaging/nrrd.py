@@ -4,8 +4,11 @@ The file's ``space`` names its patient frame (Slicer writes ``left-posterior-sup
 ``space directions`` holds one world vector per voxel axis and ``space origin`` the centre of
 voxel (0, 0, 0). A file without them has no place in the patient and is refused, as is a
 multi-layer ``.seg.nrrd`` (overlapping segments: export it as a label map). A ``.seg.nrrd``
-names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``): :func:`nrrd_segment_names`.
-pynrrd (``pip install 'radspatial[masks]'``) is imported only when a file is read.
+names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``, one value per segment):
+:func:`nrrd_segment_names`. ``kinds`` must make the three axes spatial and agree with the sizes.
+pynrrd (``pip install 'radspatial[masks]'``) parses the header fields; the bytes are read,
+bounded by the declared size, by :mod:`radspatial.imaging.nrrd_data` (detached data files,
+skips, gzip/bzip2 caps).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.imaging.nifti import check_affine, max_volume_bytes
+from radspatial.core.textsafe import log_text
+from radspatial.imaging.nifti import check_affine
+from radspatial.imaging.nrrd_data import read_data, split_header
 
 # world axis signs that turn each NRRD space into RAS
 _SPACES = {
@@ -25,6 +30,14 @@ _SPACES = {
 }
 _ALIASES = {"lps": "left-posterior-superior", "ras": "right-anterior-superior"}
 _ALIASES["las"] = "left-anterior-superior"
+# kinds with a fixed size (the NRRD spec); a label map's three axes are spatial
+_FIXED_KINDS = {"2-vector": 2, "3-color": 3, "rgb-color": 3, "hsv-color": 3, "xyz-color": 3}
+_FIXED_KINDS |= {"4-color": 4, "rgba-color": 4, "3-vector": 3, "3-gradient": 3, "3-normal": 3}
+_FIXED_KINDS |= {"4-vector": 4, "quaternion": 4, "2d-symmetric-matrix": 3, "2d-matrix": 4}
+_FIXED_KINDS |= {"2d-masked-symmetric-matrix": 4, "2d-masked-matrix": 5, "3d-matrix": 9}
+_FIXED_KINDS |= {"3d-symmetric-matrix": 6, "3d-masked-symmetric-matrix": 7}
+_FIXED_KINDS |= {"3d-masked-matrix": 10}
+_SPATIAL_KINDS = {"domain", "space", "???", "none"}
 MISSING = "pip install 'radspatial[masks]' (pynrrd) to read NRRD masks"
 
 
@@ -36,12 +49,37 @@ def _module():
     return nrrd
 
 
-def _header(path: Path) -> dict:
+def _header(path: Path) -> tuple[dict, int]:
+    """(parsed header, offset of the data after it); at most 1 MiB of header text is read."""
     nrrd = _module()
+    lines, end = split_header(path)
     try:
-        return nrrd.read_header(str(path))
-    except Exception as exc:  # pynrrd raises NRRDError, ValueError, OSError, ... on bad bytes
+        return nrrd.read_header(lines), end
+    except Exception as exc:  # pynrrd raises NRRDError, ValueError, StopIteration on bad bytes
         raise InputError(f"{path}: cannot read NRRD header ({first_line(exc)})") from None
+
+
+def _check_kinds(path: Path, header: dict, sizes: list[int]) -> None:
+    """Refuse ``kinds`` that make an axis something other than space (a colour, a vector) or
+    contradict its size (``3-vector`` on an axis of 10)."""
+    kinds = header.get("kinds")
+    if kinds is None:
+        return
+    kinds = [str(k).strip() for k in np.atleast_1d(kinds)]
+    if len(kinds) != len(sizes):
+        raise InputError(f"{path}: NRRD has {len(kinds)} kinds for {len(sizes)} axes")
+    for axis, (kind, size) in enumerate(zip(kinds, sizes, strict=True)):
+        fixed = _FIXED_KINDS.get(kind.lower())
+        if fixed is not None and fixed != size:
+            raise InputError(
+                f"{path}: NRRD axis {axis} is kind {log_text(kind)!r} (size {fixed}) "
+                f"but has size {size}"
+            )
+        if kind.lower() not in _SPATIAL_KINDS:
+            raise InputError(
+                f"{path}: NRRD axis {axis} is kind {log_text(kind)!r}, not a spatial axis "
+                "(a label map has three: domain or space)"
+            )
 
 
 def nrrd_affine(path: Path, header: dict) -> tuple[np.ndarray, str]:
@@ -68,8 +106,7 @@ def nrrd_affine(path: Path, header: dict) -> tuple[np.ndarray, str]:
 
 def read_nrrd_labels(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
     """(label volume [i, j, k] as in the file, RAS affine, the file's space name)."""
-    nrrd = _module()
-    header = _header(path)
+    header, end = _header(path)
     sizes = [int(s) for s in np.atleast_1d(header.get("sizes", []))]
     if int(header.get("dimension", len(sizes))) != 3 or len(sizes) != 3:
         kinds = header.get("kinds")
@@ -77,20 +114,16 @@ def read_nrrd_labels(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
             f"{path}: NRRD has {len(sizes)} axes (kinds {kinds}), expected a 3D label map "
             "(a multi-layer .seg.nrrd holds overlapping segments: export a label map)"
         )
+    _check_kinds(path, header, sizes)
     affine, space = nrrd_affine(path, header)
-    if int(np.prod(sizes)) * 2 > max_volume_bytes():
-        raise InputError(f"{path}: {' x '.join(map(str, sizes))} voxels exceed the size limit")
-    try:
-        data, _ = nrrd.read(str(path))
-    except Exception as exc:
-        raise InputError(f"{path}: corrupt or truncated NRRD data ({first_line(exc)})") from None
-    return np.asarray(data), affine, space
+    return read_data(path, header, end), affine, space
 
 
 def nrrd_segment_names(path: Path) -> dict[int, str] | None:
     """label value -> segment name of a ``.seg.nrrd`` (Slicer's header fields), else None."""
-    header = _header(path)
+    header, _ = _header(path)
     names: dict[int, str] = {}
+    owner: dict[tuple[str, int], str] = {}  # (layer, label value) -> segment
     for key, value in header.items():
         if key.startswith("Segment") and key.endswith("_Name"):
             prefix = key[: -len("_Name")]
@@ -98,6 +131,13 @@ def nrrd_segment_names(path: Path) -> dict[int, str] | None:
                 label = int(header.get(f"{prefix}_LabelValue", ""))
             except ValueError:
                 raise InputError(f"{path}: {prefix}_LabelValue is not an integer") from None
+            layer = str(header.get(f"{prefix}_Layer", "0")).strip()
+            if (layer, label) in owner:
+                raise InputError(
+                    f"{path}: segments {owner[layer, label]} and {prefix} share label value "
+                    f"{label}; each segment needs its own"
+                )
+            owner[layer, label] = prefix
             if str(value).strip():
                 names[label] = str(value).strip()
     return names or None

@@ -128,9 +128,15 @@ def percentile_window(
 ) -> tuple[float, float]:
     """(width, level) mapping the volume's ``pct[0]``-th percentile to black and ``pct[1]``-th
     to white: MR has no absolute units, so each volume is shown by its own intensity spread
-    (one window for every slice of it, so slices compare)."""
+    (one window for every slice of it, so slices compare). ValueError when the two are equal:
+    every slice would be one flat grey."""
     lo, hi = (float(v) for v in np.percentile(volume, pct))
-    width = hi - lo if hi > lo else 1.0
+    if not hi > lo:
+        raise ValueError(
+            f"intensities are constant ({lo:g} from the {pct[0]:g}th to the {pct[1]:g}th "
+            "percentile): every slice would be blank"
+        )
+    width = hi - lo
     return (round(width, 4), round(lo + width / 2, 4))
 
 

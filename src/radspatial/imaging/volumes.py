@@ -28,10 +28,10 @@ from radspatial.core.errors import InputError, first_line
 from radspatial.core.io import sha256_file
 from radspatial.core.labels import (
     BUILTIN_TABLES,
-    SMALL_TABLE,
     LabelTable,
     load_table,
     normalize_name,
+    table_doubt,
     table_misuse,
 )
 from radspatial.imaging import mask_formats
@@ -220,10 +220,7 @@ def _integer_labels(path: Path, data: np.ndarray) -> np.ndarray:
 
 
 def _totalseg_folder(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, str]:
-    """TotalSegmentator's one-file-per-structure output -> multilabel volume (source ids).
-
-    Where structures overlap, the higher id wins.
-    """
+    """TotalSegmentator's per-structure files -> one multilabel volume (overlaps: higher id)."""
     ids = {name: i for i, name in load_table("totalsegmentator", group=False).names.items()}
     files = []
     for p in sorted(folder.glob("*.nii.gz")):
@@ -279,10 +276,11 @@ def load_seg(
     skipped: list[int] = []
     if unknown.any():
         skipped = [int(i) for i in np.unique(labels[unknown[labels]])]
-    if skipped or len(table.names) <= SMALL_TABLE:
-        present = set(np.flatnonzero(np.bincount(labels.ravel())).tolist())
-        if misuse := table_misuse(present, table):
-            raise InputError(f"{path}: wrong label table? {misuse}")
+    present = set(np.flatnonzero(np.bincount(labels.ravel())).tolist())
+    if misuse := table_misuse(present, table):
+        raise InputError(f"{path}: wrong label table? {misuse}")
+    if doubt := table_doubt(present, table):
+        warn(f"{path}: {doubt}")
     if skipped:
         warn(f"{path}: label ids {skipped} are not in table {table.name}, set to background")
     grouped, affine = _canonical(labels, affine, np.uint16, lut)

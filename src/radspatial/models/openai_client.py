@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from radspatial.core.redact import redact
+from radspatial.core.textsafe import log_text
 from radspatial.models.base import Decoding, OnReply, Reply, Request
 from radspatial.models.families import settings
 
@@ -307,7 +308,7 @@ class OpenAIChatBackend:
         except RETRY_ERRORS as exc:
             return _Outcome(reason=type(exc).__name__, retryable=True)
         except Exception as exc:  # e.g. an unsupported URL: retrying cannot help
-            return _Outcome(reason=f"{type(exc).__name__}: {exc}"[:300])
+            return _Outcome(reason=log_text(f"{type(exc).__name__}: {exc}"[:300]))
         if status == 200:
             try:
                 text, meta = parse_completion(json.loads(body))
@@ -315,7 +316,7 @@ class OpenAIChatBackend:
                 return _Outcome(status=status, reason="HTTP 200 with an unparseable body")
             return _Outcome(status=status, text=text, meta=meta)
         retryable = status in RETRY_STATUSES or status >= 500
-        snippet = body[:200].decode("utf-8", "replace")
+        snippet = log_text(body[:200].decode("utf-8", "replace"))  # a server's text: no escapes
         reason = f"HTTP {status}" if retryable else f"HTTP {status}: {snippet}"
         retry_after = parse_retry_after(headers)
         return _Outcome(status=status, reason=reason, retryable=retryable, retry_after=retry_after)

@@ -286,7 +286,8 @@ def build_probes(
                          slice_samples=dict(slice_samples or {}), context=context)  # fmt: skip
     ids = _case_ids(cases)
     out = Path(out)
-    with staged(out, overwrite) as stage:
+    inputs = {f"{c.case_id} {k}": p for c in cases for k, p in (("ct", c.ct), ("seg", c.seg))}
+    with staged(out, overwrite, inputs, ("probes.json", "a probe dataset")) as stage:
         outputs = run_all(
             _probe_job,
             [(case, config, stage) for case in cases],

@@ -25,10 +25,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from radspatial.core.errors import first_line
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+from radspatial.core.safepath import check_disjoint
 from radspatial.probes.data import ProbeSample, load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, Features, load_encoder, read_state_dict
 from radspatial.probes.heads import create_head
+from radspatial.probes.model_meta import read_task_meta
 
 MODEL_FORMAT = "radspatial-probe-model"
 RESULTS_FORMAT = "radspatial-probe-results"
@@ -248,20 +251,27 @@ def save_task_model(
 def load_task_model(folder: Path, device: str = "cpu") -> tuple[ProbeModel, dict[str, Any]]:
     """A saved task model (encoder + head, eval mode) and its model.json."""
     folder = Path(folder)
-    meta = json.loads((folder / "model.json").read_text())
-    if meta.get("format") != MODEL_FORMAT:
-        raise ValueError(
-            f"{folder / 'model.json'}: format {meta.get('format')!r} is not {MODEL_FORMAT!r}"
-        )
-    encoder = load_encoder(folder / meta["encoder"], device)
+    meta, encoder_dir = read_task_meta(folder, MODEL_FORMAT)  # checked: no traceback, no escape
+    encoder = load_encoder(encoder_dir, device)
     spec = meta["head"]
-    head = create_head(spec["name"], **spec["kwargs"])
-    head.load_state_dict(read_state_dict(folder / "head.safetensors"))
+    try:
+        head = create_head(spec["name"], **spec["kwargs"])
+        head.load_state_dict(read_state_dict(folder / "head.safetensors"))
+    except (TypeError, KeyError, RuntimeError) as exc:  # unknown head/options, tensors unfit
+        raise ValueError(
+            f"{folder / 'model.json'}: head does not load ({first_line(exc)})"
+        ) from None
     kind = meta["task_info"]["kind"]
     return ProbeModel(encoder, head, kind).to(device).eval(), meta
 
 
 # --- transfer ----------------------------------------------------------------------------------
+
+
+def _check_out(out: Path | None, model: Path, data: Path) -> None:
+    """``out``'s results.json must not replace the model's own (nor land in the dataset)."""
+    if out is not None:
+        check_disjoint(Path(out), {"--model": model, "--data": data})
 
 
 def evaluate_probe(
@@ -279,6 +289,7 @@ def evaluate_probe(
     ``predictions/<task>.jsonl`` into ``out`` when given; returns the results.
     """
     model, data = Path(model), Path(data)
+    _check_out(out, model, data)
     run = _read_run(model)
     splits = list(SPLITS) if split == "all" else [split]
     if not set(splits) <= set(SPLITS):

@@ -22,6 +22,7 @@ from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes
+from radspatial.core.safepath import check_disjoint
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("localize", "MED ↓ (px @512)"),
@@ -219,6 +220,8 @@ def draw_table(rows: list[list[str]], title: str = "Probe results (Table 1)") ->
 
 def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") -> Path:
     """Write ``table1.md`` and ``table1.png`` into ``out``; returns the markdown's path."""
+    for i, d in enumerate(result_dirs):  # the table's files never land in a folder it reads
+        check_disjoint(Path(out) / "table1.md", {f"results #{i + 1}": Path(d)})
     results = load_results(result_dirs)
     if not results:
         raise ValueError("no result folders given")

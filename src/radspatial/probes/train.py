@@ -41,6 +41,7 @@ import torch
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_json
+from radspatial.core.safepath import check_disjoint
 from radspatial.probes.data import load_probe_task, probe_info
 from radspatial.probes.encoders import Encoder, create_encoder, load_encoder, save_encoder
 from radspatial.probes.evaluate import RESULTS_FORMAT, SPLITS
@@ -122,6 +123,8 @@ def train_probe(
         encoder, head, frozen_s, epochs, batch_size, lr, seed=seed, device=device, **options
     )
     data, out = Path(data), Path(out)
+    frozen_dir = Path(frozen_s) if frozen_s and Path(frozen_s).exists() else None
+    check_disjoint(out, {"--data": data, "--frozen": frozen_dir})  # out never in an input
     all_tasks = probe_info(data)["tasks"]
     names = list(tasks) if tasks else list(all_tasks)
     missing = [t for t in names if t not in all_tasks]

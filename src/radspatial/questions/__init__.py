@@ -109,8 +109,12 @@ class Wording:
         if self.setup == "rq1":
             return f"the {self.names[k]}"
         if self.setup == "rq2":
-            return f"the {self.names[k]} ({self.marks[k]})"
+            return f"the {self.names[k]} ({self.named(k)})"
         return marker_ref(self.marker, self.marks[k])
+
+    def named(self, k: int) -> str:
+        """An RQ2 parenthetical: the mark as its style words it there ("12", "outlined in red")."""
+        return marker_style(self.marker).named.format(self.marks[k])
 
     def verb(self, k: int) -> str:
         """'Are' before 'the letters BZ' (MIRP's wording), else 'Is' (any k: one marker type)."""

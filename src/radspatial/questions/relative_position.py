@@ -119,7 +119,7 @@ class RelativePosition(q.KeepVariant):
             t1, t2 = wording.marks
             return marker_question(wording.marker, t1, spec.relation, t2)
         n1, n2 = wording.names
-        r1, r2 = wording.marks or ("", "")
+        r1, r2 = (wording.named(0), wording.named(1)) if wording.marks else ("", "")
         return named_question(n1, spec.relation, n2, r1, r2)
 
     def parse(self, asked: q.Asked) -> ParsedQuestion:

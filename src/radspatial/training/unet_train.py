@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 
 from radspatial.agent import unet
+from radspatial.agent.unet_config import MAX_SIZE
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.runtime import keyed_rng
+from radspatial.core.safepath import check_disjoint
 from radspatial.training.unet_eval import evaluate_unet
 
 FORMAT = "radspatial-unet"
@@ -51,8 +53,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch_size must be >= 1")
-        if self.size < 16 or self.size % 2 ** (len(self.channels) - 1):
-            raise ValueError(f"size {self.size} must be >= 16 and divisible by the U-Net strides")
+        if not 16 <= self.size <= MAX_SIZE or self.size % 2 ** (len(self.channels) - 1):
+            raise ValueError(
+                f"--size {self.size} must be in 16..{MAX_SIZE} px and divisible by the U-Net "
+                f"strides ({2 ** (len(self.channels) - 1)})"
+            )
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.max_classes is not None and self.max_classes < 1:
@@ -215,6 +220,7 @@ def train_unet(
     import torch
 
     data, out = Path(data), Path(out)
+    check_disjoint(out, {"--data": data})  # the model folder must not land in the dataset
     items = unet.read_slices(data)
     train, val, split = split_items(items, config.val_fraction, config.seed)
     masks = [unet.load_pair(data, it)[1] for it in train]

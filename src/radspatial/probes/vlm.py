@@ -1,0 +1,210 @@
+"""``radspatial probe vlm``: where a vision-language model loses the spatial relation.
+
+From an ``eval`` run of an ``hf:`` model: the run's relative-position items (RQ1-RQ3 and the
+blank AS pages) are sent through the model again, one forward pass each with the prompt the run
+sent (``vlm_extract``); probes are cross-fitted on each stage (``vlm_fit``) and joined with the
+run's answers item by item (``vlm_join``). Writes ``OUT/items.jsonl`` (one row per item and
+stage), ``OUT/summary.json`` and ``OUT/stages.png`` (encoder -> projector -> language model ->
+answer); ``report`` shows the figure and table of every such folder inside a run folder (the
+default ``OUT`` is ``RUN/probe_vlm``).
+
+Example::
+
+    probe_vlm(Path("runs/llava"), Path("runs/llava/probe_vlm"), layers=(8, -1))
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from radspatial.core.datafiles import read_json
+from radspatial.core.errors import InputError
+from radspatial.core.records import ManifestRow, ObjectRow, read_manifest, read_results
+from radspatial.probes.vlm_fit import READOUTS, SEEDS, FitOptions, ProbeItem
+
+KIND = "radspatial-probe-vlm"
+RELATIONS = {"left_of": 0, "right_of": 0, "above": 1, "below": 1}
+FIGURE = "stages.png"
+
+
+@dataclass(frozen=True)
+class VlmProbeConfig:
+    model: str | None = None  # None: the run's
+    data: Path | None = None  # None: the run's
+    layers: tuple[int, ...] = ()
+    split_by: str = "patient"  # or "slice"
+    device: str = "auto"
+    dtype: str = "auto"
+    fit: FitOptions = FitOptions()
+
+
+def _run_inputs(run: Path, config: VlmProbeConfig) -> tuple[str, Path]:
+    info = read_json(run / "run.json", want=dict) if (run / "run.json").is_file() else {}
+    if not (run / "results.jsonl").is_file():
+        raise InputError(f"{run}: no results.jsonl (not an eval run folder)")
+    model = config.model or info.get("model")
+    data = config.data or (Path(info["data"]) if info.get("data") else None)
+    if not model or not str(model).startswith("hf:"):
+        raise InputError(
+            f"{run}: probe vlm reads hf: models only (the run's model is {model!r}); "
+            "pass --model hf:PATH"
+        )
+    if data is None or not (Path(data) / "manifest.jsonl").is_file():
+        raise InputError(f"{run}: dataset {data} has no manifest.jsonl (pass --data DATASET)")
+    return str(model), Path(data)
+
+
+def _run_backend(run: Path) -> dict[str, Any]:
+    """The eval's own image handling (``max_pixels``), so the model sees the same pixels."""
+    info = read_json(run / "run.json", want=dict) if (run / "run.json").is_file() else {}
+    backend = info.get("backend") if isinstance(info.get("backend"), dict) else {}
+    pixels = backend.get("max_pixels")
+    return {"max_pixels": pixels} if isinstance(pixels, int) and pixels > 0 else {}
+
+
+def _ordered(row: ManifestRow) -> tuple[ObjectRow, ObjectRow]:
+    """The pair in a fixed order: label id, then marker text (the target is the image's)."""
+    pair = [row.object1, row.object2]
+    return tuple(sorted(pair, key=lambda o: (o.label_id or 1 << 30, o.marker_text or "")))
+
+
+def _point(o: ObjectRow, marked: bool) -> tuple[float, float]:
+    """Where an object is in the shown image: its marker where one is drawn, else its centre."""
+    return tuple((o.marker_xy if marked and o.marker_xy else o.center_xy) or (0.0, 0.0))
+
+
+def _group(row: ManifestRow, split_by: str) -> str:
+    src = row.source
+    if src is None or src.case_id is None:  # an AS page: its image in every marker style
+        return "as:" + Path(row.image).name
+    if split_by == "patient":
+        return src.case_id
+    return f"{src.case_id}:{row.plane or 'axial'}:{src.slice_index}"
+
+
+def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tuple]:
+    """(row, probe item, meta, image path) of each relative-position item the run answered
+    (run 0, calls that failed left out: eval counts them in no accuracy either)."""
+    from radspatial.core.safepath import inside
+
+    out = []
+    for where, row in read_manifest(data / "manifest.jsonl"):
+        if row.relation not in RELATIONS or row.id not in results or not row.object2:
+            continue
+        image = inside(data, row.image, where=where, what="image")
+        if not image.is_file():
+            raise InputError(f"{where}: image {image} missing")
+        a, b = _ordered(row)
+        axis = RELATIONS[row.relation]
+        target = int(a.center_xy[axis] < b.center_xy[axis])
+        item = ProbeItem(row.id, _group(row, split_by), axis, target)
+        view = row.transform or "none"
+        meta = {"id": row.id, "setup": row.setup, "marker": row.marker, "view": view}
+        meta["relation"] = row.relation
+        out.append((row, item, meta, image))
+    return out
+
+
+def _extract(reader, chosen, results, log) -> dict[str, dict[str, np.ndarray]]:
+    """Per stage: pooled (N, D) and tokens (N, 2D) of every chosen item."""
+    feats: dict[str, dict[str, list]] = {s: {"pooled": [], "tokens": []} for s in reader.stages}
+    for n, (row, _, _, image) in enumerate(chosen):
+        png = image.read_bytes()
+        marked = row.marker != "none"
+        points = [_point(o, marked) for o in _ordered(row)]
+        prompt = results[row.id].prompt or row.question
+        for stage, f in reader.read(prompt, png, points).items():
+            feats[stage]["pooled"].append(f.pooled)
+            feats[stage]["tokens"].append(np.concatenate(f.at_points))
+        if (n + 1) % 50 == 0 or n + 1 == len(chosen):
+            log(f"features: {n + 1}/{len(chosen)} items")
+    return {s: {k: np.stack(v) for k, v in d.items()} for s, d in feats.items()}
+
+
+def probe_vlm(
+    run: Path,
+    out: Path,
+    config: VlmProbeConfig = VlmProbeConfig(),
+    *,
+    overwrite: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Probe every stage of the run's model and join with its answers; returns summary.json."""
+    from radspatial.models.base import Decoding, create_backend
+    from radspatial.probes.vlm_extract import StageReader
+    from radspatial.probes.vlm_fit import fit_stage
+    from radspatial.probes.vlm_join import item_rows, summarize
+
+    run, out = Path(run), Path(out)
+    model, data = _run_inputs(run, config)
+    _check_out(out, run, data)
+    rows = read_results(run / "results.jsonl")
+    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
+    chosen = select_items(data, results, config.split_by)
+    if len(chosen) < 4:
+        raise InputError(f"{run}: {len(chosen)} relative-position items answered; need 4 or more")
+    log(f"loading {model}")
+    options = {"device": config.device, "dtype": config.dtype, **_run_backend(run)}
+    backend = create_backend(model, decoding=Decoding(), **options)
+    reader = StageReader(backend, config.layers)
+    feats = _extract(reader, chosen, results, log)
+    items = [c[1] for c in chosen]
+    meta = [c[2] for c in chosen]
+    targets = np.array([i.target for i in items])
+    answer = np.array([bool(results[i.id].correct) for i in items])
+    fit = config.fit
+    if fit.device == "auto":
+        fit = replace(fit, device=backend.device)
+    stages = {}
+    for stage, f in feats.items():
+        log(f"fitting the probes of {stage}")
+        stages[stage] = fit_stage(f["pooled"], f["tokens"], items, fit)
+    summary = {
+        "kind": KIND,
+        "run": str(run),
+        "model": model,
+        "data": str(data),
+        "architecture": reader.kind,
+        "stage_order": list(reader.stages),  # summary.json sorts its keys
+        "readouts": list(READOUTS),
+        "seeds": list(SEEDS),
+        "split_by": config.split_by,
+        "n_items": len(items),
+        "n_groups": len({i.group for i in items}),
+        **summarize(stages, targets, answer, meta),
+    }
+    _write(out, overwrite, item_rows(meta, stages, targets, answer), summary)
+    return summary
+
+
+def _write(out: Path, overwrite: bool, rows: list[dict], summary: dict[str, Any]) -> None:
+    """items.jsonl, summary.json and the figure, staged in ``OUT.partial`` (none or all)."""
+    from radspatial.core.io import atomic_write_bytes, atomic_write_json, atomic_write_jsonl
+    from radspatial.core.staging import prepare_out, swap_in
+    from radspatial.probes.vlm_figure import stages_figure
+
+    stage_dir = prepare_out(out, overwrite)
+    try:
+        atomic_write_jsonl(stage_dir / "items.jsonl", rows)
+        atomic_write_json(stage_dir / "summary.json", summary)
+        atomic_write_bytes(stage_dir / FIGURE, stages_figure(summary))
+        swap_in(stage_dir, out)
+    except BaseException:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        raise
+
+
+def _check_out(out: Path, run: Path, data: Path) -> None:
+    """``out`` may lie inside the run folder (report finds it there), never be or hold it."""
+    from radspatial.core.safepath import check_disjoint
+
+    check_disjoint(out, {"--data": data})
+    real_out, real_run = out.resolve(), run.resolve()
+    if real_out == real_run or real_out in real_run.parents:
+        raise InputError(f"--out {out}: is or holds the run folder {run}; choose another --out")
