@@ -158,16 +158,41 @@ def test_auto_localizer_does_not_fall_back_to_the_ct_network_on_mr(monkeypatch):
 # ---------------------------------------------------------------- lmms-eval import
 
 
+@pytest.fixture(scope="module")
+def task(data, tmp_path_factory) -> Path:
+    """``export lmms-eval`` of the small dataset (parquet: needs pyarrow and datasets)."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("datasets")
+    out = tmp_path_factory.mktemp("task") / "t"
+    assert main(["export", "lmms-eval", "--data", str(data), "--out", str(out)]) == 0
+    return out
+
+
+def _hook_rows(task: Path, setup: str) -> list[dict]:
+    """The rows the task's hooks log for ``setup`` (answer "1" to everything), as lmms-eval
+    would run them: the parquet's docs, ``process_results``' logged row."""
+    import importlib.util
+
+    import datasets
+
+    spec = importlib.util.spec_from_file_location(f"utils_ux39_{setup}", task / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    shards = str(task / "hf" / "data" / "test-*.parquet")
+    ds = datasets.load_dataset("parquet", data_files={"test": shards}, split="test")
+    docs = getattr(utils, f"process_docs_{setup}")(ds)
+    process = getattr(utils, f"process_results_{setup}")
+    return [process(doc, ["1"])["accuracy"] for doc in docs]
+
+
 def test_import_lmms_eval_stores_absolute_paths_for_report_and_export(
-    data, tmp_path, monkeypatch, capsys
+    data, task, tmp_path, monkeypatch, capsys
 ):
-    run = _eval(data, tmp_path / "run", "baseline:yes")
-    rows = list(read_jsonl(run / "results.jsonl"))[:6]
+    rows = _hook_rows(task, "rq1")[:6]
     logs = tmp_path / "logs" / "fake"
     logs.mkdir(parents=True)
-    samples = [  # the rows as the task's hooks log them (eval's rows)
-        {"doc_id": k, "filtered_resps": [r["reply"]], "accuracy": r} for k, r in enumerate(rows)
-    ]
+    samples = [{"doc_id": k, "filtered_resps": [r["reply"]], "accuracy": r}
+               for k, r in enumerate(rows)]  # fmt: skip
     path = logs / "20260101_000000_samples_radspatial_rq1.jsonl"
     path.write_text("".join(json.dumps(s) + "\n" for s in samples))
     monkeypatch.chdir(data.parent)  # relative --data and --samples, as a user types them
@@ -286,26 +311,24 @@ def test_report_splits_families_with_chance_and_shows_abstentions(runs, tmp_path
 # ---------------------------------------------------------------- lmms-eval and progress
 
 
-def test_lmms_as_task_reports_no_frames_so_the_group_row_is_not_nan(data, tmp_path):
+def test_lmms_as_task_reports_no_frames_so_the_group_row_is_not_nan(task):
     """lmms-eval 0.7.3 pools into the group row every subtask metric whose name holds
     "accuracy", over the subtasks that report it: AS, which has no standard view, must not
     report accuracy_standard/accuracy_anatomical (its NaN made the group's NaN)."""
     from radspatial.eval.lmms_tasks import metric_names
 
-    pytest.importorskip("pyarrow")  # the export writes the dataset as parquet
     yaml = pytest.importorskip("yaml")
 
     assert "accuracy_standard" not in metric_names(("numbers",), "as")
     assert {"accuracy_standard", "accuracy_anatomical"} <= set(metric_names(("numbers",), "rq1"))
-    assert main(["export", "lmms-eval", "--data", str(data), "--out", str(tmp_path / "t")]) == 0
 
     def listed(setup: str) -> set[str]:
-        text = (tmp_path / "t" / f"radspatial_{setup}.yaml").read_text().split("metadata:")[0]
+        text = (task / f"radspatial_{setup}.yaml").read_text().split("metadata:")[0]
         return {line.split("metric: ")[1] for line in text.splitlines() if "- metric: " in line}
 
     assert "accuracy_standard" not in listed("as") and "accuracy" in listed("as")
     assert {"accuracy_standard", "accuracy_anatomical"} <= listed("rq1")
-    group = yaml.safe_load((tmp_path / "t" / "radspatial.yaml").read_text())
+    group = yaml.safe_load((task / "radspatial.yaml").read_text())
     assert group["aggregate_metric_list"][0] == {
         "metric": "accuracy",
         "aggregation": "mean",
