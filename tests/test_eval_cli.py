@@ -166,7 +166,7 @@ OWN_COMMANDS = (
     ("demo",),
     ("agent",),
     ("phantom",),
-    ("counterfactual",),
+    ("counterfactual", "mirror"),
     ("eval",),
     ("report",),
     ("export", "mirp"),

@@ -45,6 +45,7 @@ def generate(
     as_count: int = 100,
     rules: str = "mirp",
     export_masks: bool = False,
+    modality: str | None = None,
     workers: int = 1,
     overwrite: bool = False,
     verbose: bool = False,
@@ -56,10 +57,10 @@ def generate(
     and ``variant`` its id and anatomy variant), several (``cases``: a cases CSV or a list of
     ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT. They are checked
     as ``radspatial generate`` checks its flags (``bench/inputs.py``).
-    ``questions`` are question types (``relative_position``, ``orientation``, ``symmetry``,
-    ``size``, ``distance``, ``count``). ``rules`` is the rule profile: "mirp" (MIRP's
-    generation rules) or "strict" (radspatial's earlier ones, docs/mirp.md). Same inputs and
-    seed give byte-identical output.
+    ``questions`` are question types (``relative_position``, ``size``, ...: docs/spar_vqa.md).
+    ``rules``: "mirp" (MIRP's generation rules) or "strict" (docs/mirp.md). ``modality``: "CT"
+    or "MR" (None: the label table says; MR for ``totalsegmentator_mr``). Same inputs and seed
+    give byte-identical output.
 
     Example:
         >>> summary = generate("bench", size=128, as_count=4)  # doctest: +SKIP
@@ -68,21 +69,17 @@ def generate(
     """
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
-    from radspatial.bench.inputs import CaseInputs, resolve_cases
+    from radspatial.bench.inputs import CaseInputs, cases_modality, resolve_cases
     from radspatial.core.rules import QuestionRules
 
-    given = CaseInputs(ct, seg, seg_dir, labels, case_id=case_id, variant=variant, cases=cases)
-    config = GenerateConfig(
-        seed=seed,
-        size=size,
-        setups=tuple(setups),
-        markers=tuple(markers),
-        question_types=tuple(questions),
-        as_count=as_count,
-        rules=QuestionRules(profile=rules),
-        export_masks=export_masks,
-    )
+    mod = modality and modality.upper()
+    given = CaseInputs(ct, seg, seg_dir, labels, mod, case_id, variant, cases)
     case_list = resolve_cases(given)
+    config = GenerateConfig(
+        seed=seed, size=size, setups=tuple(setups), markers=tuple(markers),
+        question_types=tuple(questions), as_count=as_count, rules=QuestionRules(profile=rules),
+        export_masks=export_masks, modality=cases_modality(given, case_list)[0],
+    )  # fmt: skip
     log = print if verbose else (lambda _: None)
     return build_dataset(
         case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log

@@ -88,6 +88,14 @@ class OrgansLocalizer:
     def model(self) -> unet.UNetModel:
         return unet.load_model(self.model_dir, self.device)
 
+    def warm_up(self) -> None:
+        """Load the network (importing PyTorch and MONAI: most of a cold first call) and the
+        atlas now, so the first question is answered at the usual speed (``serve`` calls it
+        before it listens; a plain ``locate`` loads them on its first use)."""
+        _ = self.model
+        if self.atlas_dir is not None:
+            organs_atlas.load_atlas(str(self.atlas_dir))
+
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
         """Why it will not look (the agent abstains with this reason in its trace): a plane it
         was not trained on, or an MR item for a model trained on CT."""
@@ -315,6 +323,9 @@ class AutoLocalizer:
         use = organs_atlas.has_atlas(folder) if atlas is None else atlas
         self.organs = OrgansLocalizer(model_dir, device, atlas=use)
 
+    def warm_up(self) -> None:
+        self.organs.warm_up()
+
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
         """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""
         return self.organs.refuses([r for r in refs if not r.marker], context)
@@ -329,6 +340,10 @@ class AutoLocalizer:
             for i, f in zip(marked, found, strict=True):
                 out[i] = f
         rest = [i for i, r in enumerate(refs) if out[i] is None and r.name]
+        # a marker not read falls back to its name, but never onto an image the network must
+        # not look at (an MR slice for a CT model): its refusal comes before loading it
+        if rest and self.organs.refuses([Ref(name=refs[i].name) for i in rest], context):
+            return out
         if rest:
             found = self.organs.locate(image, [Ref(name=refs[i].name) for i in rest], context)
             for i, f in zip(rest, found, strict=True):

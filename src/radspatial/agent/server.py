@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -233,6 +234,20 @@ def make_server(
     )  # fmt: skip
 
 
+def _warm_up(agents: dict[str, Agent]) -> None:
+    """Load each localizer's network before listening (``warm_up``, where it has one): a cold
+    load (importing PyTorch and MONAI) took most of a minute and a half of the first call."""
+    for name, agent in agents.items():
+        warm = getattr(agent.localizer, "warm_up", None)
+        if callable(warm):
+            t0 = time.monotonic()
+            # stderr: stdout's first line stays "serving ... at URL" (scripts wait for it)
+            print(f"radspatial: {name}: loading its network ...", file=sys.stderr, flush=True)
+            warm()
+            took = f"radspatial: {name}: loaded in {time.monotonic() - t0:.0f} s"
+            print(took, file=sys.stderr, flush=True)
+
+
 def serve(
     *,
     localizers: Sequence[str] | None = None,
@@ -248,6 +263,7 @@ def serve(
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     server = make_server(agents=agents, **kwargs)
+    _warm_up(agents)
     return_freed_buffers()
     auth = "API key required" if kwargs.get("api_key") else "no API key"
     print(f"radspatial: serving {', '.join(agents)} at {server.url} ({auth})", flush=True)

@@ -29,7 +29,6 @@ import numpy as np
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.slices import Geometry, Variant, render_labels, to_display
-from radspatial.imaging.volumes import Case, load_case
 
 
 def run_totalsegmentator(ct: Path, out: Path, *, fast: bool, device: str) -> Path:
@@ -77,6 +76,10 @@ def _content_key(ct: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
 
 @lru_cache(maxsize=4)
 def _volume(ct: str, seg: str):
+    # imported here: nibabel's import is most of the agent's start-up, and only this
+    # localizer reads volumes (every ``Agent`` imports the localizer registry)
+    from radspatial.imaging.volumes import Case, load_case
+
     return load_case(Case("question", Path(ct), Path(seg)))
 
 

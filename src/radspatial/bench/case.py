@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from radspatial.bench.config import GenerateConfig
+from radspatial.bench.config import CT_WINDOW, GenerateConfig
 from radspatial.bench.generate import (
     CaseOutput,
     SlicePlan,
@@ -19,6 +19,7 @@ from radspatial.bench.generate import (
     plan_case,
     render_plan,
 )
+from radspatial.core.modality import check_hounsfield
 from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow
 from radspatial.imaging.planes import reformat, slice_position_mm
@@ -32,6 +33,8 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     rows: list[ManifestRow] = []
     centres: list[dict] = []
     n_used = 0
+    if config.modality == "CT" and config.window == CT_WINDOW:  # no air: not HU (an MR?)
+        check_hounsfield(loaded.ct, str(case.ct))
     window = display_window(loaded, config)  # one for the whole volume, every plane
     for plane in config.planes:
         vol = reformat(loaded, plane)

@@ -56,6 +56,14 @@ class DatasetSummary:
     failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
 
 
+def writes_ablation(config: GenerateConfig) -> bool:
+    """Whether the blank-image ablation (AS) is written: its items are MIRP's relative-position
+    questions on a blank image, so only when relative position is asked (``--questions
+    laterality`` alone writes none)."""
+    asked = "relative_position" in config.question_types
+    return "as" in config.setups and config.as_count > 0 and asked
+
+
 def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
     rng = keyed_rng(config.seed, "__ablation__")
     rows = []
@@ -275,7 +283,7 @@ def _assemble(stage: Path, results: list, config: GenerateConfig, out: Path) -> 
     _write_centres(dst / MIRP_CENTRES, [stage / SHARDS / r.case_id / CENTRES for r in done])
     _allow_open_files(len(done) + 64)  # the merge holds every shard's rows file open
     streams = [_shard_rows(stage / SHARDS / r.case_id / ROWS) for r in done]
-    if "as" in config.setups and config.as_count:
+    if writes_ablation(config):
         streams.append(iter(sorted(_ablation_rows(config, dst), key=lambda r: r.id)))
     tally = _write_manifest(dst, streams)
     if failures:

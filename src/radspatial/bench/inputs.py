@@ -30,7 +30,7 @@ class CaseInputs:
     seg: Path | None = None  # --seg: its multilabel mask
     seg_dir: Path | None = None  # --seg-dir: its TotalSegmentator folder
     labels: str | None = None  # --labels: the mask's label table
-    modality: str = "CT"  # --modality
+    modality: str | None = None  # --modality (None: the label tables say, ``cases_modality``)
     case_id: str | None = None  # --case-id
     variant: str | None = None  # --variant: anatomy variant (default normal)
     cases: Path | Sequence[Case] | None = None  # --cases: a CSV, or from Python Case records
@@ -48,9 +48,23 @@ def resolve_cases(given: CaseInputs) -> list[Case]:
         cases = [_one_case(given)]
     else:
         cases = [_bundled(given)]
-    if given.modality != "CT" and given.ct is None and given.cases is None:
+    if given.modality not in (None, "CT") and given.ct is None and given.cases is None:
         raise ValueError(f"--modality {given.modality.lower()}: the bundled example is a CT")
     return cases
+
+
+def cases_modality(given: CaseInputs, cases: Sequence[Case]) -> tuple[str, str | None]:
+    """The dataset's modality and, when inferred, the line that says why: ``--modality`` as
+    given, else what the cases' label tables say (``core.modality.infer_modality``)."""
+    from radspatial.core.modality import infer_modality
+
+    if given.modality is not None:
+        return given.modality, None
+    modality = infer_modality(c.labels for c in cases)
+    if modality == "CT":
+        return modality, None
+    tables = ", ".join(sorted({str(c.labels) for c in cases}))
+    return modality, f"modality: MR (the label table is {tables}; --modality ct to override)"
 
 
 def _listed(given: CaseInputs) -> list[Case]:

@@ -42,7 +42,7 @@ def _task_yaml(name: str, setup: str, shards: str, markers: tuple[str, ...], inf
     metrics = "".join(
         f"  - metric: {m}\n    aggregation: !function utils.aggregate_{m}\n"
         f"    higher_is_better: {'false' if m == 'invalid_rate' else 'true'}\n"
-        for m in metric_names(markers)
+        for m in metric_names(markers, setup)
     )
     return (
         f"# radspatial {__version__}: setup {setup} of {name} (radspatial export lmms-eval)\n"
@@ -92,7 +92,7 @@ def _group_yaml(name: str, tasks: list[str]) -> str:
 
 
 def _utils_py(name: str, markers: dict[str, tuple[str, ...]]) -> str:
-    names = sorted({m for ms in markers.values() for m in metric_names(ms)})
+    names = sorted({m for s, ms in markers.items() for m in metric_names(ms, s)})
     lines = [
         f'"""lmms-eval hooks of the radspatial task {name}: radspatial\'s prompt, parser and',
         "scoring (radspatial.eval.lmms_tasks). Written by radspatial export lmms-eval; needs",

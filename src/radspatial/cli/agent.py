@@ -16,7 +16,6 @@ class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
 
 
 def _agent_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", nargs="?", choices=["train"], help="train the unet localizer")
     p.add_argument(
         "--image", type=Path, help="the image, PNG/JPEG; required unless train (default: none)"
     )
@@ -44,25 +43,18 @@ def _agent_arguments(p: argparse.ArgumentParser) -> None:
         "--trace", type=Path, help="write the trace JSON to this file (default: not written)"
     )
     p.add_argument("--overlay", type=Path, help="write an overlay PNG here (default: not written)")
-    p.add_argument(
-        "--data",
-        type=Path,
-        help="train: dataset generated with --export-masks; required (default: none)",
-    )
-    p.add_argument(
-        "--out", type=Path, help="train: model folder to write; required (default: none)"
-    )
-    p.add_argument("--epochs", type=int, help="train: epochs (default: the trainer's)")
-    p.add_argument(
-        "--size", type=int, help="train: network input size in px (default: the trainer's)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="train: seed")
-    p.add_argument("--threads", type=int, help="train: torch CPU threads (default: torch's)")
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, required=True, help="dataset generated with --export-masks")
+    p.add_argument("--out", type=Path, required=True, help="model folder to write")
+    p.add_argument("--epochs", type=int, help="epochs (default: the trainer's)")
+    p.add_argument("--size", type=int, help="network input size in px (default: the trainer's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    if args.action == "train":
-        return _agent_train(args)
     if args.image is None or args.question is None:
         raise ValueError("radspatial agent needs --image and --question (or: agent train)")
     import json
@@ -82,13 +74,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
         mask = _readable(args.mask, "mask", _mask_array)
         context = Context(mask=mask, labels=load_table(args.labels).names)
     image = _readable(args.image, "image", load_image)
-    if context.mask is not None and context.mask.shape != image.shape[:2]:
-        raise ValueError(
-            f"{args.mask}: --mask is {'x'.join(map(str, context.mask.shape))} (rows x columns"
-            f"{' x channels' if context.mask.ndim == 3 else ''}), expected a one-channel label "
-            f"image of the --image's {image.shape[0]}x{image.shape[1]}"
-        )
-    result = agent.answer(image, args.question, context=context)
+    _check_mask_shape(args.mask, context, image)
+    from radspatial.core.progress import heartbeat
+
+    # a cold start (PyTorch, MONAI, the organs network: docs/server.md) takes a minute or
+    # more on a busy machine: a line every few seconds says what it is doing
+    with heartbeat("agent") as note:
+        note("answering (the first answer on a plain slice loads PyTorch, MONAI and the network)")
+        result = agent.answer(image, args.question, context=context)
     if args.json:
         print(json.dumps(result.trace, indent=2))
     else:
@@ -104,6 +97,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.overlay, buf.getvalue())
         print(f"overlay: {args.overlay}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _check_mask_shape(path, context, image) -> None:
+    """A ``--mask`` must be a one-channel label image of the ``--image``'s size."""
+    if context.mask is not None and context.mask.shape != image.shape[:2]:
+        raise ValueError(
+            f"{path}: --mask is {'x'.join(map(str, context.mask.shape))} (rows x columns"
+            f"{' x channels' if context.mask.ndim == 3 else ''}), expected a one-channel label "
+            f"image of the --image's {image.shape[0]}x{image.shape[1]}"
+        )
 
 
 def _readable(path, what: str, read):
@@ -136,8 +139,6 @@ def _agent_train(args: argparse.Namespace) -> int:
 
     from radspatial.core.safepath import check_disjoint
 
-    if args.data is None or args.out is None:
-        raise ValueError("radspatial agent train needs --data DATASET_DIR and --out MODEL_DIR")
     check_disjoint(args.out, {"--data": args.data})  # before torch loads: a quick refusal
     from radspatial.training.unet_train import TrainConfig, train_unet
 
@@ -185,20 +186,20 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="require the bearer key in environment variable NAME (default: RADSPATIAL_API_KEY "
         "when set); unlike --api-key it does not show in ps",
     )
-    key.add_argument("--api-key", help="require this bearer key (visible to other local users)")
+    key.add_argument(
+        "--api-key", help="require this bearer key (visible to other local users) (default: none)"
+    )
     p.add_argument(
         "--localizer", action="append", help="localizer to serve, repeatable (default: auto as "
         "'agent', and markers; mask, an oracle needing the request's radspatial_mask label "
         "image, only when named)",
     )  # fmt: skip
-    p.add_argument("--model", type=Path, help="model folder for the unet localizer")
+    p.add_argument("--model", type=Path, help="model folder for the unet localizer (default: none)")
+    p.add_argument("--threads", type=positive(int), default=32, help="agent calls answered at once")
     p.add_argument(
-        "--threads", type=positive(int), default=32, help="agent calls answered at once (32)"
+        "--max-connections", type=positive(int), help="open connections (default: 4 x threads)"
     )
-    p.add_argument(
-        "--max-connections", type=positive(int), help="open connections (default 4 x threads)"
-    )
-    p.add_argument("--max-pixels", type=positive(int), help="pixels of one image (4096^2)")
+    p.add_argument("--max-pixels", type=positive(int), help="pixels of one image (default: 4096^2)")
     p.add_argument(
         "--max-total-pixels",
         type=positive(int),
@@ -239,19 +240,30 @@ COMMANDS = (
         "radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
         "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
         "  --trace FILE writes it to a file.\n"
-        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer)\n\n"
+        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer; its own\n"
+        "  options: agent train --help)\n\n"
         "Localizers: {localizers}.",
         _agent_arguments,
         cmd_agent,
+        subcommands=(
+            Command(
+                "train",
+                "train the unet localizer on a dataset generated with --export-masks",
+                "Trains the unet localizer on DATASET_DIR's slices and label images and "
+                "writes MODEL_DIR (config.json, weights, metrics.json); use it with "
+                "agent --localizer unet --model MODEL_DIR or eval --model agent:unet@MODEL_DIR.",
+                _train_arguments,
+                _agent_train,
+            ),
+        ),
+        dest="action",
         formatter_class=AgentHelpFormatter,
         localizers=True,
     ),
-    # serve's help shows no defaults: argparse's own formatter, as before
     Command(
         "serve",
         "serve the agent as an OpenAI-compatible API",
         arguments=_serve_arguments,
         run=cmd_serve,
-        formatter_class=argparse.HelpFormatter,
     ),
 )

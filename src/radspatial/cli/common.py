@@ -50,8 +50,9 @@ class LocalizerHelpParser(argparse.ArgumentParser):
 class Command:
     """One (sub)command as data: its name, one-line help and description, the function that
     declares its arguments and the one that runs it, or, for a group, its subcommands (parsed
-    into ``dest``). ``localizers``: the description names the localizers
-    (see :class:`LocalizerHelpParser`)."""
+    into ``dest``); with both ``run`` and subcommands, the subcommand is optional (``agent``
+    answers, ``agent train`` trains, each with its own ``--help``). ``localizers``: the
+    description names the localizers (see :class:`LocalizerHelpParser`)."""
 
     name: str
     help: str
@@ -65,8 +66,8 @@ class Command:
     localizers: bool = False
 
     def __post_init__(self) -> None:
-        if (self.run is None) == (not self.subcommands):
-            raise ValueError(f"command {self.name!r}: give either run or subcommands")
+        if self.run is None and not self.subcommands:
+            raise ValueError(f"command {self.name!r}: give run or subcommands (or both)")
 
 
 def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -> None:
@@ -82,11 +83,18 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
             p.__class__ = LocalizerHelpParser  # only format_help differs
         if command.arguments is not None:
             command.arguments(p)
+        if command.run is not None:
+            p.set_defaults(func=command.run)  # a subcommand given sets its own
         if command.subcommands:
-            group = p.add_subparsers(dest=command.dest, required=True, metavar=command.metavar)
+            optional = command.run is not None
+            names = ", ".join(c.name for c in command.subcommands)
+            group = p.add_subparsers(
+                dest=command.dest,
+                required=not optional,
+                metavar=command.metavar,
+                help=f"{names}: each has its own --help" + " (optional)" * optional,
+            )
             add_commands(group, command.subcommands)
-        else:
-            p.set_defaults(func=command.run)
 
 
 def pass_on(args: argparse.Namespace, *names: str) -> dict[str, Any]:

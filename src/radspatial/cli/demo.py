@@ -21,7 +21,8 @@ DEMO_MODELS = (
 # The mask oracle needs each slice's label image: blank ablation images have none.
 DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 # The plain agent runs its U-Net on every plain slice (~8x the marker reader's time per call):
-# the demo asks it a spread sample, once (it is deterministic: repeats answer the same).
+# the demo asks it a spread sample. Every deterministic backend (``is_deterministic``: the
+# agent, agent:markers, agent:mask, baseline:yes) runs once: repeats would answer the same.
 DEMO_SAMPLE = {"agent": (300, 1)}  # spec -> (items, runs)
 
 
@@ -60,13 +61,40 @@ def _stage(text: str) -> None:
     print(f"demo: {text}", file=sys.stderr, flush=True)
 
 
+def _evaluate(spec: str, data: Path, args: argparse.Namespace, step: str, start: float) -> Path:
+    """One model's run folder under OUT/eval; a deterministic backend runs once."""
+    import time
+    from dataclasses import replace
+
+    from radspatial.eval.runner import EvalConfig, open_backend, run_eval
+    from radspatial.models.base import is_deterministic
+
+    run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
+    limit, runs = DEMO_SAMPLE.get(spec, (None, args.runs))
+    config = EvalConfig(model=spec, runs=runs, setups=DEMO_SETUPS.get(spec), limit=limit)
+    backend = open_backend(config)
+    once = is_deterministic(backend)
+    config = replace(config, runs=1) if once else config  # repeats would answer the same
+    what = f"{limit} items spread over the types, " if limit else ""
+    what += f"{config.runs} run{'s' * (config.runs > 1)}" + " (deterministic)" * once
+    _stage(f"{step} evaluating {spec}, {what} ({time.monotonic() - start:.0f} s so far)")
+    try:
+        rows = run_eval(data, run_dir, config, backend=backend)
+    finally:
+        close = getattr(backend, "close", None)  # opened here, so closed here (Ray replicas)
+        if close is not None:
+            close()
+    _print_eval(run_dir, rows)
+    sys.stdout.flush()
+    return run_dir
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
     from radspatial.eval.report import build_report
-    from radspatial.eval.runner import EvalConfig, run_eval
     from radspatial.imaging.volumes import Case
 
     ct, seg = bundled_example()
@@ -84,15 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"dataset: {data} ({summary.n_questions} questions)", flush=True)
     run_dirs = []
     for k, spec in enumerate(specs, start=2):
-        run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
-        limit, runs = DEMO_SAMPLE.get(spec, (None, args.runs))
-        what = f", {limit} items spread over the types, {runs} run" if limit else ""
-        _stage(f"[{k}/{n_steps}] evaluating {spec}{what} ({time.monotonic() - start:.0f} s so far)")
-        config = EvalConfig(model=spec, runs=runs, setups=DEMO_SETUPS.get(spec), limit=limit)
-        rows = run_eval(data, run_dir, config)
-        _print_eval(run_dir, rows)
-        sys.stdout.flush()
-        run_dirs.append(run_dir)
+        run_dirs.append(_evaluate(spec, data, args, f"[{k}/{n_steps}]", start))
     _stage(f"[{n_steps}/{n_steps}] writing the report ({time.monotonic() - start:.0f} s so far)")
     report = build_report(run_dirs, args.out / "report", log=_stage)
     print(f"report: {report.summary_md}")

@@ -233,6 +233,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"html: {summary.index_html}")
     for fig in summary.figures:
         print(f"figure: {fig}")
+    if summary.missing_images:  # said, not only greyed out in the gallery
+        where = "not found in the dataset folder their run.json names (moved or deleted?)"
+        print(f"warning: {summary.missing_images} gallery item(s) show no image: {where}",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 

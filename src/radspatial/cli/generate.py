@@ -148,9 +148,10 @@ def _add_display_options(p: argparse.ArgumentParser) -> None:
         "1st and white at its 99th percentile)",
     )
     p.add_argument(
-        "--modality", type=str.upper, choices=("CT", "MR"), default="CT",
+        "--modality", type=str.upper, choices=("CT", "MR"),
         help="what the volumes are (ct|mr): the display default and the prompts' words, "
-        "recorded in dataset.json and the rows",
+        "recorded in dataset.json and the rows (default: mr when the label table is an MR "
+        "one, totalsegmentator_mr, else ct; a CT without air, below -200 HU, is refused)",
     )  # fmt: skip
 
 
@@ -176,16 +177,21 @@ def _add_plane_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _cases_from_args(args: argparse.Namespace) -> list:
-    """The cases the flags name, checked as the Python API checks them (``bench/inputs.py``)."""
-    from radspatial.bench.inputs import CaseInputs, resolve_cases
+def _cases_from_args(args: argparse.Namespace) -> tuple[list, str]:
+    """The cases the flags name, checked as the Python API checks them (``bench/inputs.py``),
+    and their modality (``--modality``, else what their label tables say)."""
+    from radspatial.bench.inputs import CaseInputs, cases_modality, resolve_cases
 
     given = CaseInputs(
         **common.pass_on(args, "ct", "seg", "seg_dir", "labels", "case_id", "variant"),
         cases=args.cases,
         modality=args.modality,
     )
-    return resolve_cases(given)
+    cases = resolve_cases(given)
+    modality, note = cases_modality(given, cases)
+    if note:
+        print(note, file=sys.stderr)
+    return cases, modality
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -193,6 +199,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from radspatial.bench.generate import GenerateConfig
     from radspatial.core.rules import QuestionRules
 
+    cases, modality = _cases_from_args(args)
     config = GenerateConfig(
         **common.pass_on(args, "seed", "size", "window", "setups", "markers", "as_count"),
         rules=QuestionRules(
@@ -207,9 +214,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         consistency=args.consistency,
         per_slice=args.per_slice,
         group=False if args.no_group else None,
-        **common.pass_on(args, "export_masks", "png_level", "modality"),
+        **common.pass_on(args, "export_masks", "png_level"),
+        modality=modality,
     )
-    cases = _cases_from_args(args)
     summary = build_dataset(
         cases,
         config,

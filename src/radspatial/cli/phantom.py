@@ -41,7 +41,6 @@ def cmd_phantom(args: argparse.Namespace) -> int:
 
 
 def _counterfactual_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["mirror"], help="mirror: situs-inversus-like left-right mirror")
     p.add_argument("--ct", type=Path, required=True, help="CT: NIfTI file or DICOM series folder")
     p.add_argument("--seg", type=Path, required=True, help="multilabel mask (NIfTI) on the CT grid")
     p.add_argument("--labels", help="label table of --seg (default: totalsegmentator)")
@@ -71,11 +70,20 @@ COMMANDS = (
     common.Command(
         "counterfactual",
         "counterfactual anatomy from real volumes",
-        "mirror: the case mirrored left-right with paired structures relabelled "
-        "to their new side, as NIfTI in OUT, plus OUT/cases.csv listing the original "
-        "(variant normal) and the mirror (variant mirrored): radspatial generate --cases "
-        "OUT/cases.csv ...",
-        _counterfactual_arguments,
-        cmd_counterfactual,
+        "Counterfactual anatomy written as NIfTI cases that radspatial generate --cases reads; "
+        "one kind so far: mirror (counterfactual mirror --help).",
+        subcommands=(
+            common.Command(
+                "mirror",
+                "the case mirrored left-right (situs-inversus-like)",
+                "The case mirrored left-right with paired structures relabelled to their new "
+                "side, as NIfTI in OUT, plus OUT/cases.csv listing the original (variant "
+                "normal) and the mirror (variant mirrored): radspatial generate --cases "
+                "OUT/cases.csv ...",
+                _counterfactual_arguments,
+                cmd_counterfactual,
+            ),
+        ),
+        dest="kind",
     ),
 )

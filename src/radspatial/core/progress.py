@@ -72,6 +72,29 @@ class Progress:
         else:
             self._line()
 
+    @contextmanager
+    def keepalive(self) -> Iterator[None]:
+        """While the block runs, a line (or a refreshed bar) at least every interval even
+        when nothing is counted: a backend loading its model for a minute still shows."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.every or 0.1):
+                if self.bar is not None:
+                    self.bar.refresh()
+                else:
+                    self._line()
+
+        thread = threading.Thread(target=loop, daemon=True, name="radspatial-keepalive")
+        if self.enabled:
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread.is_alive():
+                thread.join()
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -221,7 +221,7 @@ def import_lmms(
         run_info = {
             "source": "lmms-eval",
             "data": os.path.abspath(data),
-            "samples": [str(p) for p in files],
+            "samples": [os.path.abspath(p) for p in files],  # any working folder, as data
             "model": model,
             "protocol": protocol,
             "runs": 1,

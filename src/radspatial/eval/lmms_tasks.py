@@ -60,10 +60,15 @@ def _metric_score(name: str, row: Row) -> float | None:
     return float(row.get("parsed") == row[target])
 
 
-def metric_names(markers: Sequence[str]) -> list[str]:
+def metric_names(markers: Sequence[str], setup: str | None = None) -> list[str]:
     """The metrics of a setup's task: accuracy in three frames, F1, invalid rate, and accuracy
-    per marker when the setup has more than one."""
-    names = [*FRAME_METRICS, *OTHER_METRICS]
+    per marker when the setup has more than one. The blank-image ablation (``as``) has no
+    standard view and no patient: it reports neither frame. lmms-eval 0.7.3 pools into the
+    group row every subtask metric whose name holds "accuracy" (``consolidate_group_results``
+    matches by substring), over the subtasks that report it: a NaN from AS made the group's
+    ``accuracy_standard`` NaN; now it is pooled over the setups whose items have one."""
+    frames = ["accuracy"] if setup == "as" else list(FRAME_METRICS)
+    names = [*frames, *OTHER_METRICS]
     if len(markers) > 1:
         names += [f"accuracy_{m}" for m in markers]
     return names
@@ -162,7 +167,7 @@ class TaskHooks:
     def process_results_for(self, setup: str) -> Callable[[dict, Sequence[Any]], dict[str, Row]]:
         """``process_results`` of a setup's task: the whole result row under ``accuracy`` (what
         the sample log keeps for ``import lmms-eval``), what scoring reads under the others."""
-        names = metric_names(self.markers[setup])
+        names = metric_names(self.markers[setup], setup)
 
         def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, Row]:
             from radspatial.eval.clusters import cluster_of

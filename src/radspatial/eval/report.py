@@ -47,6 +47,8 @@ class ReportSummary:
     index_html: Path  # tables, figures and the item gallery
     figures: list[Path]  # the figures written; skipped ones are explained in summary.md
     models: list[str]  # row labels, in the order of the run folders given
+    # gallery items whose image was not found in the dataset folder their run.json names
+    missing_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class RunData:
     correct0: dict[str, bool] | None  # item id -> correct in run 0; None without results.jsonl
     # modality -> setup/marker -> accuracy with Wilson CI, all runs pooled (from results.jsonl)
     by_modality: dict[str, Any] = field(default_factory=dict)
+    # family panel -> transform -> counts with chance (``report_rotation``, from results.jsonl)
+    rotation: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- loading
@@ -77,13 +81,15 @@ def load_run(path: Path, label: str | None = None) -> RunData:
         if info.get(key) is not None and not isinstance(info[key], str):
             raise DataFileError(f"{info_path}: {key!r} must be a string")
     results = path / "results.jsonl"
-    correct0, by_modality = None, {}
+    correct0, by_modality, rotation = None, {}, {}
     if results.is_file():
+        from radspatial.eval.report_rotation import transform_groups
+
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
-        by_modality = modality_groups(rows)
+        by_modality, rotation = modality_groups(rows), transform_groups(rows)
     model = log_text(redact(str(metrics.get("model") or info.get("model") or path.name)))
-    return RunData(path, label or model, info, metrics, correct0, by_modality)
+    return RunData(path, label or model, info, metrics, correct0, by_modality, rotation)
 
 
 def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
@@ -135,7 +141,7 @@ def load_runs(run_dirs: Sequence[Path]) -> list[RunData]:
     labels = _labels([r.label for r in runs], [r.path for r in runs])
     labels = [lab + ORACLE_MARK * is_oracle(r.label) for r, lab in zip(runs, labels, strict=True)]
     return [
-        RunData(r.path, lab, r.info, r.metrics, r.correct0, r.by_modality)
+        RunData(r.path, lab, r.info, r.metrics, r.correct0, r.by_modality, r.rotation)
         for r, lab in zip(runs, labels, strict=True)
     ]
 
@@ -232,6 +238,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "transforms": transforms,
         "by_transform": _section(runs, "by_transform", transforms),
         "by_transform_rq1": _rq1_transforms(runs) if has_rq1 and transforms else {},
+        "rotation": {r.label: r.rotation for r in runs if r.rotation},
         "question_types": question_types,
         "by_question_type": (
             _section(runs, "by_question_type", question_types) if len(question_types) > 1 else {}
@@ -276,6 +283,9 @@ def _planes_and_groups(runs: Sequence[RunData]) -> dict[str, Any]:
         }
     if any(r.metrics.get("consistency") for r in runs):
         out["consistency"] = {r.label: r.metrics.get("consistency", {}) for r in runs}
+    if planes:  # an axis means another direction in another plane: never pooled
+        out["frames"] = out["by_plane"].get("axial", {}).get("frames", {})
+        out["frames_scope"] = "axial"
     return out
 
 
@@ -309,7 +319,7 @@ def build_report(
     stage = _report_stage(out, run_dirs, review)
     try:
         with sigterm_as_interrupt():
-            made = _write_report(runs, reviewed, stage, out, log)
+            made, missing = _write_report(runs, reviewed, stage, out, log)
         swap_in(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
@@ -317,7 +327,7 @@ def build_report(
     written = [out / name for name, skipped in made.items() if not skipped]
     labels = [r.label for r in runs]
     md, js, index = out / "summary.md", out / "summary.json", out / "index.html"
-    return ReportSummary(out, md, js, index, written, labels)
+    return ReportSummary(out, md, js, index, written, labels, missing)
 
 
 def _report_stage(out: Path, run_dirs: Sequence[Path], review: Path | None) -> Path:
@@ -343,9 +353,10 @@ def _write_report(
     folder: Path,
     final: Path,
     log: Callable[[str], None],
-) -> dict[str, str | None]:
+) -> tuple[dict[str, str | None], int]:
     """Every file of the report into ``folder`` (to be renamed to ``final``); the figures
-    made (name -> None if written, else why it was skipped)."""
+    made (name -> None if written, else why it was skipped) and how many gallery items show
+    no image."""
     from radspatial.eval import figures as fig
     from radspatial.eval.report_html import render_html
     from radspatial.eval.report_md import render_markdown
@@ -371,4 +382,4 @@ def _write_report(
     paths = [r.path for r in runs]
     page = render_html(markdown, labels, paths, folder, roots=roots, final=final)
     atomic_write_bytes(folder / "index.html", page.encode())
-    return made
+    return made, page.count('<div class="missing">')

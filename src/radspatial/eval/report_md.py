@@ -34,9 +34,12 @@ def pct(x: Any) -> str:
 
 
 def acc(group: Group | None) -> str:
-    """``acc_mean ± std`` in %, or a dash when the group is empty."""
+    """``acc_mean ± std`` in %, a dash when the group is empty, or "abstains" when every
+    answer was an abstention or invalid (a 0.0 there would read as always wrong)."""
     if not group or not group.get("n_items"):
         return DASH
+    if group.get("invalid_rate") == 1.0:
+        return "abstains"
     mean, std = pct(group.get("accuracy_mean")), pct(group.get("accuracy_std"))
     return mean if std == DASH else f"{mean} ± {std}"
 
@@ -58,13 +61,12 @@ def column_name(key: str) -> str:
 
 def _table1(s: dict[str, Any]) -> str:
     """Relative position per setup/marker, the headline over RQ1-RQ3 (MIRP's "Overall"), then
-    the blank-image ablation and each SPAR-VQA type in their own columns."""
+    the blank-image ablation; the other question types are in their families' tables."""
     cols = s["relpos_setup_markers"] or s["setup_markers"]
     main = [c for c in cols if not c.startswith("as/")]
     ablation = [c for c in cols if c.startswith("as/")]
-    spar = [q for q in s["question_types"] if q != RELPOS]
     header = ["Model", *map(column_name, main), "Overall (RQ1-3)", "95% CI"]
-    header += [*map(column_name, ablation), *spar, "Invalid", "Yes-rate"]
+    header += [*map(column_name, ablation), "Invalid", "Yes-rate"]
     rows = []
     for m in s["models"]:
         label = m["label"]
@@ -80,20 +82,22 @@ def _table1(s: dict[str, Any]) -> str:
             if o.get("n_items")
             else DASH
         )
-        qt = s["by_question_type"].get(label, {})
         rows.append(
             [label, *(cell(c) for c in main), acc(o), ci, *(cell(c) for c in ablation)]
-            + [acc(qt.get(q)) for q in spar]
             + [pct(o.get("invalid_rate")), pct(o.get("yes_rate"))]
         )
+    rows.append(["chance", *(["50.0"] * len(main)), "50.0", DASH, *(["50.0"] * len(ablation))])
+    rows[-1] += [DASH, DASH]
+    others = [q for q in s["question_types"] if q != RELPOS]
+    more = " The other question types are in their families' tables below." if others else ""
     return (
         "## Accuracy by setup and marker (cf. MIRP Table 1)\n\n"
-        "Relative position, accuracy in %, mean ± standard deviation across runs. Overall: "
-        "relative position on RQ1-RQ3 (MIRP's headline); the blank-image ablation (AS) and the "
-        "SPAR-VQA types (all setups) have their own columns and are not pooled into it. 95% CI: "
-        "Wilson interval on all runs' answers pooled. Invalid: unparseable answers (scored "
-        "wrong). Yes-rate: share of valid answers that are 'yes' (answer bias; generated "
-        "datasets are balanced, 50% yes).\n\n" + table(header, rows)
+        "MIRP's relative-position questions (balanced yes/no: chance 50%), accuracy in %, mean "
+        "± standard deviation across runs. Overall: RQ1-RQ3 (MIRP's headline); the blank-image "
+        "ablation (AS) has its own columns and is not pooled into it. 95% CI: Wilson interval "
+        "on all runs' answers pooled. Invalid: unparseable answers and abstentions (scored "
+        f"wrong). Yes-rate: share of valid answers that are 'yes' (answer bias).{more}\n\n"
+        + table(header, rows)
     )
 
 
@@ -148,6 +152,11 @@ def _runs_table(s: dict[str, Any]) -> str:
 
 def _frames_tables(s: dict[str, Any]) -> str:
     parts = ["## Image vs standard view vs anatomical frame\n"]
+    if s.get("frames_scope") == "axial":  # the planes' own tables are under "By plane"
+        parts.append(
+            "Axial items only: on a sagittal slice left/right is anterior/posterior, on "
+            "coronal and sagittal slices above/below is superior/inferior (By plane, below).\n"
+        )
     for axis, title in AXES.items():
         rows = []
         for label, frames in s["frames"].items():
@@ -176,10 +185,19 @@ def _frames_tables(s: dict[str, Any]) -> str:
 
 
 def _transform_tables(s: dict[str, Any]) -> str:
+    """Per question-type family against chance (``report_rotation``, from results.jsonl);
+    without results, every type pooled as metrics.json has it."""
+    from radspatial.eval.report_rotation import rotation_markdown
+
+    if text := rotation_markdown(s, table):
+        return text
     cols = s["transforms"]
     if not cols:
         return "## Rotation and flip\n\nNo rotation/flip codes in these runs.\n"
-    parts = [f"## Rotation and flip\n\nAccuracy in % per shown variant ({TRANSFORM_KEY}).\n"]
+    parts = [
+        f"## Rotation and flip\n\nAccuracy in % per shown variant ({TRANSFORM_KEY}), every "
+        "question type pooled (metrics.json's by_transform).\n"
+    ]
     blocks = [("RQ1", s["by_transform_rq1"]), ("All setups", s["by_transform"])]
     for title, by in blocks:
         if by:
@@ -226,18 +244,19 @@ def _modality_tables(s: dict[str, Any]) -> str:
 
 
 def _question_type_table(s: dict[str, Any]) -> str:
+    from radspatial.eval.report_families import family_tables
+
     if not s["by_question_type"]:
         return ""
     cols = s["question_types"]
-    chance = {}
-    for by in s["by_question_type"].values():
-        chance.update({c: g["chance"] for c, g in by.items() if g and g.get("chance") is not None})
-    rows = [[label, *(acc(g.get(c)) for c in cols)] for label, g in s["by_question_type"].items()]
-    rows.append(["chance", *(pct(chance.get(c)) for c in cols)])
     parts = [
-        "## Question types (MIRP relative position and SPAR-VQA)\n\nAccuracy in % per question "
-        "type, all setups pooled; every type is a balanced yes/no question.\n\n"
-        + table(["Model", *cols], rows)
+        "## Question types by family\n\nAccuracy in % per question type, all setups pooled, "
+        "one table per family. Chance: a uniform guess, 50% on a balanced yes/no type, 1/k on "
+        "a type with k balanced options (SPAR-VQA's multiple choice: 20%, 25%, 33.3%); open "
+        "types answer with a word or a number (identification: chance depends on the item). "
+        "*abstains*: every answer an abstention or invalid (scored wrong, not a wrong "
+        "answer).\n",
+        family_tables(s, acc, pct, table),
     ]
     setups = [c for c in s["setup_markers"] if not c.startswith("as/")]
     for label, by in s["by_question_type_setup_marker"].items():

@@ -206,7 +206,7 @@ def run_eval(
         done = read_call_log(out / CALLS)
         if backend is None:
             try:
-                backend = _open_backend(config)
+                backend = open_backend(config)
             except BaseException:
                 if created:  # a bad model spec leaves no empty run folder behind
                     (out / LOCK_NAME).unlink(missing_ok=True)
@@ -222,7 +222,8 @@ def run_eval(
         return _run_locked(data, out, config, items, backend, done, progress)
 
 
-def _open_backend(config: EvalConfig) -> Backend:
+def open_backend(config: EvalConfig) -> Backend:
+    """The backend ``config.model`` names, with the run's decoding and concurrency."""
     try:
         return create_backend(
             config.model,
@@ -340,14 +341,22 @@ def _call_all(
             log.write(jsonl_line(row))
             log.flush()
             done[req.key] = row
+            if bar.note:
+                bar.set_note("")
             if error is None:
                 bar.update()
 
         try:
             chunk = getattr(backend, "chunk_size", None) or max(256, 16 * config.concurrency)
-            for batch in _chunks(items, config, prompts, done, chunk, where, reads_truth(backend)):
-                if batch:
-                    backend.generate(batch, on_reply)
+            # a local model loads on its first call (the agent's network: a minute when cold):
+            # say so, and keep a line coming until the first reply
+            bar.set_note("waiting for the first reply (a local model loads on its first call)")
+            with bar.keepalive():
+                for batch in _chunks(
+                    items, config, prompts, done, chunk, where, reads_truth(backend)
+                ):
+                    if batch:
+                        backend.generate(batch, on_reply)
         finally:
             log.flush()
             os.fsync(log.fileno())

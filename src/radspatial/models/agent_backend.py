@@ -43,6 +43,8 @@ def _context(meta: dict[str, Any], truth: Mapping[str, Any]):
 
 
 class AgentBackend:
+    deterministic = True  # no sampling: every run answers an item the same (``demo`` runs once)
+
     def __init__(self, spec: str, localizer: str, options: dict[str, Any], threads: int) -> None:
         from radspatial.agent.core import Agent
 

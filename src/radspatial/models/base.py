@@ -80,6 +80,7 @@ class MissingDependency(ImportError):
 class Backend(Protocol):
     spec: str
     # optional: True where the backend reads ``Request.truth`` (an oracle); absent means False
+    # optional: ``deterministic = True`` where every run answers an item the same
 
     def describe(self) -> dict[str, Any]:
         """JSON-safe description for run.json. Never includes secrets (API keys)."""
@@ -122,6 +123,13 @@ def import_ray() -> Any:
 # and the standard-view reader (every structure's true centre). References, never results.
 ORACLES = ("agent:mask", "baseline:standard-view")
 ORACLE_MARK = " (oracle)"
+
+
+def is_deterministic(backend: Any) -> bool:
+    """Whether ``backend`` says it answers an item the same on every run (``deterministic =
+    True``: the agent, ``baseline:yes``/``no``); repeats of such a backend add no information,
+    so ``demo`` runs it once. Absent means False (a sampling model, a seeded coin)."""
+    return getattr(backend, "deterministic", False) is True
 
 
 def reads_truth(backend: Any) -> bool:

@@ -200,6 +200,9 @@ class Baseline:
         self.planes = atlas  # plane -> atlas
         self.pairs = pairs or {}  # plane -> pair offsets (coronal, sagittal)
         self.reads_truth = kind == "standard-view"  # the item's true standard-view centres
+        # yes/no answer without a coin; the others toss one (keyed by the call) where their
+        # prior says nothing, so their runs differ
+        self.deterministic = kind in ("yes", "no")
         self.atlas = None if atlas is None else atlas.get("axial", {})
 
     def describe(self) -> dict[str, Any]:
