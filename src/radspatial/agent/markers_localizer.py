@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from radspatial.agent.glyphs import (
     glyph_kinds,
     text_regions,
 )
+from radspatial.agent.marker_templates import locate_rendered
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.markers import marker_reader
 
@@ -92,12 +94,26 @@ def find_dots(image: np.ndarray) -> list[ReadMarker]:
             fill = area / (np.pi * max(radii[0] * radii[1], 0.25))  # ~1 for a pixel disc
             size = min(area / expected, expected / area)
             roundness = np.clip(1 - 2 * max(abs(1 - fill) - 0.15, 0), 0, 1)  # PIL's discs: ~0.85
+            # a disc a few px across is far from the continuous one: compare it with the disc
+            # the generator draws in that box (at 128 px a dot is 5 px across)
+            drawn = area / _pil_disc_area(*comp.shape)
+            roundness = max(roundness, np.clip(1 - 2 * max(abs(1 - drawn) - 0.1, 0), 0, 1))
             score = float(roundness * np.clip(1.5 * size, 0, 1))
             ys, xs = np.nonzero(comp)
             xy = (float(xs.mean() + sl[1].start), float(ys.mean() + sl[0].start))
             bbox = (sl[1].start, sl[0].start, sl[1].stop, sl[0].stop)
             found.append(ReadMarker("dots", colour, xy, bbox, score))
     return sorted(found, key=lambda m: -m.score)
+
+
+@cache
+def _pil_disc_area(h: int, w: int) -> float:
+    """Pixels of the disc Pillow draws filling an h x w box (``draw_dot``'s ellipse)."""
+    from PIL import Image, ImageDraw
+
+    pil = Image.new("L", (w, h))
+    ImageDraw.Draw(pil).ellipse((0, 0, w - 1, h - 1), fill=255)
+    return max(float((np.asarray(pil) > 0).sum()), 1.0)
 
 
 @register_localizer("markers")
@@ -138,6 +154,9 @@ class MarkerLocalizer:
                     boxes = text_regions(text_image)
                     regions = [(box, _slots(_ink(text_image, box))) for box in boxes]
                 found = _locate_text(regions, ref.marker, text)
+                if found is None:  # glyphs not framed by white (small images): ask the generator
+                    out.append(locate_rendered(image, ref.marker, text))
+                    continue
                 if found is not None and k > 1:  # back to the image's own pixels
                     box = found.details["bbox"]
                     details = {**found.details, "bbox": list(_down(tuple(box), k))}

@@ -1,0 +1,175 @@
+"""Finding our own generator's text markers by their exact look, at any image size.
+
+The glyph reader (``agent/glyphs.py``) needs dark glyphs framed by white. Below about 400 px
+the generator's fonts stop shrinking (Pillow's 8 px floor) while MIRP's boxes keep shrinking
+with the image, so glyphs touch the box edge (256 px: 10 px of ink in an 11 px box) or spill
+over it (below 224 px) and merge with dark tissue; the reader then finds no string. This module
+asks the generator instead: it draws the requested marker exactly as ``radspatial generate``
+does for this image width (``imaging.markers.draw_text``, both rule profiles' geometries, so
+the font size, box and padding follow the image size by the generator's own rule, not a
+per-size table) and looks for it by masked normalised cross-correlation. Only the pixels the
+marker covers are compared (its box, and ink that spills onto the slice), so the tissue around
+it does not matter.
+
+A match counts only where the requested text fits the spot better than every other text of its
+style drawn there (a "86" asked where "88" is drawn is not found) and clears ``NCC_MIN``. Images
+drawn by other tools (MIRP's own font) rarely clear it; the glyph reader stays the first reader.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from itertools import product
+from typing import Any
+
+import numpy as np
+from scipy.signal import fftconvolve
+
+from radspatial.agent.types import Found
+from radspatial.imaging.markers import GEOMETRIES, Mark, draw_text, marker_style, text_box_size
+
+NCC_MIN = 0.9  # the requested marker must correlate at least this well somewhere
+LEAD_MIN = 0.001  # ... and fit that spot better than every other text of its style (at 256 px
+# "DH" and "OH" differ by a few pixels: 1.000 vs 0.997 on the generator's own PNG)
+_LEAD_FULL = 0.05  # a lead this large: full confidence; none: half
+_BG = (40, 215)  # two backgrounds: pixels that differ between them are not the marker's
+
+
+@cache
+def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(gray values, mask of the pixels the marker covers, (dx, dy) of the box centre from the
+    template's top-left) of ``text`` as the generator draws it on a ``size`` px wide image."""
+    from PIL import Image, ImageDraw
+
+    g = GEOMETRIES[geometry]
+    w, h = text_box_size(text, size, g)
+    m = max(w, h) + 8 * len(text)  # room for ink that spills out of the box (8 px font floor)
+    cx, cy = m + w // 2, m + h // 2
+    renders = []
+    for bg in _BG:
+        pil = Image.new("RGB", (w + 2 * m, h + 2 * m), (bg, bg, bg))
+        draw_text(ImageDraw.Draw(pil), Mark("numbers", text, (cx, cy)), size,
+                  boxed=True, colors={}, geometry=g)  # fmt: skip
+        renders.append(np.asarray(pil, np.float32).mean(-1))
+    mask = renders[0] == renders[1]
+    ys, xs = np.nonzero(mask)
+    y0, x0 = ys.min(), xs.min()
+    crop = (slice(y0, ys.max() + 1), slice(x0, xs.max() + 1))
+    centre = (cx - w // 2 + (w - 1) / 2 - x0, cy - h // 2 + (h - 1) / 2 - y0)
+    return renders[0][crop], mask[crop], centre
+
+
+def _ncc_map(gray: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Masked normalised cross-correlation of the template at every top-left position."""
+    m = mask.astype(np.float32)
+    n = float(m.sum())
+    t = np.where(mask, values - values[mask].mean(), 0.0).astype(np.float32)
+    t_norm = float(np.sqrt((t**2).sum()))
+    if gray.shape[0] < m.shape[0] or gray.shape[1] < m.shape[1] or t_norm == 0:
+        return np.zeros((0, 0), np.float32)
+    flip = (slice(None, None, -1), slice(None, None, -1))
+    num = fftconvolve(gray, t[flip], mode="valid")
+    s1 = fftconvolve(gray, m[flip], mode="valid")
+    s2 = fftconvolve(gray * gray, m[flip], mode="valid")
+    var = np.maximum(s2 - s1 * s1 / n, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ncc = np.where(var > 1e-3 * n, num / (np.sqrt(var) * t_norm), 0.0)
+    return ncc.astype(np.float32)
+
+
+@cache
+def style_texts(kind: str) -> tuple[str, ...]:
+    """Every text a glyph style can show (numbers: 1-999, letters: AA-ZZ)."""
+    first, rest, lengths = marker_style(kind).glyphs or ("", "", ())
+    return tuple(
+        a + "".join(b) for n in lengths for a in first for b in product(rest, repeat=n - 1)
+    )
+
+
+def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
+    """Where the generator's marker ``text`` of glyph style ``kind`` is drawn on ``image``
+    (RGB uint8), or None. ``details``: the geometry, the NCC, the runner-up text and its NCC."""
+    gray = image.astype(np.float32).mean(-1)
+    size = image.shape[1]
+    best: tuple[float, str, tuple[float, float], np.ndarray] | None = None
+    for geometry in GEOMETRIES:
+        values, mask, (dx, dy) = _template(text, size, geometry)
+        ncc = _ncc_map(gray, values, mask)
+        if ncc.size == 0:
+            continue
+        y, x = np.unravel_index(int(np.argmax(ncc)), ncc.shape)
+        if best is None or ncc[y, x] > best[0]:
+            best = (float(ncc[y, x]), geometry, (x + dx, y + dy), ncc)
+    if best is None or best[0] < NCC_MIN:
+        return None
+    score, geometry, xy, ncc = best
+    rival, rival_ncc = _runner_up(gray, kind, text, size, geometry, xy)
+    if score - rival_ncc < LEAD_MIN:
+        return None  # another text fits that spot as well: not the requested one
+    conf = float(np.clip((score - NCC_MIN) / (1 - NCC_MIN), 0, 1))
+    conf *= float(np.clip(0.5 + (score - rival_ncc) / (2 * _LEAD_FULL), 0, 1))
+    details: dict[str, Any] = {"read": text, "geometry": geometry, "ncc": round(score, 4)}
+    details["runner_up"] = [rival, round(rival_ncc, 4)]
+    _, mask, (dx, dy) = _template(text, size, geometry)
+    h, w = mask.shape
+    tw, th = text_box_size(text, size, GEOMETRIES[geometry])
+    x0, y0 = xy[0] - (tw - 1) / 2, xy[1] - (th - 1) / 2
+    details["bbox"] = [round(x0), round(y0), round(x0) + tw, round(y0) + th]
+    again = _second_peak(ncc, (round(xy[0] - dx), round(xy[1] - dy)), (w, h))
+    if again is not None and again[0] >= max(NCC_MIN, score - _LEAD_FULL):
+        conf *= 0.5  # the requested text seems to appear twice
+        details["also_at"] = [[again[1][0] + dx, again[1][1] + dy], round(again[0], 4)]
+    return Found(xy=(float(xy[0]), float(xy[1])), score=conf, method="marker-template",
+                 details=details)  # fmt: skip
+
+
+def _runner_up(
+    gray: np.ndarray, kind: str, text: str, size: int, geometry: str, xy: tuple
+) -> tuple[str, float]:
+    """The other text of the style and length that best fits the spot, and its NCC."""
+    texts, values, masks, (cx, cy) = _stack(kind, len(text), size, geometry)
+    h, w = masks.shape[1:]
+    x0, y0 = round(xy[0] - cx), round(xy[1] - cy)
+    pad = max(h, w)
+    big = np.pad(gray, pad, mode="edge")
+    win = big[y0 + pad : y0 + pad + h, x0 + pad : x0 + pad + w].ravel().astype(np.float64)
+    m, mv = masks.reshape(len(texts), -1), values.reshape(len(texts), -1)
+    n, sb, sbb = m.sum(1), mv.sum(1), (mv * mv).sum(1)  # mv is 0 outside the mask
+    sa, saa, sab = m @ win, m @ (win * win), mv @ win
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ncc = (sab - sa * sb / n) / np.sqrt((saa - sa * sa / n) * (sbb - sb * sb / n))
+    ncc = np.where(np.isfinite(ncc), ncc, -1.0)
+    ncc[texts.index(text)] = -1.0
+    k = int(np.argmax(ncc))
+    return texts[k], float(ncc[k])
+
+
+@cache
+def _stack(kind: str, n_chars: int, size: int, geometry: str):
+    """Every text of the style with ``n_chars`` characters, as templates on one grid aligned
+    by their box centres: (texts, values (T, H, W) zero outside the masks, masks, centre)."""
+    texts = [t for t in style_texts(kind) if len(t) == n_chars]
+    temps = [_template(t, size, geometry) for t in texts]
+    cx = max(c[0] for _, _, c in temps)
+    cy = max(c[1] for _, _, c in temps)
+    w = int(np.ceil(max(cx + m.shape[1] - c[0] for _, m, c in temps)))
+    h = int(np.ceil(max(cy + m.shape[0] - c[1] for _, m, c in temps)))
+    values = np.zeros((len(temps), h, w), np.float64)
+    masks = np.zeros((len(temps), h, w), np.float64)
+    for k, (v, m, c) in enumerate(temps):
+        x0, y0 = round(cx - c[0]), round(cy - c[1])
+        sl = (k, slice(y0, y0 + m.shape[0]), slice(x0, x0 + m.shape[1]))
+        values[sl], masks[sl] = np.where(m, v, 0.0), m
+    return texts, values, masks, (cx, cy)
+
+
+def _second_peak(ncc: np.ndarray, at: tuple[int, int], wh: tuple[int, int]):
+    """(value, (x, y)) of the best position at least a template away from ``at``."""
+    far = ncc.copy()
+    x, y = at
+    w, h = wh
+    far[max(0, y - h) : y + h + 1, max(0, x - w) : x + w + 1] = -1
+    if far.size == 0 or far.max() < 0:
+        return None
+    y2, x2 = np.unravel_index(int(np.argmax(far)), far.shape)
+    return float(far[y2, x2]), (int(x2), int(y2))
