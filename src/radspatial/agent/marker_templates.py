@@ -18,6 +18,7 @@ drawn by other tools (MIRP's own font) rarely clear it; the glyph reader stays t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from itertools import product
 from typing import Any
@@ -26,13 +27,24 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from radspatial.agent.types import Found
-from radspatial.imaging.markers import GEOMETRIES, Mark, draw_text, marker_style, text_box_size
+from radspatial.imaging.markers import (
+    GEOMETRIES,
+    STRICT_GEOMETRY,
+    Mark,
+    draw_text,
+    marker_style,
+    text_box_size,
+)
 
-NCC_MIN = 0.9  # the requested marker must correlate at least this well somewhere
+NCC_MIN = 0.97  # the requested marker must correlate this well somewhere (the generator's own
+# PNG: 1.000; a neighbouring text in the other profile's box reached 0.93)
 LEAD_MIN = 0.001  # ... and fit that spot better than every other text of its style (at 256 px
 # "DH" and "OH" differ by a few pixels: 1.000 vs 0.997 on the generator's own PNG)
 _LEAD_FULL = 0.05  # a lead this large: full confidence; none: half
 _BG = (40, 215)  # two backgrounds: pixels that differ between them are not the marker's
+# the looks searched: each rule profile's boxes, and our text without its outlined box (the
+# blank-page ablation draws bare text on white, which a box without outline matches)
+LOOKS = {**GEOMETRIES, "strict_bare": replace(STRICT_GEOMETRY, name="strict_bare", outline=False)}
 
 
 @cache
@@ -41,7 +53,7 @@ def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarr
     template's top-left) of ``text`` as the generator draws it on a ``size`` px wide image."""
     from PIL import Image, ImageDraw
 
-    g = GEOMETRIES[geometry]
+    g = LOOKS[geometry]
     w, h = text_box_size(text, size, g)
     m = max(w, h) + 8 * len(text)  # room for ink that spills out of the box (8 px font floor)
     cx, cy = m + w // 2, m + h // 2
@@ -78,6 +90,43 @@ def _ncc_map(gray: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarr
 
 
 @cache
+def framed(text: str, size: int) -> bool:
+    """Whether the generator leaves white around ``text``'s glyphs at this image width in every
+    rule profile (what the glyph reader needs): False where its ink touches or spills over the
+    box edge (MIRP's boxes below about 300 px, a wide pair such as "WM" up to 768 px)."""
+    for geometry, g in GEOMETRIES.items():
+        if g.box_w_per_char is None:
+            continue  # a box sized from the text and its padding always frames it
+        values = _template(text, size, geometry)[0]
+        w, h = text_box_size(text, size, g)
+        if values.shape != (h, w):
+            return False  # ink spills out of the box
+        ink = values < 128
+        if ink[0].any() or ink[-1].any() or ink[:, 0].any() or ink[:, -1].any():
+            return False  # ink on the box's edge
+    return True
+
+
+def read_by_look_first(kind: str, text: str, size: int) -> bool:
+    """Whether to look for the generator's drawing of ``text`` before reading glyphs: where the
+    text is not ``framed`` at this width, or a longer text of its style is not (the glyph
+    reader could then read a fragment: the "3" of a "63" whose "6" touches dark tissue)."""
+    return not framed(text, size) or not _longer_framed(kind, len(text), size)
+
+
+@cache
+def _longer_framed(kind: str, n_chars: int, size: int) -> bool:
+    """Whether the widest text of each length over ``n_chars`` of style ``kind`` is framed
+    (widest: the widest allowed character repeated, in the larger font of the profiles)."""
+    from radspatial.imaging.markers import _font
+
+    first, rest, lengths = marker_style(kind).glyphs or ("", "", ())
+    font = _font(size, max(g.font_px for g in GEOMETRIES.values()))
+    wide = [max(chars, key=font.getlength) for chars in (first, rest)]
+    return all(framed(wide[0] + wide[1] * (n - 1), size) for n in lengths if n > n_chars)
+
+
+@cache
 def style_texts(kind: str) -> tuple[str, ...]:
     """Every text a glyph style can show (numbers: 1-999, letters: AA-ZZ)."""
     first, rest, lengths = marker_style(kind).glyphs or ("", "", ())
@@ -92,7 +141,7 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
     gray = image.astype(np.float32).mean(-1)
     size = image.shape[1]
     best: tuple[float, str, tuple[float, float], np.ndarray] | None = None
-    for geometry in GEOMETRIES:
+    for geometry in LOOKS:
         values, mask, (dx, dy) = _template(text, size, geometry)
         ncc = _ncc_map(gray, values, mask)
         if ncc.size == 0:
@@ -103,7 +152,7 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
     if best is None or best[0] < NCC_MIN:
         return None
     score, geometry, xy, ncc = best
-    rival, rival_ncc = _runner_up(gray, kind, text, size, geometry, xy)
+    rival_ncc, rival = max(_runner_up(gray, kind, text, size, g, xy) for g in LOOKS)
     if score - rival_ncc < LEAD_MIN:
         return None  # another text fits that spot as well: not the requested one
     conf = float(np.clip((score - NCC_MIN) / (1 - NCC_MIN), 0, 1))
@@ -112,7 +161,7 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
     details["runner_up"] = [rival, round(rival_ncc, 4)]
     _, mask, (dx, dy) = _template(text, size, geometry)
     h, w = mask.shape
-    tw, th = text_box_size(text, size, GEOMETRIES[geometry])
+    tw, th = text_box_size(text, size, LOOKS[geometry])
     x0, y0 = xy[0] - (tw - 1) / 2, xy[1] - (th - 1) / 2
     details["bbox"] = [round(x0), round(y0), round(x0) + tw, round(y0) + th]
     again = _second_peak(ncc, (round(xy[0] - dx), round(xy[1] - dy)), (w, h))
@@ -125,7 +174,7 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
 
 def _runner_up(
     gray: np.ndarray, kind: str, text: str, size: int, geometry: str, xy: tuple
-) -> tuple[str, float]:
+) -> tuple[float, str]:
     """The other text of the style and length that best fits the spot, and its NCC."""
     texts, values, masks, (cx, cy) = _stack(kind, len(text), size, geometry)
     h, w = masks.shape[1:]
@@ -141,7 +190,7 @@ def _runner_up(
     ncc = np.where(np.isfinite(ncc), ncc, -1.0)
     ncc[texts.index(text)] = -1.0
     k = int(np.argmax(ncc))
-    return texts[k], float(ncc[k])
+    return float(ncc[k]), texts[k]
 
 
 @cache

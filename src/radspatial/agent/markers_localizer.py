@@ -44,7 +44,7 @@ from radspatial.agent.glyphs import (
     glyph_kinds,
     text_regions,
 )
-from radspatial.agent.marker_templates import locate_rendered
+from radspatial.agent.marker_templates import locate_rendered, read_by_look_first
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.markers import marker_reader
 
@@ -153,8 +153,13 @@ class MarkerLocalizer:
                     text_image, k = _for_text(image)
                     boxes = text_regions(text_image)
                     regions = [(box, _slots(_ink(text_image, box))) for box in boxes]
+                if read_by_look_first(ref.marker, text, image.shape[1]):
+                    # glyphs touch their box at this size: the generator's own look, or nothing
+                    # (the glyph reader reads fragments there: a "6" of a "68" on dark tissue)
+                    out.append(locate_rendered(image, ref.marker, text))
+                    continue
                 found = _locate_text(regions, ref.marker, text)
-                if found is None:  # glyphs not framed by white (small images): ask the generator
+                if found is None:  # e.g. a box merged with bright bone: the generator's look
                     out.append(locate_rendered(image, ref.marker, text))
                     continue
                 if found is not None and k > 1:  # back to the image's own pixels
