@@ -140,21 +140,10 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
     (RGB uint8), or None. ``details``: the geometry, the NCC, the runner-up text and its NCC."""
     gray = image.astype(np.float32).mean(-1)
     size = image.shape[1]
-    best: tuple[float, str, tuple[float, float], np.ndarray] | None = None
-    for geometry in LOOKS:
-        values, mask, (dx, dy) = _template(text, size, geometry)
-        ncc = _ncc_map(gray, values, mask)
-        if ncc.size == 0:
-            continue
-        y, x = np.unravel_index(int(np.argmax(ncc)), ncc.shape)
-        if best is None or ncc[y, x] > best[0]:
-            best = (float(ncc[y, x]), geometry, (x + dx, y + dy), ncc)
-    if best is None or best[0] < NCC_MIN:
+    best = _best_look(gray, kind, text, size)
+    if best is None:
         return None
-    score, geometry, xy, ncc = best
-    rival_ncc, rival = max(_runner_up(gray, kind, text, size, g, xy) for g in LOOKS)
-    if score - rival_ncc < LEAD_MIN:
-        return None  # another text fits that spot as well: not the requested one
+    score, geometry, xy, ncc, (rival_ncc, rival) = best
     conf = float(np.clip((score - NCC_MIN) / (1 - NCC_MIN), 0, 1))
     conf *= float(np.clip(0.5 + (score - rival_ncc) / (2 * _LEAD_FULL), 0, 1))
     details: dict[str, Any] = {"read": text, "geometry": geometry, "ncc": round(score, 4)}
@@ -170,6 +159,28 @@ def locate_rendered(image: np.ndarray, kind: str, text: str) -> Found | None:
         details["also_at"] = [[again[1][0] + dx, again[1][1] + dy], round(again[0], 4)]
     return Found(xy=(float(xy[0]), float(xy[1])), score=conf, method="marker-template",
                  details=details)  # fmt: skip
+
+
+def _best_look(gray: np.ndarray, kind: str, text: str, size: int):
+    """(NCC, look, centre, NCC map, (runner-up NCC, text)) of the first look, best peak first,
+    whose peak reaches ``NCC_MIN`` and where ``text`` fits its spot better than every other
+    text of the style drawn in that look; None if no look does. (Each look against itself: a
+    look whose mask is a small part of another's, MIRP's 4 px box at 128 px, would tie texts
+    that the larger look tells apart.)"""
+    peaks = []
+    for geometry in LOOKS:
+        values, mask, (dx, dy) = _template(text, size, geometry)
+        ncc = _ncc_map(gray, values, mask)
+        if ncc.size:
+            y, x = np.unravel_index(int(np.argmax(ncc)), ncc.shape)
+            peaks.append((float(ncc[y, x]), geometry, (x + dx, y + dy), ncc))
+    for score, geometry, xy, ncc in sorted(peaks, key=lambda p: -p[0]):
+        if score < NCC_MIN:
+            break
+        rival = _runner_up(gray, kind, text, size, geometry, xy)
+        if score - rival[0] >= LEAD_MIN:
+            return score, geometry, xy, ncc, rival
+    return None  # not there, or another text fits the spot as well
 
 
 def _runner_up(
