@@ -79,6 +79,7 @@ def test_eval_prints_plain_rq1_on_its_own_line_and_writes_the_block(data, tmp_pa
     assert re.search(rf"accuracy 0\.0% \[0\.0, \d+\.\d\] \(0/{n}\)", lines[0]), lines[0]
     assert "coverage 0.0% [0.0, " in lines[0] and f"(0/{n})" in lines[0]
     assert "accuracy on answered - [-] (0/0)" in lines[0]
+    assert b["runs"] == 1 or f"n {n} = {b['n_items']} items x {b['runs']} runs" in lines[0]
     assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "## Plain-slice RQ1 (no markers)" in md and f"| agent:markers | {n} | 0.0% " in md

@@ -105,8 +105,12 @@ def plain_rq1_line(block: Mapping[str, Any] | None) -> str | None:
     if not isinstance(block, Mapping) or not _number(block.get("n")) or not block["n"]:
         return None
     acc, cov, ans = plain_rq1_cells(block)
+    items, runs = block.get("n_items"), block.get("runs")
+    n = f"n {block['n']}"
+    if _number(runs) and runs > 1:
+        n += f" = {items} items x {runs} runs"
     return (
-        f"  plain-slice RQ1 (relative position, organ names, no markers; n {block['n']}): "
+        f"  plain-slice RQ1 (relative position, organ names, no markers; {n}): "
         f"accuracy {acc} (abstentions and unreadable replies = wrong), coverage {cov}, "
         f"accuracy on answered {ans}; Wilson 95% CIs"
     )
