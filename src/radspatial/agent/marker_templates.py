@@ -1,19 +1,22 @@
 """Finding our own generator's text markers by their exact look, at any image size.
 
-The glyph reader (``agent/glyphs.py``) needs dark glyphs framed by white. Below about 400 px
+The glyph reader (``agent/glyphs.py``) needs dark glyphs framed by white. Below about 360 px
 the generator's fonts stop shrinking (Pillow's 8 px floor) while MIRP's boxes keep shrinking
 with the image, so glyphs touch the box edge (256 px: 10 px of ink in an 11 px box) or spill
 over it (below 224 px) and merge with dark tissue; the reader then finds no string. This module
 asks the generator instead: it draws the requested marker exactly as ``radspatial generate``
-does for this image width (``imaging.markers.draw_text``, both rule profiles' geometries, so
-the font size, box and padding follow the image size by the generator's own rule, not a
-per-size table) and looks for it by masked normalised cross-correlation. Only the pixels the
+does for this image width (``imaging.markers.draw_text`` in each of ``LOOKS``: both rule
+profiles' geometries and our bare text, so the font size, box and padding follow the image size
+by the generator's own rule, not a per-size table) and looks for it by masked normalised
+cross-correlation. Only the pixels the
 marker covers are compared (its box, and ink that spills onto the slice), so the tissue around
 it does not matter.
 
 A match counts only where the requested text fits the spot better than every other text of its
-style drawn there (a "86" asked where "88" is drawn is not found) and clears ``NCC_MIN``. Images
-drawn by other tools (MIRP's own font) rarely clear it; the glyph reader stays the first reader.
+style drawn there (a "86" asked where "88" is drawn is not found) and clears ``NCC_MIN``.
+``read_by_look_first`` says where this search replaces the glyph reader (glyphs not framed at
+this width); elsewhere it only runs when the glyph reader finds nothing. Images drawn by other
+tools (MIRP's own font) do not clear ``NCC_MIN``; the glyph reader reads them.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ components, and thin ink minima where glyphs touch) and every glyph is matched b
 cross-correlation against digits and capitals rendered with Pillow's default font (Aileron, which
 our generator uses) and DejaVu Sans (matplotlib's package data). MIRP's Arial-like font is
 neither; per-glyph matching tolerates that. A small beam search picks the cuts and the reading.
+Where the generator's glyphs touch their box (MIRP's boxes below about 360 px), or the reader
+finds nothing, the marker is looked for as the generator draws it (``agent/marker_templates``).
 
     >>> loc = create_localizer("markers")
     >>> loc.locate(image, [Ref(marker="numbers", text="52")], Context())[0].xy
