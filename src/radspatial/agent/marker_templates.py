@@ -44,6 +44,7 @@ NCC_MIN = 0.97  # the requested marker must correlate this well somewhere (the g
 LEAD_MIN = 0.001  # ... and fit that spot better than every other text of its style (at 256 px
 # "DH" and "OH" differ by a few pixels: 1.000 vs 0.997 on the generator's own PNG)
 _LEAD_FULL = 0.05  # a lead this large: full confidence; none: half
+FIT_RATIO_MIN = 3.0  # a tie on the covered pixels, broken by the partly covered ones by this much
 _BG = (40, 215)  # two backgrounds: pixels that differ between them are not the marker's
 # the looks searched: each rule profile's boxes, and our text without its outlined box (the
 # blank-page ablation draws bare text on white, which a box without outline matches)
@@ -51,9 +52,9 @@ LOOKS = {**GEOMETRIES, "strict_bare": replace(STRICT_GEOMETRY, name="strict_bare
 
 
 @cache
-def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarray, tuple]:
-    """(gray values, mask of the pixels the marker covers, (dx, dy) of the box centre from the
-    template's top-left) of ``text`` as the generator draws it on a ``size`` px wide image."""
+def _renders(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """``text``'s marker as the generator draws it on a ``size`` px wide image, on each of the
+    two backgrounds ``_BG`` (grey, with a margin for ink that spills out), and its box centre."""
     from PIL import Image, ImageDraw
 
     g = LOOKS[geometry]
@@ -66,12 +67,19 @@ def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarr
         draw_text(ImageDraw.Draw(pil), Mark("numbers", text, (cx, cy)), size,
                   boxed=True, colors={}, geometry=g)  # fmt: skip
         renders.append(np.asarray(pil, np.float32).mean(-1))
-    mask = renders[0] == renders[1]
+    return renders[0], renders[1], (cx - w // 2 + (w - 1) / 2, cy - h // 2 + (h - 1) / 2)
+
+
+@cache
+def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(gray values, mask of the pixels the marker covers, (dx, dy) of the box centre from the
+    template's top-left) of ``text`` as the generator draws it on a ``size`` px wide image."""
+    dark, light, (cx, cy) = _renders(text, size, geometry)
+    mask = dark == light
     ys, xs = np.nonzero(mask)
     y0, x0 = ys.min(), xs.min()
     crop = (slice(y0, ys.max() + 1), slice(x0, xs.max() + 1))
-    centre = (cx - w // 2 + (w - 1) / 2 - x0, cy - h // 2 + (h - 1) / 2 - y0)
-    return renders[0][crop], mask[crop], centre
+    return dark[crop], mask[crop], (cx - x0, cy - y0)
 
 
 def _ncc_map(gray: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -180,31 +188,89 @@ def _best_look(gray: np.ndarray, kind: str, text: str, size: int):
     for score, geometry, xy, ncc in sorted(peaks, key=lambda p: -p[0]):
         if score < NCC_MIN:
             break
-        rival = _runner_up(gray, kind, text, size, geometry, xy)
-        if score - rival[0] >= LEAD_MIN:
-            return score, geometry, xy, ncc, rival
+        (rival_ncc, rival), other = _runner_up(gray, kind, text, size, geometry, xy)
+        if score - other[0] < LEAD_MIN:
+            continue  # a text of another length fits as well: a fragment of it, or no marker
+        if score - rival_ncc >= LEAD_MIN:
+            return score, geometry, xy, ncc, (rival_ncc, rival)
+        if _fit_ratio(gray, kind, text, size, geometry, xy) >= FIT_RATIO_MIN:
+            return score, geometry, xy, ncc, (score, rival)  # a tie the partial pixels break
     return None  # not there, or another text fits the spot as well
+
+
+def _fit_ratio(gray: np.ndarray, kind: str, text: str, size: int, geometry: str, xy) -> float:
+    """How much better ``text`` explains the spot than the best other text of its style and
+    length, counting the pixels its ink only partly covers (the masked NCC leaves them out):
+    each drawn pixel is ``marker part + background share x tissue``, the tissue fitted as one
+    grey level per text over the pixels any text covers; the rivals' best residual over
+    ``text``'s (large: clearly ``text``; about 1: a tie)."""
+    texts, part, share, (cx, cy) = _cover_stack(kind, len(text), size, geometry)
+    h, w = share.shape[1:]
+    x0, y0 = round(xy[0] - cx), round(xy[1] - cy)
+    big = np.pad(gray, max(h, w), mode="edge")
+    o = big[y0 + max(h, w) :, x0 + max(h, w) :][:h, :w].astype(np.float64)
+    used = (share < 1).any(0)
+    o, part, share = o[used], part[:, used], share[:, used]
+    tissue = (share * (o - part)).sum(1) / np.maximum((share * share).sum(1), 1e-9)
+    res = ((o - part - share * tissue[:, None]) ** 2).sum(1)
+    k = texts.index(text)
+    own, res[k] = res[k], np.inf
+    return float(res.min() / max(own, 1e-6))
+
+
+@cache
+def _cover_stack(kind: str, n_chars: int, size: int, geometry: str):
+    """Every text of the style with ``n_chars`` characters as (texts, marker part (T, H, W),
+    background share (T, H, W), centre), on one grid aligned by box centres: a drawn pixel is
+    ``part + share x background`` (share 1, part 0 where the marker is not)."""
+    texts = [t for t in style_texts(kind) if len(t) == n_chars]
+    rend = [_renders(t, size, geometry) for t in texts]
+    cx, cy = max(c[0] for *_, c in rend), max(c[1] for *_, c in rend)
+    w = int(np.ceil(max(cx + d.shape[1] - c[0] for d, _, c in rend)))
+    h = int(np.ceil(max(cy + d.shape[0] - c[1] for d, _, c in rend)))
+    part, share = np.zeros((len(texts), h, w)), np.ones((len(texts), h, w))
+    for k, (dark, light, c) in enumerate(rend):
+        x0, y0 = round(cx - c[0]), round(cy - c[1])
+        sl = (k, slice(y0, y0 + dark.shape[0]), slice(x0, x0 + dark.shape[1]))
+        share[sl] = (light - dark) / (_BG[1] - _BG[0])
+        part[sl] = dark - share[sl] * _BG[0]
+    return texts, part, share, (cx, cy)
 
 
 def _runner_up(
     gray: np.ndarray, kind: str, text: str, size: int, geometry: str, xy: tuple
-) -> tuple[float, str]:
-    """The other text of the style and length that best fits the spot, and its NCC."""
-    texts, values, masks, (cx, cy) = _stack(kind, len(text), size, geometry)
-    h, w = masks.shape[1:]
-    x0, y0 = round(xy[0] - cx), round(xy[1] - cy)
-    pad = max(h, w)
-    big = np.pad(gray, pad, mode="edge")
-    win = big[y0 + pad : y0 + pad + h, x0 + pad : x0 + pad + w].ravel().astype(np.float64)
-    m, mv = masks.reshape(len(texts), -1), values.reshape(len(texts), -1)
-    n, sb, sbb = m.sum(1), mv.sum(1), (mv * mv).sum(1)  # mv is 0 outside the mask
-    sa, saa, sab = m @ win, m @ (win * win), mv @ win
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ncc = (sab - sa * sb / n) / np.sqrt((saa - sa * sa / n) * (sbb - sb * sb / n))
-    ncc = np.where(np.isfinite(ncc), ncc, -1.0)
-    ncc[texts.index(text)] = -1.0
-    k = int(np.argmax(ncc))
-    return float(ncc[k]), texts[k]
+) -> tuple[tuple[float, str], tuple[float, str]]:
+    """The other texts of the style that best fit near the spot (box centre within a glyph's
+    width across and a quarter glyph down of ``xy``): (NCC, text) of the best with ``text``'s
+    length, and of the best with another length. Other lengths and offsets catch fragments:
+    the "3" of a "36" fits the "3" alone as well as "36" fits the pair."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from radspatial.imaging.markers import _font
+
+    glyph = _font(size, LOOKS[geometry].font_px).size
+    rx, ry = glyph, max(1, glyph // 4)
+    best = {True: (-1.0, ""), False: (-1.0, "")}
+    for n_chars in sorted({len(t) for t in style_texts(kind)}):
+        texts, values, masks, (cx, cy) = _stack(kind, n_chars, size, geometry)
+        h, w = masks.shape[1:]
+        x0, y0 = round(xy[0] - cx) - rx, round(xy[1] - cy) - ry
+        pad = max(h, w) + rx + ry
+        big = np.pad(gray, pad, mode="edge").astype(np.float64)
+        region = big[y0 + pad : y0 + pad + h + 2 * ry, x0 + pad : x0 + pad + w + 2 * rx]
+        wins = sliding_window_view(region, (h, w)).reshape(-1, h * w)  # (offsets, pixels)
+        m, mv = masks.reshape(len(texts), -1), values.reshape(len(texts), -1)
+        n, sb, sbb = m.sum(1), mv.sum(1), (mv * mv).sum(1)  # mv is 0 outside the mask
+        sa, saa, sab = wins @ m.T, (wins * wins) @ m.T, wins @ mv.T  # (offsets, texts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ncc = (sab - sa * sb / n) / np.sqrt((saa - sa * sa / n) * (sbb - sb * sb / n))
+        ncc = np.where(np.isfinite(ncc), ncc, -1.0).max(0)
+        if text in texts:
+            ncc[texts.index(text)] = -1.0
+        k, same = int(np.argmax(ncc)), n_chars == len(text)
+        if ncc[k] > best[same][0]:
+            best[same] = (float(ncc[k]), texts[k])
+    return best[True], best[False]
 
 
 @cache
