@@ -120,21 +120,18 @@ def framed(text: str, size: int) -> bool:
 
 def read_by_look_first(kind: str, text: str, size: int) -> bool:
     """Whether to look for the generator's drawing of ``text`` before reading glyphs: where the
-    text is not ``framed`` at this width, or a longer text of its style is not (the glyph
-    reader could then read a fragment: the "3" of a "63" whose "6" touches dark tissue)."""
-    return not framed(text, size) or not _longer_framed(kind, len(text), size)
+    text is not ``framed`` at this width, or where the generator's font is at Pillow's 8 px
+    floor in some profile (its boxes then shrink under the glyphs, most texts are not framed,
+    and the glyph reader reads fragments of them: the "T" of an "AT" whose "A" touches dark
+    tissue, read as "IT")."""
+    return not framed(text, size) or _font_floored(size)
 
 
 @cache
-def _longer_framed(kind: str, n_chars: int, size: int) -> bool:
-    """Whether the widest text of each length over ``n_chars`` of style ``kind`` is framed
-    (widest: the widest allowed character repeated, in the larger font of the profiles)."""
+def _font_floored(size: int) -> bool:
     from radspatial.imaging.markers import _font
 
-    first, rest, lengths = marker_style(kind).glyphs or ("", "", ())
-    font = _font(size, max(g.font_px for g in GEOMETRIES.values()))
-    wide = [max(chars, key=font.getlength) for chars in (first, rest)]
-    return all(framed(wide[0] + wide[1] * (n - 1), size) for n in lengths if n > n_chars)
+    return any(_font(size, g.font_px).size > round(g.font_px * size / 512) for g in LOOKS.values())
 
 
 @cache
@@ -188,9 +185,9 @@ def _best_look(gray: np.ndarray, kind: str, text: str, size: int):
     for score, geometry, xy, ncc in sorted(peaks, key=lambda p: -p[0]):
         if score < NCC_MIN:
             break
-        (rival_ncc, rival), other = _runner_up(gray, kind, text, size, geometry, xy)
-        if score - other[0] < LEAD_MIN:
-            continue  # a text of another length fits as well: a fragment of it, or no marker
+        (rival_ncc, rival), longer = _runner_up(gray, kind, text, size, geometry, xy)
+        if score - longer[0] < LEAD_MIN:
+            continue  # a longer text fits as well: ``text`` is a fragment of it
         if score - rival_ncc >= LEAD_MIN:
             return score, geometry, xy, ncc, (rival_ncc, rival)
         if _fit_ratio(gray, kind, text, size, geometry, xy) >= FIT_RATIO_MIN:
@@ -242,8 +239,9 @@ def _runner_up(
 ) -> tuple[tuple[float, str], tuple[float, str]]:
     """The other texts of the style that best fit near the spot (box centre within a glyph's
     width across and a quarter glyph down of ``xy``): (NCC, text) of the best with ``text``'s
-    length, and of the best with another length. Other lengths and offsets catch fragments:
-    the "3" of a "36" fits the "3" alone as well as "36" fits the pair."""
+    length, and of the best longer one. Longer texts and offsets catch fragments: the "3" of
+    a "36" fits the "3" alone as well as "36" fits the pair. (A shorter text that fits as well
+    is a fragment of ``text``: no rival.)"""
     from numpy.lib.stride_tricks import sliding_window_view
 
     from radspatial.imaging.markers import _font
@@ -251,7 +249,7 @@ def _runner_up(
     glyph = _font(size, LOOKS[geometry].font_px).size
     rx, ry = glyph, max(1, glyph // 4)
     best = {True: (-1.0, ""), False: (-1.0, "")}
-    for n_chars in sorted({len(t) for t in style_texts(kind)}):
+    for n_chars in sorted({len(t) for t in style_texts(kind) if len(t) >= len(text)}):
         texts, values, masks, (cx, cy) = _stack(kind, n_chars, size, geometry)
         h, w = masks.shape[1:]
         x0, y0 = round(xy[0] - cx) - rx, round(xy[1] - cy) - ry
