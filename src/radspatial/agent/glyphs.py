@@ -24,7 +24,6 @@ from scipy import ndimage as ndi
 from radspatial.imaging.markers import marker_style, marker_styles
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
 
 _REF = 512  # pixel sizes below are for a 512 px image
 _INK_MAX = 110  # every channel below this: glyph ink (coloured dots are never ink)
@@ -69,7 +68,10 @@ def text_regions(image: np.ndarray) -> list[Box]:
     boxes = [(s[1].start, s[0].start, s[1].stop, s[0].stop) for s in ndi.find_objects(labels)]
     bright = lo >= _BRIGHT_MIN
     # ink that is no speck of noise (a neighbouring glyph, our box outline) may touch the frame
-    solid = np.array([False] + [max(b[2] - b[0], b[3] - b[1]) >= 4 * scale for b in boxes])
+    # (not dark tissue: a glyph merged with it is no neighbour that frames a fragment, e.g. the
+    # "3" of a "63" whose "6" touches fat where the box is too tight, at 256 px)
+    extent = [max(b[2] - b[0], b[3] - b[1]) for b in boxes]
+    solid = np.array([False] + [4 * scale <= e <= 4 * hmax for e in extent])
     parts = [
         b
         for b in boxes

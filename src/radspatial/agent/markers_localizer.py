@@ -7,6 +7,8 @@ components, and thin ink minima where glyphs touch) and every glyph is matched b
 cross-correlation against digits and capitals rendered with Pillow's default font (Aileron, which
 our generator uses) and DejaVu Sans (matplotlib's package data). MIRP's Arial-like font is
 neither; per-glyph matching tolerates that. A small beam search picks the cuts and the reading.
+Where the generator's glyphs touch their box (MIRP's boxes below about 360 px), or the reader
+finds nothing, the marker is looked for as the generator draws it (``agent/marker_templates``).
 
     >>> loc = create_localizer("markers")
     >>> loc.locate(image, [Ref(marker="numbers", text="52")], Context())[0].xy
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -43,6 +46,7 @@ from radspatial.agent.glyphs import (
     glyph_kinds,
     text_regions,
 )
+from radspatial.agent.marker_templates import locate_rendered, read_by_look_first
 from radspatial.agent.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.markers import marker_reader
 
@@ -92,12 +96,26 @@ def find_dots(image: np.ndarray) -> list[ReadMarker]:
             fill = area / (np.pi * max(radii[0] * radii[1], 0.25))  # ~1 for a pixel disc
             size = min(area / expected, expected / area)
             roundness = np.clip(1 - 2 * max(abs(1 - fill) - 0.15, 0), 0, 1)  # PIL's discs: ~0.85
+            # a disc a few px across is far from the continuous one: compare it with the disc
+            # the generator draws in that box (at 128 px a dot is 5 px across)
+            drawn = area / _pil_disc_area(*comp.shape)
+            roundness = max(roundness, np.clip(1 - 2 * max(abs(1 - drawn) - 0.1, 0), 0, 1))
             score = float(roundness * np.clip(1.5 * size, 0, 1))
             ys, xs = np.nonzero(comp)
             xy = (float(xs.mean() + sl[1].start), float(ys.mean() + sl[0].start))
             bbox = (sl[1].start, sl[0].start, sl[1].stop, sl[0].stop)
             found.append(ReadMarker("dots", colour, xy, bbox, score))
     return sorted(found, key=lambda m: -m.score)
+
+
+@cache
+def _pil_disc_area(h: int, w: int) -> float:
+    """Pixels of the disc Pillow draws filling an h x w box (``draw_dot``'s ellipse)."""
+    from PIL import Image, ImageDraw
+
+    pil = Image.new("L", (w, h))
+    ImageDraw.Draw(pil).ellipse((0, 0, w - 1, h - 1), fill=255)
+    return max(float((np.asarray(pil) > 0).sum()), 1.0)
 
 
 @register_localizer("markers")
@@ -137,7 +155,15 @@ class MarkerLocalizer:
                     text_image, k = _for_text(image)
                     boxes = text_regions(text_image)
                     regions = [(box, _slots(_ink(text_image, box))) for box in boxes]
+                if read_by_look_first(ref.marker, text, image.shape[1]):
+                    # glyphs touch their box at this size: the generator's own look, or nothing
+                    # (the glyph reader reads fragments there: a "6" of a "68" on dark tissue)
+                    out.append(locate_rendered(image, ref.marker, text))
+                    continue
                 found = _locate_text(regions, ref.marker, text)
+                if found is None:  # e.g. a box merged with bright bone: the generator's look
+                    out.append(locate_rendered(image, ref.marker, text))
+                    continue
                 if found is not None and k > 1:  # back to the image's own pixels
                     box = found.details["bbox"]
                     details = {**found.details, "bbox": list(_down(tuple(box), k))}

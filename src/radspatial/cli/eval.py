@@ -183,6 +183,10 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
             f"{100 * (h['accuracy_std'] or 0):.1f}% of {h['n_items']} items, invalid "
             f"{100 * (h.get('invalid_rate') or 0):.1f}% of those"
         )
+    from radspatial.eval.rq1_plain import plain_rq1_line
+
+    if line := plain_rq1_line(metrics.get("rq1_plain")):
+        print(line)
     _print_judge(metrics.get("judge"))
     _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")

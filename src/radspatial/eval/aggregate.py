@@ -1,6 +1,7 @@
 """Metrics from result rows: per run, across runs (mean +- std), Wilson CIs, breakdowns,
 correctness in three frames (image, standard view, anatomical), McNemar between runs, and MIRP's
-own statistics (``mirp``: computed by MIRP's rules for every run, whatever its protocol).
+own statistics (``mirp``: computed by MIRP's rules for every run, whatever its protocol), and
+plain-slice RQ1 with coverage (``rq1_plain``, ``eval/rq1_plain.py``).
 
 Invalid answers (parsed None) count as wrong and are reported as the invalid rate. The headline
 (``headline``) is relative position on RQ1-RQ3, as MIRP's "Overall"; the blank-image ablation
@@ -20,6 +21,7 @@ from typing import Any
 from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
+from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
 from radspatial.questions import chance_levels
@@ -196,6 +198,7 @@ def compute_metrics(
         "n_errors": errors,
         "overall": group_metrics(rows, runs),
         "headline": group_metrics([r for r in rows if _is_headline(r)], runs),
+        "rq1_plain": plain_rq1(rows, runs),  # coverage and accuracy on answered, with CIs
         "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),
         "by_setup": _by(rows, lambda r: r["setup"], runs),
         "by_question_type": {

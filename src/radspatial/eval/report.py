@@ -254,6 +254,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
         "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},
         "headline": {r.label: _strip(r.metrics.get("headline", {})) for r in runs},
+        "rq1_plain": {r.label: r.metrics.get("rq1_plain") or {} for r in runs},
         "relpos_setup_markers": _relpos_keys(runs),
         "mirp": {r.label: r.metrics.get("mirp", {}) for r in runs},
         "mcnemar": {

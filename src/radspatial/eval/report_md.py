@@ -315,7 +315,10 @@ def render_markdown(s: dict[str, Any], figures: dict[str, str | None]) -> str:
             "image, `baseline:standard-view` the true centres): a check of the data and the "
             "scoring, not a result to compare models with.\n"
         )
-    sections = [_table1(s), _mirp_table(s), _runs_table(s), _frames_tables(s)]
+    from radspatial.eval.rq1_plain import plain_rq1_markdown
+
+    sections = [_table1(s), plain_rq1_markdown(s.get("rq1_plain", {}))]
+    sections += [_mirp_table(s), _runs_table(s), _frames_tables(s)]
     sections.append(_transform_tables(s))
     sections += [_question_type_table(s), _modality_tables(s), _variant_table(s)]
     sections.append(_mcnemar_table(s))
