@@ -35,14 +35,31 @@ def tiles(seed: int) -> list[np.ndarray]:
         top.append(window_to_uint8(hu, 400, 40))
         for d in range(2):
             rng = keyed_rng(seed, f"figure-a-{z}-{d}")
-            top.append(window_to_uint8(organs_synth.synth_slice(lab, names, lm.px_mm(a_lab, SIZE), rng)[0], 400, 40))
-    for name, frac in (("amos", 0.3), ("amos", 0.6), ("s0327", 0.35), ("s0327", 0.6), ("s0328", 0.5), ("s0328", 0.75)):
+            top.append(
+                window_to_uint8(
+                    organs_synth.synth_slice(lab, names, lm.px_mm(a_lab, SIZE), rng)[0], 400, 40
+                )
+            )
+    for name, frac in (
+        ("amos", 0.3),
+        ("amos", 0.6),
+        ("s0327", 0.35),
+        ("s0327", 0.6),
+        ("s0328", 0.5),
+        ("s0328", 0.75),
+    ):
         lv = lm.label_volume(name)
         zs = lm.slice_ids(lv, 3.0)
         z = zs[int(frac * (len(zs) - 1))]
         lab = organs_data.render_lab(lv.seg, z, lv.spacing, SIZE)
         rng = keyed_rng(seed, f"figure-{name}-{z}")
-        bottom.append(window_to_uint8(organs_synth.synth_slice(lab, names, lm.px_mm(lv, SIZE), rng, lv.complete)[0], 400, 40))
+        bottom.append(
+            window_to_uint8(
+                organs_synth.synth_slice(lab, names, lm.px_mm(lv, SIZE), rng, lv.complete)[0],
+                400,
+                40,
+            )
+        )
     bottom.append(np.zeros_like(bottom[0]))
     bottom += [np.zeros_like(bottom[0])] * (len(top) - len(bottom))
     return [np.concatenate(top, axis=1), np.concatenate(bottom[: len(top)], axis=1)]

@@ -1,16 +1,16 @@
 """Build the ``organs+atlas`` localizer's atlas from the training patients' labelled slices.
 
-    python -m radspatial.training.organs_atlas --out src/radspatial/data/organs \
+    python -m radspatial.training.organs_atlas --out src/radspatial/data/organs \\
         --volumes a,c,amos,s0327,s0328,mr
 
-Every slice with a label of each training volume with an image (``a``, ``c``) (:func:`organs_data.banks`, at the
-network's 128 px in the generator's display geometry) is shown at W400 / L40, cut to the
-body's box and resized to the atlas grid (:data:`radspatial.agent.organs_atlas.SIZE`); its
-grey is stored as ranks within the body, its labels as grouped label ids (``UNKNOWN`` where
-the patient is only partially labelled), with the label ids each patient labels at all.
-Written atomically: ``atlas.npz`` (compressed) and ``atlas.json`` (volumes and their
-sha256, slices, size, command, the npz's sha256, and ``anatomies``: how many patients). Nothing
-here runs at inference.
+Every slice with a label of each training volume with an image (``a``, ``c``;
+:func:`organs_data.banks`, at the network's 128 px in the generator's display geometry) is
+shown at W400 / L40, cut to the body's box and resized to the atlas grid
+(:data:`radspatial.agent.organs_atlas.SIZE`); its grey is stored as ranks within the body, its
+labels as grouped label ids (``UNKNOWN`` where the patient is only partially labelled), with
+the label ids each patient labels at all. Written atomically: ``atlas.npz`` (compressed) and
+``atlas.json`` (volumes and their sha256, slices, size, command, the npz's sha256, and
+``anatomies``: how many patients). Nothing here runs at inference.
 
 Label-map patients without an image (``amos``, ``s0327``, ``s0328``, ``mr``:
 ``organs_labelmaps``) join with slices about ``--step-mm`` (6) apart; their grey is the
