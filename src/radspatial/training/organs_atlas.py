@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     command += f" --step-mm {a.step_mm:g}"
     command += "".join(f" --exclude {e}" for e in a.exclude)
     write(a.out, arrays, meta, command)
-    print(f"{a.out}: {meta['slices']} atlas slices from {meta['anatomies']} anatomies")
+    n = meta["anatomies"]
+    print(f"{a.out}: {meta['slices']} atlas slices from {', '.join(volumes)} ({n} anatomies)")
     return 0
 
 
