@@ -167,3 +167,10 @@ def test_shipped_tables_state_their_anatomies_and_sources():
     assert "patient_b" not in {s["name"] for s in prior["anatomy_sources"]}
     c = prior["centres"]  # standard view: the patient's left on the image's right
     assert c["spleen"][0] > c["liver"][0] and c["kidney_left"][0] > c["kidney_right"][0]
+
+
+def test_anatomy_prior_says_how_many_anatomies_it_recites():
+    from radspatial.models.base import create_backend
+
+    info = create_backend("baseline:anatomy-prior").describe()
+    assert info["atlas_anatomies"] == 6 and info["atlas_source"] == "built-in"
