@@ -174,3 +174,48 @@ def test_anatomy_prior_says_how_many_anatomies_it_recites():
 
     info = create_backend("baseline:anatomy-prior").describe()
     assert info["atlas_anatomies"] == 6 and info["atlas_source"] == "built-in"
+
+
+SHARED = organs_data.shared_data()
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "totalseg_mr").is_dir(), reason="needs ../shared/data"
+)
+
+
+@needs_shared
+def test_train_command_line_mixes_synthesised_label_map_slices_and_records_them(tmp_path):
+    from radspatial.training.organs_train import main
+
+    out = tmp_path / "m"
+    args = ["--out", str(out), "--n-phantoms", "0", "--real-weight", "0.5", "--steps", "2"]
+    args += ["--batch-size", "2", "--size", "32", "--channels", "8,16", "--volumes", "c"]
+    args += ["--synth", "mr", "--synth-weight", "0.5", "--synth-draws", "1"]
+    assert main([*args, "--synth-step-mm", "30", "--threads", "1"]) == 0
+    record = json.loads((out / "config.json").read_text())
+    (drawn,) = record["data"]["real"]["synthesised"]
+    assert drawn["name"] == "mr" and drawn["seg_sha256"].startswith("e73a5ee1")
+    assert drawn["slices"] >= 1 and drawn["seed"] == 0
+    assert "--synth mr --synth-weight 0.5" in record["training"]["command"]
+    names = {c["name"] for c in record["classes"]}
+    assert {"liver", "stomach", "vertebrae", "spleen", "kidney_left"} <= names
+
+
+@needs_shared
+def test_atlas_command_line_takes_a_label_map_patient(tmp_path, capsys):
+    from radspatial.training import organs_atlas as builder
+
+    assert builder.main(["--out", str(tmp_path), "--volumes", "c,mr", "--step-mm", "30"]) == 0
+    assert "(2 anatomies)" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "atlas.json").read_text())
+    assert [v["name"] for v in meta["volumes"]] == ["mr", "patient_c"]
+    assert "--step-mm 30" in meta["command"]
+
+
+@needs_shared
+def test_hu_command_line_measures_the_training_patients_only(tmp_path):
+    out = tmp_path / "hu.json"
+    assert organs_hu.main(["--out", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert table["pooled_patients"] == ["patient_a", "patient_c"]
+    assert table["classes"]["liver"]["structures"] == 2  # A's liver and C's
+    assert table["per_patient_classes"]["patient_b"]["artery"]["mean"] > 100  # B: contrast

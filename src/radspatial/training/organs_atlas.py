@@ -1,7 +1,8 @@
 """Build the ``organs+atlas`` localizer's atlas from the training patients' labelled slices.
 
-    python -m radspatial.training.organs_atlas --out src/radspatial/data/organs \\
-        --volumes a,c,amos,s0327,s0328,mr
+    python -m radspatial.training.organs_atlas --out src/radspatial/data/organs --volumes a,c
+    python -m radspatial.training.organs_atlas --out runs/atlas6 \\
+        --volumes a,c,amos,s0327,s0328,mr   # every anatomy (issue #34: not shipped)
 
 Every slice with a label of each training volume with an image (``a``, ``c``;
 :func:`organs_data.banks`, at the network's 128 px in the generator's display geometry) is
@@ -133,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--volumes",
-        default="a,c,amos,s0327,s0328,mr",
-        help="a: patient A, c: dcmqi; label maps: amos, s0327, s0328, mr",
+        default="a,c",
+        help="a: patient A, c: dcmqi; label maps: amos, s0327, s0328, mr (the shipped: a,c)",
     )
     p.add_argument("--step-mm", type=float, default=6.0, help="label-map slice spacing")
     p.add_argument("--data", type=Path, help="../shared/data (found by default)")
