@@ -237,8 +237,7 @@ def _fit(
 
     from radspatial.training.organs_loss import masked_dice_ce
 
-    weights = np.array([w for _, _, w in banks], float)
-    weights /= weights.sum()
+    weights = np.array([w for _, _, w in banks]) / sum(w for _, _, w in banks)
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
