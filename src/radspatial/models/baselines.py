@@ -6,11 +6,12 @@ the patient's left/right ("the spleen is to the left of the liver": the spleen l
 patient's left) and above/below as anterior/posterior. It reads only what a model could read:
 structure names that the question itself contains (RQ1/RQ2); for marker-only questions and
 unknown structures it answers at random. High in the anatomical frame, near chance in the image
-frame. The atlas is built in (learned from the bundled example CT) or learned from a dataset's
+frame. The atlas is built in (learned from six patients' label maps:
+``benchmarks/build_anatomy_prior.py``) or learned from a dataset's
 manifest: ``baseline:anatomy-prior@path/to/manifest.jsonl`` (or a folder holding one). Coronal
 and sagittal items (``docs/planes.md``) are read with one atlas per plane (standard-view
 centres of that plane's slices: superior/inferior, anterior/posterior); the built-in ones are
-learned from patient A's full scan (``benchmarks/build_plane_atlas.py``). On those planes a
+learned from the same anatomies (patient C's 3 slices serve the axial plane only). On those planes a
 pair is read first from its *pair offset*: the mean standard-view difference of the two centres
 over the slices that show both (weighted by the smaller area), i.e. where the pair lies when a
 question can name both. Typical centres learned over every slice of each structure alone
@@ -135,6 +136,12 @@ def builtin_plane_pairs() -> dict[str, PairAtlas]:
     return {p: _pairs_from_json(t) for p, t in tables.items()}
 
 
+def builtin_anatomies() -> int:
+    """How many patients' anatomies the built-in atlas averages (build_anatomy_prior.py)."""
+    text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
+    return int(json.loads(text).get("anatomies", 2))
+
+
 def builtin_atlas() -> Atlas:
     text = resources.files("radspatial.data").joinpath("atlas.json").read_text()
     return {k: (v[0], v[1]) for k, v in json.loads(text)["centres"].items()}
@@ -209,6 +216,8 @@ class Baseline:
         d = {"spec": self.spec, "backend": "baseline", "kind": self.kind}
         if self.atlas is not None:
             d.update(atlas_source=self.atlas_source, atlas_structures=len(self.atlas))
+            if self.atlas_source == "built-in":
+                d["atlas_anatomies"] = builtin_anatomies()
         return d
 
     def answer(self, req: Request) -> str:

@@ -73,6 +73,13 @@ class OrgansConfig:
     threads: int | None = None
     max_seconds: float | None = None  # a safety stop on shared machines (recorded if hit)
     init_from: str | None = None  # warm start from this model folder (organs_init)
+    # slices synthesised from label maps (organs_labelmaps / organs_synth): which patients'
+    # maps ("a" = patient A's labels, drawn anew; amos, s0327, s0328, mr), the share of each
+    # batch drawn from them, images per slice, slice spacing
+    synth: tuple[str, ...] = ()
+    synth_weight: float = 0.0
+    synth_draws: int = 2
+    synth_step_mm: float = 3.0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,6 +88,7 @@ class OrgansConfig:
         d["phantom_variants"] = list(self.phantom_variants)
         d["volumes"] = list(self.volumes)
         d["exclude"] = list(self.exclude)
+        d["synth"] = list(self.synth)
         return d
 
 
@@ -143,9 +151,16 @@ def build_banks(config: OrgansConfig, progress: bool = True):
     real, sources = organs_data.banks(vols, config.size, organs_data.parse_exclude(config.exclude))
     real_source = {"volumes": sources, "slices": int(len(real[0]))}
     real_source["plausibility"] = organs_data.plausibility(real[0], real[1])
+    from radspatial.training.organs_labelmaps import synth_banks
+
+    drawn, real_source["synthesised"] = synth_banks(config, vols)
     if progress:
-        print(f"organs: {len(synth[0])} phantom slices, {len(real[0])} real slices", flush=True)
-    return synth, real, real_source
+        print(
+            f"organs: {len(synth[0])} phantom, {len(real[0])} real, {len(drawn[0])} synthesised"
+            " slices",
+            flush=True,
+        )
+    return synth, real, drawn, real_source
 
 
 def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
@@ -159,20 +174,22 @@ def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> d
     import torch
 
     started = time.perf_counter()
-    synth, real, real_source = build_banks(config, progress)
+    synth, real, drawn, real_source = build_banks(config, progress)
     data_s = time.perf_counter() - started
     from radspatial.training import organs_data
 
-    classes = class_list([synth[1], real[1]])
+    classes = class_list([synth[1], real[1], drawn[1]])
     lut = np.zeros(65536, np.int64)
     for index, (label_id, _) in enumerate(classes):
         lut[label_id] = index
     lut[organs_data.IGNORE] = 255
     dev = torch.device(config.device)
+    shares = (1 - config.real_weight - config.synth_weight, config.real_weight)
+    shares += (config.synth_weight,)
     banks = [
-        (torch.from_numpy(h).to(dev), torch.from_numpy(lut[lab].astype(np.uint8)).to(dev))
-        for h, lab in (synth, real)
-        if len(h)
+        (torch.from_numpy(h).to(dev), torch.from_numpy(lut[lab].astype(np.uint8)).to(dev), w)
+        for (h, lab), w in zip((synth, real, drawn), shares, strict=True)
+        if len(h) and w > 0
     ]
     threads = torch.get_num_threads()
     if config.threads:
@@ -220,7 +237,7 @@ def _fit(
 
     from radspatial.training.organs_loss import masked_dice_ce
 
-    weights = [1 - config.real_weight, config.real_weight] if len(banks) == 2 else [1.0]
+    weights = np.array([w for _, _, w in banks]) / sum(w for _, _, w in banks)
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
@@ -241,9 +258,9 @@ def _fit(
             frac = max(frac, elapsed / config.max_seconds)
         for group in opt.param_groups:
             group["lr"] = one_cycle_lr(config.lr, frac, warm)
-        n_real = int(rng.binomial(config.batch_size, weights[-1])) if len(banks) == 2 else 0
+        counts = rng.multinomial(config.batch_size, weights)
         parts = []
-        for (h, lab), n in zip(banks, [config.batch_size - n_real, n_real], strict=False):
+        for (h, lab, _), n in zip(banks, counts, strict=True):
             if n:
                 idx = torch.from_numpy(rng.integers(0, len(h), n)).to(dev)
                 parts.append((h[idx], lab[idx]))
@@ -322,6 +339,12 @@ def _args_text(c: OrgansConfig) -> str:
         + (f" --threads {c.threads}" if c.threads else "")
         + (f" --max-seconds {c.max_seconds:g}" if c.max_seconds else "")
         + (f" --init-from {c.init_from}" if c.init_from else "")
+        + (
+            f" --synth {','.join(c.synth)} --synth-weight {c.synth_weight}"
+            f" --synth-draws {c.synth_draws} --synth-step-mm {c.synth_step_mm}"
+            if c.synth
+            else ""
+        )
     )
 
 
@@ -351,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--elastic-px", type=float, default=d.elastic_px)
     p.add_argument("--exclude", type=_csv(str), default=d.exclude, help="e.g. a:86-97")
     p.add_argument("--init-from")
+    p.add_argument("--synth", type=_csv(str), default=d.synth, help="e.g. a,amos,s0327,s0328,mr")
+    p.add_argument("--synth-weight", type=float, default=d.synth_weight)
+    p.add_argument("--synth-draws", type=int, default=d.synth_draws)
+    p.add_argument("--synth-step-mm", type=float, default=d.synth_step_mm)
     p.add_argument("--volumes", type=_csv(str), default=d.volumes)
     p.add_argument("--channels", type=_csv(int), default=d.channels)
     a = vars(p.parse_args(argv))  # every flag but --out is an OrgansConfig field
