@@ -117,7 +117,6 @@ def test_our_images_every_variant_every_marker_type(ours):
     else:  # MIRP's look: no outline, a box can merge with bright tissue (as in its own images)
         assert ok["rq2/dots"] == n["rq2/dots"] and ok["rq3/letters"] == n["rq3/letters"]
         assert all(ok[k] >= 0.9 * n[k] for k in n), (ok, n)
-    assert np.median(ms) < 200  # a disaster guard, not a benchmark (target < 20 ms)
 
 
 def test_absent_markers_and_named_refs_give_none(ours):

@@ -224,7 +224,7 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
 
     killed = time.time()
     while replicas := [p for p in _session_procs(proc.pid) if "Replica" in p]:
-        assert time.time() - killed < 15, replicas  # the model holders go first
+        assert time.time() - killed < 120, replicas  # the model holders go first
         time.sleep(0.2)
     # the resume runs while Ray's agents notice the dead raylet (~45 s): it must not need them
     run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
