@@ -238,7 +238,7 @@ def test_serve_answers_model_agent(volume):
     Image.fromarray(image).save(buf, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
     with make_server(agents=build_agents(("auto", "markers")), default_model="agent") as srv:
-        models = [m["id"] for m in httpx.get(f"{srv.url}/models").json()["data"]]
+        models = [m["id"] for m in httpx.get(f"{srv.url}/models", timeout=120).json()["data"]]
         assert models == ["agent", "agent:markers"]
         body = {
             "model": "agent",
@@ -252,7 +252,7 @@ def test_serve_answers_model_agent(volume):
                 }
             ],
         }
-        response = httpx.post(f"{srv.url}/chat/completions", json=body, timeout=60)
+        response = httpx.post(f"{srv.url}/chat/completions", json=body, timeout=600)
         assert response.status_code == 200, response.text
         reply = response.json()
         assert reply["model"] == "agent"

@@ -349,7 +349,7 @@ def test_generate_works_inside_a_running_loop() -> None:
 
 def test_models_endpoint() -> None:
     with FakeChatServer() as server:
-        data = httpx.get(f"{server.base_url}/models").json()
+        data = httpx.get(f"{server.base_url}/models", timeout=WAIT_S).json()
     assert data["data"][0]["id"] == "fake"
 
 

@@ -262,7 +262,7 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
         _wait_for_calls(out, 2, first)
         server.latency_s = 2.0  # the first run must outlast the second's start on a loaded machine
         second = _spawn(ds, out, other.base_url)
-        _, err = second.communicate(timeout=120)
+        _, err = second.communicate(timeout=600)
         assert second.returncode == 2, err
         lines = [x for x in err.splitlines() if x.strip()]
         assert len(lines) == 1 and "another radspatial eval" in lines[0] and str(out) in lines[0]
@@ -276,7 +276,7 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
                 first = _spawn(ds, out, server.base_url)
                 _wait_for_calls(out, n_done + 2, first)
             first.send_signal(sig)
-            _, err = first.communicate(timeout=60)
+            _, err = first.communicate(timeout=600)
             assert first.returncode == code, err
             assert "Traceback" not in err and "interrupted" in err
             run = json.loads((out / "run.json").read_text())
@@ -285,7 +285,7 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
             n_done = len((out / "calls.jsonl").read_text().splitlines())
 
         last = _spawn(ds, out, server.base_url)  # the lock died with the killed process
-        _, err = last.communicate(timeout=300)
+        _, err = last.communicate(timeout=600)
         assert last.returncode == 0, err
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     n_items = len((ds / "manifest.jsonl").read_text().splitlines())

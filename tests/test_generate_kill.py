@@ -74,7 +74,7 @@ def _start_and_kill(cmd: list[str], stage: Path, sig: int) -> list[int]:
     else:
         pytest.fail("generate never started its workers")
     os.kill(proc.pid, sig)
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)
     return workers
 
 
