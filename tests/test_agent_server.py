@@ -25,13 +25,9 @@ from radspatial.agent.chat_format import MAX_TEXT_CHARS
 from radspatial.agent.core import Agent, AgentAnswer
 from radspatial.agent.server import AgentServer, build_agents, make_server
 from radspatial.agent.types import Context, Found
-from radspatial.bench.dataset import build_dataset
-from radspatial.bench.generate import GenerateConfig
-from radspatial.cli import bundled_example
 from radspatial.eval.items import EvalItem, load_items
 from radspatial.eval.prompts import MIRP
 from radspatial.eval.scoring import parse_answer
-from radspatial.imaging.volumes import Case
 from radspatial.models import Reply, Request, create_backend
 
 KEY = "sk-agent-SECRET-0123456789"
@@ -44,19 +40,14 @@ def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ct, seg = bundled_example()
-    out = tmp_path_factory.mktemp("agent_server") / "data"
-    config = GenerateConfig(
-        seed=1, size=512, as_count=4, setups=("rq2", "rq3", "as"), export_masks=True
-    )
-    case = Case("example_ct_sm", ct, seg, "totalsegmentator")
-    build_dataset([case], config, out, log=lambda message: None)
-    return out
+    from shared_datasets import example_512
+
+    return example_512(tmp_path_factory)  # the bundled CT, 512 px, label images exported
 
 
 @pytest.fixture(scope="module")
 def items(dataset: Path) -> list[EvalItem]:
-    return load_items(dataset)
+    return [i for i in load_items(dataset) if i.setup in ("rq2", "rq3", "as")]  # with markers
 
 
 @pytest.fixture(scope="module")
