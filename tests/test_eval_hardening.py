@@ -257,18 +257,27 @@ def _wait_for_calls(out: Path, n: int, proc: subprocess.Popen) -> None:
 
 def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, tmp_path) -> None:
     out = tmp_path / "run"
-    with FakeChatServer(latency_s=0.15) as server, FakeChatServer() as other:
+    answering = threading.Event()  # cleared: the first run waits on its call, however long
+    answering.set()
+
+    def answer(body: dict) -> str:
+        assert answering.wait(600), "the test never let the server answer"
+        return "yes"
+
+    with FakeChatServer(latency_s=0.15, answer=answer) as server, FakeChatServer() as other:
         first = _spawn(ds, out, server.base_url)
         _wait_for_calls(out, 2, first)
-        server.latency_s = 2.0  # the first run must outlast the second's start on a loaded machine
-        second = _spawn(ds, out, other.base_url)
-        _, err = second.communicate(timeout=600)
+        answering.clear()  # the first run outlasts the second's start, whatever the machine
+        try:
+            second = _spawn(ds, out, other.base_url)
+            _, err = second.communicate(timeout=600)
+        finally:
+            answering.set()
         assert second.returncode == 2, err
         lines = [x for x in err.splitlines() if x.strip()]
         assert len(lines) == 1 and "another radspatial eval" in lines[0] and str(out) in lines[0]
         assert other.calls == 0  # the refused run sent nothing
         assert first.poll() is None  # and the first one goes on
-        server.latency_s = 0.15
 
         n_done = 0
         for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
