@@ -63,7 +63,7 @@ def _cmd(cases: Path, out: Path) -> list[str]:
 def _start_and_kill(cmd: list[str], stage: Path, sig: int) -> list[int]:
     """Start ``cmd``, wait until it has written images and has workers, send ``sig``."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # generous: a busy machine starts a CLI slowly
     workers: list[int] = []
     while time.time() < deadline:
         workers = _children(proc.pid)
