@@ -2,16 +2,24 @@
 compute thread per process, and a working Ctrl-C for the CLIs the tests start.
 
 ``python -m pytest -q`` (the README's command) spreads the suite over up to four worker
-processes, one test file per worker at a time, so a module's expensive fixtures (a generated
-dataset, a trained tiny model) are built once, as in a serial run. Files that start a local Ray
-cluster share one group and so never run at the same time. ``-n 0`` (or ``-p no:xdist``) runs
-serially; an explicit ``-n N`` is left as given; ``RADSPATIAL_TEST_WORKERS`` sets the default.
+processes, whole test files at a time (``--dist loadfile``), so a module's expensive fixtures (a
+generated dataset, a trained tiny model) are built once, as in a serial run; datasets several
+files use are built once per session (tests/shared_datasets.py). Files that start a local Ray
+cluster hold a session-wide lock, so two never run at the same time. ``-n 0`` (or
+``-p no:xdist``) runs serially; an explicit ``-n N`` is left as given;
+``RADSPATIAL_TEST_WORKERS`` sets the default.
+
+(Not ``--dist loadgroup`` with ``xdist_group`` marks: with pytest 9.2 and pytest-xdist 3.8 the
+group never reaches the node ids, every test is scheduled alone, each worker built every module
+fixture again, and two Ray files ran side by side.)
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,7 +30,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 MAX_WORKERS = 4
-# test files whose tests start (or join) a local Ray cluster: one at a time
+# test files whose tests start (or join) a local Ray cluster: one at a time (a lock)
 RAY_FILES = {"test_eval_ray.py", "test_generate_ray.py", "test_ray_data_vllm.py"}
 
 
@@ -51,7 +59,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     workers = int(os.environ.get("RADSPATIAL_TEST_WORKERS", min(MAX_WORKERS, _cores())))
     if workers > 1:
         config.option.numprocesses = workers
-        config.option.dist = "loadgroup"
+        config.option.dist = "loadfile"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -61,9 +69,17 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One xdist group per test file (Ray files share one), so fixtures are built once."""
-    for item in items:
-        name = item.path.name
-        group = "ray" if name in RAY_FILES else name
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.fixture(scope="module", autouse=True)
+def one_ray_file_at_a_time(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Files in ``RAY_FILES`` hold a lock shared by every worker of the session for as long as
+    their tests run (before their own module fixtures start Ray)."""
+    if request.path.name not in RAY_FILES:
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with (root / "ray.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield

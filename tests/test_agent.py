@@ -11,10 +11,7 @@ from PIL import Image
 
 from radspatial.agent.core import Agent, draw_overlay, load_image
 from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
-from radspatial.bench.dataset import build_dataset
-from radspatial.bench.generate import GenerateConfig
 from radspatial.eval.runner import EvalConfig, run_eval
-from radspatial.imaging.volumes import Case
 from radspatial.questions.relative_position import verify_relation as verify
 
 
@@ -55,13 +52,9 @@ def test_load_image_refuses_bombs(tmp_path):
 
 @pytest.fixture(scope="module")
 def masked(tmp_path_factory) -> Path:
-    from radspatial.cli import bundled_example
+    from shared_datasets import example_512
 
-    ct, seg = bundled_example()
-    out = tmp_path_factory.mktemp("agent") / "ds"
-    cfg = GenerateConfig(seed=11, size=512, as_count=10, export_masks=True)
-    build_dataset([Case("example_ct_sm", ct, seg)], cfg, out)
-    return out
+    return example_512(tmp_path_factory)  # seed 1, 512 px, AS 10, label images
 
 
 def test_mask_oracle_agrees_with_every_dataset_answer(masked, tmp_path):

@@ -238,7 +238,7 @@ def test_serve_answers_model_agent(volume):
     Image.fromarray(image).save(buf, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
     with make_server(agents=build_agents(("auto", "markers")), default_model="agent") as srv:
-        models = [m["id"] for m in httpx.get(f"{srv.url}/models").json()["data"]]
+        models = [m["id"] for m in httpx.get(f"{srv.url}/models", timeout=120).json()["data"]]
         assert models == ["agent", "agent:markers"]
         body = {
             "model": "agent",
@@ -252,7 +252,7 @@ def test_serve_answers_model_agent(volume):
                 }
             ],
         }
-        response = httpx.post(f"{srv.url}/chat/completions", json=body, timeout=60)
+        response = httpx.post(f"{srv.url}/chat/completions", json=body, timeout=600)
         assert response.status_code == 200, response.text
         reply = response.json()
         assert reply["model"] == "agent"
@@ -270,41 +270,22 @@ def test_eval_spec_agent_is_the_auto_pipeline():
 
 def test_serve_command_defaults_to_model_agent(volume):
     """``radspatial serve`` as the README runs it: plain ``agent`` listed first and answering."""
-    import signal
-    import socket
-    import time
+    from served import serve_cli
 
     image, _ = _slice(volume, _best_slice(volume), size=512)
     buf = io.BytesIO()
     Image.fromarray(image).save(buf, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "radspatial.cli", "serve", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 180  # a loaded 2-core machine imports torch slowly
-        while True:
-            try:
-                models = httpx.get(f"{base}/models", timeout=5).json()
-                break
-            except httpx.HTTPError:
-                assert time.time() < deadline and proc.poll() is None, proc.stderr.read()
-                time.sleep(0.2)
+    with serve_cli() as (base, _):
+        models = httpx.get(f"{base}/models", timeout=60).json()
         # oracles are listed only when served (--localizer mask)
         assert [m["id"] for m in models["data"]] == ["agent", "agent:markers"]
         text = "Is the spleen to the right of the liver?"
         content = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]
         body = {"model": "agent", "messages": [{"role": "user", "content": content}]}
-        reply = httpx.post(f"{base}/chat/completions", json=body, timeout=60).json()
+        # the first call loads the network: minutes on a loaded machine, never a speed check
+        reply = httpx.post(f"{base}/chat/completions", json=body, timeout=600).json()
         assert reply["choices"][0]["message"]["content"] == "1", reply
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
 
 
 def test_organs_augmentation_moves_image_and_labels_together():

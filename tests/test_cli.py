@@ -135,37 +135,16 @@ def test_help_is_fast_and_lists_generate():
 
 
 def test_serve_command_answers_over_http():
-    import signal
-    import socket
-    import time
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "radspatial.cli", "serve", "--port", str(port),
-         "--localizer", "markers", "--api-key", "k3y"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.time() + 180  # a loaded 2-core machine imports torch slowly
-        while True:
-            try:
-                req = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": "Bearer k3y"}
-                )
-                with urllib.request.urlopen(req, timeout=5) as resp:
-                    models = json.loads(resp.read())
-                break
-            except OSError:
-                assert time.time() < deadline and proc.poll() is None, proc.stderr.read()
-                time.sleep(0.2)
+    from served import serve_cli
+
+    with serve_cli("--localizer", "markers", "--api-key", "k3y") as (base, output):
+        req = urllib.request.Request(f"{base}/models", headers={"Authorization": "Bearer k3y"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            models = json.loads(resp.read())
         assert [m["id"] for m in models["data"]] == ["agent:markers"]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    assert "k3y" not in proc.stdout.read() + proc.stderr.read()
+    assert output and "k3y" not in "".join(output)
 
 
 def test_phantom_counterfactual_and_probe_commands(tmp_path):

@@ -144,7 +144,7 @@ def test_a_replica_killed_mid_run_loses_no_call(tiny):
         # Ray restarts the replica; once it answers a probe it takes work again.
         again: list = []
         backend.generate(requests[:6], lambda req, rep: again.append(rep))
-        deadline = time.time() + 120
+        deadline = time.time() + 600  # a restart imports torch and loads the model: slow when busy
         while 0 not in {r.meta["replica"] for r in again} and time.time() < deadline:
             backend.generate(requests[:6], lambda req, rep: again.append(rep))
         assert 0 in {r.meta["replica"] for r in again}
@@ -231,7 +231,7 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
 
     killed = time.time()
     while replicas := [p for p in _session_procs(proc.pid) if "Replica" in p]:
-        assert time.time() - killed < 15, replicas  # the model holders go first
+        assert time.time() - killed < 120, replicas  # the model holders go first
         time.sleep(0.2)
     # the resume runs while Ray's agents notice the dead raylet (~45 s): it must not need them
     run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)

@@ -135,7 +135,7 @@ def test_resume_on_ray_after_a_killed_local_run(tmp_path):
     cmd = [sys.executable, "-m", "radspatial.cli", "generate", "--cases", str(cases_csv),
            "--out", str(out), "--size", "512", "--as-count", "0", "--workers", "2"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # generous: a busy machine starts a CLI slowly
     while time.time() < deadline and proc.poll() is None:
         if (
             shards.is_dir()

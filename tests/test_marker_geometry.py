@@ -17,11 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.core.records import ManifestRow
-from radspatial.core.rules import QuestionRules
-from radspatial.core.runtime import bundled_example
 from radspatial.imaging.marker_measure import measure_box, measure_dot
 from radspatial.imaging.markers import DOT_COLORS
 
@@ -72,18 +69,10 @@ def _ours(root: Path) -> tuple[dict, list]:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> dict[str, Path]:
-    ct, seg = bundled_example()
-    from radspatial.imaging.volumes import Case
+    """The bundled CT at 512 px in both marker profiles (shared with test_agent_markers.py)."""
+    from shared_datasets import example_512_markers
 
-    out = {}
-    for profile in ("mirp", "strict"):
-        root = tmp_path_factory.mktemp(profile) / "ds"
-        config = GenerateConfig(
-            seed=3, setups=("rq3", "as"), as_count=4, rules=QuestionRules(profile=profile)
-        )
-        build_dataset([Case("ct", ct, seg)], config, root, log=lambda _: None)
-        out[profile] = root
-    return out
+    return {p: example_512_markers(tmp_path_factory, p) for p in ("mirp", "strict")}
 
 
 def test_mirp_profile_draws_markers_as_mirp_published_them(generated):

@@ -113,7 +113,7 @@ def _script_numbers(script: Path, folder: Path) -> list:
     from openpyxl import load_workbook
 
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
     (xlsx,) = [p for p in folder.glob("Results*.xlsx")]

@@ -57,11 +57,11 @@ def random_run(bench) -> Path:
 # 1 + #23: eval --limit on open types ends and spreads over every type
 def test_eval_limit_ends_on_open_types_and_covers_them(bench, tmp_path):
     res = run("eval", "--data", str(bench), "--model", "baseline:random", "--limit", "20",
-              "--out", str(tmp_path / "r20"), "--runs", "1", timeout=120)  # fmt: skip
+              "--out", str(tmp_path / "r20"), "--runs", "1", timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert len(rows(tmp_path / "r20" / "results.jsonl")) == 20
     res = run("eval", "--data", str(bench), "--model", "baseline:random", "--limit", "200",
-              "--out", str(tmp_path / "r200"), "--runs", "1", timeout=120)  # fmt: skip
+              "--out", str(tmp_path / "r200"), "--runs", "1", timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     types = Counter(r["question_type"] for r in rows(tmp_path / "r200" / "results.jsonl"))
     assert {"laterality", "direction", "identification", "counting"} <= set(types), types

@@ -42,7 +42,7 @@ def _serve(*args: str) -> Iterator[str]:
         yield match[1]
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_openai_sdk_streams_the_same_answer(url: str) -> None:
 
 def test_stream_is_server_sent_events_ending_in_done(url: str) -> None:
     body = {"model": "agent:markers", "messages": _messages(), "stream": True}
-    reply = httpx.post(f"{url}/chat/completions", json=body, timeout=60)
+    reply = httpx.post(f"{url}/chat/completions", json=body, timeout=600)
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
     events = [e for e in reply.text.split("\n\n") if e]
@@ -97,7 +97,7 @@ def test_models_lists_only_what_answers_a_plain_request(url: str) -> None:
 
 def test_mask_oracle_served_only_when_named_and_marked() -> None:
     for url in _serve("--localizer", "markers", "--localizer", "mask"):
-        cards = httpx.get(f"{url}/models").json()["data"]
+        cards = httpx.get(f"{url}/models", timeout=120).json()["data"]
         by_id = {c["id"]: c for c in cards}
         assert set(by_id) == {"agent:markers", "agent:mask"}
         assert by_id["agent:mask"]["radspatial_oracle"] is True
