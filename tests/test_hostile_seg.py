@@ -158,3 +158,17 @@ def test_seg_without_series_but_the_ct_frame_of_reference_is_accepted(tmp_path):
     ds.save_as(tmp_path / "m.dcm")
     with pytest.raises(InputError, match="frame of reference"):
         check_references(tmp_path / "m.dcm", D / "ct-3slice")
+
+
+def test_a_refusal_is_one_line_in_a_real_process_pydicom_warnings_included(tmp_path):
+    """pytest captures warnings, so the table cannot see pydicom's own two-line UserWarning on a
+    UID that breaks its VR; a real ``radspatial`` process must print only our line."""
+    import subprocess
+    import sys
+
+    argv = edited(_ref_uid(ESC))(tmp_path, Base(D, D))
+    cmd = [sys.executable, "-c", "import sys; from radspatial.cli import main; sys.exit(main())"]
+    done = subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=600)
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "not a DICOM UID" in lines[0] and "\x1b" not in done.stderr

@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)  # --help prints here
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    import warnings
+
+    # pydicom warns (two raw lines, the file's bytes quoted) on every value that breaks its VR;
+    # our readers check what they use and refuse in one line, so the warning is only noise
+    warnings.filterwarnings("ignore", category=UserWarning, module="pydicom")
     from radspatial.core.redact import redact
     from radspatial.core.textsafe import log_text
     from radspatial.imaging.volumes import InputError
