@@ -109,17 +109,24 @@ def test_frames_variants_and_rotation_sections(report):
     mirp_view = md.split("## MIRP Table 1 view")[1].split("\n## ")[0]
     assert md.count("RQ3(1) image") == mirp_view.count("RQ3(1) image") >= 1
     assert "Anatomical = MIRP RQ3(1)" not in md
-    # the anatomy prior answers from anatomy: always right in the patient's frame, never where
-    # the image disagrees with it
+    # the anatomy prior answers from anatomy (learned from other patients, so not always right
+    # on this one): high in the patient's frame, and where the image disagrees with the patient
+    # its image-frame score is the complement of its anatomical one; it never looks at the image
     prior_rq1 = [x for x in md.splitlines() if x.startswith("| baseline:anatomy-prior | RQ1 |")]
     assert len(prior_rq1) == 2  # left/right and above/below
-    for line in prior_rq1:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[4] == "100.0 ± 0.0"  # anatomical, all items
-        assert cells[6:8] == ["0.0 ± 0.0", "100.0 ± 0.0"]  # not aligned: image, anatomical
-    lr, ab = prior_rq1
-    assert [c.strip() for c in lr.strip("|").split("|")][3] == "0.0 ± 0.0"  # standard: L/R swap
-    assert [c.strip() for c in ab.strip("|").split("|")][3] == "100.0 ± 0.0"  # A/P = standard
+
+    def pct(cell: str) -> float:
+        mean, sd = cell.split(" ± ")
+        assert sd == "0.0"  # the same answers in every run
+        return float(mean)
+
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in prior_rq1]
+    for cells in rows:
+        assert pct(cells[4]) >= 85.0  # anatomical, all items
+        assert pct(cells[6]) == pytest.approx(100.0 - pct(cells[7]), abs=0.15)  # not aligned
+    lr, ab = rows
+    assert pct(lr[3]) == pytest.approx(100.0 - pct(lr[4]), abs=0.15)  # standard: L/R swapped
+    assert pct(ab[3]) == pytest.approx(pct(ab[4]), abs=0.15)  # above/below: standard = patient
     assert "## MIRP Table 1 view (MIRP's rules)" in md
     view = md.split("## MIRP Table 1 view")[1].split("\n## ")[0].splitlines()
     header = next(x for x in view if x.startswith("| Model |"))

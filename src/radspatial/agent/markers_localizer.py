@@ -155,23 +155,36 @@ class MarkerLocalizer:
                     text_image, k = _for_text(image)
                     boxes = text_regions(text_image)
                     regions = [(box, _slots(_ink(text_image, box))) for box in boxes]
-                if read_by_look_first(ref.marker, text, image.shape[1]):
-                    # glyphs touch their box at this size: the generator's own look, or nothing
-                    # (the glyph reader reads fragments there: a "6" of a "68" on dark tissue)
-                    out.append(locate_rendered(image, ref.marker, text))
-                    continue
-                found = _locate_text(regions, ref.marker, text)
-                if found is None:  # e.g. a box merged with bright bone: the generator's look
-                    out.append(locate_rendered(image, ref.marker, text))
-                    continue
-                if found is not None and k > 1:  # back to the image's own pixels
-                    box = found.details["bbox"]
-                    details = {**found.details, "bbox": list(_down(tuple(box), k))}
-                    found = Found(_centre_k(tuple(box), k), found.score, found.method, details)
+                first = read_by_look_first(ref.marker, text, image.shape[1])
+                found = locate_rendered(image, ref.marker, text) if first else None
+                if found is None:
+                    found = _glyphs_found(regions, ref.marker, text, k, image.shape, first)
+                if found is None and not first:  # e.g. a box merged with bright bone
+                    found = locate_rendered(image, ref.marker, text)
                 out.append(found)
             else:
                 out.append(None)
         return out
+
+
+def _glyphs_found(
+    regions: list[tuple[Box, _Slots]], kind: str, text: str, k: int, shape: tuple, first: bool
+) -> Found | None:
+    """The glyph reader's ``text`` in the image's own pixels. Where the generator's look goes
+    ``first`` (glyphs touching their box: the glyph reader reads fragments there, a "6" of a
+    "68" on dark tissue) only a reading cut by the image's edge counts: the look cannot match a
+    clipped marker, and the generator keeps its own markers inside the image."""
+    found = _locate_text(regions, kind, text)
+    if found is None:
+        return None
+    if k > 1:  # back to the image's own pixels
+        box = found.details["bbox"]
+        details = {**found.details, "bbox": list(_down(tuple(box), k))}
+        found = Found(_centre_k(tuple(box), k), found.score, found.method, details)
+    x0, y0, x1, y1 = found.details["bbox"]
+    if first and min(x0, y0) > 1 and x1 < shape[1] - 1 and y1 < shape[0] - 1:
+        return None
+    return found
 
 
 def _rgb(image: np.ndarray) -> np.ndarray:
