@@ -356,3 +356,28 @@ def test_models_endpoint() -> None:
 def test_import_does_not_load_httpx() -> None:
     code = "import sys, radspatial, radspatial.models; assert 'httpx' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_interrupt_inside_a_call_reaches_the_caller_and_asyncio_prints_nothing(caplog) -> None:
+    """SIGTERM (Terminated) or Ctrl-C landing while a call's task runs ends that task with the
+    interrupt; it must reach the caller once, not also as asyncio's "Task exception was never
+    retrieved" traceback (seen on stderr after `eval` was stopped)."""
+    import gc
+
+    from radspatial.core.executor import Terminated
+
+    with FakeChatServer(latency_s=0.05) as server:
+        backend = create_backend(f"openai-compat:m@{server.base_url}", concurrency=2)
+        calls, plain = [], backend._one
+
+        async def one(slots, request):
+            calls.append(request.key)
+            if len(calls) == 2:
+                raise Terminated  # as the SIGTERM handler raises it, inside a task's step
+            return await plain(slots, request)
+
+        backend._one = one
+        with caplog.at_level("ERROR", logger="asyncio"), pytest.raises(Terminated):
+            backend.generate(requests(4), lambda req, reply: None)
+        gc.collect()
+    assert "never retrieved" not in caplog.text

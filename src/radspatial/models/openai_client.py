@@ -226,16 +226,19 @@ class OpenAIChatBackend:
                 client = await stack.enter_async_context(self._client(size))
                 for _ in range(size):
                     slots.put_nowait(client)
-            while True:
-                for request in todo:
-                    pending.add(asyncio.create_task(self._one(slots, request)))
-                    if len(pending) >= window:
-                        break
-                if not pending:
-                    return
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    on_reply(*task.result())
+            try:
+                while True:
+                    for request in todo:
+                        pending.add(asyncio.create_task(self._one(slots, request)))
+                        if len(pending) >= window:
+                            break
+                    if not pending:
+                        return
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        on_reply(*task.result())
+            finally:
+                _retrieve(pending)
 
     def _client(self, connections: int) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
@@ -334,6 +337,16 @@ class OpenAIChatBackend:
                     raise _TooBig()
                 chunks.append(chunk)
             return response.status_code, response.headers, b"".join(chunks)
+
+
+def _retrieve(tasks: set[asyncio.Task]) -> None:
+    """Take the outcome of every finished task that nobody will read: a SIGTERM or Ctrl-C that
+    lands while a call's task runs ends that task with the interrupt and leaves the loop; the
+    caller reports the interrupt, and asyncio must not print it again as a "Task exception was
+    never retrieved" traceback when the task is collected."""
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()
 
 
 class _TooBig(Exception):
