@@ -17,10 +17,13 @@ START_S = 300.0  # a loaded 2-core machine imports torch slowly: generous, never
 
 
 @contextmanager
-def serve_cli(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+def serve_cli(
+    *args: str, env: dict[str, str | None] | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """Yield ``(base_url, output)``: ``output`` collects stdout and stderr lines as they come
-    (complete once the block has ended)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    (complete once the block has ended). ``env`` adds to the environment; None removes."""
+    merged = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    env = {k: v for k, v in merged.items() if v is not None}
     proc = subprocess.Popen(
         [sys.executable, "-m", "radspatial.cli", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from fake_server import FakeChatServer, prompt_text
+from served import serve_cli
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
@@ -43,24 +43,8 @@ def data(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     """``radspatial serve --port 0`` (the agent) in a subprocess; yields its base URL."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RADSPATIAL_API_KEY", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "radspatial.cli", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
-        assert match, line
-        yield match[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serve_cli(env={"RADSPATIAL_API_KEY": None}) as (base_url, _):
+        yield base_url
 
 
 @pytest.fixture(scope="module")

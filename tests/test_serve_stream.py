@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from served import serve_cli
 
 openai = pytest.importorskip("openai")
 
@@ -24,25 +23,9 @@ QUESTION = "Is the aorta (52) above the spleen (1)?"  # MIRP's own item; its ans
 
 
 def _serve(*args: str) -> Iterator[str]:
-    """``radspatial serve --port 0 ARGS`` in a subprocess; yields its base URL."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RADSPATIAL_API_KEY", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "radspatial.cli", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
-        assert match, line
-        yield match[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=120)
+    """``radspatial serve --port 0 ARGS`` in a subprocess (no API key); yields its base URL."""
+    with serve_cli(*args, env={"RADSPATIAL_API_KEY": None}) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
