@@ -128,3 +128,22 @@ class RawServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def small_run(tmp: Path) -> Base:
+    """A tiny synthetic dataset (rq1, 96 px, masks exported) and a 4-item ``baseline:yes`` run
+    of it under ``tmp``: what the run-reading hostile tables edit."""
+    from synth import write_case
+
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.bench.generate import GenerateConfig
+    from radspatial.imaging.volumes import Case as CtCase
+
+    ct, seg = write_case(tmp / "in")
+    ds = tmp / "ds"
+    config = GenerateConfig(seed=3, size=96, as_count=0, setups=("rq1",), export_masks=True)
+    build_dataset([CtCase("synth", ct, seg)], config, ds, log=lambda _: None)
+    run = tmp / "run"
+    assert main(["eval", "--data", str(ds), "--model", "baseline:yes", "--runs", "1",
+                 "--out", str(run), "--limit", "4"]) == 0  # fmt: skip
+    return Base(ds, run)

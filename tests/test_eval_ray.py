@@ -231,11 +231,12 @@ def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, referenc
 
     killed = time.time()
     while replicas := [p for p in _session_procs(proc.pid) if "Replica" in p]:
-        assert time.time() - killed < 120, replicas  # the model holders go first
+        # the model holders go before the resume starts; a hang guard, not a speed check
+        assert time.time() - killed < 600, replicas
         time.sleep(0.2)
     # the resume runs while Ray's agents notice the dead raylet (~45 s): it must not need them
     run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
-    deadline = killed + 120
+    deadline = killed + 600  # hang guard: a busy machine reaps slowly
     while _session_procs(proc.pid) and time.time() < deadline:
         time.sleep(0.5)
     assert _session_procs(proc.pid) == []

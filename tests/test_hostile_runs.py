@@ -11,13 +11,9 @@ from pathlib import Path
 
 import pytest
 from fake_server import FakeChatServer
-from hostile import Base, Case, RawServer, completion, rewrite_jsonl, run_case
-from synth import write_case
+from hostile import Base, Case, RawServer, completion, rewrite_jsonl, run_case, small_run
 
-from radspatial.bench.dataset import build_dataset
-from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import main
-from radspatial.imaging.volumes import Case as CtCase
 
 SECRET = "S3CRETpw"
 URLS: dict[str, str] = {}  # server name -> base URL, filled by the module fixture
@@ -26,14 +22,7 @@ URLS: dict[str, str] = {}  # server name -> base URL, filled by the module fixtu
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Base:
     tmp = tmp_path_factory.mktemp("hostile")
-    ct, seg = write_case(tmp / "in")
-    ds = tmp / "ds"
-    config = GenerateConfig(seed=3, size=96, as_count=0, setups=("rq1",), export_masks=True)
-    build_dataset([CtCase("synth", ct, seg)], config, ds, log=lambda _: None)
-    run = tmp / "run"
-    assert main(["eval", "--data", str(ds), "--model", "baseline:yes", "--runs", "1",
-                 "--out", str(run), "--limit", "4"]) == 0  # fmt: skip
-    return Base(ds, run)
+    return small_run(tmp)
 
 
 @pytest.fixture(scope="module")
