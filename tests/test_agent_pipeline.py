@@ -13,6 +13,7 @@ from radspatial.agent import trust
 from radspatial.agent.core import Agent, verdict
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import LOCALIZERS, Context
+from radspatial.grading.normalize import normalize
 
 # label ids of TotalSegmentator's table: 1 spleen, 5 liver (the context gives no labels: the
 # agent's default table names what the number 5 marks)
@@ -158,3 +159,18 @@ def test_a_parse_failure_keeps_the_trace_shape():
     result = Agent("mask").answer(np.zeros((8, 8, 3), np.uint8), "What is this?")
     assert result.answer is None and result.text.startswith("abstain: parse failure")
     assert result.trace["parsed"] is None and {"decision", "timings_ms"} <= set(result.trace)
+
+
+def test_an_abstention_naming_a_structure_is_no_answer_to_the_grader(registered, scene):
+    """The shared checks name the structure ("structure (kidney_left) found with low
+    confidence"): the open types' reply reader must not take its words for an answer."""
+    image, context = scene
+    agent = Agent(registered, score=0.2)
+    left = replace(context, labels={5: "kidney_left", 1: "inferior_vena_cava"})
+    for question, kind in zip(QUESTIONS, KINDS, strict=True):
+        result = agent.answer(image, question.replace("liver", "left kidney"), context=left)
+        assert result.answer is None and result.text.startswith("abstain: "), result.text
+        assert "kidney_left" in result.text or kind == "identification"  # a marker: "(5)"
+        if kind in ("laterality", "direction", "counting", "identification"):
+            read = normalize(result.text, kind)
+            assert (read.value, read.status) == (None, "invalid"), (kind, read)
