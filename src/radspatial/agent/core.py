@@ -1,13 +1,15 @@
-"""The agent: parse -> localize -> verify, with every step recorded in a trace.
+"""The agent: one pipeline for every kind of question, with every step recorded in a trace.
 
 agent = Agent("markers")
 result = agent.answer(image, "Is the aorta (BZ) above the spleen (AA)?")
-result.answer   # 1, 0 or None (abstain)
-result.trace    # JSON-safe dict: parsed tuple, localizer, centres, dx/dy, rule, timings
+result.answer   # 1, 0 or None (abstain); "left", "liver", 2 for a choice, name or count
+result.trace    # JSON-safe dict: parsed tuple, localizer, found, checks, decision, timings
 
-The question's type (``radspatial.questions``) parses it, says what to localize and decides
-from what was found; the agent runs the steps, keeps the trace and abstains where a structure
-was found with too low a confidence. The open types answer a word or a number.
+parse -> the type's ``to_locate`` -> locate -> the shared trust checks (``agent/trust.py``:
+refusal, structures found, the localizer's confidence floor and its own reasons) -> the type's
+``verify``. The question's type (``radspatial.questions``) parses it, says what to localize,
+decides from what was found and words the answer; the agent never asks what kind of answer a
+question wants.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from radspatial.agent import trust
 from radspatial.agent.types import (
     Context,
     Decision,
-    Found,
     Localizer,
     ParsedQuestion,
     ParseError,
@@ -34,8 +36,7 @@ from radspatial.agent.types import (
 )
 from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
-from radspatial.questions import QUESTION_TYPES, QuestionType, get_question_type
-from radspatial.questions.open_common import is_open
+from radspatial.questions import QUESTION_TYPES, get_question_type
 from radspatial.questions.parsing import parse_question
 
 MAX_PIXELS = 4096 * 4096
@@ -43,7 +44,7 @@ MAX_PIXELS = 4096 * 4096
 
 @dataclass(frozen=True)
 class AgentAnswer:
-    answer: int | str | None  # 1 yes, 0 no, None abstain; open types: the word or number
+    answer: int | str | None  # None abstains; else the type's answer (1/0, a word, a count)
     text: str  # "1", "0", or "abstain: <reason>"
     trace: dict[str, Any]
 
@@ -118,6 +119,9 @@ class Agent:
         context: Context | None = None,
         from_prompt: bool = False,
     ) -> AgentAnswer:
+        """One pipeline for every kind of question (yes/no, choice, count, name): parse -> the
+        type's ``to_locate`` -> locate -> the shared trust checks (``agent/trust.py``) -> the
+        type's ``verify``. The trace holds every step, the same steps for every kind."""
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         trace: dict[str, Any] = {"question": question, "localizer": self.localizer.name}
@@ -128,100 +132,52 @@ class Agent:
             parsed = parse_question(question, from_prompt=from_prompt, names=names)
         except ParseError as exc:
             timings["parse_ms"] = _ms(t0)
-            trace.update(parsed=None, timings_ms=timings)
+            trace["parsed"] = None
             decision = Decision(None, f"parse failure: {exc}", "none")
-            trace["decision"] = decision.to_json()
-            return AgentAnswer(None, f"abstain: {decision.reason}", trace)
-        qtype = get_question_type(parsed.kind)
-        context = context or Context()
-        if qtype.open_answer:  # a word or a number
-            decision = self._answer_open(qtype, arr, parsed, context, trace)
-            return AgentAnswer(decision.answer, _text(decision), trace)
-        timings["parse_ms"] = _ms(t0)
-        trace["parsed"] = parsed.to_json(qtype.roles)
-        t1 = time.perf_counter()
-        refs = qtype.to_locate(parsed, context)
-        if refs and (why := _refusal(self.localizer, refs, context)):  # plane, modality
-            decision = Decision(None, why, "none")
-            trace.update(decision=decision.to_json(), timings_ms=timings)
-            return AgentAnswer(None, f"abstain: {why}", trace)
-        found = self.localizer.locate(arr, refs, context) if refs else []
-        timings["localize_ms"] = _ms(t1)
-        trace["found"] = qtype.found_json(refs, found)
-        t2 = time.perf_counter()
-        decision = self._decide(qtype, parsed, found, Scene(arr, context, self.rules))
-        notes = [f.details["fallback"] for f in found if f and f.details.get("fallback")]
-        if notes:  # a marker reference answered from the name: the reader must know
-            decision = replace(decision, reason=f"{decision.reason} ({'; '.join(notes)})")
-        timings["verify_ms"] = _ms(t2)
+        else:
+            timings["parse_ms"] = _ms(t0)
+            decision = self._run(parsed, arr, _with_labels(context), trace, timings)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
         trace["timings_ms"] = timings
         return AgentAnswer(decision.answer, _text(decision), trace)
 
-    def _decide(
-        self, qtype: QuestionType, parsed: ParsedQuestion, found: list[Found | None], scene: Scene
-    ) -> Decision:
-        for role, ref, f in zip(qtype.roles, parsed.refs, found, strict=False):
-            floor = 0.0 if f is None else float(f.details.get("abstain_below", 0.0))
-            if f is not None and f.score < floor:
-                what = ref.name or ref.text or role
-                reason = f"{role} ({what}) found with low confidence {f.score:.2f} < {floor:g}"
-                return Decision(None, reason, "abstain on low localizer confidence")
-            if f is not None and (why := _distrust(f, qtype)):  # the localizer's own checks
-                what = ref.name or ref.text or role
-                reason = f"{role} ({what}) {why}"
-                return Decision(None, reason, "abstain: localization not trustworthy")
-        return qtype.verify(parsed, found, scene)
-
-    def _answer_open(
+    def _run(
         self,
-        qtype: QuestionType,
-        image: np.ndarray,
         parsed: ParsedQuestion,
+        image: np.ndarray,
         context: Context,
-        trace: dict,
+        trace: dict[str, Any],
+        timings: dict[str, float],
     ) -> Decision:
-        """Localize and decide an open question (the labels default to TotalSegmentator's, to
-        name what a marker marks); fills ``trace``."""
-        t0 = time.perf_counter()
-        if context.labels is None:
-            names = load_table("totalsegmentator").names
-            context = Context(context.mask, names, context.ct_path, context.extra)
-        refusal = _refusal(self.localizer, list(parsed.refs), context)
-        found = [] if refusal else self.localizer.locate(image, list(parsed.refs), context)
-        if refusal:
-            decision = Decision(None, refusal, "localizer refused")
-        elif any(f is None for f in found):
-            decision = Decision(None, "a structure was not found", "")
-        elif why := next((w for f in found if f and (w := _distrust(f, qtype))), None):
-            decision = Decision(None, why, "abstain: localization not trustworthy")
+        """The steps after parsing; fills ``trace`` (parsed, found, checks) and ``timings``."""
+        qtype = get_question_type(parsed.kind)
+        trace["parsed"] = parsed.to_json(qtype.roles)
+        t1 = time.perf_counter()
+        refs = qtype.to_locate(parsed, context)
+        refused = trust.refusal(self.localizer, refs, context) if refs else None
+        found = [] if refused or not refs else self.localizer.locate(image, refs, context)
+        timings["localize_ms"] = _ms(t1)
+        trace["found"] = qtype.found_json(refs, found) if found else []
+        t2 = time.perf_counter()
+        if refused:  # the image was not looked at: nothing to check
+            decision, trace["checks"] = Decision(None, refused, trust.REFUSED), []
         else:
+            decision, trace["checks"] = trust.check_found(qtype, refs, found)
+        if decision is None:
             decision = qtype.verify(parsed, found, Scene(image, context, self.rules))
-        refs = [r.to_json() for r in parsed.refs]
-        trace.update(
-            parsed={"kind": parsed.kind, "refs": refs, "question": parsed.question},
-            found=[None if f is None else f.to_json() for f in found],
-            decision={"answer": decision.answer, "reason": decision.reason},
-            timings_ms={"total_ms": _ms(t0)},
-        )
+        decision = trust.with_fallback_notes(decision, found)
+        timings["verify_ms"] = _ms(t2)
         return decision
 
 
-def _distrust(found: Found, qtype: QuestionType) -> str | None:
-    """The localizer's reason not to trust ``found`` for this question: its own abstention,
-    or a flag of uncertainty where the type's rule does not weigh ``uncertainty_px``."""
-    why = found.details.get("abstain_reason")
-    if why or getattr(qtype, "weighs_uncertainty", False):
-        return why
-    return found.details.get("uncertain_reason")
-
-
-def _refusal(localizer: Any, refs: list, context: Context) -> str | None:
-    """A localizer's reason not to look at this image at all (optional ``refuses``: a plane
-    it was not trained on, a model trained on CT asked about an MR slice)."""
-    reason = getattr(localizer, "refuses", None)
-    return reason(refs, context) if callable(reason) else None
+def _with_labels(context: Context | None) -> Context:
+    """The context, its label table defaulting to TotalSegmentator's (to name what a marker
+    marks; the mask localizer and orientation read the same default)."""
+    context = context or Context()
+    if context.labels is not None:
+        return context
+    return replace(context, labels=load_table("totalsegmentator").names)
 
 
 def _text(decision: Decision) -> str:
@@ -231,14 +187,17 @@ def _text(decision: Decision) -> str:
 
 
 def verdict(result: AgentAnswer) -> str:
-    """The answer as a person reads it: ``abstain``, yes/no for a yes/no question, else the
-    word or count of an open one ("left", "liver", "2"; a count of 1 is not "yes")."""
+    """The answer as a person reads it: ``abstain``, else in its question type's words
+    (``QuestionType.shown``: yes/no for a yes/no question, the word or count of the others:
+    "left", "liver", "2"; a count of 1 is not "yes")."""
     if result.answer is None:
         return "abstain"
     kind = (result.trace.get("parsed") or {}).get("kind")
-    if isinstance(result.answer, str) or is_open(kind):
-        return str(result.answer)
-    return {1: "yes", 0: "no"}.get(result.answer, str(result.answer))
+    return (
+        get_question_type(kind).shown(result.answer)
+        if kind in QUESTION_TYPES
+        else str(result.answer)
+    )
 
 
 def _ms(since: float) -> float:
@@ -256,7 +215,7 @@ def draw_overlay(image: np.ndarray, result: AgentAnswer) -> Image.Image:
     font = ImageFont.load_default(size=max(10, pil.width // 40))
     colours = ("#ffb000", "#00c0ff", "#ff40ff")
     parsed = result.trace.get("parsed") or {}
-    kind = parsed.get("kind", "relative_position")
+    kind = parsed.get("kind")  # none after a parse failure: nothing was found either
     roles = get_question_type(kind).roles if kind in QUESTION_TYPES else ()
     found_list = result.trace.get("found")
     found_list = found_list if isinstance(found_list, list) else []

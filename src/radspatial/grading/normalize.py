@@ -52,7 +52,8 @@ _HEDGE = re.compile(
     r"|\b(?:not sure|unsure|unclear|uncertain|unknown|don'?t know|do not know|hard to say"
     r"|difficult to (?:say|tell|determine)|probably|possibly|perhaps|maybe|likely|might"
     r"|may be|either|at least|at most|more than|fewer than|less than|approximately|about"
-    r"|around|roughly|several|multiple|many|some|few|couple|sorry|i guess|could be)\b",
+    r"|around|roughly|several|multiple|many|some|few|couple|sorry|i guess|could be"
+    r"|abstain(?:s|ed)?)\b",  # the agent's "abstain: <reason>" may name a structure
     re.I,
 )
 _NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|rather than|instead of)\b|n't\b", re.I)

@@ -233,6 +233,9 @@ class QuestionType(Protocol):
     def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
         """A data file's answer as this type holds it, else a ``DataFileError`` naming ``where``."""
 
+    def shown(self, answer: int | str) -> str:
+        """The answer in words for a person ("yes", "no"; an open type's word or count)."""
+
 
 class TypeDefaults:
     """The optional members of :class:`QuestionType`: every setup, no agent support, no prior,
@@ -267,6 +270,10 @@ class TypeDefaults:
 
     def prior(self, given: PriorInput) -> int | str | None:
         return None
+
+    def shown(self, answer: int | str) -> str:
+        """1/0 as "yes"/"no" (the open types override: a count of 1 is not "yes")."""
+        return {1: "yes", 0: "no"}.get(answer, str(answer)) if isinstance(answer, int) else answer
 
     def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
         """0/1 for a yes/no type; an open type's answer is one of its ``classes``."""

@@ -65,6 +65,7 @@ class Direction(OpenType):
     name = "direction"
     n_objects = 2
     group_order = 20
+    roles = ("subject", "reference")
     classes = DIRECTIONS
     example = q.Example(("aorta", "spleen"), answers=DIRECTIONS)
     pattern = re.compile(

@@ -44,6 +44,7 @@ class OpenType(q.KeepVariant):
     group = "open"
     pattern: re.Pattern[str]
     classes: tuple = ()
+    roles: tuple[str, ...] = ("structure",)  # the agent's trust checks name each by its role
 
     @property
     def chance(self) -> float | None:
@@ -63,6 +64,10 @@ class OpenType(q.KeepVariant):
         except ParseError:  # not answerable as this type: the other types' readings follow
             return None
         return ParsedQuestion(refs, self.name, asked.question, self.name)
+
+    def shown(self, answer: int | str) -> str:
+        """The word or count as it is (a count of 1 is not "yes")."""
+        return str(answer)
 
 
 def subject_phrase(wording: q.Wording, k: int) -> tuple[str, str]:
