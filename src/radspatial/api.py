@@ -177,6 +177,6 @@ def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
 
 def export_hf(data: PathLike, out: PathLike, **options: Any) -> Any:
     """A generated dataset as Hugging Face parquet shards + dataset card (``hf_export``)."""
-    from radspatial.bench.hf_export import export_hf as _export
+    from radspatial.formats.hf_export import export_hf as _export
 
     return _export(Path(data), Path(out), **options)
