@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.bench.job import question_types
+from radspatial.core.jobspec import csv_list, csv_lower, window
+
+__all__ = ["csv_list", "csv_lower", "question_types", "window"]  # argument types, also here
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """Shows every option's default after its help, as argparse's ArgumentDefaultsHelpFormatter
@@ -107,43 +112,6 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
     non-empty one unless told."""
     p.add_argument("--out", type=Path, required=True, help=what)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-
-
-def csv_lower(text: str) -> tuple[str, ...]:
-    """Comma list of names, lower-cased (setups, markers, question types)."""
-    return tuple(t.strip().lower() for t in text.split(",") if t.strip())
-
-
-def csv_list(text: str) -> tuple[str, ...]:
-    """Comma list kept as written (variants, probe task names)."""
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
-def question_types(text: str) -> tuple[str, ...]:
-    """Question type names and groups (all, and those the types declare: spar, open), each
-    type once, in the order given."""
-    from radspatial.questions import list_question_types, question_groups
-
-    out: list[str] = []
-    for name in csv_lower(text):
-        groups = {**question_groups(), "all": list_question_types()}
-        group = groups.get(name, [name])
-        out += [n for n in group if n not in out]
-    known = list_question_types()
-    bad = [n for n in out if n not in known]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
-    return tuple(out)
-
-
-def window(text: str) -> tuple[float, float]:
-    try:
-        w, level = (float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--window wants W,L (e.g. 400,40), got {text!r}"
-        ) from None
-    return (w, level)
 
 
 def triple(kind: type):
