@@ -118,7 +118,7 @@ class GenerateJob:
     min_component: float = option(thresholds.MIN_COMPONENT_PX, type=float,
         help="count: px of the smallest region")
     group: bool | None = option(None, flag="--no-group", action="store_const", const=False,
-        help="keep TotalSegmentator vertebrae and ribs separate (MIRP groups them)")
+        help="keep TotalSegmentator vertebrae and ribs separate (default: grouped, as MIRP does)")
     export_masks: bool = option(False, action="store_true",
         help="write each slice's label image (masks/)")
     rules: str = option("mirp", choices=thresholds.RULE_PROFILES, help=RULES_HELP)

@@ -51,13 +51,28 @@ class LocalizerHelpParser(argparse.ArgumentParser):
         return super().format_help()
 
 
+class LazyArgumentsParser(argparse.ArgumentParser):
+    """A parser that declares its arguments only when it parses (``populate``): a trainer's
+    defaults come from a module that imports numpy and torch, so building the whole parser for
+    ``radspatial --help`` must not read them."""
+
+    populate: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
+        populate, self.populate = self.populate, None
+        if populate is not None:
+            populate(self)
+        return super().parse_known_args(args, namespace)
+
+
 @dataclass(frozen=True)
 class Command:
     """One (sub)command as data: its name, one-line help and description, the function that
     declares its arguments and the one that runs it, or, for a group, its subcommands (parsed
     into ``dest``); with both ``run`` and subcommands, the subcommand is optional (``agent``
     answers, ``agent train`` trains, each with its own ``--help``). ``localizers``: the
-    description names the localizers (see :class:`LocalizerHelpParser`)."""
+    description names the localizers (see :class:`LocalizerHelpParser`); ``lazy``: the
+    arguments are declared only when this command is parsed (:class:`LazyArgumentsParser`)."""
 
     name: str
     help: str
@@ -69,6 +84,7 @@ class Command:
     metavar: str | None = None
     formatter_class: type[argparse.HelpFormatter] = HelpFormatter
     localizers: bool = False
+    lazy: bool = False
 
     def __post_init__(self) -> None:
         if self.run is None and not self.subcommands:
@@ -86,7 +102,10 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
         )
         if command.localizers:
             p.__class__ = LocalizerHelpParser  # only format_help differs
-        if command.arguments is not None:
+        if command.lazy:
+            p.__class__ = LazyArgumentsParser  # only parse_known_args differs
+            p.populate = command.arguments  # type: ignore[attr-defined]
+        elif command.arguments is not None:
             command.arguments(p)
         if command.run is not None:
             p.set_defaults(func=command.run)  # a subcommand given sets its own
