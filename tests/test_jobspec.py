@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 
 import pytest
 
@@ -130,3 +131,23 @@ def test_an_unknown_keyword_is_refused_by_name():
         api.generate("x", sizes=128)
     with pytest.raises(TypeError, match="evaluate\\(\\): missing .*'out'"):
         api.evaluate("data", "baseline:yes")
+
+
+def test_the_api_and_the_cli_write_the_same_dataset(tmp_path, capsys):
+    """Options the API lacked before job specs (planes, per_slice, window, png_level, group)
+    reach the generator: the API's dataset is the CLI's, byte for byte."""
+    from radspatial.cli import main
+
+    flags = ["--size", "96", "--setups", "rq1", "--questions", "size", "--planes", "coronal"]
+    flags += ["--per-slice", "2", "--window", "350,50", "--png-level", "1", "--no-group"]
+    assert main(["generate", "--out", str(tmp_path / "cli"), *flags]) == 0
+    api.generate(tmp_path / "api", size=96, setups=["rq1"], questions="size", planes=("coronal",),
+                 per_slice=2, window=(350, 50), png_level=1, group=False)  # fmt: skip
+    cli, py = tmp_path / "cli", tmp_path / "api"
+    files = sorted(p.relative_to(cli) for p in cli.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(py) for p in py.rglob("*") if p.is_file())
+    assert all((cli / f).read_bytes() == (py / f).read_bytes() for f in files)
+    config = json.loads((py / "dataset.json").read_text())["config"]
+    assert config["planes"] == ["coronal"] and config["per_slice"] == 2
+    assert config["window"] == [350.0, 50.0] and config["png_level"] == 1
+    assert config["group"] is False

@@ -123,7 +123,7 @@ class GenerateJob:
         help="write each slice's label image (masks/)")
     rules: str = option("mirp", choices=thresholds.RULE_PROFILES, help=RULES_HELP)
     # what the volumes are and how their grey values are shown
-    window: tuple[float, float] | None = option(None, type=window_type,
+    window: tuple[float, float] | None = option(None, type=window_type, csv=True,
         annotation="tuple[float, float] | str | None",
         help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
         "1st and white at its 99th percentile)")

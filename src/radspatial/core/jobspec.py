@@ -98,11 +98,12 @@ def from_namespace(spec: type, args: argparse.Namespace, **overrides: Any) -> An
 
 def _read(f: dataclasses.Field, value: Any) -> Any:
     """An API value read as the command line reads the flag: a string through the flag's
-    ``type``; a list of a comma-list flag joined first; other lists as tuples."""
+    ``type``; a list or tuple of a comma-list flag (``csv``) joined first, so ``(350, 50)`` is
+    ``"350,50"``; other lists as tuples."""
     meta = _meta(f)
     kind = meta["argparse"].get("type")
-    if meta["csv"] and isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        value = ",".join(value)
+    if meta["csv"] and isinstance(value, list | tuple):
+        value = ",".join(str(v) for v in value)
     if isinstance(value, str) and kind is not None and kind is not str:
         try:
             return kind(value)
