@@ -46,7 +46,7 @@ def generate(job: GenerateJob) -> DatasetSummary:
     "strict" (docs/mirp.md); ``min_distance``, ``margin``, ``size_tolerance`` and
     ``min_component`` its thresholds. ``modality``: "CT" or "MR" (None: the label table says;
     MR for ``totalsegmentator_mr``). ``planes``, ``per_slice``, ``consistency``, ``window`` and
-    ``png_level`` as docs/cli.md says for their flags; ``verbose`` prints progress lines. Same
+    ``png_level`` as ``radspatial generate --help`` says; ``verbose`` prints progress lines. Same
     inputs and seed give byte-identical output.
 
     Example:
