@@ -18,7 +18,7 @@ __all__ = ["csv_list", "csv_lower", "question_types", "window"]  # argument type
 
 class HelpFormatter(argparse.HelpFormatter):
     """Shows every option's default after its help, as argparse's ArgumentDefaultsHelpFormatter
-    does, but leaves out "no value" defaults (None, False) and writes tuples as comma lists."""
+    does, but leaves out "no value" defaults (None, False, ()) and writes tuples as comma lists."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -28,6 +28,7 @@ class HelpFormatter(argparse.HelpFormatter):
             or "(default" in text
             or default is None
             or default is False
+            or default == ()
             or default is argparse.SUPPRESS
             or not action.option_strings
         ):
@@ -60,8 +61,11 @@ class LazyArgumentsParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
         populate, self.populate = self.populate, None
-        if populate is not None:
-            populate(self)
+        try:
+            if populate is not None:
+                populate(self)
+        except ImportError as exc:  # e.g. torch, for a trainer: one line, not a traceback
+            self.error(f"needs {exc.name or exc}: pip install 'radspatial[agent]'")
         return super().parse_known_args(args, namespace)
 
 
