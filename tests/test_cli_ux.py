@@ -284,17 +284,17 @@ def test_python_api_generate_applies_labels_to_a_cases_csv(btcv_case, tmp_path):
 def test_every_command_is_declared_once_as_data():
     """Each command group module declares its subcommands as `Command` records (in help order),
     registered by one loop; a record with both or neither of a handler and subcommands fails."""
-    from radspatial.cli import agent, demo, eval, export, generate, lmms, phantom, probe
+    from radspatial.cli import agent, demo, eval, export, generate, lmms, phantom, probe, train
     from radspatial.cli.common import Command
 
-    groups = (generate, eval, demo, agent, phantom, probe, export, lmms)
+    groups = (generate, eval, demo, agent, train, phantom, probe, export, lmms)
     parsers = dict(_subparsers(build_parser()))
     assert [c.name for g in groups for c in g.COMMANDS] == [n for n in parsers if " " not in n]
     records = [c for g in groups for top in g.COMMANDS for c in (top, *top.subcommands)]
     handlers = [c.run for c in records if c.run is not None]
-    # 9 commands (counterfactual's handler is its mirror's); agent train, probe 5, export 3,
-    # import 2 (lmms-eval, inspect)
-    assert len(handlers) == len(set(handlers)) == 20
+    # 9 commands (counterfactual's handler is its mirror's); agent train (deprecated), train 3
+    # (unet, organs, atlas), probe 5, export 3, import 2 (lmms-eval, inspect)
+    assert len(handlers) == len(set(handlers)) == 23
     assert {p.get_default("func") for p in parsers.values()} - {None} == set(handlers)
     with pytest.raises(ValueError, match="give run or subcommands"):
         Command("x", "neither")

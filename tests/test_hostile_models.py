@@ -77,7 +77,7 @@ def _train(*more: str, inside: bool = False) -> Case:
         (tmp / "ds").mkdir()
         (tmp / "ds" / "manifest.jsonl").write_text("")
         out = tmp / "ds" / "model" if inside else tmp / "model"
-        return ["agent", "train", "--data", str(tmp / "ds"), "--out", str(out), *more]
+        return ["train", "unet", "--data", str(tmp / "ds"), "--out", str(out), *more]
 
     return setup
 

@@ -170,7 +170,7 @@ def test_bad_name_version_pin_and_foreign_logs_are_one_line_errors(data, tmp_pat
         main(["export", "lmms-eval", "--data", str(data), "--out", str(out), "--name", "a b"]) == 2
     )
     assert "--name" in capsys.readouterr().err and not out.exists()
-    from radspatial.eval.lmms_tasks import task_hooks
+    from radspatial.formats.lmms_tasks import task_hooks
 
     with pytest.raises(RuntimeError, match="exported for radspatial 0.0.1"):
         task_hooks(tmp_path, needs="0.0.1")

@@ -282,7 +282,7 @@ def test_vllm_puts_text_first_by_default():
 
 def test_export_without_results_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no results.jsonl"):
-        from radspatial.eval.mirp_export import export_mirp
+        from radspatial.formats.mirp_export import export_mirp
 
         export_mirp(tmp_path, tmp_path / "out")
 

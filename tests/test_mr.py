@@ -165,7 +165,7 @@ def test_report_over_ct_and_mr_runs_breaks_down_by_modality(runs, tmp_path):
 
 def test_hf_export_carries_the_modality(runs, tmp_path):
     pytest.importorskip("pyarrow")
-    from radspatial.bench.hf_export import export_hf
+    from radspatial.formats.hf_export import export_hf
 
     exported = export_hf(runs["MR"][0], tmp_path / "hf")
     import pyarrow.parquet as pq

@@ -155,15 +155,15 @@ def test_demo_runs_the_plain_agent():
     assert "baseline:standard-view, agent, agent:mask" in " ".join(res.stdout.split())
 
 
-# 8: agent train: progress lines when piped, a short summary
+# 8: train unet: progress lines when piped, a short summary
 def test_agent_train_progress_and_summary(bench, tmp_path):
-    """``agent train`` on a dataset with every question type (open, size, count rows among
+    """``train unet`` on a dataset with every question type (open, size, count rows among
     the relative-position ones), then the trained model answers through ``--localizer unet``."""
     pytest.importorskip("monai")
     types = {json.loads(x)["question_type"] for x in (bench / "manifest.jsonl").open()}
     assert {"distance", "size", "count", "laterality"} <= types
     model = tmp_path / "unet"
-    res = run("agent", "train", "--data", str(bench), "--out", str(model),
+    res = run("train", "unet", "--data", str(bench), "--out", str(model),
               "--epochs", "2", "--size", "32", "--threads", "1", timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "agent train: 2/2 epoch(s)" in res.stderr and "\r" not in res.stderr

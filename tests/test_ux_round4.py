@@ -315,7 +315,7 @@ def test_lmms_as_task_reports_no_frames_so_the_group_row_is_not_nan(task):
     """lmms-eval 0.7.3 pools into the group row every subtask metric whose name holds
     "accuracy", over the subtasks that report it: AS, which has no standard view, must not
     report accuracy_standard/accuracy_anatomical (its NaN made the group's NaN)."""
-    from radspatial.eval.lmms_tasks import metric_names
+    from radspatial.formats.lmms_tasks import metric_names
 
     yaml = pytest.importorskip("yaml")
 

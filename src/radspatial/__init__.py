@@ -25,7 +25,7 @@ _LAZY = {
     "report": "radspatial.api:report",
     "EvalRun": "radspatial.api:EvalRun",
     "export_hf": "radspatial.api:export_hf",
-    "export_mirp": "radspatial.eval.mirp_export:export_mirp",
+    "export_mirp": "radspatial.formats.mirp_export:export_mirp",
     "Agent": "radspatial.agent.core:Agent",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.bench.counterfactual:mirror_case",

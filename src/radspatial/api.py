@@ -14,76 +14,51 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radspatial.bench.job import GenerateJob
+from radspatial.core.jobspec import api_function, caller_terms
+from radspatial.eval.job import EvalJob
+
 if TYPE_CHECKING:
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.eval.report import ReportSummary
-    from radspatial.imaging.volumes import Case
 
 PathLike = str | Path
 
 
-def generate(
-    out: PathLike,
-    *,
-    ct: PathLike | None = None,
-    seg: PathLike | None = None,
-    labels: str | None = None,
-    case_id: str | None = None,
-    cases: PathLike | Sequence[Case] | None = None,
-    seg_dir: PathLike | None = None,
-    variant: str | None = None,
-    seed: int = 0,
-    size: int = 512,
-    setups: Sequence[str] = ("rq1", "rq2", "rq3", "as"),
-    markers: Sequence[str] = ("numbers", "letters", "dots"),  # imaging.markers.MARKER_TYPES
-    questions: Sequence[str] = ("relative_position",),
-    as_count: int = 100,
-    rules: str = "mirp",
-    export_masks: bool = False,
-    modality: str | None = None,
-    workers: int = 1,
-    overwrite: bool = False,
-    verbose: bool = False,
-) -> DatasetSummary:
+@api_function(GenerateJob)
+def generate(job: GenerateJob) -> DatasetSummary:
     """Generate a MIRP-style benchmark into folder ``out``; returns its summary.
 
-    Give one case (``ct`` + ``seg``: NIfTI or DICOM folder, multilabel NIfTI or a
-    TotalSegmentator folder, or ``seg_dir``; ``labels`` names the mask's label table, ``case_id``
-    and ``variant`` its id and anatomy variant), several (``cases``: a cases CSV or a list of
+    Takes every option of ``radspatial generate`` as a keyword of the same name and default
+    (``bench/job.GenerateJob`` declares both; ``--no-group`` is ``group=False``). Give one case
+    (``ct`` + ``seg``: NIfTI or DICOM folder, multilabel NIfTI or a TotalSegmentator folder, or
+    ``seg_dir``; ``labels`` names the mask's label table, ``case_id`` and ``variant`` its id
+    and anatomy variant), several (``cases``: a cases CSV or a list of
     ``radspatial.imaging.volumes.Case``), or nothing for the bundled real CT. They are checked
-    as ``radspatial generate`` checks its flags (``bench/inputs.py``).
-    ``questions`` are question types (``relative_position``, ``size``, ...: docs/spar_vqa.md).
-    ``rules``: "mirp" (MIRP's generation rules) or "strict" (docs/mirp.md). ``modality``: "CT"
-    or "MR" (None: the label table says; MR for ``totalsegmentator_mr``). Same inputs and seed
-    give byte-identical output.
+    as ``radspatial generate`` checks its flags (``bench/inputs.py``); a refused value is named
+    by its keyword (``size=``). ``questions`` are question types or groups (``relative_position``,
+    ``size``, ``spar``, ...: docs/spar_vqa.md). ``rules``: "mirp" (MIRP's generation rules) or
+    "strict" (docs/mirp.md); ``min_distance``, ``margin``, ``size_tolerance`` and
+    ``min_component`` its thresholds. ``modality``: "CT" or "MR" (None: the label table says;
+    MR for ``totalsegmentator_mr``). ``planes``, ``per_slice``, ``consistency``, ``window`` and
+    ``png_level`` as ``radspatial generate --help`` says; ``verbose`` prints progress lines. Same
+    inputs and seed give byte-identical output.
 
     Example:
         >>> summary = generate("bench", size=128, as_count=4)  # doctest: +SKIP
         >>> summary.n_questions  # doctest: +SKIP
         166
     """
-    from radspatial.bench.dataset import build_dataset
-    from radspatial.bench.generate import GenerateConfig
-    from radspatial.bench.inputs import CaseInputs, cases_modality, resolve_cases
-    from radspatial.core.rules import QuestionRules
+    from radspatial.bench.job import run_generate
 
-    mod = modality and modality.upper()
-    given = CaseInputs(ct, seg, seg_dir, labels, mod, case_id, variant, cases)
-    case_list = resolve_cases(given)
-    config = GenerateConfig(
-        seed=seed, size=size, setups=tuple(setups), markers=tuple(markers),
-        question_types=tuple(questions), as_count=as_count, rules=QuestionRules(profile=rules),
-        export_masks=export_masks, modality=cases_modality(given, case_list)[0],
-    )  # fmt: skip
-    log = print if verbose else (lambda _: None)
-    return build_dataset(
-        case_list, config, Path(out), workers=workers, overwrite=overwrite, log=log
-    )
+    log = print if job.verbose else (lambda _: None)
+    with caller_terms(GenerateJob, "api"):
+        return run_generate(job, log=log, note=lambda _: None)[0]
 
 
 @dataclass(frozen=True)
@@ -110,56 +85,35 @@ class EvalRun:
         return error_count(self.metrics)
 
 
-def evaluate(
-    data: PathLike,
-    model: str,
-    out: PathLike,
-    *,
-    runs: int = 3,
-    limit: int | None = None,
-    limit_seed: int = 0,
-    setups: Sequence[str] | None = None,
-    markers: Sequence[str] | None = None,
-    questions: Sequence[str] | None = None,
-    protocol: str = "radspatial",
-    model_args: Mapping[str, Any] | None = None,
-    concurrency: int = 8,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    progress: bool = False,
-) -> EvalRun:
+@api_function(EvalJob)
+def evaluate(job: EvalJob) -> EvalRun:
     """Evaluate ``model`` (a spec: ``openai:gpt-4o``, ``hf:/models/x``, ``baseline:yes``,
     ``agent:markers``, ...) on the dataset ``data``; results go to the run folder ``out``.
 
-    Rerunning with the same arguments resumes (finished calls are not repeated). ``limit``
-    samples that many items across setups, markers and question types (seeded by
-    ``limit_seed``). ``model_args`` are backend options as ``radspatial eval --model-args``
-    takes them (``{"batch_size": 4}`` for hf:, ``{"timeout": 30}`` for openai:).
+    Takes every option of ``radspatial eval`` as a keyword of the same name and default
+    (``eval/job.EvalJob`` declares both), one model per call. Rerunning with the same arguments
+    resumes (finished calls are not repeated). ``limit`` samples that many items across setups,
+    markers and question types (seeded by ``limit_seed``). ``model_args`` are backend options
+    as a mapping or as ``--model-args`` takes them (``{"batch_size": 4}`` for hf:,
+    ``"timeout=30"`` for openai:); ``timeout``, ``retries``, ``api_key_env``,
+    ``hf_allow_download``, ``hf_trust_remote_code``, ``executor``, ``replicas`` and
+    ``ray_address`` as their flags. ``prompt``: a prompt template file; ``judge``: a model spec
+    that grades open answers the rules cannot read (``judge_all``: every open answer);
+    ``price``: ``"input=X,output=Y"`` USD per million tokens. A refused value is named by its
+    keyword (``runs=``).
 
     Example:
         >>> run = evaluate("bench", "baseline:yes", "runs/yes", runs=1)  # doctest: +SKIP
         >>> round(run.accuracy, 3)  # doctest: +SKIP
     """
-    from radspatial.eval.runner import EvalConfig, run_eval
-    from radspatial.models.base import Decoding
-    from radspatial.models.options import backend_options
+    from radspatial.eval.job import eval_config
+    from radspatial.eval.runner import run_eval
 
-    config = EvalConfig(
-        model=model,
-        runs=runs,
-        concurrency=concurrency,
-        limit=limit,
-        limit_seed=limit_seed,
-        setups=tuple(setups) if setups else None,
-        markers=tuple(markers) if markers else None,
-        question_types=tuple(questions) if questions else None,
-        decoding=Decoding(temperature=temperature, max_tokens=max_tokens),
-        protocol=protocol,
-        backend_options=backend_options(model, model_args),
-    )
-    rows = run_eval(Path(data), Path(out), config, progress=progress)
-    metrics = json.loads((Path(out) / "metrics.json").read_text())
-    return EvalRun(Path(out), model, metrics, rows)
+    with caller_terms(EvalJob, "api"):
+        config = eval_config(job)
+    rows = run_eval(Path(job.data), Path(job.out), config, progress=job.progress)
+    metrics = json.loads((Path(job.out) / "metrics.json").read_text())
+    return EvalRun(Path(job.out), job.model, metrics, rows)
 
 
 def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
@@ -177,6 +131,6 @@ def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
 
 def export_hf(data: PathLike, out: PathLike, **options: Any) -> Any:
     """A generated dataset as Hugging Face parquet shards + dataset card (``hf_export``)."""
-    from radspatial.bench.hf_export import export_hf as _export
+    from radspatial.formats.hf_export import export_hf as _export
 
     return _export(Path(data), Path(out), **options)

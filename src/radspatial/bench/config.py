@@ -1,12 +1,14 @@
 """What a ``radspatial generate`` run is asked to make: setups, markers, question types, image
-size and window, thresholds, seed; validated on construction (each bad value named by its
-command-line option) and recorded in ``dataset.json``."""
+size and window, thresholds, seed; validated on construction (each bad value a
+``core.jobspec.ParamError``: named by its flag on the command line, its keyword in Python) and
+recorded in ``dataset.json``."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 
+from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import MODALITIES, modality_sentence
 from radspatial.core.records import SETUPS
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
@@ -42,8 +44,9 @@ class GenerateConfig:
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:
-            raise ValueError(
-                f"--modality must be one of {', '.join(MODALITIES)}, got {self.modality!r}"
+            raise ParamError(
+                "modality",
+                f"{{param}} must be one of {', '.join(MODALITIES)}, got {self.modality!r}",
             )
         if self.window is None and self.modality == "CT":
             object.__setattr__(self, "window", CT_WINDOW)
@@ -54,19 +57,21 @@ class GenerateConfig:
         if bad or not self.markers:
             raise ValueError(f"markers must be a non-empty subset of {marker_names()}")
         if not 64 <= self.size <= MAX_SIZE:
-            raise ValueError(f"--size must be between 64 and {MAX_SIZE} px, got {self.size}")
+            raise ParamError(
+                "size", f"{{param}} must be between 64 and {MAX_SIZE} px, got {self.size}"
+            )
         if self.window is not None and not all(math.isfinite(v) for v in self.window):
-            raise ValueError(f"--window must be finite numbers, got {list(self.window)}")
+            raise ParamError("window", f"{{param}} must be finite numbers, got {list(self.window)}")
         if self.window is not None and self.window[0] <= 0:
             raise ValueError(f"window width must be > 0, got {self.window[0]}")
-        for option, value in (
-            ("--min-distance", self.rules.min_distance_px),
-            ("--margin", self.rules.margin_px),
-            ("--size-tolerance", self.rules.size_tolerance),
-            ("--min-component", self.rules.min_component_px),
+        for param, value in (
+            ("min_distance", self.rules.min_distance_px),
+            ("margin", self.rules.margin_px),
+            ("size_tolerance", self.rules.size_tolerance),
+            ("min_component", self.rules.min_component_px),
         ):
             if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{option} must be a finite number >= 0, got {value}")
+                raise ParamError(param, f"{{param}} must be a finite number >= 0, got {value}")
         if not self.question_types or len(set(self.question_types)) != len(self.question_types):
             raise ValueError(
                 f"question_types must be distinct and non-empty: {self.question_types}"
@@ -74,10 +79,10 @@ class GenerateConfig:
         for name in self.question_types:
             get_question_type(name)  # unknown names fail here, naming the known ones
         if not isinstance(self.png_level, int) or not 0 <= self.png_level <= 9:
-            raise ValueError(f"--png-level must be 0..9, got {self.png_level}")
+            raise ParamError("png_level", f"{{param}} must be 0..9, got {self.png_level}")
         check_planes(self.planes)
         if not isinstance(self.per_slice, int) or not 1 <= self.per_slice <= 16:
-            raise ValueError(f"--per-slice must be 1..16, got {self.per_slice}")
+            raise ParamError("per_slice", f"{{param}} must be 1..16, got {self.per_slice}")
         if self.as_count < 0 or self.as_count % 2:
             raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from radspatial.cli import agent, demo, eval, export, generate, lmms, phantom, probe
+from radspatial.cli import agent, demo, eval, export, generate, lmms, phantom, probe, train
 from radspatial.cli.common import add_commands
 from radspatial.core.runtime import bundled_example  # re-exported: older imports and tests
 
@@ -24,7 +24,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"radspatial {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (generate, eval, demo, agent, phantom, probe, export, lmms):  # help lists them so
+    for group in (
+        generate,
+        eval,
+        demo,
+        agent,
+        train,
+        phantom,
+        probe,
+        export,
+        lmms,
+    ):  # help lists them so
         add_commands(sub, group.COMMANDS)
     return parser
 

@@ -1,5 +1,5 @@
-"""``radspatial agent`` (answer, train) and ``radspatial serve`` (the agent behind an
-OpenAI-compatible API)."""
+"""``radspatial agent`` (answers; ``agent train`` is the deprecated name of ``train unet``,
+``cli/train``) and ``radspatial serve`` (the agent behind an OpenAI-compatible API)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from radspatial.cli import train
 from radspatial.cli.common import Command, HelpFormatter, pass_on, positive
 from radspatial.core import rules
 
@@ -45,18 +46,9 @@ def _agent_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overlay", type=Path, help="write an overlay PNG here (default: not written)")
 
 
-def _train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, required=True, help="dataset generated with --export-masks")
-    p.add_argument("--out", type=Path, required=True, help="model folder to write")
-    p.add_argument("--epochs", type=int, help="epochs (default: the trainer's)")
-    p.add_argument("--size", type=int, help="network input size in px (default: the trainer's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-
-
 def cmd_agent(args: argparse.Namespace) -> int:
     if args.image is None or args.question is None:
-        raise ValueError("radspatial agent needs --image and --question (or: agent train)")
+        raise ValueError("radspatial agent needs --image and --question")
     import json
 
     from radspatial.agent.core import Agent, draw_overlay, load_image, verdict
@@ -134,46 +126,6 @@ def _mask_array(path):
         raise ValueError(f"not a readable image ({exc})") from None
 
 
-def _agent_train(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from radspatial.core.safepath import check_disjoint
-
-    check_disjoint(args.out, {"--data": args.data})  # before torch loads: a quick refusal
-    from radspatial.training.unet_train import TrainConfig, train_unet
-
-    config = TrainConfig(seed=args.seed)
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs)
-    if args.size is not None:
-        config = replace(config, size=args.size)
-    if args.threads is not None:
-        config = replace(config, threads=args.threads)
-    metrics = train_unet(args.data, args.out, config, progress=True)
-    print(f"model: {args.out}")
-    print(_train_summary(metrics))
-    print(f"metrics: {Path(args.out) / 'metrics.json'} (per structure: Dice, centroid error)")
-    return 0
-
-
-def _train_summary(m: dict) -> str:
-    """Three lines a person reads after training; the whole dict is in metrics.json."""
-
-    def pct(x: float | None) -> str:
-        return "–" if x is None else f"{100 * x:.1f}%"
-
-    dice = "–" if m.get("mean_dice") is None else f"{m['mean_dice']:.3f}"
-    q = m.get("questions") or {}
-    unet, oracle = q.get("unet") or {}, q.get("oracle") or {}
-    return (
-        f"  validation ({m.get('split')}): {m.get('n_slices')} slice(s), mean Dice {dice} over "
-        f"{len(m.get('dice') or {})} structure(s)\n"
-        f"  relative-position questions on them: {q.get('n', 0)}, "
-        f"accuracy {pct(unet.get('accuracy'))} (abstained {pct(unet.get('abstain_rate'))}); "
-        f"mask oracle {pct(oracle.get('accuracy'))}"
-    )
-
-
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)"
@@ -236,24 +188,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = (
     Command(
         "agent",
-        "answer a question about an image with the modular agent (or: agent train)",
+        "answer a question about an image with the modular agent",
         "radspatial agent --image PNG --question TEXT [--localizer NAME] ...\n"
         "  prints the answer and the agent's reason; --json prints the whole trace instead,\n"
         "  --trace FILE writes it to a file.\n"
-        "radspatial agent train --data DATASET_DIR --out MODEL_DIR (unet localizer; its own\n"
-        "  options: agent train --help)\n\n"
+        "Training a localizer: radspatial train unet|organs|atlas (agent train: the old name\n"
+        "  of train unet, deprecated).\n\n"
         "Localizers: {localizers}.",
         _agent_arguments,
         cmd_agent,
         subcommands=(
             Command(
                 "train",
-                "train the unet localizer on a dataset generated with --export-masks",
-                "Trains the unet localizer on DATASET_DIR's slices and label images and "
-                "writes MODEL_DIR (config.json, weights, metrics.json); use it with "
-                "agent --localizer unet --model MODEL_DIR or eval --model agent:unet@MODEL_DIR.",
-                _train_arguments,
-                _agent_train,
+                "deprecated: use radspatial train unet (same options)",
+                train.UNET_DESCRIPTION,
+                train.unet_arguments,
+                train.cmd_agent_train,
             ),
         ),
         dest="action",

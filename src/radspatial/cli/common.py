@@ -10,10 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.bench.job import question_types
+from radspatial.core.jobspec import csv_list, csv_lower, window
+
+__all__ = ["csv_list", "csv_lower", "question_types", "window"]  # argument types, also here
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """Shows every option's default after its help, as argparse's ArgumentDefaultsHelpFormatter
-    does, but leaves out "no value" defaults (None, False) and writes tuples as comma lists."""
+    does, but leaves out "no value" defaults (None, False, ()) and writes tuples as comma lists."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -23,6 +28,7 @@ class HelpFormatter(argparse.HelpFormatter):
             or "(default" in text
             or default is None
             or default is False
+            or default == ()
             or default is argparse.SUPPRESS
             or not action.option_strings
         ):
@@ -46,13 +52,31 @@ class LocalizerHelpParser(argparse.ArgumentParser):
         return super().format_help()
 
 
+class LazyArgumentsParser(argparse.ArgumentParser):
+    """A parser that declares its arguments only when it parses (``populate``): a trainer's
+    defaults come from a module that imports numpy and torch, so building the whole parser for
+    ``radspatial --help`` must not read them."""
+
+    populate: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
+        populate, self.populate = self.populate, None
+        try:
+            if populate is not None:
+                populate(self)
+        except ImportError as exc:  # e.g. torch, for a trainer: one line, not a traceback
+            self.error(f"needs {exc.name or exc}: pip install 'radspatial[agent]'")
+        return super().parse_known_args(args, namespace)
+
+
 @dataclass(frozen=True)
 class Command:
     """One (sub)command as data: its name, one-line help and description, the function that
     declares its arguments and the one that runs it, or, for a group, its subcommands (parsed
     into ``dest``); with both ``run`` and subcommands, the subcommand is optional (``agent``
     answers, ``agent train`` trains, each with its own ``--help``). ``localizers``: the
-    description names the localizers (see :class:`LocalizerHelpParser`)."""
+    description names the localizers (see :class:`LocalizerHelpParser`); ``lazy``: the
+    arguments are declared only when this command is parsed (:class:`LazyArgumentsParser`)."""
 
     name: str
     help: str
@@ -64,6 +88,7 @@ class Command:
     metavar: str | None = None
     formatter_class: type[argparse.HelpFormatter] = HelpFormatter
     localizers: bool = False
+    lazy: bool = False
 
     def __post_init__(self) -> None:
         if self.run is None and not self.subcommands:
@@ -81,7 +106,10 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
         )
         if command.localizers:
             p.__class__ = LocalizerHelpParser  # only format_help differs
-        if command.arguments is not None:
+        if command.lazy:
+            p.__class__ = LazyArgumentsParser  # only parse_known_args differs
+            p.populate = command.arguments  # type: ignore[attr-defined]
+        elif command.arguments is not None:
             command.arguments(p)
         if command.run is not None:
             p.set_defaults(func=command.run)  # a subcommand given sets its own
@@ -107,43 +135,6 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
     non-empty one unless told."""
     p.add_argument("--out", type=Path, required=True, help=what)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-
-
-def csv_lower(text: str) -> tuple[str, ...]:
-    """Comma list of names, lower-cased (setups, markers, question types)."""
-    return tuple(t.strip().lower() for t in text.split(",") if t.strip())
-
-
-def csv_list(text: str) -> tuple[str, ...]:
-    """Comma list kept as written (variants, probe task names)."""
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
-def question_types(text: str) -> tuple[str, ...]:
-    """Question type names and groups (all, and those the types declare: spar, open), each
-    type once, in the order given."""
-    from radspatial.questions import list_question_types, question_groups
-
-    out: list[str] = []
-    for name in csv_lower(text):
-        groups = {**question_groups(), "all": list_question_types()}
-        group = groups.get(name, [name])
-        out += [n for n in group if n not in out]
-    known = list_question_types()
-    bad = [n for n in out if n not in known]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown question type {bad[0]!r}; known: {known}")
-    return tuple(out)
-
-
-def window(text: str) -> tuple[float, float]:
-    try:
-        w, level = (float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--window wants W,L (e.g. 400,40), got {text!r}"
-        ) from None
-    return (w, level)
 
 
 def triple(kind: type):

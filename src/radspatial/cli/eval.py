@@ -6,137 +6,44 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import Command, csv_lower, pass_on, question_types
+from radspatial.cli.common import Command
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.eval.job import EvalJob
 
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
-    from radspatial.cli.eval_options import MODEL_ARGS_HELP, add_backend_flags
-
-    p.add_argument("--data", type=Path, required=True, help="dataset folder")
-    p.add_argument(
-        "--model",
-        required=True,
-        nargs="+",
-        action="extend",
-        metavar="SPEC",
-        help="model spec(s); with several, each gets its run folder OUT/<spec> and one report "
-        "is written to OUT/report",
-    )
-    p.add_argument(
-        "--out", type=Path, required=True, help="run folder (with several models: parent folder)"
-    )
-    p.add_argument("--model-args", metavar="K=V,...", help=MODEL_ARGS_HELP + " (default: none)")
-    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
-    p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once")
-    _add_item_filters(p)
-    _add_asking_options(p)
-    add_backend_flags(p)
-
-
-def _add_item_filters(p: argparse.ArgumentParser) -> None:
-    """Which items: a balanced --limit sample, setups, markers, question types."""
-    p.add_argument(
-        "--limit",
-        type=int,
-        help="evaluate N items sampled across setups, markers and question types, answers "
-        "balanced, seeded by --limit-seed (default: all items)",
-    )
-    p.add_argument("--limit-seed", type=int, default=0, help="seed of the --limit sample")
-    p.add_argument(
-        "--setups", type=csv_lower, help="only these setups, e.g. rq1,rq2 (default: all)"
-    )
-    p.add_argument(
-        "--markers",
-        type=csv_lower,
-        help="only these marker types, e.g. dots,letters (default: all)",
-    )
-    p.add_argument(
-        "--questions",
-        type=question_types,
-        help="only these question types, e.g. spar or size,distance (default: all)",
-    )
-
-
-def _add_asking_options(p: argparse.ArgumentParser) -> None:
-    """How items are asked and answers read: prompt, protocol, decoding, the judge."""
-    p.add_argument(
-        "--prompt",
-        type=Path,
-        help="custom prompt template file ({question} etc.; default: MIRP's prompts)",
-    )
-    p.add_argument(
-        "--protocol",
-        choices=("radspatial", "mirp"),
-        default="radspatial",
-        help="radspatial: fixed balanced example per item, our parser; mirp: MIRP's "
-        "replication protocol (example drawn from another item per run, MIRP's prompt for "
-        "every setup, MIRP's answer parser, and the decoding MIRP's code used for GPT-4o, "
-        "Pixtral, Llama 3.2 Vision and Janus-Pro, recognised from the model name or "
-        "--model-args family=gpt-4o|pixtral|llama-3.2-vision|janus-pro|none); text comes "
-        "before the image in both",
-    )
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
-    p.add_argument("--max-tokens", type=int, default=1024, help="new tokens per reply")
-    p.add_argument(
-        "--judge",
-        help="LLM judge for open answers the rules cannot read, any model spec "
-        "(e.g. openai-compat:MODEL@URL); verdicts cached in judge_calls.jsonl "
-        "(default: no judge, the rules alone)",
-    )
-    p.add_argument(
-        "--judge-all", action="store_true", help="judge every open answer, not only undecided"
-    )
-    p.add_argument(
-        "--price",
-        type=_price,
-        help="USD per million tokens, input=X,output=Y (e.g. input=2.5,output=10): adds a cost "
-        "estimate to metrics.json's usage block and the report (default: no cost)",
-    )
-
-
-def _price(text: str):  # noqa: ANN202 - argparse type: the parsed Price
-    from radspatial.eval.usage import parse_price
-
-    try:
-        return parse_price(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    add_arguments(p, EvalJob)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
 
     from radspatial.cli import eval_options as opts
+    from radspatial.eval.job import eval_config
     from radspatial.eval.prompts import load_template
     from radspatial.eval.runguard import sigterm_as_interrupt
-    from radspatial.eval.runner import EvalConfig, run_eval
-    from radspatial.models.base import Decoding
+    from radspatial.eval.runner import run_eval
 
     specs = list(dict.fromkeys(args.model))
     if len(specs) != len(args.model):
         raise ValueError("--model: the same spec is given twice")
-    options = {spec: opts.backend_options(args, spec) for spec in specs}  # all checked up front
+    for spec in specs:  # every model's backend options checked before anything runs
+        opts.backend_options(args, spec)
     template = load_template(args.prompt) if args.prompt else None
     out_dirs = {s: args.out if len(specs) == 1 else opts.run_dir_for(args.out, s) for s in specs}
     if len(set(out_dirs.values())) != len(specs):
         raise ValueError("--model: two specs map to the same run folder name")
+    configs = {}
+    for spec in specs:
+        job = from_namespace(EvalJob, args, model=spec, out=out_dirs[spec])
+        with caller_terms(EvalJob, "cli"):
+            configs[spec] = eval_config(job, template)
     opts.show_retries()
     n_err = 0
     for spec in specs:
-        config = EvalConfig(
-            model=spec,
-            **pass_on(args, "runs", "concurrency", "limit", "limit_seed", "setups"),
-            **pass_on(args, "markers", "protocol", "judge", "judge_all"),
-            question_types=args.questions,
-            decoding=Decoding(temperature=args.temperature, max_tokens=args.max_tokens),
-            template=template,
-            backend_options=options[spec],
-            family=opts.model_family(args),
-            price=args.price,
-        )
         with sigterm_as_interrupt():
             try:
-                rows = run_eval(args.data, out_dirs[spec], config)
+                rows = run_eval(args.data, out_dirs[spec], configs[spec])
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)

@@ -1,4 +1,5 @@
-"""``radspatial eval``'s backend flags and ``--model-args``, checked up front.
+"""``radspatial eval``'s backend flags and ``--model-args``, checked up front (the flags are
+declared in the job spec, ``eval/job.EvalJob``; the checks live there, shared with the API).
 
 ``--timeout``/``--retries``/``--api-key-env`` go to ``openai:`` and ``openai-compat:``;
 ``--hf-allow-download``/``--hf-trust-remote-code`` to ``hf:``; ``--executor ray`` (with
@@ -13,86 +14,19 @@ import logging
 import sys
 from pathlib import Path
 
+from radspatial.core.jobspec import caller_terms
+from radspatial.eval.job import EvalJob, model_family
+from radspatial.eval.job import backend_options as job_backend_options
 from radspatial.models.options import MODEL_ARGS_HELP, parse_model_args
-from radspatial.models.options import backend_options as checked_options
 
-__all__ = ["MODEL_ARGS_HELP", "backend_options", "parse_model_args"]  # the CLI's names
-
-
-# The dedicated backend flags: (flag, argparse keywords), declared in this order.
-_BACKEND_FLAGS: tuple[tuple[str, dict[str, object]], ...] = (
-    ("--timeout", {"type": float,
-                   "help": "openai/openai-compat: seconds per HTTP call (default: 120)"}),
-    ("--retries", {"type": int,
-                   "help": "openai/openai-compat: retries of a failed call (default: 5)"}),
-    ("--api-key-env", {"metavar": "NAME",
-                       "help": "send the API key in this environment variable (default: "
-                       "OPENAI_API_KEY for openai:, no key for openai-compat:)"}),
-    ("--hf-allow-download", {"action": "store_true",
-                             "help": "hf: fetch a hub id missing from the local cache "
-                             "(default: local files only)"}),
-    ("--hf-trust-remote-code", {"action": "store_true",
-                                "help": "hf: run Python code shipped with the model "
-                                "repository, only for models you trust (default: never)"}),
-    ("--executor", {"choices": ("local", "ray"), "default": "local",
-                    "help": "hf/vllm: ray runs hf: replicas on Ray actors and vllm: through "
-                    "Ray Data (pip install 'radspatial[ray]'); same calls, same call log "
-                    "(default: local)"}),
-    ("--replicas", {"type": int,
-                    "help": "with --executor ray: model replicas (default: one per GPU, else "
-                    "one per CPU)"}),
-    ("--ray-address", {"help": "with --executor ray: join this cluster (default: RAY_ADDRESS)"}),
-)  # fmt: skip
-
-
-def add_backend_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags every eval backend option has besides ``--model-args``."""
-    for flag, keywords in _BACKEND_FLAGS:
-        parser.add_argument(flag, **keywords)  # type: ignore[arg-type]
-
-
-def _flag_args(args: argparse.Namespace) -> dict[str, object]:
-    """The dedicated backend flags, as model args."""
-    flags = {
-        "timeout": args.timeout,
-        "retries": args.retries,
-        "api_key_env": args.api_key_env,
-        "allow_download": True if args.hf_allow_download else None,
-        "trust_remote_code": True if args.hf_trust_remote_code else None,
-    }
-    return {k: v for k, v in flags.items() if v is not None}
+__all__ = ["MODEL_ARGS_HELP", "backend_options", "model_family", "parse_model_args"]
 
 
 def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
-    """Backend options for ``spec`` from ``--model-args`` and the backend flags
-    (``models.options.backend_options``), plus the executor options."""
-    spec = spec or args.model
-    model_args = parse_model_args(getattr(args, "model_args", None))
-    model_args.pop("family", None)  # not a backend option: EvalConfig.family (model_family)
-    options = checked_options(spec, model_args, _flag_args(args))
-    return {**options, **_executor_options(args, spec)}
-
-
-def model_family(args: argparse.Namespace) -> str | None:
-    """``--model-args family=NAME``: the MIRP model family whose decoding ``--protocol mirp``
-    uses (``none``: ours); None: recognised from the model name."""
-    value = parse_model_args(getattr(args, "model_args", None)).get("family")
-    return None if value is None else str(value).lower()
-
-
-def _executor_options(args: argparse.Namespace, spec: str) -> dict:
-    """``--executor ray`` with ``--replicas``/``--ray-address``: hf and vllm only."""
-    executor = getattr(args, "executor", "local")
-    replicas, address = getattr(args, "replicas", None), getattr(args, "ray_address", None)
-    if executor != "ray":
-        if replicas is not None or address is not None:
-            raise ValueError("--replicas and --ray-address need --executor ray")
-        return {}
-    if spec.partition(":")[0] not in ("hf", "vllm"):
-        raise ValueError(f"{spec}: --executor ray applies to hf/vllm models only")
-    if replicas is not None and replicas < 1:
-        raise ValueError(f"--replicas must be >= 1, got {replicas}")
-    return {"executor": "ray", "replicas": replicas, "address": address}
+    """Backend options for ``spec`` from ``--model-args`` and the backend flags, checked as
+    ``radspatial.evaluate`` checks its keywords (``eval/job.backend_options``)."""
+    with caller_terms(EvalJob, "cli"):
+        return job_backend_options(args, spec)
 
 
 def run_dir_for(out: Path, spec: str) -> Path:

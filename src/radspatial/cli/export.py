@@ -29,8 +29,8 @@ def _hf_arguments(h: argparse.ArgumentParser) -> None:
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
-    from radspatial.bench.hf_export import export_hf
     from radspatial.core.textsafe import log_text
+    from radspatial.formats.hf_export import export_hf
 
     done = export_hf(
         args.data, args.out, **pass_on(args, "license", "name", "max_shard_mb", "overwrite")
@@ -43,7 +43,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def cmd_export_mirp(args: argparse.Namespace) -> int:
-    from radspatial.eval.mirp_export import export_mirp
+    from radspatial.formats.mirp_export import export_mirp
 
     done = export_mirp(args.run, args.out, overwrite=args.overwrite)
     print(f"MIRP layout: {done.out.resolve()}")

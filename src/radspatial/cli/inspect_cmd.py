@@ -28,7 +28,7 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_import_inspect(args: argparse.Namespace) -> int:
-    from radspatial.eval.inspect_import import import_inspect
+    from radspatial.formats.inspect_import import import_inspect
 
     done = import_inspect(args.log, args.data, args.out, **pass_on(args, "model", "overwrite"))
     lines = [

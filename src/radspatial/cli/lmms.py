@@ -29,7 +29,7 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export_lmms(args: argparse.Namespace) -> int:
-    from radspatial.bench.lmms_export import export_lmms
+    from radspatial.formats.lmms_export import export_lmms
 
     done = export_lmms(args.data, args.out, **pass_on(args, "name", "protocol", "overwrite"))
     group = f"group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)"
@@ -56,7 +56,7 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_import_lmms(args: argparse.Namespace) -> int:
-    from radspatial.eval.lmms_import import import_lmms
+    from radspatial.formats.lmms_import import import_lmms
 
     done = import_lmms(args.samples, args.out, **pass_on(args, "model", "data", "overwrite"))
     return _say(

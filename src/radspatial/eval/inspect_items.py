@@ -1,6 +1,6 @@
 """What an inspect_ai task of a radspatial dataset holds, without inspect_ai: the items, their
 prompts and their metadata, shared by the tasks (``eval.inspect_tasks``) and ``radspatial import
-inspect`` (``eval.inspect_import``), so both rebuild the same items from the same task arguments.
+inspect`` (``formats.inspect_import``), so both rebuild the same items from the same task arguments.
 
 The items and prompts are ``radspatial eval``'s for ``--runs 1`` with the same filters: the same
 ``load_items`` and ``sample_items`` (``limit``), the same prompt template (ours, or MIRP's with

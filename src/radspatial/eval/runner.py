@@ -29,6 +29,7 @@ from radspatial.core.io import (
     open_append,
     read_call_log,
 )
+from radspatial.core.jobspec import ParamError
 from radspatial.core.progress import Progress
 from radspatial.core.redact import redact, redact_json
 from radspatial.core.safepath import check_disjoint, check_image_bytes
@@ -94,13 +95,15 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
-            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
+            raise ParamError("protocol", f"{{param}} must be one of {', '.join(PROTOCOLS)}")
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"--limit must be >= 1, got {self.limit}")
+            raise ParamError("limit", f"{{param}} must be >= 1, got {self.limit}")
         if self.runs < 1:
-            raise ValueError(f"--runs must be >= 1, got {self.runs}")
+            raise ParamError("runs", f"{{param}} must be >= 1, got {self.runs}")
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise ValueError(f"--concurrency must be 1-{MAX_CONCURRENCY}, got {self.concurrency}")
+            raise ParamError(
+                "concurrency", f"{{param}} must be 1-{MAX_CONCURRENCY}, got {self.concurrency}"
+            )
         family_of(self.model, self.family)  # an unknown family= fails here
 
 

@@ -129,9 +129,9 @@ def write(out: Path, arrays: dict, meta: dict, command: str) -> None:
     atomic_write_json(out / "atlas.json", meta)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, required=True)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The builder's flags (``radspatial train atlas``, ``python -m`` this module)."""
+    p.add_argument("--out", type=Path, required=True, help="atlas folder to write")
     p.add_argument(
         "--volumes",
         default="a,c",
@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--exclude", action="append", default=[], help="slices kept out, e.g. a:86-97 (repeat)"
     )
-    a = p.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> int:
     volumes = tuple(v for v in a.volumes.split(",") if v)
     arrays, meta = build(volumes, a.data, tuple(a.exclude), a.step_mm)
     command = f"python -m radspatial.training.organs_atlas --out {a.out} --volumes {a.volumes}"
@@ -152,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     n = meta["anatomies"]
     print(f"{a.out}: {meta['slices']} atlas slices from {', '.join(volumes)} ({n} anatomies)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments(p)
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -352,9 +352,9 @@ def _csv(kind: type):
     return lambda text: tuple(kind(v) for v in text.split(",") if v)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="train the shipped organs localizer")
-    p.add_argument("--out", type=Path, required=True)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """``--out`` and every OrgansConfig field (``radspatial train organs``, ``python -m``)."""
+    p.add_argument("--out", type=Path, required=True, help="model folder to write")
     d = OrgansConfig()
     p.add_argument("--real-weight", type=float, default=d.real_weight)
     p.add_argument("--n-phantoms", type=int, default=d.n_phantoms)
@@ -380,12 +380,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--synth-step-mm", type=float, default=d.synth_step_mm)
     p.add_argument("--volumes", type=_csv(str), default=d.volumes)
     p.add_argument("--channels", type=_csv(int), default=d.channels)
-    a = vars(p.parse_args(argv))  # every flag but --out is an OrgansConfig field
-    out = a.pop("out")
-    config = OrgansConfig(**a)
-    record = train_organs(out, config)
-    print(f"organs: wrote {out} ({record['training']['train_seconds']} s training)")
+
+
+def run(args: argparse.Namespace) -> int:
+    keep = OrgansConfig.__dataclass_fields__  # every flag but --out is a config field
+    record = train_organs(
+        args.out, OrgansConfig(**{k: v for k, v in vars(args).items() if k in keep})
+    )
+    print(f"organs: wrote {args.out} ({record['training']['train_seconds']} s training)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments(p := argparse.ArgumentParser(description="train the shipped organs localizer"))
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``radspatial import lmms-eval``: lmms-eval's ``--log_samples`` files as a radspatial run folder.
 
 A task written by ``radspatial export lmms-eval`` scores every reply into a ``results.jsonl``
-row (``eval.lmms_tasks``) and lmms-eval logs it with the sample (under each metric name; we read
+row (``formats.lmms_tasks``) and lmms-eval logs it with the sample (under each metric name; we read
 ``accuracy``). This reads every ``*_samples_<task>.jsonl`` under ``--samples`` (a file or a
 folder) and trusts nothing in them but the reply: each row must name an item of ``--data``
 (the dataset the task was exported from), its image must be that item's image, its prompt the
@@ -30,7 +30,7 @@ from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
-from radspatial.eval.lmms_tasks import ROW_METRIC
+from radspatial.formats.lmms_tasks import ROW_METRIC
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
 

@@ -1,10 +1,10 @@
 """``radspatial export lmms-eval``: a generated dataset as an lmms-eval task folder.
 
 ``OUT/`` holds one task per setup (``NAME_rq1.yaml`` ...), the group ``NAME.yaml`` over them,
-``utils.py`` (the hooks, all in ``radspatial.eval.lmms_tasks``), ``radspatial_task.json``
+``utils.py`` (the hooks, all in ``radspatial.formats.lmms_tasks``), ``radspatial_task.json``
 (protocol, markers per setup, MIRP's examples under ``--protocol mirp``), ``requirements.txt``
 pinning the radspatial version the hooks need, and ``hf/``: the dataset as ``datasets`` parquet
-(``bench.hf_export``). lmms-eval runs it with ``--include_path OUT --tasks NAME``.
+(``formats.hf_export``). lmms-eval runs it with ``--include_path OUT --tasks NAME``.
 
 The YAML names the parquet shards by absolute path (lmms-eval resolves ``data_files`` from its
 working folder): export again after moving the folder.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
-from radspatial.eval.lmms_tasks import TASK_FILE, metric_names
+from radspatial.formats.lmms_tasks import TASK_FILE, metric_names
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 PROTOCOLS = ("radspatial", "mirp")
@@ -95,12 +95,12 @@ def _utils_py(name: str, markers: dict[str, tuple[str, ...]]) -> str:
     names = sorted({m for s, ms in markers.items() for m in metric_names(ms, s)})
     lines = [
         f'"""lmms-eval hooks of the radspatial task {name}: radspatial\'s prompt, parser and',
-        "scoring (radspatial.eval.lmms_tasks). Written by radspatial export lmms-eval; needs",
+        "scoring (radspatial.formats.lmms_tasks). Written by radspatial export lmms-eval; needs",
         f'radspatial=={__version__} (requirements.txt)."""',
         "",
         "from pathlib import Path",
         "",
-        "from radspatial.eval.lmms_tasks import task_hooks",
+        "from radspatial.formats.lmms_tasks import task_hooks",
         "",
         f'_hooks = task_hooks(Path(__file__).resolve().parent, needs="{__version__}")',
         "doc_to_visual = _hooks.doc_to_visual",
@@ -127,11 +127,11 @@ def export_lmms(
     Yes/no question types only (the open types need radspatial's grader); raises ValueError on
     a bad dataset, name or protocol.
     """
-    from radspatial.bench.hf_export import export_hf
     from radspatial.core.io import atomic_write_json
     from radspatial.core.staging import staged
     from radspatial.eval.items import load_items
     from radspatial.eval.runner import mirp_examples
+    from radspatial.formats.hf_export import export_hf
     from radspatial.questions.open_common import is_open
 
     if not NAME_RE.fullmatch(name):

@@ -1,0 +1,153 @@
+"""One job spec per command, two faces (issue 35): the command's flags and the Python API's
+keywords are built from the same dataclass, so every flag maps to a keyword and back, with the
+same default; a refused value is named in the caller's terms."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+
+import pytest
+
+from radspatial import api
+from radspatial.bench.job import GenerateJob
+from radspatial.cli import build_parser
+from radspatial.core import jobspec
+from radspatial.eval.job import EvalJob
+
+# (command, API function, spec, keywords only the API has: each says why in its help)
+FACES = [
+    ("generate", api.generate, GenerateJob, {"verbose"}),
+    ("eval", api.evaluate, EvalJob, {"progress"}),
+]
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    return build_parser()._subparsers._group_actions[0].choices[name]
+
+
+def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+
+
+@pytest.mark.parametrize(("command", "fn", "spec", "api_only"), FACES, ids=[f[0] for f in FACES])
+def test_every_flag_is_a_keyword_and_back_with_the_same_default(command, fn, spec, api_only):
+    flags = _flags(_subparser(command))
+    params = inspect.signature(fn).parameters
+    assert set(params) - set(flags) == api_only
+    assert set(flags) - set(params) == set()
+    for dest, action in flags.items():
+        param = params[dest]
+        if action.required:
+            assert param.default is inspect.Parameter.empty, dest
+            continue
+        default = None if action.default is argparse.SUPPRESS else action.default
+        if action.const is False and action.default is None:  # --no-group: group=False
+            assert param.default is None, dest
+            continue
+        assert param.default == default, (dest, param.default, default)
+
+
+def test_the_spec_declares_the_flag_names_help_and_defaults_the_cli_shows():
+    flags = _flags(_subparser("generate"))
+    assert flags["group"].option_strings == ["--no-group"] and flags["group"].const is False
+    assert flags["png_level"].default == 3 and flags["size"].default == 512
+    assert "zlib level" in flags["png_level"].help
+    assert _flags(_subparser("eval"))["model"].nargs == "+"
+
+
+def test_the_api_takes_every_generate_config_field():
+    """``GenerateConfig``'s fields are all reachable from ``api.generate`` (the rule profile
+    and thresholds flat, ``question_types`` as ``questions``)."""
+    import dataclasses
+
+    from radspatial.bench.config import GenerateConfig
+
+    params = set(inspect.signature(api.generate).parameters)
+    renamed = {"rules": "rules", "question_types": "questions"}
+    for f in dataclasses.fields(GenerateConfig):
+        assert renamed.get(f.name, f.name) in params, f.name
+    assert {"min_distance", "margin", "size_tolerance", "min_component"} <= params
+    eval_params = set(inspect.signature(api.evaluate).parameters)
+    assert {"judge", "judge_all", "prompt", "executor", "price"} <= eval_params
+
+
+def test_the_marker_default_is_the_registry_s():
+    from radspatial.imaging.markers import MARKER_TYPES
+
+    assert GenerateJob.__dataclass_fields__["markers"].default == MARKER_TYPES
+
+
+def test_api_values_are_read_as_the_flags_read_them():
+    job = jobspec.from_keywords(
+        GenerateJob,
+        {"out": "x", "questions": ["spar"], "window": "300,50", "modality": "mr", "setups": "RQ1"},
+    )
+    assert job.questions[:1] == ("spar_relpos",) and len(job.questions) == 5
+    assert job.window == (300.0, 50.0) and job.modality == "MR" and job.setups == ("rq1",)
+    assert str(job.out) == "x" and not isinstance(job.out, str)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "flags", "api_words", "cli_words"),
+    [
+        ({"size": 10}, ["--size", "10"], "size= must be between 64", "--size must be between 64"),
+        ({"png_level": 12}, ["--png-level", "12"], "png_level= must be 0..9", "--png-level must"),
+        ({"margin": -1}, ["--margin", "-1"], "margin= must be a finite", "--margin must be a"),
+        ({"window": "x"}, None, "window= wants W,L", None),
+        ({"questions": ["nope"]}, None, "questions= unknown question type 'nope'", None),
+    ],
+)
+def test_generate_errors_name_the_parameter_in_the_caller_s_terms(
+    tmp_path, capsys, keywords, flags, api_words, cli_words
+):
+    from radspatial.cli import main
+
+    with pytest.raises(ValueError) as refused:
+        api.generate(tmp_path / "api", **keywords)
+    assert api_words in str(refused.value) and "--" not in str(refused.value)
+    if flags is not None:
+        assert main(["generate", "--out", str(tmp_path / "cli"), *flags]) == 2
+        assert cli_words in capsys.readouterr().err
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
+
+
+def test_eval_errors_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):
+    from radspatial.cli import main
+
+    with pytest.raises(ValueError, match=r"^runs= must be >= 1, got 0$"):
+        api.evaluate(tmp_path, "baseline:yes", tmp_path / "run", runs=0)
+    with pytest.raises(ValueError, match=r"^replicas= must be >= 1"):
+        api.evaluate(tmp_path, "hf:/m", tmp_path / "run", executor="ray", replicas=0)
+    code = main(["eval", "--data", str(tmp_path), "--model", "baseline:yes", "--out",
+                 str(tmp_path / "run"), "--runs", "0"])  # fmt: skip
+    assert code == 2 and "--runs must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_keyword_is_refused_by_name():
+    with pytest.raises(TypeError, match="generate\\(\\): .*'sizes'"):
+        api.generate("x", sizes=128)
+    with pytest.raises(TypeError, match="evaluate\\(\\): missing .*'out'"):
+        api.evaluate("data", "baseline:yes")
+
+
+def test_the_api_and_the_cli_write_the_same_dataset(tmp_path, capsys):
+    """Options the API lacked before job specs (planes, per_slice, window, png_level, group)
+    reach the generator: the API's dataset is the CLI's, byte for byte."""
+    from radspatial.cli import main
+
+    flags = ["--size", "96", "--setups", "rq1", "--questions", "size", "--planes", "coronal"]
+    flags += ["--per-slice", "2", "--window", "350,50", "--png-level", "1", "--no-group"]
+    assert main(["generate", "--out", str(tmp_path / "cli"), *flags]) == 0
+    api.generate(tmp_path / "api", size=96, setups=["rq1"], questions="size", planes=("coronal",),
+                 per_slice=2, window=(350, 50), png_level=1, group=False)  # fmt: skip
+    cli, py = tmp_path / "cli", tmp_path / "api"
+    files = sorted(p.relative_to(cli) for p in cli.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(py) for p in py.rglob("*") if p.is_file())
+    assert all((cli / f).read_bytes() == (py / f).read_bytes() for f in files)
+    config = json.loads((py / "dataset.json").read_text())["config"]
+    assert config["planes"] == ["coronal"] and config["per_slice"] == 2
+    assert config["window"] == [350.0, 50.0] and config["png_level"] == 1
+    assert config["group"] is False
