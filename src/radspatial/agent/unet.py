@@ -376,6 +376,7 @@ class UNetLocalizer:
     """``create_localizer("unet", model_dir="runs/unet")``; the model loads on first use."""
 
     name = "unet"
+    thread_safe = True  # inference holds the loaded model's lock (UNetModel)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
         self.model_dir = Path(model_dir)

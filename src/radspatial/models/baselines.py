@@ -253,8 +253,8 @@ class Baseline:
             on_reply(req, Reply(text=self.answer(req), latency_s=0.0))
 
 
-@register_backend("baseline")
-def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> Baseline:
+@register_backend("baseline", oracles=("standard-view",))
+def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1) -> Baseline:
     kind, _, source = rest.partition("@")
     if kind not in KINDS:
         raise ValueError(f"baseline:{rest}: unknown baseline; choose one of {', '.join(KINDS)}")
