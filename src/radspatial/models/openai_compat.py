@@ -87,7 +87,7 @@ def _backend(
     return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **options)
 
 
-@register_backend("openai-compat", remote=True)
+@register_backend("openai-compat")
 def create_openai_compat(
     rest: str,
     *,
@@ -119,7 +119,7 @@ def create_openai_compat(
     return _backend(endpoint, decoding, concurrency, locals())
 
 
-@register_backend("openai", remote=True)
+@register_backend("openai")
 def create_openai(
     rest: str,
     *,
