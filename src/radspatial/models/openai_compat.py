@@ -69,6 +69,8 @@ ConnectTimeout = Annotated[float, Opt("connect_timeout", check=positive)]
 Attempts = Annotated[int, Opt("retries", "--retries", at_least(0), lambda r: r + 1)]
 KeyEnv = Annotated[str, Opt(flag="--api-key-env")]
 ReplyMB = Annotated[float, Opt(check=positive)]
+_CLIENT_OPTIONS = ("timeout_s", "connect_timeout_s", "max_attempts", "max_reply_mb")
+_CLIENT_OPTIONS += ("backoff_base_s", "backoff_cap_s")  # OpenAIChatBackend's keywords
 
 
 def _key_from_env(name: str, spec: str) -> str:
@@ -82,8 +84,7 @@ def _backend(
     endpoint: Endpoint, decoding: Decoding, concurrency: int, given: dict[str, Any]
 ) -> OpenAIChatBackend:
     """The HTTP backend with the factory's options (``given``: its keywords)."""
-    names = ("timeout_s", "connect_timeout_s", "max_attempts", "max_reply_mb")
-    options = {k: given[k] for k in (*names, "backoff_base_s", "backoff_cap_s")}
+    options = {k: given[k] for k in _CLIENT_OPTIONS}
     return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **options)
 
 

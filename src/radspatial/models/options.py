@@ -170,10 +170,11 @@ def backend_options(
     if bad:
         names = ", ".join(known) or "none"
         raise ValueError(f"{spec}: --model-args {bad[0]} is not an option here (known: {names})")
-    return {
-        known[k].param if k in known else k: _checked(known[k], v) if k in known else v
-        for k, v in given.items()
-    }
+    out = {}
+    for key, value in given.items():  # a key no parameter declares: **options, as given
+        option = known.get(key)
+        out[option.param if option else key] = _checked(option, value) if option else value
+    return out
 
 
 def _checked(option: Option, value: object) -> object:
@@ -184,7 +185,8 @@ def _checked(option: Option, value: object) -> object:
     if kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"--{key.replace('_', '-')} / {key}= must be a number, got {value!r}")
-        if kind is int and value != int(value) and option.opt.check is None:
+        integral = math.isfinite(value) and value == int(value)
+        if kind is int and not integral and option.opt.check is None:
             raise ValueError(f"{option.what} must be an integer, got {value}")
     if option.opt.check is not None and (why := option.opt.check(value)):
         raise ValueError(f"{option.what} {why}, got {value}")
