@@ -13,7 +13,7 @@ import pytest
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
-from radspatial.imaging.planes import VIEW, reformat, slice_position_mm
+from radspatial.imaging.planes import PLANE, reformat, slice_position_mm
 from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
@@ -68,7 +68,10 @@ def test_standard_view_of_each_plane_follows_the_documented_convention():
     assert sag[52][1] < sag[3][1]  # superior at the top
     ax = _centres(vol, "axial", 16)
     assert ax[5][0] < ax[52][0] and ax[5][1] < ax[52][1]  # axial unchanged: right left, ant. up
-    assert VIEW["sagittal"] == {"left": "anterior", "top": "superior", "normal": "x"}
+    sag, cor = PLANE["sagittal"], PLANE["coronal"]  # the records say what the rods show
+    assert (sag.image_left, sag.image_top, sag.normal) == ("anterior", "superior", "x")
+    assert (cor.image_left, cor.image_top) == ("patient right", "superior")
+    assert not sag.sided and PLANE["axial"].sided and cor.sided
 
 
 def test_reformatted_affine_and_positions_keep_world_millimetres():

@@ -123,6 +123,7 @@ class MarkerLocalizer:
     """Dots by colour, numbers and letters by glyph matching (no model, CPU only)."""
 
     name = "markers"
+    thread_safe = True  # reads its templates only: one instance serves parallel requests
 
     def read_all(self, image: np.ndarray) -> list[ReadMarker]:
         """Every marker visible: dots, then each dark string read as each glyph style (numbers,

@@ -76,6 +76,7 @@ def _nearest_centroid(mask: np.ndarray, xy: tuple[float, float]) -> tuple[int, f
 class MaskLocalizer:
     name = "mask"
     reads_truth = True  # an oracle: the true label image (Request.truth)
+    thread_safe = True  # keeps no state between calls
 
     def _label_id(self, ref: Ref, image: np.ndarray, mask: np.ndarray, names: dict[int, str]):
         by_text = marker_label(ref.marker, ref.text)

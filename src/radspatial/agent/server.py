@@ -52,7 +52,6 @@ from radspatial.agent.server_limits import (
 from radspatial.agent.types import Context
 
 log = logging.getLogger(__name__)
-THREAD_SAFE_LOCALIZERS = frozenset({"markers", "mask", "unet"})  # others get a lock each
 _DRAIN_BYTES, _DRAIN_S = 2**20, 1.0  # read at most this before a close, so the client sees our
 # reply, not a reset
 
@@ -186,7 +185,7 @@ class AgentServer(ThreadingHTTPServer):
 
 def _guard_for(agent: Agent) -> contextlib.AbstractContextManager[Any]:
     localizer = agent.localizer
-    safe = getattr(localizer, "thread_safe", localizer.name in THREAD_SAFE_LOCALIZERS)
+    safe = getattr(localizer, "thread_safe", False) is True  # as it declares; else a lock
     return contextlib.nullcontext() if safe else threading.Lock()
 
 

@@ -98,6 +98,7 @@ def shown_mask(
 class TotalSegLocalizer:
     name = "totalsegmentator"
     reads_truth = True  # the CT, the slice index and the shown transform (Request.truth)
+    thread_safe = False  # not declared safe (a TotalSegmentator run per CT): a server locks it
 
     def __init__(self, *, fast: bool = True, device: str = "cpu", cache_dir: Path | None = None):
         self.fast, self.device = fast, device

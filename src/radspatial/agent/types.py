@@ -41,6 +41,9 @@ __all__ = [
 
 class Localizer(Protocol):
     name: str
+    # declared traits (class attributes; absent means False): ``thread_safe`` (one instance
+    # may serve parallel requests; else the agent server gives it a lock) and ``reads_truth``
+    # (it is given the item's truth: an oracle or a reader of the CT)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

@@ -33,6 +33,7 @@ from radspatial.agent.unet_config import CONFIG, WEIGHTS, read_config, read_pixe
 from radspatial.core.errors import first_line
 from radspatial.core.io import read_jsonl
 from radspatial.core.labels import BUILTIN_TABLES, load_table, normalize_name
+from radspatial.core.modality import DEFAULT_MODALITY, modality_of
 from radspatial.core.safepath import inside
 from radspatial.imaging.markers import marker_label
 
@@ -198,12 +199,12 @@ def save_weights(net: Any, out: Path, *, half: bool = False) -> None:
 def trained_modalities(config: dict[str, Any]) -> tuple[str, ...]:
     """The modalities a model folder was trained on (``modalities`` in config.json; models
     written before MR existed, the shipped organs model included, were trained on CT)."""
-    return tuple(config.get("modalities") or ("CT",))
+    return tuple(config.get("modalities") or (DEFAULT_MODALITY,))
 
 
 def modality_refusal(config: dict[str, Any], context: Context) -> str | None:
     """Why a model must not look at this image ("trained on CT", on an MR item), else None."""
-    modality = str(context.extra.get("modality") or "CT").upper()
+    modality = str(modality_of(context.extra.get("modality"))).upper()
     trained = trained_modalities(config)
     return (
         None if modality in trained else f"localizer trained on {'/'.join(trained)}, not {modality}"
@@ -376,6 +377,7 @@ class UNetLocalizer:
     """``create_localizer("unet", model_dir="runs/unet")``; the model loads on first use."""
 
     name = "unet"
+    thread_safe = True  # inference holds the loaded model's lock (UNetModel)
 
     def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
         self.model_dir = Path(model_dir)

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from radspatial.core.jobspec import ParamError
-from radspatial.core.modality import MODALITIES, modality_sentence
+from radspatial.core.modality import DEFAULT_MODALITY, MODALITIES, modality_sentence
 from radspatial.core.records import SETUPS
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
 from radspatial.imaging.planes import check_planes
@@ -37,7 +37,7 @@ class GenerateConfig:
     # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for
     # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
     png_level: int = PNG_LEVEL
-    modality: str = "CT"  # CT | MR: the display default and the words the prompts use
+    modality: str = DEFAULT_MODALITY  # CT | MR: the display default and the prompts' words
     planes: tuple[str, ...] = ("axial",)  # imaging/planes.py: axial, coronal, sagittal
     per_slice: int = 1  # questions per slice and type (each its own image, pair and variant)
     consistency: bool = False  # relative position in groups of 8 variants (bench/consistency)

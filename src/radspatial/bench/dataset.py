@@ -32,6 +32,7 @@ from radspatial.bench.stage import (
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import check_workers, sigterm_as_interrupt
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+from radspatial.core.modality import recorded_modality
 from radspatial.core.progress import Progress, steps_to
 from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
@@ -88,7 +89,7 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
                 answer_anatomical=None,
                 relation=fields["relation"],
                 variant="blank",
-                modality=None if config.modality == "CT" else config.modality,
+                modality=recorded_modality(config.modality),
                 object1=o1,
                 object2=o2,
             )

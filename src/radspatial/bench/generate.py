@@ -26,6 +26,7 @@ from radspatial.bench.plans import (
     usable_slices,
 )
 from radspatial.core.labels import display_name
+from radspatial.core.modality import recorded_modality
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
 from radspatial.core.runtime import keyed_rng
 from radspatial.formats.mirp import SETUP_DIRS
@@ -266,7 +267,7 @@ def manifest_row(
         transform=plan.variant.code,
         transform_name=plan.variant.long_name,
         variant=vol.variant,
-        modality=None if config.modality == "CT" else config.modality,
+        modality=recorded_modality(config.modality),
         object1=_object_row(plan, 1, marker, size),
         object2=_object_row(plan, 2, marker, size),
         object3=_object_row(plan, 3, marker, size),

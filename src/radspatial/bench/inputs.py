@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from radspatial.core.modality import DEFAULT_MODALITY, infer_modality, modality_of
 from radspatial.core.runtime import bundled_example
 from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
 
@@ -48,7 +49,7 @@ def resolve_cases(given: CaseInputs) -> list[Case]:
         cases = [_one_case(given)]
     else:
         cases = [_bundled(given)]
-    if given.modality not in (None, "CT") and given.ct is None and given.cases is None:
+    if modality_of(given.modality) != DEFAULT_MODALITY and given.ct is None and given.cases is None:
         raise ValueError(f"--modality {given.modality.lower()}: the bundled example is a CT")
     return cases
 
@@ -56,12 +57,10 @@ def resolve_cases(given: CaseInputs) -> list[Case]:
 def cases_modality(given: CaseInputs, cases: Sequence[Case]) -> tuple[str, str | None]:
     """The dataset's modality and, when inferred, the line that says why: ``--modality`` as
     given, else what the cases' label tables say (``core.modality.infer_modality``)."""
-    from radspatial.core.modality import infer_modality
-
     if given.modality is not None:
         return given.modality, None
     modality = infer_modality(c.labels for c in cases)
-    if modality == "CT":
+    if modality == DEFAULT_MODALITY:
         return modality, None
     tables = ", ".join(sorted({str(c.labels) for c in cases}))
     return modality, f"modality: MR (the label table is {tables}; --modality ct to override)"

@@ -17,6 +17,9 @@ from collections.abc import Iterable
 from typing import Any
 
 MODALITIES = ("CT", "MR")
+# what a dataset, item or row that names no modality is (every dataset before MR was CT);
+# ``generate`` writes a modality only where it is not this one
+DEFAULT_MODALITY = "CT"
 MR_TABLES = ("totalsegmentator_mr",)  # label tables only MR segmentations use
 # every abdominal CT has voxels below this (air ~-1000 HU, lung, bowel gas, the scanner's
 # padding at -1024 or lower); an MR volume (no negative values) or a CT stored without its
@@ -31,12 +34,22 @@ _SENTENCES = {
 def modality_sentence(modality: str | None, plane: str | None = None) -> str:
     """The prompt's first sentence for ``modality`` (None: CT, as every dataset before MR) and
     the slice ``plane`` (None: axial)."""
-    key = (modality or "CT").upper()
+    key = modality_of(modality).upper()
     if key not in _SENTENCES:
         raise ValueError(f"modality {modality!r} is not one of {', '.join(MODALITIES)}")
     if plane in (None, "axial"):
         return _SENTENCES[key]
     return _SENTENCES[key].replace(" axial slice ", f" {plane} slice ", 1)
+
+
+def modality_of(value: str | None) -> str:
+    """The modality a config, row or item names: as given, or :data:`DEFAULT_MODALITY`."""
+    return value or DEFAULT_MODALITY
+
+
+def recorded_modality(modality: str) -> str | None:
+    """What a manifest row records: None (the field left out) for the default modality."""
+    return None if modality == DEFAULT_MODALITY else modality
 
 
 def infer_modality(tables: Iterable[str | None]) -> str:
@@ -48,7 +61,7 @@ def infer_modality(tables: Iterable[str | None]) -> str:
             f"the cases mix MR ({', '.join(MR_TABLES)}) and CT label tables: one dataset is one "
             "modality; generate them apart, or say which with --modality ct|mr"
         )
-    return "MR" if is_mr == {True} else "CT"
+    return "MR" if is_mr == {True} else DEFAULT_MODALITY
 
 
 def check_hounsfield(ct: Any, where: str) -> None:

@@ -28,6 +28,7 @@ from radspatial.eval.plotting import (
 )
 from radspatial.eval.plotting import new_figure as _figure
 from radspatial.eval.plotting import png_bytes as _png
+from radspatial.imaging.planes import PLANES  # PLANES[0]: axial, MIRP's plane
 
 RELPOS = "relative_position"
 Summary = dict[str, Any]
@@ -224,7 +225,7 @@ FIGURES: dict[str, Callable[[Summary], bytes | str | None]] = {
     "frames.png": draw_frames,
     **{f"frames_{x}.png": partial(draw_frames, setup=x) for x in SETUP_ORDER},
     # coronal/sagittal items: their own frame figures (their axes mean other directions)
-    **{f"frames_{p}.png": partial(draw_plane_frames, plane=p) for p in ("coronal", "sagittal")},
+    **{f"frames_{p}.png": partial(draw_plane_frames, plane=p) for p in PLANES[1:]},
     "question_types.png": draw_question_types,
     "consistency.png": draw_consistency,  # consistency groups only (eval/consistency.py)
 }

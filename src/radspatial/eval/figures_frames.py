@@ -25,20 +25,12 @@ from radspatial.eval.plotting import (
     wrap_label,
 )
 from radspatial.eval.report_common import AXES
+from radspatial.imaging.planes import DEFAULT_PLANE, PLANE
 
 SETUP_ORDER = ("rq1", "rq2", "rq3")
 # axis -> its title per plane (the axial ones are the tables' titles)
-PLANE_AXES = {
-    "axial": AXES,
-    "coronal": {
-        "left_right": "Left/right (patient's left/right)",
-        "above_below": "Above/below (superior/inferior)",
-    },
-    "sagittal": {
-        "left_right": "Left/right on the image (anterior/posterior)",
-        "above_below": "Above/below (superior/inferior)",
-    },
-}
+# (MIRP's plane, axial, keeps the tables' titles; the others' say what their axes mean)
+PLANE_AXES = {p: AXES if p == DEFAULT_PLANE else v.axis_titles for p, v in PLANE.items()}
 Summary = dict[str, Any]
 
 

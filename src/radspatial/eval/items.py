@@ -21,6 +21,7 @@ from typing import Any
 
 from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
 from radspatial.core.labels import normalize_name
+from radspatial.core.modality import modality_of
 from radspatial.core.records import RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
@@ -181,7 +182,7 @@ def _manifest_item(
     if source and source.ct:  # for localizers that work on the volume (TotalSegmentator)
         extra.update(ct=source.ct, slice_index=source.slice_index)
     case_info = tables.get(source.case_id if source else None, {})
-    extra["modality"] = case_info.get("modality") or row.modality or "CT"
+    extra["modality"] = modality_of(case_info.get("modality") or row.modality)
     named = centres.get(Path(row.image).name)
     if named:  # every named structure of the slice, for the anatomy-region subgroups
         extra["structures"] = sorted(named)

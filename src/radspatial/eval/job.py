@@ -166,8 +166,11 @@ def _executor_options(job: Any, spec: str) -> dict:
         if replicas is not None or address is not None:
             raise ValueError("--replicas and --ray-address need --executor ray")
         return {}
-    if spec.partition(":")[0] not in ("hf", "vllm"):
-        raise ValueError(f"{spec}: --executor ray applies to hf/vllm models only")
+    from radspatial.models.base import ray_backends, traits  # what each backend declares
+
+    if traits(spec.partition(":")[0]).ray is None:
+        runs = "/".join(ray_backends())
+        raise ValueError(f"{spec}: --executor ray applies to {runs} models only")
     if replicas is not None and replicas < 1:
         raise ParamError("replicas", f"{{param}} must be >= 1, got {replicas}")
     return {"executor": "ray", "replicas": replicas, "address": address}

@@ -22,13 +22,9 @@ from radspatial.eval.report_md import (
     pct,
     table,
 )
+from radspatial.imaging.planes import PLANE
 
-MEANING = {
-    "axial": "left/right = the patient's left/right, above/below = anterior/posterior",
-    "coronal": "left/right = the patient's left/right, above/below = superior/inferior",
-    "sagittal": "'left of' = anterior (image left in standard view), above/below = "
-    "superior/inferior",
-}
+MEANING = {name: plane.meaning for name, plane in PLANE.items()}  # imaging/planes.py
 
 
 def _demote(md: str) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json, read_json_lines
+from radspatial.core.modality import modality_of
 from radspatial.core.records import ManifestRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import md_code, md_text
@@ -165,7 +166,7 @@ def export_hf(
     if license is not None and not _LICENCE.fullmatch(license):
         raise ValueError(f"--license {license!r}: not a licence id (letters, digits, .+-)")
     info = _dataset_info(info_path)
-    modality = str(info.get("config", {}).get("modality") or "CT")
+    modality = str(modality_of(info.get("config", {}).get("modality")))
     rows = []
     for where, row in read_json_lines(manifest):
         ManifestRow.from_json(row, where)  # a bad row is refused, naming its line and field

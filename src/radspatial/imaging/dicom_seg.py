@@ -22,6 +22,7 @@ import numpy as np
 from radspatial.core.errors import InputError, first_line
 from radspatial.core.textsafe import log_text
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
+from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
 
 MISSING = "pip install 'radspatial[masks]' (highdicom) to read DICOM SEG masks"
@@ -175,3 +176,21 @@ def onto_ct_grid(
     out = np.zeros(shape, dtype=labels.dtype)
     out[start[0] : end[0], start[1] : end[1], start[2] : end[2]] = labels
     return out, ct
+
+
+def _align(seg: Path, ct: Path, labels: np.ndarray, affine: np.ndarray, shape, ct_affine):
+    """A SEG drawn on the CT's series (:func:`check_references`), on the CT's slices."""
+    check_references(seg, ct)
+    return onto_ct_grid(seg, labels, affine, shape, ct_affine)
+
+
+register_mask_reader(
+    MaskReader(
+        "dicom_seg",
+        (".dcm",),
+        ignore_table(read_dicom_seg),
+        sniff=is_dicom_file,
+        names=segment_names,
+        align=_align,
+    )
+)

@@ -1,57 +1,87 @@
-"""Masks that are not NIfTI: NRRD label maps (``.nrrd``, ``.seg.nrrd``) and DICOM SEG.
+"""Mask readers: one registry (:data:`MASK_READERS`) of the formats a mask may come in, each
+declaring the file endings it reads (as nnU-Net's reader/writer registry), how it recognises a
+file whose ending says nothing, its loader, the label names the file states and how it is put
+on the CT's grid.
 
-``imaging.volumes.load_seg`` asks :func:`read_other_mask` first; a file it does not claim is read
-as NIfTI. Both formats come back as integer labels on a RAS affine, so they are aligned to the
-CT by the same grid checks (and error messages) as NIfTI masks. :func:`embedded_table` is the
-label table a file names itself (a SEG's segment labels, a ``.seg.nrrd``'s segment names), used
-when no ``--labels`` is given; :func:`check_user_table` warns where a given table disagrees with
-the names in the file.
+Built in: NIfTI (``.nii.gz``, ``.nii``; also any other file no reader claims) and the
+TotalSegmentator folder (``imaging/volumes.py``), NRRD (``.nrrd``, ``.nhdr``, ``.seg.nrrd``,
+``imaging/nrrd.py``) and DICOM SEG (``.dcm`` or the DICOM preamble, ``imaging/dicom_seg.py``).
+``imaging.volumes.load_seg`` asks :func:`reader_for`; every reader returns integer labels on a
+RAS affine, so all masks are checked by the same grid checks (and error messages). A new format
+is one module calling ``register_mask_reader(MaskReader(...))`` (docs/architecture.md).
+
+:func:`embedded_table` is the label table a file names itself (a SEG's segment labels, a
+``.seg.nrrd``'s segment names), used when no ``--labels`` is given; :func:`check_user_table`
+warns where a given table disagrees with the names in the file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from radspatial.core.labels import LabelTable, normalize_name
-from radspatial.imaging import dicom_seg, nrrd
+from radspatial.core.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Warn = Callable[[str], None]
+# (mask path, label table, warn) -> (labels [i, j, k], 4x4 RAS affine); InputError on bad input
+Read = Callable[[Path, LabelTable, Warn], "tuple[np.ndarray, np.ndarray]"]
+# (mask path, CT path, labels, affine, CT shape, CT affine) -> labels and affine on the CT's grid
+Align = Callable[..., "tuple[np.ndarray, np.ndarray]"]
 
 
-def mask_format(path: Path) -> str | None:
-    """'nrrd', 'dicom_seg', or None (NIfTI, or a folder)."""
-    if not path.is_file():
-        return None
-    if path.name.lower().endswith((".nrrd", ".nhdr")):
-        return "nrrd"
-    if path.name.lower().endswith(".dcm") or dicom_seg.is_dicom_file(path):
-        return "dicom_seg"
-    return None
+@dataclass(frozen=True)
+class MaskReader:
+    """One mask format. ``name`` is what the manifest records (``seg_format``)."""
+
+    name: str
+    endings: tuple[str, ...]  # lower-case file-name endings it reads (longest match wins)
+    read: Read
+    sniff: Callable[[Path], bool] | None = None  # a file whose ending names no reader
+    folder: bool = False  # reads a folder instead of a file
+    fallback: bool = False  # any other file (folder) is read as this one
+    names: Callable[[Path], dict[int, str] | None] | None = None  # id -> name, as the file says
+    align: Align | None = None  # after the CT is read (a DICOM SEG: its references, its slab)
 
 
-def read_other_mask(path: Path) -> tuple[np.ndarray, np.ndarray, str] | None:
-    """(labels [i, j, k], RAS affine, format) of a NRRD or DICOM SEG mask; None for NIfTI."""
-    fmt = mask_format(path)
-    if fmt == "nrrd":
-        data, affine, _ = nrrd.read_nrrd_labels(path)
-        return data, affine, fmt
-    if fmt == "dicom_seg":
-        data, affine, _ = dicom_seg.read_dicom_seg(path)
-        return data, affine, fmt
-    return None
+MASK_READERS: Registry[MaskReader] = Registry(
+    "mask format", ("nrrd", "dicom_seg", "volumes"), package="radspatial.imaging"
+)
+
+
+def register_mask_reader(reader: MaskReader) -> MaskReader:
+    return MASK_READERS.add(reader.name, reader)
+
+
+def reader_for(path: Path) -> MaskReader:
+    """The reader of ``path``: by its ending, else by its content (``sniff``), else the
+    fallback of its kind (NIfTI for files, the TotalSegmentator folder for folders). Something
+    that is neither a file nor a folder (a FIFO) goes to the file fallback unopened, which
+    refuses it."""
+    folder = path.is_dir()
+    readers = [r for _, r in MASK_READERS.items() if r.folder == folder]
+    if folder or path.is_file():
+        low = path.name.lower()
+        ends = [(len(e), r.name, r) for r in readers for e in r.endings if low.endswith(e)]
+        if ends:
+            return max(ends, key=lambda x: x[0])[2]
+        if not folder and (sniffed := [r for r in readers if r.sniff and r.sniff(path)]):
+            return sniffed[0]
+    fallback = [r for r in readers if r.fallback]
+    if not fallback:
+        raise ValueError(f"{path}: no mask reader for a {'folder' if folder else 'file'}")
+    return fallback[0]
 
 
 def file_names(path: Path) -> dict[int, str] | None:
     """label id -> name as the file itself states them (None: the file names nothing)."""
-    fmt = mask_format(path)
-    if fmt == "dicom_seg":
-        return dicom_seg.segment_names(path)
-    if fmt == "nrrd" and path.name.lower().endswith(".seg.nrrd"):
-        return nrrd.nrrd_segment_names(path)
-    return None
+    reader = reader_for(path)
+    return reader.names(path) if reader.names else None
 
 
 def embedded_table(path: Path) -> LabelTable | None:
@@ -59,7 +89,7 @@ def embedded_table(path: Path) -> LabelTable | None:
     names = file_names(path)
     if not names:
         return None
-    fmt = mask_format(path)
+    fmt = reader_for(path).name
     return LabelTable(f"{fmt}:{path.name}", {k: normalize_name(v) for k, v in names.items()})
 
 
@@ -69,3 +99,8 @@ def check_user_table(path: Path, table: LabelTable, warn: Warn) -> None:
         given = table.names.get(table.apply(label_id))
         if given is not None and given != normalize_name(name):
             warn(f"{path}: label {label_id} is {name!r} in the file, {given!r} in {table.name}")
+
+
+def ignore_table(read: Callable[[Path], Any]) -> Read:
+    """A ``Read`` from a loader that needs only the path (its first two results)."""
+    return lambda path, table, warn: tuple(read(path)[:2])  # type: ignore[return-value]

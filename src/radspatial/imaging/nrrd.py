@@ -19,6 +19,7 @@ import numpy as np
 
 from radspatial.core.errors import InputError, first_line
 from radspatial.core.textsafe import log_text
+from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
 from radspatial.imaging.nrrd_data import read_data, split_header
 
@@ -141,3 +142,11 @@ def nrrd_segment_names(path: Path) -> dict[int, str] | None:
             if str(value).strip():
                 names[label] = str(value).strip()
     return names or None
+
+
+def _names(path: Path) -> dict[int, str] | None:
+    return nrrd_segment_names(path) if path.name.lower().endswith(".seg.nrrd") else None
+
+
+_ENDINGS = (".nrrd", ".nhdr", ".seg.nrrd")
+register_mask_reader(MaskReader("nrrd", _ENDINGS, ignore_table(read_nrrd_labels), names=_names))

@@ -20,6 +20,9 @@ mixing), as for axial slices. The reformatted volume's ``affine`` maps its own v
 the same world millimetres, so ``slice_position_mm`` is the slice's world coordinate along the
 plane's normal (z for axial, y for coronal, x for sagittal).
 
+Each row is a :class:`Plane` record (:data:`PLANE`), the one place that says what a plane means;
+the answer frames, the anatomy prior, the report and the prompts read it.
+
 The three answer frames per plane (``questions/relative_position.py``): the shown image; the
 standard view (the table above); the patient's frame, where "left of" means the patient's left
 on axial and coronal slices and *anterior* on sagittal ones (image left in standard view), and
@@ -29,24 +32,83 @@ on axial and coronal slices and *anterior* on sagittal ones (image left in stand
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
-PLANES: tuple[str, ...] = ("axial", "coronal", "sagittal")
-# canonical axes (i: x, j: y, k: z) that become the reformatted volume's (0, 1, 2); axis 2 is
-# the slice normal, and to_display shows axis 0 right-to-left (reversed) and axis 1 top-down
-# from its largest index
-_AXES: dict[str, tuple[int, int, int]] = {
-    "axial": (0, 1, 2),
-    "coronal": (0, 2, 1),
-    "sagittal": (1, 2, 0),
-}
-# what the image's horizontal and vertical axes mean in standard view, per plane
-VIEW: dict[str, dict[str, str]] = {
-    "axial": {"left": "patient right", "top": "anterior", "normal": "z"},
-    "coronal": {"left": "patient right", "top": "superior", "normal": "y"},
-    "sagittal": {"left": "anterior", "top": "superior", "normal": "x"},
-}
+
+@dataclass(frozen=True)
+class Plane:
+    """What one slice plane means: its axes, what the standard view's image left and top are
+    anatomically, and the words prompts and reports use for it (the table above). Read by the
+    answer frames (``questions/frames.py``), the anatomy prior (``models/baselines.py``), the
+    report's plane tables and figures and the prompts (``core/modality.py``)."""
+
+    name: str  # also the prompt's word: "a 2D coronal slice"
+    axes: tuple[int, int, int]  # canonical axes that become the reformatted (0, 1, 2)
+    normal: str  # the world axis along the slice normal
+    image_left: str  # what image left is in standard view
+    image_top: str  # what image top is in standard view
+    # image left/right is the patient's right/left, so "left of" in the patient's frame is
+    # image right (axial, coronal); False: no side axis, "left of" reads as the image's
+    # (sagittal: anterior)
+    sided: bool
+    left_right: str  # the report's words for its left/right axis
+    above_below: str  # ... and for its above/below axis
+
+    @property
+    def meaning(self) -> str:
+        """The anatomical frame in one phrase (the report's "By plane" section)."""
+        return f"{self.left_right_words}, above/below = {self.above_below}"
+
+    @property
+    def axis_titles(self) -> dict[str, str]:
+        """Axis name (``questions/frames.AXES``) -> its title in this plane's figures."""
+        on = "" if self.sided else " on the image"
+        return {
+            "left_right": f"Left/right{on} ({self.left_right})",
+            "above_below": f"Above/below ({self.above_below})",
+        }
+
+    @property
+    def left_right_words(self) -> str:
+        if self.sided:
+            return "left/right = the patient's left/right"
+        return f"'left of' = {self.image_left} (image left in standard view)"
+
+
+AXIAL = Plane(
+    "axial",
+    (0, 1, 2),
+    "z",
+    "patient right",
+    "anterior",
+    True,
+    "patient's left/right",
+    "anterior/posterior",
+)
+CORONAL = Plane(
+    "coronal",
+    (0, 2, 1),
+    "y",
+    "patient right",
+    "superior",
+    True,
+    "patient's left/right",
+    "superior/inferior",
+)
+SAGITTAL = Plane("sagittal", (1, 2, 0), "x", "anterior", "superior", False,
+                 "anterior/posterior", "superior/inferior")  # fmt: skip
+PLANE: dict[str, Plane] = {p.name: p for p in (AXIAL, CORONAL, SAGITTAL)}
+PLANES: tuple[str, ...] = tuple(PLANE)
+DEFAULT_PLANE = AXIAL.name  # MIRP's plane: a row without ``plane`` is axial
+
+
+def plane_of(name: str | None) -> Plane:
+    """The plane a row, item or request names: None or empty is axial (rows written before
+    planes existed), and so is a name ``generate`` never writes (a data file's plane is
+    checked only as text; the prompt keeps its word, ``core/modality.py``)."""
+    return PLANE.get(name or DEFAULT_PLANE, AXIAL)
 
 
 def check_planes(planes: tuple[str, ...]) -> tuple[str, ...]:
@@ -61,11 +123,11 @@ def check_planes(planes: tuple[str, ...]) -> tuple[str, ...]:
 
 def reformat(vol, plane: str):
     """The volume whose axis-2 slices are ``plane``'s (``imaging.volumes.Volume``; a view)."""
-    if plane not in _AXES:
+    if plane not in PLANE:
         raise ValueError(f"unknown plane {plane!r}; expected one of {', '.join(PLANES)}")
-    if plane == "axial":
+    if plane == AXIAL.name:
         return vol
-    axes = _AXES[plane]
+    axes = PLANE[plane].axes
     affine = np.array(vol.affine, dtype=float, copy=True)
     affine[:, :3] = vol.affine[:, list(axes)]
     return dataclasses.replace(
@@ -79,6 +141,6 @@ def reformat(vol, plane: str):
 
 def slice_position_mm(vol, plane: str) -> np.ndarray:
     """World coordinate (mm) along the plane's normal of each slice of ``reformat(vol, plane)``."""
-    world = _AXES[plane][2]  # canonical RAS axis = world axis of the normal
+    world = PLANE[plane].axes[2]  # canonical RAS axis = world axis of the normal
     n = vol.seg.shape[2]
     return vol.affine[world, 3] + vol.affine[world, 2] * np.arange(n)

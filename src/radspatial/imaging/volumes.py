@@ -36,7 +36,7 @@ from radspatial.core.labels import (
 )
 from radspatial.imaging import mask_formats
 from radspatial.imaging.dicom import Warn, read_dicom_series
-from radspatial.imaging.dicom_seg import check_references, onto_ct_grid
+from radspatial.imaging.mask_formats import MaskReader, register_mask_reader
 from radspatial.imaging.nifti import check_affine, check_declared_size, load_nifti_gz
 
 log = logging.getLogger(__name__)
@@ -219,8 +219,10 @@ def _integer_labels(path: Path, data: np.ndarray) -> np.ndarray:
     return data if data.dtype in (np.uint8, np.uint16) else data.astype(np.uint16)
 
 
-def _totalseg_folder(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, str]:
+def _totalseg_folder(folder: Path, table: LabelTable, warn: Warn) -> tuple[np.ndarray, np.ndarray]:
     """TotalSegmentator's per-structure files -> one multilabel volume (overlaps: higher id)."""
+    if table.name != "totalsegmentator":
+        raise InputError(f"{folder}: a TotalSegmentator folder needs the totalsegmentator table")
     ids = {name: i for i, name in load_table("totalsegmentator", group=False).names.items()}
     files = []
     for p in sorted(folder.glob("*.nii.gz")):
@@ -246,7 +248,18 @@ def _totalseg_folder(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray, 
         data = _read_data(p, lambda img=img: np.asanyarray(img.dataobj)).reshape(shape)
         labels[data != 0] = label_id
     assert labels is not None
-    return labels, affine, _axcodes(affine)
+    return labels, affine
+
+
+def _nifti_mask(path: Path, table: LabelTable, warn: Warn) -> tuple[np.ndarray, np.ndarray]:
+    img, shape = _open_nifti(path, "mask")
+    data = _read_data(path, lambda: np.asanyarray(img.dataobj)).reshape(shape)
+    return data, np.asarray(img.affine, dtype=float)
+
+
+# the formats read here (mask_formats.MASK_READERS): NIfTI, also any file no reader claims
+register_mask_reader(MaskReader("nifti", (".nii.gz", ".nii"), _nifti_mask, fallback=True))
+register_mask_reader(MaskReader("totalseg_dir", (), _totalseg_folder, folder=True, fallback=True))
 
 
 def load_seg(
@@ -259,19 +272,9 @@ def load_seg(
     """
     path = Path(path)
     _require(path)
-    if path.is_dir():
-        if table.name != "totalsegmentator":
-            raise InputError(f"{path}: a TotalSegmentator folder needs the totalsegmentator table")
-        labels, affine, orientation = _totalseg_folder(path, warn)
-        seg_format = "totalseg_dir"
-    elif (other := mask_formats.read_other_mask(path)) is not None:
-        data, affine, seg_format = other
-        labels, orientation = _integer_labels(path, data), _axcodes(affine)
-    else:
-        img, shape = _open_nifti(path, "mask")
-        data = _read_data(path, lambda: np.asanyarray(img.dataobj)).reshape(shape)
-        labels, affine = _integer_labels(path, data), np.asarray(img.affine, dtype=float)
-        orientation, seg_format = _axcodes(affine), "nifti"
+    reader = mask_formats.reader_for(path)  # by ending, content, else NIfTI / the folder
+    data, affine = reader.read(path, table, warn)
+    labels, orientation, seg_format = _integer_labels(path, data), _axcodes(affine), reader.name
     lut, unknown = _label_lut(table, int(labels.max()) if labels.size else 0)
     skipped: list[int] = []
     if unknown.any():
@@ -301,9 +304,8 @@ def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning
         mask_formats.check_user_table(case.seg, table, warn)
     ct, ct_affine, ct_info = load_ct(case.ct, warn=warn)
     seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
-    if seg_info["seg_format"] == "dicom_seg":
-        check_references(case.seg, case.ct)
-        seg, seg_affine = onto_ct_grid(case.seg, seg, seg_affine, ct.shape, ct_affine)
+    if (align := mask_formats.MASK_READERS.get(seg_info["seg_format"]).align) is not None:
+        seg, seg_affine = align(case.seg, case.ct, seg, seg_affine, ct.shape, ct_affine)
     if seg.shape != ct.shape:
         raise InputError(f"{case.seg}: mask shape {seg.shape} != CT shape {ct.shape} ({case.ct})")
     if diff := _grid_difference(seg_affine, ct_affine):

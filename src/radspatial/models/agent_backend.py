@@ -85,8 +85,8 @@ class AgentBackend:
                 on_reply(req, reply)
 
 
-@register_backend("agent")
-def _agent(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> AgentBackend:
+@register_backend("agent", oracles=("mask",))  # the mask localizer reads the true label image
+def _agent(rest: str, *, decoding: Decoding, concurrency: int = 1) -> AgentBackend:
     # plain ``agent``: the best built-in pipeline (markers for marker refs, organs otherwise)
     localizer, _, model_dir = (rest or "auto").partition("@")
     options: dict[str, Any] = {"model_dir": model_dir} if model_dir else {}

@@ -8,8 +8,10 @@ before anything else is sent (crash-safe resume).
 from __future__ import annotations
 
 import math
+import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from radspatial.core.executor import EXECUTORS
@@ -90,23 +92,61 @@ class Backend(Protocol):
 
 
 BackendFactory = Callable[..., Backend]
+
+
+def _package_modules() -> tuple[str, ...]:
+    """Every public module of ``radspatial.models`` (a backend registers itself when imported;
+    helpers such as ``options`` register nothing), so a new backend is one new module."""
+    found = pkgutil.iter_modules([str(Path(__file__).parent)])
+    return tuple(f"radspatial.models.{m.name}" for m in found if not m.name.startswith("_"))
+
+
 # Imported on first use, not at package import, so listing specs needs no torch/httpx.
 # Each module keeps heavy imports (torch, transformers, vllm) inside its functions.
-BACKENDS: Registry[BackendFactory] = Registry(
-    "backend",
-    ("openai_compat", "hf", "vllm_backend", "baselines", "agent_backend"),
-    package="radspatial.models",
-)
-# @register_backend("prefix") on a factory for specs ``<prefix>`` or ``<prefix>:<rest>``, called
-# as ``factory(rest, decoding=..., concurrency=..., **options)``.
-register_backend = BACKENDS.register
+BACKENDS: Registry[BackendFactory] = Registry("backend", _package_modules())
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What a backend declares about itself when it registers, read before one is built (by
+    the command line, the report): ``ray``: how ``--executor ray`` runs it ("replicas": copies
+    on Ray actors, "data": Ray Data's batch processor; None: not at all); ``oracles``: the
+    specs after the prefix that read the truth instead of the image (references, never
+    results)."""
+
+    ray: str | None = None
+    oracles: tuple[str, ...] = ()
+
+
+def register_backend(
+    prefix: str, *, ray: str | None = None, oracles: tuple[str, ...] = ()
+) -> Callable[[BackendFactory], BackendFactory]:
+    """Decorator on a factory for specs ``<prefix>`` or ``<prefix>:<rest>``, called as
+    ``factory(rest, decoding=..., concurrency=..., **options)``; its keyword-only parameters
+    are its options (``models/options.py``), the keywords here its :class:`Traits`."""
+
+    def deco(factory: BackendFactory) -> BackendFactory:
+        factory.traits = Traits(ray, oracles)  # type: ignore[attr-defined]
+        return BACKENDS.add(prefix, factory)
+
+    return deco
+
+
+def traits(prefix: str) -> Traits:
+    """The traits the backend registered as ``prefix`` declares (none for an unknown one)."""
+    return getattr(BACKENDS.get(prefix), "traits", Traits()) if prefix in BACKENDS else Traits()
+
+
+def ray_backends() -> list[str]:
+    """The prefixes ``--executor ray`` can run."""
+    return [p for p in list_backends() if traits(p).ray is not None]
+
+
 list_backends = BACKENDS.names
 
 # What runs a backend elsewhere than in this process (``--executor ray``): executor name ->
 # ``factory(spec, decoding=..., **options)``, registered by its module when first used.
-REMOTE_BACKENDS: Registry[BackendFactory] = Registry(
-    "remote executor", ("ray_replicas",), package="radspatial.models"
-)
+REMOTE_BACKENDS: Registry[BackendFactory] = Registry("remote executor", _package_modules())
 MISSING_RAY = "--executor ray needs Ray: pip install 'radspatial[ray]'"
 
 
@@ -119,9 +159,6 @@ def import_ray() -> Any:
     return ray
 
 
-# Models that read the truth instead of the image: the mask localizer (the true label image)
-# and the standard-view reader (every structure's true centre). References, never results.
-ORACLES = ("agent:mask", "baseline:standard-view")
 ORACLE_MARK = " (oracle)"
 
 
@@ -138,9 +175,11 @@ def reads_truth(backend: Any) -> bool:
 
 
 def is_oracle(spec: str) -> bool:
-    """Whether a model spec names an oracle (also behind ``openai-compat:...@url``)."""
-    model = spec.split("@", 1)[0]
-    return any(model == o or model.endswith(f":{o}") for o in ORACLES)
+    """Whether a model spec names an oracle, as its backend declares (``Traits.oracles``: the
+    mask localizer reads the true label image, the standard-view reader every structure's
+    true centre); also an oracle served behind ``openai-compat:agent:mask@url``."""
+    prefix, _, rest = spec.split("@", 1)[0].partition(":")
+    return rest in traits(prefix).oracles or (":" in rest and is_oracle(rest))
 
 
 def create_backend(

@@ -43,6 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from radspatial.imaging.planes import DEFAULT_PLANE, PLANES
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.questions import QUESTION_TYPES, PriorInput, answer_classes
 from radspatial.questions.open_common import is_open
@@ -52,14 +53,15 @@ _ATLAS_KINDS = ("anatomy-prior", "standard-view")
 Atlas = dict[str, tuple[float, float]]  # name -> (x, y) in [0, 1], canonical frame
 PairAtlas = dict[tuple[str, str], tuple[float, float]]  # (a, b) -> mean centre(a) - centre(b)
 Seen = tuple[str, float, float, float]  # one structure on one slice: name, x, y, weight
-_PAIR_PLANES = ("coronal", "sagittal")  # axial keeps MIRP's reader (centres only)
+# every plane but MIRP's (axial keeps MIRP's reader: centres only) gets pair offsets
+_PAIR_PLANES = tuple(p for p in PLANES if p != DEFAULT_PLANE)
 
 
 def plane_atlases_from_rows(rows: Iterable[dict]) -> dict[str, Atlas]:
     """One atlas per plane (rows without ``plane``: axial)."""
     by_plane: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
-        by_plane[row.get("plane") or "axial"].append(row)
+        by_plane[row.get("plane") or DEFAULT_PLANE].append(row)
     return {plane: atlas_from_rows(rs) for plane, rs in sorted(by_plane.items())}
 
 
@@ -106,7 +108,7 @@ def plane_pairs_from_rows(rows: Iterable[dict]) -> dict[str, PairAtlas]:
     """Pair offsets per coronal/sagittal plane from manifest rows (each item: one slice)."""
     by_plane: dict[str, list[list[Seen]]] = defaultdict(list)
     for row in rows:
-        plane = row.get("plane") or "axial"
+        plane = row.get("plane") or DEFAULT_PLANE
         if plane not in _PAIR_PLANES:
             continue
         size = float(row.get("image_size") or 512)
@@ -155,7 +157,7 @@ def builtin_plane_atlases() -> dict[str, Atlas]:
 
 def builtin_atlases() -> dict[str, Atlas]:
     """The shipped atlas of every plane (axial: MIRP's centres)."""
-    return {"axial": builtin_atlas(), **builtin_plane_atlases()}
+    return {DEFAULT_PLANE: builtin_atlas(), **builtin_plane_atlases()}
 
 
 def load_atlas(source: str) -> dict[str, Atlas]:
@@ -210,7 +212,7 @@ class Baseline:
         # yes/no answer without a coin; the others toss one (keyed by the call) where their
         # prior says nothing, so their runs differ
         self.deterministic = kind in ("yes", "no")
-        self.atlas = None if atlas is None else atlas.get("axial", {})
+        self.atlas = None if atlas is None else atlas.get(DEFAULT_PLANE, {})
 
     def describe(self) -> dict[str, Any]:
         d = {"spec": self.spec, "backend": "baseline", "kind": self.kind}
@@ -241,7 +243,7 @@ class Baseline:
         name = req.meta.get("question_type", "relative_position")
         if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
-        plane = req.meta.get("plane") or "axial"
+        plane = req.meta.get("plane") or DEFAULT_PLANE
         atlas = (self.planes or {}).get(plane, {})
         pairs = self.pairs.get(plane, {})
         known = {**req.meta, **req.truth}  # the truth: standard-view only (``reads_truth``)
@@ -253,8 +255,8 @@ class Baseline:
             on_reply(req, Reply(text=self.answer(req), latency_s=0.0))
 
 
-@register_backend("baseline")
-def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1, **_: Any) -> Baseline:
+@register_backend("baseline", oracles=("standard-view",))
+def _baseline(rest: str, *, decoding: Decoding, concurrency: int = 1) -> Baseline:
     kind, _, source = rest.partition("@")
     if kind not in KINDS:
         raise ValueError(f"baseline:{rest}: unknown baseline; choose one of {', '.join(KINDS)}")

@@ -51,10 +51,6 @@ FAMILIES: tuple[Family, ...] = (
 _BY_NAME = {f.name: f for f in FAMILIES}
 
 
-def family_names() -> tuple[str, ...]:
-    return tuple(_BY_NAME)
-
-
 def family_of(spec: str, named: str | None = None) -> Family | None:
     """The MIRP family of a model: ``named`` (a family name, or "none"), else the first whose
     pattern the spec matches; None for any other model."""

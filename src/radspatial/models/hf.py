@@ -36,34 +36,47 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.models.families import settings
+from radspatial.models.options import Opt, at_least
 
 _DTYPES = ("bfloat16", "float16", "float32")
 ALLOW_DOWNLOAD_ENV = "RADSPATIAL_HF_ALLOW_DOWNLOAD"
 
 
-@register_backend("hf")
+@register_backend("hf", ray="replicas")
 def create_hf_backend(
     rest: str,
     *,
     decoding: Decoding,
     concurrency: int = 8,  # unused: batching replaces concurrency in-process
-    allow_download: bool | None = None,
-    **options: Any,
+    batch_size: Annotated[int, Opt(check=at_least(1))] = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    max_pixels: Annotated[int | None, Opt(check=at_least(1))] = None,
+    allow_download: Annotated[bool | None, Opt(flag="--hf-allow-download")] = None,
+    trust_remote_code: Annotated[bool, Opt(flag="--hf-trust-remote-code")] = False,
 ) -> HFBackend:
-    """``hf:<local path or hub id>``; ``options`` are :class:`HFBackend`'s (batch_size, device,
-    dtype, trust_remote_code, max_pixels). Downloads only when allowed here or by
-    ``RADSPATIAL_HF_ALLOW_DOWNLOAD``."""
+    """``hf:<local path or hub id>``; the options are :class:`HFBackend`'s (see the module
+    docstring). Downloads only when allowed here or by ``RADSPATIAL_HF_ALLOW_DOWNLOAD``."""
     if not rest:
         raise ValueError("hf backend needs a model: 'hf:<local path or hub id>'")
     if rest.startswith(("/", "./", "../", "~")) and not Path(rest).expanduser().is_dir():
         raise ValueError(f"hf:{rest}: no such model folder")
     if allow_download is None:
         allow_download = os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("", "0")
-    return HFBackend(rest, decoding=decoding, allow_download=allow_download, **options)
+    return HFBackend(
+        rest,
+        decoding=decoding,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        allow_download=allow_download,
+        trust_remote_code=trust_remote_code,
+        max_pixels=max_pixels,
+    )
 
 
 def _fit(image: Any, max_pixels: int | None) -> Any:

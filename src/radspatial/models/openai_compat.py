@@ -29,11 +29,12 @@ import ipaddress
 import os
 import re
 import sys
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from radspatial.models.base import Decoding, register_backend
-from radspatial.models.openai_client import Endpoint, OpenAIChatBackend
+from radspatial.models.openai_client import Endpoint, OpenAIChatBackend, RetryPolicy
+from radspatial.models.options import Opt, at_least, positive
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -62,11 +63,29 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+# the options both HTTP backends take (their factories' keywords; models/options.py reads them)
+Timeout = Annotated[float, Opt("timeout", "--timeout", positive)]
+ConnectTimeout = Annotated[float, Opt("connect_timeout", check=positive)]
+Attempts = Annotated[int, Opt("retries", "--retries", at_least(0), lambda r: r + 1)]
+KeyEnv = Annotated[str, Opt(flag="--api-key-env")]
+ReplyMB = Annotated[float, Opt(check=positive)]
+_CLIENT_OPTIONS = ("timeout_s", "connect_timeout_s", "max_attempts", "max_reply_mb")
+_CLIENT_OPTIONS += ("backoff_base_s", "backoff_cap_s")  # OpenAIChatBackend's keywords
+
+
 def _key_from_env(name: str, spec: str) -> str:
     key = os.environ.get(name)
     if not key:
         raise ValueError(f"{spec}: --api-key-env {name}: the variable {name} is not set or empty")
     return key
+
+
+def _backend(
+    endpoint: Endpoint, decoding: Decoding, concurrency: int, given: dict[str, Any]
+) -> OpenAIChatBackend:
+    """The HTTP backend with the factory's options (``given``: its keywords)."""
+    options = {k: given[k] for k in _CLIENT_OPTIONS}
+    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **options)
 
 
 @register_backend("openai-compat")
@@ -75,13 +94,19 @@ def create_openai_compat(
     *,
     decoding: Decoding,
     concurrency: int,
-    api_key_env: str | None = None,
-    **opts: Any,
+    timeout_s: Timeout = 120.0,
+    connect_timeout_s: ConnectTimeout = 10.0,
+    max_attempts: Attempts = RetryPolicy.max_attempts,
+    api_key_env: KeyEnv | None = None,
+    max_reply_mb: ReplyMB = 8.0,
+    backoff_base_s: float = RetryPolicy.base_s,
+    backoff_cap_s: float = RetryPolicy.cap_s,
 ) -> OpenAIChatBackend:
     """``openai-compat:<model>@<base_url>``; sends a key only from env ``api_key_env`` if given.
 
-    Options: ``timeout_s`` (read/write, default 120), ``connect_timeout_s`` (10),
-    ``max_attempts`` (6), ``backoff_base_s`` (1), ``backoff_cap_s`` (60).
+    Options (--model-args keys in brackets): ``timeout_s`` [timeout] (read/write, default
+    120), ``connect_timeout_s`` [connect_timeout] (10), ``max_attempts`` [retries + 1] (6),
+    ``max_reply_mb`` (8), ``backoff_base_s`` (1), ``backoff_cap_s`` (60).
     """
     model, base_url = parse_compat_spec(rest)
     api_key = _key_from_env(api_key_env, f"openai-compat:{rest}") if api_key_env else None
@@ -92,7 +117,7 @@ def create_openai_compat(
             file=sys.stderr,
         )
     endpoint = Endpoint(f"openai-compat:{rest.strip()}", model, base_url, api_key)
-    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **opts)
+    return _backend(endpoint, decoding, concurrency, locals())
 
 
 @register_backend("openai")
@@ -101,8 +126,13 @@ def create_openai(
     *,
     decoding: Decoding,
     concurrency: int,
-    api_key_env: str = DEFAULT_KEY_ENV,
-    **opts: Any,
+    timeout_s: Timeout = 120.0,
+    connect_timeout_s: ConnectTimeout = 10.0,
+    max_attempts: Attempts = RetryPolicy.max_attempts,
+    api_key_env: KeyEnv = DEFAULT_KEY_ENV,
+    max_reply_mb: ReplyMB = 8.0,
+    backoff_base_s: float = RetryPolicy.base_s,
+    backoff_cap_s: float = RetryPolicy.cap_s,
 ) -> OpenAIChatBackend:
     """``openai:<model>`` against api.openai.com; the API key (env ``api_key_env``) is required.
 
@@ -118,4 +148,4 @@ def create_openai(
     if not api_key:
         raise ValueError(f"openai:{model}: needs an API key: set the {api_key_env} variable")
     endpoint = Endpoint(f"openai:{model}", model, OPENAI_BASE_URL, api_key)
-    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **opts)
+    return _backend(endpoint, decoding, concurrency, locals())

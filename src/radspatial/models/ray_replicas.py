@@ -45,10 +45,11 @@ from radspatial.models.base import (
     Request,
     create_backend,
     import_ray,
+    ray_backends,
+    traits,
 )
 
 log = logging.getLogger(__name__)
-REPLICATED = ("hf",)  # in-process backends worth replicating (vllm: see ray_data_vllm)
 __all__ = ["RayReplicas", "create_ray_backend", "import_ray"]
 
 
@@ -94,9 +95,9 @@ class RayReplicas:
         max_restarts: int = 3,
         **options: Any,
     ) -> None:
-        prefix = spec.partition(":")[0]
-        if prefix not in REPLICATED:
-            raise ValueError(f"{spec}: --executor ray runs {'/'.join(REPLICATED)} models only")
+        if traits(spec.partition(":")[0]).ray != "replicas":
+            kinds = [p for p in ray_backends() if traits(p).ray == "replicas"]
+            raise ValueError(f"{spec}: --executor ray runs {'/'.join(kinds)} models only")
         if replicas is not None and replicas < 1:
             raise ValueError(f"--replicas must be >= 1, got {replicas}")
         if batch_size < 1 or in_flight < 1 or retries < 0:
@@ -264,12 +265,14 @@ class RayReplicas:
 def create_ray_backend(spec: str, *, decoding: Decoding, **options: Any) -> Any:
     """``hf:`` -> :class:`RayReplicas`; ``vllm:`` -> Ray Data's LLM batch processor."""
     prefix, _, rest = spec.partition(":")
-    if prefix not in (*REPLICATED, "vllm"):
-        raise ValueError(f"{spec}: --executor ray runs hf: and vllm: models only")
+    how = traits(prefix).ray  # what the backend declares (register_backend(..., ray=...))
+    if how is None:
+        runs = " and ".join(f"{p}:" for p in ray_backends())
+        raise ValueError(f"{spec}: --executor ray runs {runs} models only")
     if not rest.strip():
         raise ValueError(f"model spec {spec!r}: nothing after ':'")
     options.pop("concurrency", None)
-    if prefix == "vllm":
+    if how == "data":
         from radspatial.models.ray_data_vllm import RayDataVLLM
 
         return RayDataVLLM(rest, decoding=decoding, **options)

@@ -36,7 +36,7 @@ from radspatial.models.families import settings
 MISSING_VLLM = "the vllm backend needs vLLM: install radspatial[vllm] on a machine with a GPU"
 
 
-@register_backend("vllm")
+@register_backend("vllm", ray="data")
 def create_vllm_backend(
     rest: str, *, decoding: Decoding, concurrency: int = 8, **llm_options: Any
 ) -> VLLMBackend:

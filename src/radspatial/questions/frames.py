@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from radspatial import questions as q
+from radspatial.imaging.planes import plane_of
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -122,7 +123,7 @@ def anatomical_holds(
     Coronal: left/right the same, above/below superior/inferior (image up). Sagittal: "left
     of" reads anterior (image left in standard view, ``imaging/planes.py``), above superior:
     both as the standard view."""
-    if _AXIS[relation] == 0 and plane != "sagittal":
+    if _AXIS[relation] == 0 and plane_of(plane).sided:
         return relation_holds(OPPOSITE[relation], xy1, xy2)
     return relation_holds(relation, xy1, xy2)
 
@@ -134,7 +135,7 @@ def anatomical_from_standard(
     keep; sagittal: both keep); for datasets that stored only the standard view."""
     if standard is None or relation not in _AXIS:
         return None
-    keep = _AXIS[relation] == 1 or plane == "sagittal"
+    keep = _AXIS[relation] == 1 or not plane_of(plane).sided
     return int(standard) if keep else 1 - int(standard)
 
 
