@@ -28,6 +28,7 @@ from radspatial.core.redact import redact, redact_json
 from radspatial.grading.normalize import normalize, rule_grade
 from radspatial.grading.verdict import parse_verdict
 from radspatial.models.base import Decoding, Reply, Request, create_backend
+from radspatial.questions import get_question_type
 
 JUDGE_VERSION = "radspatial-judge-1"
 JUDGE_PROMPT = (
@@ -49,21 +50,8 @@ _CALL_FIELDS = frozenset({"key", "reply", "error", "understood", "grade"})
 
 
 def accepted_forms(expected: Any, question_type: str) -> str:
-    """Other forms of the reference answer the judge should accept."""
-    if question_type == "identification" and isinstance(expected, str):
-        from radspatial.questions.parsing import lookup_name
-
-        name = lookup_name(expected) or expected
-        words = name.split("_")
-        forms = {name, name.replace("_", " ")}
-        if words[-1] in ("left", "right"):
-            base = " ".join(words[:-1])
-            forms |= {f"{base} ({words[-1]})", f"{words[-1]} {base}"}
-        return ", ".join(sorted(forms - {expected}))
-    if question_type == "counting":
-        words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
-        return words[int(expected)] if 0 <= int(expected) < len(words) else str(expected)
-    return "(none)"
+    """Other forms of the reference answer the judge should accept (the type says which)."""
+    return get_question_type(question_type).accepted_forms(expected)
 
 
 def judge_prompt(question: str, expected: Any, reply: str, question_type: str) -> str:

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.core.answers import Grade
 from radspatial.core.records import OpenGrade
 from radspatial.eval.items import EvalItem
 from radspatial.grading.normalize import canonical, normalize, rule_grade
+
+
+def _rules_json(norm: Grade) -> dict[str, Any]:
+    """The rules' reading as the row's ``rules`` object: value, status and reason."""
+    return {"value": norm.value, "status": norm.status, "reason": norm.reason}
 
 
 def open_scores(item: EvalItem, reply: str | None) -> dict[str, Any]:
@@ -46,7 +52,7 @@ def open_scores(item: EvalItem, reply: str | None) -> dict[str, Any]:
             answer_standard=item.expected_standard,
             answer_anatomical=item.expected_anatomical,
             answer_read=norm.value if norm else None,
-            rules=norm.to_json() if norm else None,
+            rules=_rules_json(norm) if norm else None,
             grade_source="rules" if decided else "none",
             options=tuple(options) if options else None,
         ),

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import pkgutil
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from radspatial.core.answers import YES_NO, Answer, Grade
 from radspatial.core.datafiles import answer01, one_of
 from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
 from radspatial.questions.records import Decision
+from radspatial.questions.yesno_reading import parse_answer
 
 if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
     from radspatial.questions.parsing import Asked
@@ -182,99 +185,115 @@ class PriorInput:
         return out
 
 
-class QuestionType(Protocol):
-    """What a question type provides. :class:`TypeDefaults` gives the optional members."""
+class QuestionType(ABC):
+    """What a question type provides: the generator's proposal and wording, the agent's parse
+    and decision, the prior, and its scoring (``answer_kind``, ``read_reply``, ``canonical``,
+    ``accepted_forms``, ``chance``). ``propose``, ``text`` and ``choose_variant`` must be
+    defined (:class:`KeepVariant` keeps the variant); the rest have defaults: every setup, a
+    yes/no answer, no agent support, no prior, no group, none of MIRP's traits."""
 
     name: str
-    setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in (default: all three)
     n_objects: int  # objects that carry markers (0 for orientation)
-    chance: float | None  # accuracy of a random guess (0.5: binary, balanced)
-    open_answer: bool  # answered by a word or a number (open_common.py), not yes/no
-    example: Example | None  # its fixed in-context example (None: prompts refuse the type)
+    setups: tuple[str, ...] = ("rq1", "rq2", "rq3")  # which of rq1/rq2/rq3 it can be asked in
+    chance: float | None = 0.5  # accuracy of a random guess (0.5: binary, balanced)
+    example: Example | None = None  # its fixed in-context example (None: prompts refuse it)
+    # scoring: the kind of its answers (core/answers.py: yes/no, choice, count, name, or a new
+    # kind of its own) and the classes it balances over (empty: binary, or per item)
+    answer_kind: str = YES_NO
+    classes: tuple = ()
     # the agent: what its parser returns (empty: the agent does not parse its questions), the
     # role of each parsed structure, and where its patterns come in the parser's order
-    relations: tuple[str, ...]
-    roles: tuple[str, ...]
-    parse_order: int
-    relation_words: re.Pattern | None  # words that make a prompt's sentence its question
+    relations: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    parse_order: int = 50
+    relation_words: re.Pattern | None = None  # words that make a prompt's sentence its question
     # the CLI group it belongs to ("spar", "open"; empty: none) and its place in the group's
     # order, which is the order ``--question-types <group>`` generates in
-    group: str
-    group_order: int
-    weighs_uncertainty: bool  # verify() weighs Found.uncertainty_px (TypeDefaults)
+    group: str = ""
+    group_order: int = 50
+    # the agent: ``verify`` weighs each localization's ``Found.uncertainty_px``, so a
+    # localization flagged only as uncertain (``details["uncertain_reason"]``) is decided on
+    # rather than abstained on; types that leave it False abstain on such a flag
+    weighs_uncertainty: bool = False
+    # MIRP's own type (relative position): MIRP's files and protocol, its statistics, the
+    # headline, the blank-image (AS) ablation, 8-variant consistency groups, and image files
+    # without a type suffix. One registered type has it.
+    mirp_type: bool = False
 
+    @property
+    def open_answer(self) -> bool:
+        """Answered by a word or a number (any kind but yes/no)."""
+        return self.answer_kind != YES_NO
+
+    @abstractmethod
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
 
+    @abstractmethod
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
     ) -> QuestionSpec | None:
         """One question whose shown-frame answer is ``target``, or None if the slice has none."""
 
+    @abstractmethod
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         """The question as asked."""
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         """The question parsed (``questions/parsing.py`` offers its parts), None if it is not one of
         this type's; raises ParseError for one of its wordings that cannot be answered."""
+        return None
 
     def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
         """What the localizer should find (default: the parsed refs)."""
-
-    def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
-        """What was found, for the agent's trace (default: one entry per ref)."""
-
-    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        """The agent's decision from what was found (thresholds: ``scene.rules``)."""
-
-    def prior(self, given: PriorInput) -> int | str | None:
-        """What typical anatomy (or the standard view) answers, None where it says nothing."""
-
-    def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
-        """A data file's answer as this type holds it, else a ``DataFileError`` naming ``where``."""
-
-
-class TypeDefaults:
-    """The optional members of :class:`QuestionType`: every setup, no agent support, no prior,
-    no group."""
-
-    setups: tuple[str, ...] = ("rq1", "rq2", "rq3")
-    open_answer = False
-    example: Example | None = None
-    relations: tuple[str, ...] = ()
-    roles: tuple[str, ...] = ()
-    parse_order = 50
-    relation_words: re.Pattern | None = None
-    group = ""
-    group_order = 50
-    # the agent: ``verify`` weighs each localization's ``Found.uncertainty_px``, so a
-    # localization flagged only as uncertain (``details["uncertain_reason"]``) is decided on
-    # rather than abstained on; types that leave it False abstain on such a flag
-    weighs_uncertainty = False
-
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
-        return None
-
-    def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
         return list(parsed.refs)
 
     def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
+        """What was found, for the agent's trace (default: one entry per ref)."""
         return [None if f is None else f.to_json() for f in found]
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        """No geometric rule: the agent abstains (a type that parses should define one)."""
+        """The agent's decision from what was found (thresholds: ``scene.rules``); default: no
+        geometric rule, the agent abstains (a type that parses should define one)."""
         return Decision(None, f"no rule to decide {parsed.kind} questions", "none")
 
     def prior(self, given: PriorInput) -> int | str | None:
+        """What typical anatomy (or the standard view) answers, None where it says nothing."""
         return None
 
     def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
-        """0/1 for a yes/no type; an open type's answer is one of its ``classes``."""
-        classes = getattr(self, "classes", ()) if self.open_answer else ()
-        return one_of(value, tuple(classes), where, key) if classes else answer01(value, where, key)
+        """A data file's answer as this type holds it (0/1 for yes/no; one of ``classes``),
+        else a ``DataFileError`` naming ``where``."""
+        if self.classes:
+            return one_of(value, tuple(self.classes), where, key)
+        return answer01(value, where, key)
+
+    # --- scoring: the type is its own scorer (read, canonical form, judge forms) ---
+
+    def read_reply(self, reply: str | None, question: str | None = None) -> Grade:
+        """A model's reply read as an answer of this type (default: the yes/no reading)."""
+        value = parse_answer(reply, question)
+        if value is None:
+            return Grade(None, "invalid", "no yes/no answer")
+        return Grade(Answer(YES_NO, value), "answer", "yes/no")
+
+    def canonical(self, value: Any) -> Answer | None:
+        """A reference answer (a manifest's) in the form replies are read into."""
+        return None if value is None else Answer(self.answer_kind, value)
+
+    def accepted_forms(self, expected: Any) -> str:
+        """Other forms of the reference answer the judge should accept ("(none)": none)."""
+        return "(none)"
+
+    def grade(self, reply: str | None, expected: Any, question: str | None = None) -> Grade:
+        """The reply read and compared with ``expected`` (``Grade.graded``)."""
+        return self.read_reply(reply, question).graded(self.canonical(expected))
 
 
-class KeepVariant(TypeDefaults):
+TypeDefaults = QuestionType  # the name older plugins derive from (the optional members)
+
+
+class KeepVariant(QuestionType):
     """The question does not depend on which variant is shown."""
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
@@ -322,7 +341,7 @@ def chance_levels() -> dict[str, float | None]:
 
 def answer_classes(name: str) -> tuple:
     """The answer classes an open type balances over (empty: binary, or not balanced)."""
-    return tuple(getattr(get_question_type(name), "classes", ()))
+    return tuple(get_question_type(name).classes)
 
 
 def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
@@ -344,7 +363,7 @@ def question_groups() -> dict[str, tuple[str, ...]]:
     registered types declare them: a new type joins a group by saying so."""
     members: dict[str, list[QuestionType]] = {}
     for _, qt in QUESTION_TYPES.items():
-        if group := getattr(qt, "group", ""):
+        if group := qt.group:
             members.setdefault(group, []).append(qt)
     return {
         group: tuple(qt.name for qt in sorted(types, key=lambda qt: (qt.group_order, qt.name)))

@@ -20,8 +20,10 @@ import re
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import Grade
 from radspatial.questions.frames import anatomical_holds
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
+from radspatial.questions.reading import SIDE_WORDS, read_words
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
@@ -70,6 +72,10 @@ class Laterality(OpenType):
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         verb, ref = subject_phrase(wording, 0)
         return f"On which side of the image {verb} {ref}: left or right?"
+
+    def read_text(self, text: str) -> Grade:
+        """A side ("left", "on the right", a lone "L"); the patient's side is undecided."""
+        return read_words(text, SIDE_WORDS, "side", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         (f,) = found

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 
 from radspatial import questions as q
+from radspatial.core.answers import CHOICE, Grade
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.reading import open_grade
 from radspatial.questions.records import ParsedQuestion, ParseError
 
 SIDES: tuple[str, ...] = ("left", "right")
@@ -37,22 +39,26 @@ def reasoning_type(question_type: str) -> str:
 
 
 class OpenType(q.KeepVariant):
-    """Base of the open types: the agent's parse from ``pattern``; ``verify`` per type."""
+    """Base of the open types: the agent's parse from ``pattern``; ``verify`` and the reply
+    reader (``read_text``: the cleaned reply -> a ``Grade``) per type; chance a uniform guess
+    among the ``classes`` (balanced; None without classes: per item)."""
 
-    open_answer = True
+    answer_kind = CHOICE
     parse_order = 10  # each pattern is anchored on the question's first words
     group = "open"
     pattern: re.Pattern[str]
-    classes: tuple = ()
 
-    @property
-    def chance(self) -> float | None:
-        """A uniform guess among the classes (balanced); None without classes (per item)."""
-        return 1 / len(self.classes) if self.classes else None
+    def __init__(self) -> None:
+        self.chance = 1 / len(self.classes) if self.classes else None
+        self.relations = (self.name,)
 
-    @property
-    def relations(self) -> tuple[str, ...]:
-        return (self.name,)
+    def read_reply(self, reply: str | None, question: str | None = None) -> Grade:
+        """The reply cleaned (``core.replies.clean_open``) and read by ``read_text``."""
+        return open_grade(reply, question, self.read_text)
+
+    def read_text(self, text: str) -> Grade:
+        """A cleaned reply -> its reading (``questions/reading.py`` has the parts)."""
+        raise NotImplementedError(f"question type {self.name!r} reads no replies")
 
     def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         m = self.pattern.match(asked.question.strip())
