@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radspatial.core.records import DEFAULT_TYPE
+
 if TYPE_CHECKING:
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.eval.report import ReportSummary
@@ -41,7 +43,7 @@ def generate(
     size: int = 512,
     setups: Sequence[str] = ("rq1", "rq2", "rq3", "as"),
     markers: Sequence[str] = ("numbers", "letters", "dots"),  # imaging.markers.MARKER_TYPES
-    questions: Sequence[str] = ("relative_position",),
+    questions: Sequence[str] = (DEFAULT_TYPE,),
     as_count: int = 100,
     rules: str = "mirp",
     export_masks: bool = False,

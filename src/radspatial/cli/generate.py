@@ -9,6 +9,7 @@ from typing import Any
 
 import radspatial.cli.common as common
 from radspatial.core import rules
+from radspatial.core.records import DEFAULT_TYPE
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -110,7 +111,7 @@ def _add_question_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--questions",
         type=common.question_types,
-        default=("relative_position",),
+        default=(DEFAULT_TYPE,),
         help="question types, comma-separated: relative_position (MIRP), orientation, "
         "symmetry, size, distance, count, laterality, direction, identification, counting; "
         "'spar' = SPAR-VQA as SPAR-Bench's Table 2 (five types, multiple choice where "

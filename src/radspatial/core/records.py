@@ -30,7 +30,10 @@ from radspatial.core.datafiles import (
 )
 
 Point = tuple[float, float]
-RELPOS = "relative_position"
+# the question type of a row that names none (rows written before there were other types);
+# the one place its name is spelled outside questions/ (``DEFAULT_TYPE`` everywhere else)
+DEFAULT_TYPE = "relative_position"
+RELPOS = DEFAULT_TYPE
 _STR, _INT, _NUM, _BOOL, _OBJ, _LIST = (str,), (int,), (float, int), (bool,), (dict,), (list,)
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")  # MIRP's three setups + the blank ablation
 MAX_COORD_PX = 1e5  # any pixel coordinate beyond this (4096 px images at most) is garbage

@@ -225,6 +225,26 @@ class QuestionType(ABC):
         """Answered by a word or a number (any kind but yes/no)."""
         return self.answer_kind != YES_NO
 
+    @property
+    def n_balanced(self) -> int:
+        """How many answers the generator balances over in a block: the classes, 2 for yes/no,
+        1 for an open type without classes (identification: whatever the marker sits on)."""
+        return len(self.classes) or (1 if self.open_answer else 2)
+
+    def item_chance(self, params: Mapping[str, Any]) -> float | None:
+        """Chance on one item (default: the type's ``chance``; a type without one says it from
+        the item's ``params``)."""
+        return self.chance
+
+    def tally(self, counts: dict[str, Any], answer: Any) -> None:
+        """dataset.json's count of one answer: yes/no types count their yeses, open types each
+        class (``classes``: answer -> items)."""
+        if self.open_answer:
+            classes = counts.setdefault("classes", {})
+            classes[str(answer)] = classes.get(str(answer), 0) + 1
+        else:
+            counts["yes"] += answer
+
     @abstractmethod
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
@@ -350,6 +370,27 @@ def check_answer(value: Any, question_type: str | None, where: str, key: str = "
     if question_type and question_type in QUESTION_TYPES:
         return QUESTION_TYPES.get(question_type).check_answer(value, where, key)
     return answer01(value, where, key)
+
+
+def mirp_type_names() -> frozenset[str]:
+    """The registered types with MIRP's trait (``QuestionType.mirp_type``: relative position)."""
+    return frozenset(name for name, qt in QUESTION_TYPES.items() if qt.mirp_type)
+
+
+def mirp_type_name() -> str:
+    """The one type that asks MIRP's questions (its blank images, its consistency groups)."""
+    names = sorted(mirp_type_names())
+    if len(names) != 1:
+        raise ValueError(f"expected one question type with MIRP's trait, found {names}")
+    return names[0]
+
+
+def is_mirp_type(question_type: str | None) -> bool:
+    """Whether rows of ``question_type`` are MIRP's own questions (a row without a type is;
+    a name no type claims is not)."""
+    if question_type is None:
+        return True
+    return question_type in QUESTION_TYPES and QUESTION_TYPES.get(question_type).mirp_type
 
 
 def agent_types() -> list[QuestionType]:

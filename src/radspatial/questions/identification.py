@@ -15,6 +15,7 @@ reports ``label_id``: mask, unet). The anatomy prior has nothing to go on (a pic
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -86,7 +87,7 @@ class Identification(OpenType):
         verb = "do" if style.plural else "does"
         return f"Which structure {verb} {style.ref(wording.marks[0])} mark?"
 
-    def item_chance(self, params: dict) -> float:
+    def item_chance(self, params: Mapping[str, Any]) -> float:
         return 1.0 / max(1, len(params.get("options") or ()))
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
