@@ -28,18 +28,17 @@ import numpy as np
 
 from radspatial.core.answers import YES_NO, Answer, Grade
 from radspatial.core.datafiles import answer01, one_of
-from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
-from radspatial.questions.records import Decision
+from radspatial.questions.records import Decision, Example, PriorInput
 from radspatial.questions.yesno_reading import parse_answer
 
 if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
     from radspatial.questions.parsing import Asked
     from radspatial.questions.records import Context, Found, ParsedQuestion, Ref, Scene
 
-__all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
+__all__ = ["Example", "PriorInput", "QuestionRules"]  # re-exported: homes in records, rules
 T = TypeVar("T")
 
 # the CLI's groups (``--questions spar|spar-binary|open``) as their types declare them
@@ -135,62 +134,13 @@ def marker_ref(kind: str, text: str) -> str:
     return marker_style(kind).ref(text)
 
 
-@dataclass(frozen=True)
-class Example:
-    """A type's fixed in-context example, worded by ``eval/prompts.py`` like the real question
-    (same setup and marker type) from these parts."""
-
-    names: tuple[str, ...] = ()  # display names of the structures it asks about
-    relations: tuple[str, str] = ("", "")  # binary: the relation asked for the answer (0, 1)
-    params: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"n": 2} for count
-    answers: tuple = ()  # open: the answers, one picked per item by a hash of its id
-    first_mark: int = 0  # the first of the example markers it uses
-    question: str = ""  # a fixed question instead, the same in every setup (orientation)
-
-
-@dataclass(frozen=True)
-class PriorInput:
-    """What a reader that does not look at the image knows of one item (models/baselines.py).
-
-    ``reader``: "anatomy-prior" recites typical anatomy (``atlas``: structure -> standard-view
-    centre in [0, 1] of the image); "standard-view" reads the item's own standard-view centres
-    (``meta``'s ``center1_canonical``/``center2_canonical``, px of an image ``width`` wide).
-    ``meta``: the request's item fields (``relation``, ``object1``..``object3`` names, ...).
-    ``pairs``: (a, b) -> typical centre(a) - centre(b) on slices showing both (empty: unknown).
-    """
-
-    reader: str
-    meta: Mapping[str, Any]
-    atlas: Mapping[str, tuple[float, float]]
-    width: float = 512.0
-    pairs: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
-
-    def offset(self, k1: int, k2: int) -> tuple[float, float] | None:
-        """Typical standard-view centre(object k1) - centre(object k2) where both are seen
-        together (``pairs``), None if the pair was never seen together."""
-        a, b = self.meta.get(f"object{k1}"), self.meta.get(f"object{k2}")
-        return self.pairs.get((a, b)) if a and b else None
-
-    def centres(self, n: int, *, guess_side: bool) -> list[tuple[float, float] | None]:
-        """Atlas centres of object1..objectN (None where unknown); with ``guess_side`` a sided
-        name missing from the atlas sits in the middle of its side (patient's left: image
-        right in standard view)."""
-        out = []
-        for k in range(1, n + 1):
-            name = self.meta.get(f"object{k}")
-            centre = self.atlas.get(name) if name else None
-            if centre is None and name and guess_side and (side := side_of(name)):
-                centre = (0.7, 0.5) if side == "left" else (0.3, 0.5)
-            out.append(centre)
-        return out
-
-
 class QuestionType(ABC):
     """What a question type provides: the generator's proposal and wording, the agent's parse
     and decision, the prior, and its scoring (``answer_kind``, ``read_reply``, ``canonical``,
-    ``accepted_forms``, ``chance``). ``propose``, ``text`` and ``choose_variant`` must be
-    defined (:class:`KeepVariant` keeps the variant); the rest have defaults: every setup, a
-    yes/no answer, no agent support, no prior, no group, none of MIRP's traits."""
+    ``accepted_forms``, ``chance``). ``name`` and ``choose_variant`` must be defined
+    (:class:`KeepVariant` keeps the variant; ``register_question_type`` refuses anything else),
+    and a generated type defines ``propose`` and ``text``; the rest have defaults: every setup,
+    a yes/no answer, no agent support, no prior, no group, none of MIRP's traits."""
 
     name: str
     n_objects: int  # objects that carry markers (0 for orientation)
@@ -249,15 +199,16 @@ class QuestionType(ABC):
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
 
-    @abstractmethod
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
     ) -> QuestionSpec | None:
-        """One question whose shown-frame answer is ``target``, or None if the slice has none."""
+        """One question whose shown-frame answer is ``target``, or None if the slice has none
+        (default: none; a type the agent only answers generates no questions)."""
+        return None
 
-    @abstractmethod
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
-        """The question as asked."""
+        """The question as asked (a type that proposes questions must word them)."""
+        raise NotImplementedError(f"question type {self.name!r} words no questions")
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         """The question parsed (``questions/parsing.py`` offers its parts), None if it is not one of
@@ -343,6 +294,10 @@ QUESTION_TYPES: Registry[QuestionType] = Registry("question type", _builtin_modu
 
 
 def register_question_type(qt: QuestionType) -> QuestionType:
+    if not isinstance(qt, QuestionType) or not isinstance(getattr(qt, "name", None), str):
+        raise TypeError(
+            f"a question type derives from questions.QuestionType and has a name: {qt!r}"
+        )
     return QUESTION_TYPES.add(qt.name, qt)
 
 
