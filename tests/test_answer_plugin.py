@@ -25,7 +25,7 @@ from radspatial.questions.reading import collect, decide, hedged
 from radspatial.questions.records import Decision
 
 QUADRANTS = ("upper_left", "upper_right", "lower_left", "lower_right")
-_SAID = re.compile(r"\b(upper|top|lower|bottom)[\s-]+(left|right)\b", re.I)
+_SAID = re.compile(r"\b(upper|top|lower|bottom)[\s_-]+(left|right)\b", re.I)
 _VERTICAL = {"upper": "upper", "top": "upper", "lower": "lower", "bottom": "lower"}
 
 
@@ -98,7 +98,12 @@ def test_a_new_answer_kind_is_read_by_its_type_not_by_grading(quadrant):
 def test_a_plugin_type_with_its_own_answer_kind_runs_end_to_end(quadrant, tmp_path: Path):
     ct, seg = bundled_example()
     config = GenerateConfig(
-        seed=3, size=256, setups=("rq1",), markers=("dots",), question_types=("quadrant",), as_count=0
+        seed=3,
+        size=256,
+        setups=("rq1",),
+        markers=("dots",),
+        question_types=("quadrant",),
+        as_count=0,
     )
     build_dataset([Case("example", ct, seg)], config, tmp_path / "ds", log=lambda _: None)
     manifest = [

@@ -122,7 +122,7 @@ class _Flat:
     _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {}
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, row: dict, where: str) -> Any:
@@ -213,8 +213,8 @@ class ManifestRow:
     # eval derives the anatomical answer of relative position from the standard view
     legacy_frames: bool = field(default=False, compare=False)
 
-    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask", "plane", "group", "group_twin")
-    _ABSENT_IF_NONE += ("modality",)
+    _ABSENT_IF_NONE: ClassVar[tuple[str, ...]] = ("object3", "params", "slice", "mask", "plane")
+    _ABSENT_IF_NONE += ("group", "group_twin", "modality")
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:
@@ -328,7 +328,8 @@ class ResultRow:
         have (``answer_*`` after the expected answers, ``answer_read``/``rules``/
         ``grade_source`` after the reply, ``options`` before and ``judge`` after the subgroup
         fields)."""
-        head = ("id", "run", "setup", "marker", "question", "question_type", "relation")
+        head: tuple[str, ...] = ("id", "run", "setup", "marker", "question", "question_type")
+        head += ("relation",)
         head += ("transform", "variant", "pair", "expected", "expected_standard")
         scores = ("parsed", "parsed_mirp", "correct", "correct_standard", "correct_anatomical")
         groups: list[tuple[str, ...]] = [head + ("expected_anatomical",)]
@@ -350,7 +351,8 @@ class ResultRow:
     @classmethod
     def from_json(cls, row: dict, where: str = "result row") -> ResultRow:
         required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
-        optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
+        optional: dict[str, tuple[type, ...]] = {"reply": _STR, "error": _STR, "image": _STR}
+        optional["prompt"] = _STR
         optional |= {k: _STR for k in _PLANE_GROUP}
         optional |= {"correct_standard": _BOOL, "correct_anatomical": _BOOL}
         check_fields(row, where, required | {"correct": _BOOL}, optional)

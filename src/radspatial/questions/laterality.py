@@ -27,7 +27,7 @@ from radspatial.questions.reading import SIDE_WORDS, read_words
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
-def side_in(x: float, size: int) -> str:
+def side_in(x: float, size: float) -> str:
     return "left" if x < size / 2 else "right"
 
 
@@ -62,11 +62,11 @@ class Laterality(OpenType):
         if not options:
             return None
         c = q.pick(options, rng)
-        standard = side_in(c.center_xy_canonical[0], size)
+        side = side_in(c.center_xy_canonical[0], size)
         mid = (size / 2, size / 2)
         anatomical = "left" if anatomical_holds("left_of", c.center_xy_canonical, mid) else "right"
         return q.QuestionSpec(
-            self.name, (c,), "laterality", want, standard, answer_anatomical=anatomical
+            self.name, (c,), "laterality", want, side, answer_anatomical=anatomical
         )
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:

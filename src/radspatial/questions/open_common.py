@@ -30,7 +30,9 @@ DIRECTION_RELATION = {"left": "left_of", "right": "right_of", "above": "above", 
 
 def is_open(question_type: str | None) -> bool:
     """Whether the type answers with a word or a number (False for unknown names)."""
-    return question_type in q.QUESTION_TYPES and q.QUESTION_TYPES.get(question_type).open_answer
+    if question_type is None or question_type not in q.QUESTION_TYPES:
+        return False
+    return q.QUESTION_TYPES.get(question_type).open_answer
 
 
 def reasoning_type(question_type: str) -> str:
@@ -79,7 +81,7 @@ def subject_phrase(wording: q.Wording, k: int) -> tuple[str, str]:
     return "is", wording.ref(k)
 
 
-def points(c: q.Candidate) -> list[tuple[tuple[float, float], tuple[float, float]] | None]:
+def points(c: q.Candidate) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """(shown, standard) pairs of the centre and of the marker point."""
     out = [(c.center_xy, c.center_xy_canonical)]
     if c.marker_xy is not None and c.marker_xy_canonical is not None:

@@ -109,7 +109,8 @@ def _negated(clause: str, start: int) -> bool:
 def collect(text: str, find: Finder) -> tuple[set, set]:
     """(values stated, values negated) over the clauses of ``text``; ``find(clause)`` yields
     (start, value)."""
-    stated, negated = set(), set()
+    stated: set[Any] = set()
+    negated: set[Any] = set()
     for clause in _clauses(text):
         for start, value in find(clause):
             (negated if _negated(clause, start) else stated).add(value)

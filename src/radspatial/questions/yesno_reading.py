@@ -188,12 +188,14 @@ def _run(toks: list[tuple[str, int]], i: int, step: int) -> tuple[int | None, in
 
 def _from_markers(text: str, toks: list[tuple[str, int]]) -> int | None:
     starts = [start for _, start in toks]
-    final, plain = [], []
+    final: list[int] = []
+    plain: list[int] = []
     for m in _MARKER.finditer(text):
         value, _ = _run(toks, bisect.bisect_left(starts, m.end()), 1)
         if value is not None:
             (final if m["final"] else plain).append(value)
-    return (final or plain or [None])[-1]
+    found = final or plain
+    return found[-1] if found else None
 
 
 def _sentence(text: str, pos: int) -> str:
@@ -237,7 +239,7 @@ def _from_relation(text: str, question: str | None, *, strict: bool) -> int | No
     text = "\n".join(s for s in _SENTENCE_BREAK.split(text) if not _HEDGE.search(s))
     values = set()
     for clause in _CLAUSE_BREAK.split(text):
-        rels = [(m.start(), m.end(), m.lastgroup) for m in STATED_RE.finditer(clause)]
+        rels = [(m.start(), m.end(), m.lastgroup or "") for m in STATED_RE.finditer(clause)]
         if not rels:
             continue
         # Sorted spans + bisect keep a looping 100 kB reply linear.
