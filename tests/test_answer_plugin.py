@@ -92,7 +92,7 @@ def test_a_new_answer_kind_is_read_by_its_type_not_by_grading(quadrant):
     assert normalize("probably upper left", "quadrant").status == "invalid"
     assert normalize("in the middle", "quadrant").status == "undecided"
     graded = q.get_question_type("quadrant").grade("lower left", "lower_left")
-    assert graded.correct is True and graded.source == "rule"
+    assert graded.correct is True and graded.source == "rules"
 
 
 def test_a_plugin_type_with_its_own_answer_kind_runs_end_to_end(quadrant, tmp_path: Path):
@@ -104,6 +104,7 @@ def test_a_plugin_type_with_its_own_answer_kind_runs_end_to_end(quadrant, tmp_pa
         markers=("dots",),
         question_types=("quadrant",),
         as_count=0,
+        export_masks=True,  # the mask agent reads the label image
     )
     build_dataset([Case("example", ct, seg)], config, tmp_path / "ds", log=lambda _: None)
     manifest = [
@@ -117,9 +118,9 @@ def test_a_plugin_type_with_its_own_answer_kind_runs_end_to_end(quadrant, tmp_pa
         rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
         assert len(rows) == len(manifest)
         for r in rows:  # the type's reader read every reply; correct where it equals the answer
-            assert r["rules"]["status"] == "answer", r["reply"]
-            assert r["answer_read"] in QUADRANTS
-            assert r["correct"] == (r["answer_read"] == r["answer_expected"])
+            assert r["grade"] == {"status": "answer", "reason": "one quadrant", "source": "rules"}
+            assert r["expected"] in QUADRANTS and r["parsed"] in QUADRANTS  # answers, not 0/1
+            assert r["correct"] == (r["parsed"] == r["expected"])
         if model == "agent:mask":  # the mask oracle's centres: every quadrant right
             assert all(r["correct"] for r in rows)
         metrics = json.loads((run / "metrics.json").read_text())

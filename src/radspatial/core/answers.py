@@ -9,7 +9,7 @@ answer_kind``) and reads replies into answers of it; a new type may declare a ki
 A :class:`Grade` says how one reply was scored: the answer read from it (None where none was),
 the reading's ``status`` (``answer``: one value read; ``invalid``: a hedge, refusal or several
 values, scored wrong; ``undecided``: the rules found nothing they know, the judge may decide),
-whether it is ``correct`` (None: not graded) and who graded it (``source``: ``rule``, ``judge``
+whether it is ``correct`` (None: not graded) and who graded it (``source``: ``rules``, ``judge``
 or ``none``). Both are frozen records with ``to_json``/``from_json``.
 """
 
@@ -23,7 +23,7 @@ from radspatial.core.datafiles import DataFileError
 YES_NO, CHOICE, COUNT, NAME = "yes/no", "choice", "count", "name"
 KINDS: tuple[str, ...] = (YES_NO, CHOICE, COUNT, NAME)  # the built-in types' kinds
 STATUSES: tuple[str, ...] = ("answer", "invalid", "undecided")
-SOURCES: tuple[str, ...] = ("rule", "judge", "none")
+SOURCES: tuple[str, ...] = ("rules", "judge", "none")
 Value = int | str
 
 
@@ -60,7 +60,7 @@ class Grade:
     status: str  # answer | invalid | undecided
     reason: str = ""
     correct: bool | None = None  # None: not graded (undecided, no judge)
-    source: str = "rule"  # rule | judge | none
+    source: str = "rules"  # rules | judge | none
 
     @property
     def value(self) -> Value | None:
@@ -88,7 +88,7 @@ class Grade:
     def from_json(cls, data: Any, where: str = "grade") -> Grade:
         if not isinstance(data, dict):
             raise DataFileError(f"{where}: a grade must be an object")
-        status, source = data.get("status"), data.get("source", "rule")
+        status, source = data.get("status"), data.get("source", "rules")
         if status not in STATUSES or source not in SOURCES:
             raise DataFileError(f"{where}: unknown grade status {status!r} or source {source!r}")
         correct = data.get("correct")

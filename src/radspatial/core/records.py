@@ -28,6 +28,9 @@ from radspatial.core.datafiles import (
     check_names,
     read_json_lines,
 )
+from radspatial.core.open_rows import OpenGrade, metric_row, outcome
+
+__all__ = ["OpenGrade", "metric_row", "outcome"]  # results rows' open part: core/open_rows.py
 
 Point = tuple[float, float]
 # the question type of a row that names none (rows written before there were other types);
@@ -271,24 +274,6 @@ def read_manifest(path: Path) -> list[tuple[str, ManifestRow]]:
 
 
 @dataclass(frozen=True)
-class OpenGrade:
-    """What an open question's result row adds (``grading.rows``): the answers asked and read,
-    and who graded it. The row's ``parsed`` is the grade (1, 0, None) and ``expected`` is 1."""
-
-    answer_expected: Any  # canonical answer, shown image
-    answer_standard: Any = None
-    answer_anatomical: Any = None
-    answer_read: Any = None  # the normalized reply
-    rules: dict[str, Any] | None = None  # the normalizer's status and reason
-    grade_source: str = "none"  # rules | judge | none
-    options: tuple[str, ...] | None = None  # identification: the slice's structures
-    judge: dict[str, Any] | None = None  # with --judge: the verdict on this row
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-@dataclass(frozen=True)
 class ResultRow:
     """One item in one run: a line of ``results.jsonl`` (docs/format.md)."""
 
@@ -297,19 +282,19 @@ class ResultRow:
     setup: str
     marker: str
     question: str
-    expected: int | str  # the answer in the shown image (1 for open rows: ``parsed`` is a grade)
+    expected: int | str  # the answer in the shown image: 0/1, or an open type's word or number
     correct: bool
     question_type: str = RELPOS
     relation: str | None = None
     transform: str | None = None
     variant: str | None = None
     pair: str | None = None  # "a / b", the two structures sorted
-    expected_standard: int | None = None
-    expected_anatomical: int | None = None
+    expected_standard: int | str | None = None
+    expected_anatomical: int | str | None = None
     image: str | None = None
     prompt: str | None = None
     reply: str | None = None
-    parsed: int | None = None
+    parsed: int | str | None = None  # the answer read from the reply (None: none)
     parsed_mirp: int | None = None  # MIRP's own parser on the reply
     correct_standard: bool | None = None
     correct_anatomical: bool | None = None
@@ -323,24 +308,31 @@ class ResultRow:
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
 
+    @property
+    def answered(self) -> bool:
+        """Whether the reply counts as an answer: yes/no read as 0/1; an open reply graded right
+        or wrong (``open_rows.outcome``). Metrics count the others as invalid."""
+        if self.open is None:
+            return self.parsed is not None
+        if self.correct:
+            return True
+        if self.open.source == "judge":
+            return (self.open.judge or {}).get("verdict") != "invalid"
+        return self.open.status == "answer"
+
     def to_json(self) -> dict[str, Any]:
-        """The row as written: the open grade's fields sit among the others, as they always
-        have (``answer_*`` after the expected answers, ``answer_read``/``rules``/
-        ``grade_source`` after the reply, ``options`` before and ``judge`` after the subgroup
-        fields)."""
+        """The row as written (yes/no rows: the keys and order they always had; open rows add
+        ``options`` before the subgroup fields and ``grade`` and ``judge`` after them)."""
         head: tuple[str, ...] = ("id", "run", "setup", "marker", "question", "question_type")
-        head += ("relation",)
-        head += ("transform", "variant", "pair", "expected", "expected_standard")
+        head += ("relation", "transform", "variant", "pair", "expected", "expected_standard")
         scores = ("parsed", "parsed_mirp", "correct", "correct_standard", "correct_anatomical")
         groups: list[tuple[str, ...]] = [head + ("expected_anatomical",)]
         grade = self.open.to_json() if self.open else {}
-        groups += [("answer_expected", "answer_standard", "answer_anatomical")] if grade else []
-        groups += [("image", "prompt", "reply")]
-        groups += [("answer_read", "rules", "grade_source")] if grade else []
-        groups += [scores + ("latency_s", "error")]
+        groups += [("image", "prompt", "reply"), scores + ("latency_s", "error")]
         if grade.get("options"):
             groups.append(("options",))
         groups.append(("structures_asked", "region", "modality"))
+        groups += [("grade",)] if grade else []
         if grade.get("judge") is not None:
             groups.append(("judge",))
         groups += [tuple(k for k in _PLANE_GROUP if getattr(self, k) is not None)]
@@ -358,6 +350,8 @@ class ResultRow:
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
+        if "grade" in row or "answer_expected" in row:  # an open type's row
+            return cls(**_open_values(cls, row, where))
         frames = ("expected_standard", "expected_anatomical", "parsed", "parsed_mirp")
         values = _known(cls, row) | answers01(row, where, ("expected",), frames)
         values.pop("open", None)
@@ -365,12 +359,29 @@ class ResultRow:
             old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
             values["expected_standard"] = old.get("expected_canonical")
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
-        if "answer_expected" in row:
-            grade = _known(OpenGrade, row)
-            if grade.get("options") is not None:
-                grade["options"] = tuple(grade["options"])
-            values["open"] = OpenGrade(**grade)
         return cls(**values)
+
+
+def _open_values(cls: type, row: dict, where: str) -> dict[str, Any]:
+    """An open row's fields; rows written before answers had one model kept the answers in
+    ``answer_expected``/``answer_standard``/``answer_anatomical``/``answer_read`` (with
+    ``expected`` 1 and ``parsed`` the grade): read as the answers they are."""
+    values = _known(cls, row)
+    values.pop("open", None)
+    if "answer_expected" in row:
+        values["expected"] = row["answer_expected"]
+        values["expected_standard"] = row.get("answer_standard")
+        values["expected_anatomical"] = row.get("answer_anatomical")
+        values["parsed"] = row.get("answer_read")
+    for key in ("expected", "expected_standard", "expected_anatomical", "parsed"):
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
+            raise DataFileError(f"{where}: {key!r} must be a word, a number or null")
+    if values.get("expected") is None:
+        raise DataFileError(f"{where}: missing required field 'expected'")
+    values["structures_asked"] = tuple(row.get("structures_asked") or ())
+    values["open"] = OpenGrade.from_json(row, where)
+    return values
 
 
 _PLANE_GROUP = ("plane", "group", "group_twin")  # written only when set (older rows: never)
@@ -387,7 +398,7 @@ def read_results(path: Path) -> list[ResultRow]:
 MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy_frames")
 OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
 RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name != "open")
-OPEN_RESULT_FIELDS = tuple(f.name for f in fields(OpenGrade))
+OPEN_RESULT_FIELDS = ("grade", "options", "judge")  # what OpenGrade.to_json adds
 
 
 def error_count(metrics: Mapping[str, Any]) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
-from radspatial.core.records import DEFAULT_TYPE
+from radspatial.core.records import DEFAULT_TYPE, metric_row
 from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
@@ -37,8 +37,8 @@ def _nan_to_none(x: float) -> float | None:
 
 
 def _is_open(row: Row) -> bool:
-    """An open answer (a word or a count): ``expected`` is 1 and ``parsed`` its grade."""
-    return "answer_expected" in row
+    """An open answer (a word or a count), counted by ``metric_row`` as right/wrong/none."""
+    return "grade" in row
 
 
 def _per_run(rows: Sequence[Row], runs: int, target: str) -> dict[int, Any]:
@@ -191,6 +191,7 @@ def compute_metrics(
     MIRP's block is computed on axial items only (MIRP's slices and definitions)."""
     errors = sum(1 for r in rows if r.get("error"))
     rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
+    rows = [metric_row(r) for r in rows]  # open rows: right, wrong or no answer
     axial = [r for r in rows if not r.get("plane")]
     return {
         "model": model,
