@@ -62,6 +62,37 @@ class OpenGrade:
             row.get("judge"),
         )
 
+    def answered(self, correct: bool) -> bool:
+        """Whether the row's reply counts as an answer (``outcome`` not None)."""
+        if correct:
+            return True
+        if self.source == "judge":
+            return (self.judge or {}).get("verdict") != "invalid"
+        return self.status == "answer"
+
+
+def open_values(values: dict[str, Any], row: dict, where: str) -> dict[str, Any]:
+    """A ``ResultRow``'s fields from an open row (``values``: the row's own fields); rows
+    written before answers had one model kept the answers in ``answer_expected``,
+    ``answer_standard``, ``answer_anatomical`` and ``answer_read`` (with ``expected`` 1 and
+    ``parsed`` the grade): read as the answers they are."""
+    values = dict(values)
+    values.pop("open", None)
+    if "answer_expected" in row:
+        values["expected"] = row["answer_expected"]
+        values["expected_standard"] = row.get("answer_standard")
+        values["expected_anatomical"] = row.get("answer_anatomical")
+        values["parsed"] = row.get("answer_read")
+    for key in ("expected", "expected_standard", "expected_anatomical", "parsed"):
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
+            raise DataFileError(f"{where}: {key!r} must be a word, a number or null")
+    if values.get("expected") is None:
+        raise DataFileError(f"{where}: missing required field 'expected'")
+    values["structures_asked"] = tuple(row.get("structures_asked") or ())
+    values["open"] = OpenGrade.from_json(row, where)
+    return values
+
 
 def outcome(row: Mapping[str, Any]) -> int | None:
     """An open row's grade as metrics count it: 1 correct, 0 incorrect, None no answer (the

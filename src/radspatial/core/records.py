@@ -28,7 +28,7 @@ from radspatial.core.datafiles import (
     check_names,
     read_json_lines,
 )
-from radspatial.core.open_rows import OpenGrade, metric_row, outcome
+from radspatial.core.open_rows import OpenGrade, metric_row, open_values, outcome
 
 __all__ = ["OpenGrade", "metric_row", "outcome"]  # results rows' open part: core/open_rows.py
 
@@ -314,11 +314,7 @@ class ResultRow:
         or wrong (``open_rows.outcome``). Metrics count the others as invalid."""
         if self.open is None:
             return self.parsed is not None
-        if self.correct:
-            return True
-        if self.open.source == "judge":
-            return (self.open.judge or {}).get("verdict") != "invalid"
-        return self.open.status == "answer"
+        return self.open.answered(self.correct)
 
     def to_json(self) -> dict[str, Any]:
         """The row as written (yes/no rows: the keys and order they always had; open rows add
@@ -351,7 +347,7 @@ class ResultRow:
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
         if "grade" in row or "answer_expected" in row:  # an open type's row
-            return cls(**_open_values(cls, row, where))
+            return cls(**open_values(_known(cls, row), row, where))
         frames = ("expected_standard", "expected_anatomical", "parsed", "parsed_mirp")
         values = _known(cls, row) | answers01(row, where, ("expected",), frames)
         values.pop("open", None)
@@ -360,28 +356,6 @@ class ResultRow:
             values["expected_standard"] = old.get("expected_canonical")
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
         return cls(**values)
-
-
-def _open_values(cls: type, row: dict, where: str) -> dict[str, Any]:
-    """An open row's fields; rows written before answers had one model kept the answers in
-    ``answer_expected``/``answer_standard``/``answer_anatomical``/``answer_read`` (with
-    ``expected`` 1 and ``parsed`` the grade): read as the answers they are."""
-    values = _known(cls, row)
-    values.pop("open", None)
-    if "answer_expected" in row:
-        values["expected"] = row["answer_expected"]
-        values["expected_standard"] = row.get("answer_standard")
-        values["expected_anatomical"] = row.get("answer_anatomical")
-        values["parsed"] = row.get("answer_read")
-    for key in ("expected", "expected_standard", "expected_anatomical", "parsed"):
-        value = values.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
-            raise DataFileError(f"{where}: {key!r} must be a word, a number or null")
-    if values.get("expected") is None:
-        raise DataFileError(f"{where}: missing required field 'expected'")
-    values["structures_asked"] = tuple(row.get("structures_asked") or ())
-    values["open"] = OpenGrade.from_json(row, where)
-    return values
 
 
 _PLANE_GROUP = ("plane", "group", "group_twin")  # written only when set (older rows: never)
