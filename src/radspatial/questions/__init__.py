@@ -327,6 +327,14 @@ def check_answer(value: Any, question_type: str | None, where: str, key: str = "
     return answer01(value, where, key)
 
 
+def answer_kind(question_type: str | None) -> str:
+    """The kind of answer a type's questions take (``core/answers.py``); yes/no for a row
+    without a type or with a name no type claims (read as MIRP's yes/no questions)."""
+    if question_type is None or question_type not in QUESTION_TYPES:
+        return YES_NO
+    return QUESTION_TYPES.get(question_type).answer_kind
+
+
 def mirp_type_names() -> frozenset[str]:
     """The registered types with MIRP's trait (``QuestionType.mirp_type``: relative position)."""
     return frozenset(name for name, qt in QUESTION_TYPES.items() if qt.mirp_type)
