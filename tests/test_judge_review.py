@@ -36,7 +36,7 @@ def _rows() -> list[dict]:
             "question_type": qtype,
             "correct": verdict == "correct",
             "judge": {"verdict": verdict, "key": f"k{k}"},
-            "grade_source": "judge",
+            "grade": {"status": "undecided", "reason": "", "source": "judge"},
         }
         for k, (qtype, verdict, _) in enumerate(CASES)
     ]
@@ -116,16 +116,11 @@ def test_report_review_flag_shows_the_table(tmp_path):
             marker="none",
             question="Which side is the liver on?",
             question_type=r["question_type"],
-            expected=1,
+            expected="left",
             correct=r["correct"],
             reply="left",
-            parsed=1 if r["correct"] else 0,
-            open=OpenGrade(
-                answer_expected="left",
-                rules={"status": "undecided"},
-                grade_source="judge",
-                judge=r["judge"],
-            ),
+            parsed=None,  # the rules read nothing: the judge decided
+            open=OpenGrade(status="undecided", source="judge", judge=r["judge"]),
         ).to_json()
         for r in _rows()
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from radspatial.core.datafiles import DataFileError
+from radspatial.core.records import metric_row
 from radspatial.eval.aggregate import group_metrics
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.grading.judge import apply_judge, cohen_kappa, load_calibration, parse_verdict
@@ -246,10 +247,18 @@ def test_baselines_at_chance_and_in_their_frames(bundled, tmp_path):
 
 
 def test_f1_and_yes_rate_come_from_yes_no_items_only():
-    """An open item is stored as expected 1 and parsed = its grade: it counts in accuracy, its
-    CI and the invalid rate, never in F1 or the yes rate (a grade is not a "yes")."""
+    """An open item holds its answers ("left" asked, "right" read); metrics count it as right or
+    wrong (``metric_row``): in accuracy, its CI and the invalid rate, never in F1 or the yes
+    rate (a grade is not a "yes")."""
     yes_no = [{"run": 0, "expected": e, "parsed": p} for e, p in ((1, 1), (0, 1), (1, 1), (0, 0))]
-    graded = [{"run": 0, "expected": 1, "parsed": g, "answer_expected": "left"} for g in (1, 0)]
+    grade = {"status": "answer", "reason": "one side", "source": "rules"}
+    graded = [
+        metric_row(
+            {"run": 0, "expected": "left", "parsed": p, "correct": p == "left", "grade": grade}
+        )
+        for p in ("left", "right")
+    ]
+    assert [g["parsed"] for g in graded] == [1, 0] and graded[0]["expected"] == 1
     plain = group_metrics(yes_no, 1)
     assert plain["f1_mean"] == pytest.approx(0.8) and plain["yes_rate"] == 0.75
     assert "answers" not in plain and "f1" in plain["per_run"][0]
@@ -288,7 +297,8 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
     odd = [r for r in rows if r["question_type"] == D][:4]
     for r, reply in zip(odd, ["north", "east", "to the north", "patient's left"], strict=True):
         r["reply"] = reply
-        r["rules"] = normalize(reply, D, r["question"]).to_json()
+        read = normalize(reply, D, r["question"])
+        r["grade"] = {**r["grade"], "status": read.status, "reason": read.reason}
     with FakeChatServer(answer=_judge_answer) as server:
         spec = f"openai-compat:judge@{server.base_url}"
         judged, summary = apply_judge(rows, run, spec)
@@ -297,7 +307,8 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
         assert summary["n_judged"] == 4
         assert summary["rules_vs_judge"]["kappa"] is not None
         assert 0.5 < summary["calibration"]["judge_accuracy"] <= 1.0
-        assert all(r["grade_source"] == "judge" for r in judged if r["reply"] in ("north", "east"))
+        north_east = [r for r in judged if r["reply"] in ("north", "east")]
+        assert all(r["grade"]["source"] == "judge" for r in north_east)
         # cache: the same call again asks nothing
         apply_judge(rows, run, spec)
         assert server.calls == first_calls

@@ -80,13 +80,16 @@ def test_every_result_line_round_trips_and_run_eval_returns_what_it_wrote(run):
 
 def test_results_key_order_is_the_row_order_written_before_records(run):
     _, returned = run
-    yes_no = next(r for r in returned if "answer_expected" not in r)
+    yes_no = next(r for r in returned if "grade" not in r)
     assert list(yes_no)[:3] == ["id", "run", "setup"]
     assert list(yes_no)[-3:] == ["structures_asked", "region", "modality"]
-    open_row = next(r for r in returned if "answer_expected" in r)
+    open_row = next(r for r in returned if "grade" in r)
     keys = list(open_row)
-    assert keys.index("expected_anatomical") + 1 == keys.index("answer_expected")
-    assert keys.index("reply") + 1 == keys.index("answer_read")
+    assert keys.index("expected_anatomical") + 1 == keys.index("image")
+    assert keys.index("reply") + 1 == keys.index("parsed")
+    assert keys.index("modality") + 1 == keys.index("grade")
+    side = next(r for r in returned if r["question_type"] == "laterality")
+    assert side["expected"] in ("left", "right") and side["parsed"] in ("left", "right", None)
     assert keys.index("error") < keys.index("structures_asked")
 
 
@@ -155,6 +158,27 @@ def test_older_result_rows_still_read():
     assert row.expected_standard == 0 and row.image is None and row.open is None
     with pytest.raises(DataFileError, match=r"^r: missing required field 'run'$"):
         ResultRow.from_json({k: v for k, v in old.items() if k != "run"}, "r")
+
+
+def test_older_open_rows_read_as_their_answers():
+    """An open row written before one answer model (expected 1, parsed the grade, answer_*
+    columns) reads as the answers it held, and writes in today's form."""
+    old = {
+        "id": "rq1/none/a/q0", "run": 0, "setup": "rq1", "marker": "none", "question": "q",
+        "question_type": "laterality", "expected": 1, "expected_standard": None,
+        "expected_anatomical": None, "answer_expected": "left", "answer_standard": "right",
+        "answer_anatomical": "left", "reply": "the right", "answer_read": "right",
+        "rules": {"value": "right", "status": "answer", "reason": "one side"},
+        "grade_source": "rules", "parsed": 0, "correct": False, "correct_standard": True,
+    }  # fmt: skip
+    row = ResultRow.from_json(old)
+    assert (row.expected, row.expected_standard, row.parsed) == ("left", "right", "right")
+    assert row.open.status == "answer" and row.open.source == "rules" and row.answered
+    new = row.to_json()
+    assert "answer_expected" not in new and new["grade"]["reason"] == "one side"
+    assert ResultRow.from_json(new) == row
+    with pytest.raises(DataFileError, match="grade"):
+        ResultRow.from_json({**new, "grade": {"status": "answer", "source": "oracle"}})
 
 
 def _doc_fields(heading: str, first_line: str | None = None) -> list[set[str]]:

@@ -106,7 +106,7 @@ def test_report_marks_oracles_and_gallery_shows_words(bench, random_run, tmp_pat
     # the model's words and the grade apart: a laterality reply reads left/right, not yes/no
     lat = next(r for r in rows(random_run / "results.jsonl") if r["question_type"] == "laterality")
     card = page[page.index(lat["id"]) :].split('<div class="item"', 1)[0]
-    assert f'{lat["answer_read"]}<span class="mk">{"✓" if lat["correct"] else "✗"}' in card
+    assert f'{lat["parsed"]}<span class="mk">{"✓" if lat["correct"] else "✗"}' in card
     # portable: images inside the report folder; the View filter offers the rotation codes
     assert "../" not in page and (rep / "images").is_dir()
     srcs = [s.split('"')[0] for s in page.split('<img loading="lazy" src="')[1:]]

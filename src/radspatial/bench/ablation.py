@@ -26,10 +26,8 @@ from radspatial.imaging.markers import (
     marker_half_extent,
     marker_style,
 )
-from radspatial.questions import get_question_type
+from radspatial.questions import get_question_type, mirp_type_name
 from radspatial.questions.frames import OPPOSITE, relation_holds
-
-AS_TYPE = "relative_position"  # what MIRP asks of its blank images
 
 
 def _bounds(size: int, markers: tuple[str, ...], rules: QuestionRules) -> tuple[tuple, tuple]:
@@ -73,7 +71,7 @@ def generate_ablation(
     """Yield ``(index, marker, png_rgb, row_fields)`` for ``count`` items per marker type.
 
     The questions are relative position's (MIRP's type), worded by it through the registry."""
-    asked = get_question_type(AS_TYPE)
+    asked = get_question_type(mirp_type_name())  # what MIRP asks of its blank images
     geometry = marker_geometry(rules.profile)
     targets = np.array([1, 0] * (count // 2))
     rng.shuffle(targets)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import DEFAULT_MODALITY, MODALITIES, modality_sentence
-from radspatial.core.records import SETUPS
+from radspatial.core.records import DEFAULT_TYPE, SETUPS
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
 from radspatial.imaging.planes import check_planes
 from radspatial.questions import QuestionRules, get_question_type
@@ -31,7 +31,7 @@ class GenerateConfig:
     markers: tuple[str, ...] = MARKER_TYPES
     as_count: int = 100
     rules: QuestionRules = field(default_factory=QuestionRules)
-    question_types: tuple[str, ...] = ("relative_position",)
+    question_types: tuple[str, ...] = (DEFAULT_TYPE,)
     group: bool | None = None  # None: MIRP grouping on for TotalSegmentator tables
     export_masks: bool = False
     # zlib level of the PNGs: 3 encodes a CT slice ~2.5x faster than Pillow's default 6 for

@@ -24,7 +24,7 @@ from radspatial.bench.plans import candidate as _candidate
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.slices import VARIANTS, Variant
 from radspatial.imaging.volumes import Volume
-from radspatial.questions import QuestionSpec, pairs
+from radspatial.questions import QuestionSpec, mirp_type_name, pairs
 from radspatial.questions.relative_position import (
     anatomical_holds,
     relation_holds,
@@ -84,7 +84,7 @@ def plan_groups(
                     _candidate(info.stats[o.label_id], o.name, variant, config.size) for o in (x, y)
                 )
                 spec = QuestionSpec(
-                    "relative_position",
+                    mirp_type_name(),
                     objs,
                     relation,
                     int(relation_holds(relation, objs[0].center_xy, objs[1].center_xy)),

@@ -41,7 +41,6 @@ from radspatial.core.staging import check_made_by, check_out_folder, swap_in
 from radspatial.formats.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
-from radspatial.questions.open_common import is_open
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -61,7 +60,7 @@ def writes_ablation(config: GenerateConfig) -> bool:
     """Whether the blank-image ablation (AS) is written: its items are MIRP's relative-position
     questions on a blank image, so only when relative position is asked (``--questions
     laterality`` alone writes none)."""
-    asked = "relative_position" in config.question_types
+    asked = any(get_question_type(n).mirp_type for n in config.question_types)
     return "as" in config.setups and config.as_count > 0 and asked
 
 
@@ -212,10 +211,9 @@ class _Chance:
 
     def add(self, row: ManifestRow) -> None:
         qtype = get_question_type(row.question_type)
-        item_chance = getattr(qtype, "item_chance", None)
-        if qtype.chance is None and item_chance is not None:
+        if qtype.chance is None and (chance := qtype.item_chance(row.params or {})) is not None:
             acc = self.sums.setdefault(qtype.name, [0.0, 0])
-            acc[0] += item_chance(row.params or {})
+            acc[0] += chance
             acc[1] += 1
 
     def of(self, name: str) -> float | None:
@@ -244,11 +242,7 @@ class _Tally:
         ):
             c = table.setdefault(key, {"n": 0, "yes": 0})
             c["n"] += 1
-            if is_open(row.question_type):  # a word or a number: count the classes
-                classes = c.setdefault("classes", {})
-                classes[str(row.answer)] = classes.get(str(row.answer), 0) + 1
-            else:
-                c["yes"] += row.answer
+            get_question_type(row.question_type).tally(c, row.answer)  # yeses, or classes
         self.chance.add(row)
         if row.setup != "as":  # groups: one per RQ1 B1 item of a group
             start = row.setup == "rq1" and row.transform == "B1"

@@ -72,7 +72,7 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     usable = usable_slices(vol, config, min(min_eligible(q) for q in qtypes))
     plans: list[SlicePlan] = []
     for q in qtypes:
-        if config.consistency and q.name == "relative_position":
+        if config.consistency and q.mirp_type:  # MIRP's type: 8-variant groups
             from radspatial.bench.consistency import plan_groups
 
             plans += plan_groups(vol, config, plane, [u for u in usable if len(u.eligible) > 1])
@@ -91,11 +91,11 @@ def _plan_type(
     """One question type's plans. Relative position keeps the original per-case random stream
     (datasets made before other types existed are reproduced byte for byte). Open types
     balance over their classes in blocks of one view (``blocks.plan_in_views``)."""
-    relpos = qtype.name == "relative_position"
+    relpos = qtype.mirp_type  # its stream: keyed by the case alone, as before other types
     key = plane_key(vol.case_id, plane)
     rng = keyed_rng(config.seed, key if relpos else f"{key}/{qtype.name}")
     cycle = [VARIANTS[i] for i in rng.permutation(len(VARIANTS))]
-    block = len(getattr(qtype, "classes", (0, 1))) or 1
+    block = qtype.n_balanced
 
     def scan(left: list[SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
         return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane), plans)
@@ -115,7 +115,7 @@ def _scan(
     """``plans`` extended by one pass over ``usable`` (the unfinished block left on)."""
     rng, cycle, shift, block, plane = how
     key, names = plane_key(vol.case_id, plane), vol.table.names
-    suffix = "" if qtype.name == "relative_position" else f"_{qtype.name}"
+    suffix = "" if qtype.mirp_type else f"_{qtype.name}"  # MIRP's file names for its type
     plans = list(plans)
     pair_targets: list[int] = []
     asked = {_asked_key(p.z, p.spec) for p in plans}  # --per-slice asks each once

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from radspatial.core import rules as thresholds
 from radspatial.core.jobspec import csv_lower, option
 from radspatial.core.jobspec import window as window_type
+from radspatial.core.records import DEFAULT_TYPE
 
 if TYPE_CHECKING:
     from radspatial.bench.config import GenerateConfig
@@ -111,7 +112,7 @@ class GenerateJob:
     min_distance: float = option(thresholds.MIN_DISTANCE_PX, type=float,
         help="px between the two centres")
     margin: float = option(thresholds.MARGIN_PX, type=float, help="px along the asked axis")
-    questions: tuple[str, ...] = option(("relative_position",), type=question_types, csv=True,
+    questions: tuple[str, ...] = option((DEFAULT_TYPE,), type=question_types, csv=True,
         annotation="Sequence[str]", help=QUESTIONS_HELP)
     size_tolerance: float = option(thresholds.SIZE_TOLERANCE, type=float,
         help="size/symmetry/distance: compared values differ by >= this fraction of the larger")

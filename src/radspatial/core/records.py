@@ -28,9 +28,15 @@ from radspatial.core.datafiles import (
     check_names,
     read_json_lines,
 )
+from radspatial.core.open_rows import OpenGrade, metric_row, open_values, outcome
+
+__all__ = ["OpenGrade", "metric_row", "outcome"]  # results rows' open part: core/open_rows.py
 
 Point = tuple[float, float]
-RELPOS = "relative_position"
+# the question type of a row that names none (rows written before there were other types);
+# the one place its name is spelled outside questions/ (``DEFAULT_TYPE`` everywhere else)
+DEFAULT_TYPE = "relative_position"
+RELPOS = DEFAULT_TYPE
 _STR, _INT, _NUM, _BOOL, _OBJ, _LIST = (str,), (int,), (float, int), (bool,), (dict,), (list,)
 SETUPS: tuple[str, ...] = ("rq1", "rq2", "rq3", "as")  # MIRP's three setups + the blank ablation
 MAX_COORD_PX = 1e5  # any pixel coordinate beyond this (4096 px images at most) is garbage
@@ -119,7 +125,7 @@ class _Flat:
     _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {}
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, row: dict, where: str) -> Any:
@@ -210,8 +216,8 @@ class ManifestRow:
     # eval derives the anatomical answer of relative position from the standard view
     legacy_frames: bool = field(default=False, compare=False)
 
-    _ABSENT_IF_NONE = ("object3", "params", "slice", "mask", "plane", "group", "group_twin")
-    _ABSENT_IF_NONE += ("modality",)
+    _ABSENT_IF_NONE: ClassVar[tuple[str, ...]] = ("object3", "params", "slice", "mask", "plane")
+    _ABSENT_IF_NONE += ("group", "group_twin", "modality")
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:
@@ -268,24 +274,6 @@ def read_manifest(path: Path) -> list[tuple[str, ManifestRow]]:
 
 
 @dataclass(frozen=True)
-class OpenGrade:
-    """What an open question's result row adds (``grading.rows``): the answers asked and read,
-    and who graded it. The row's ``parsed`` is the grade (1, 0, None) and ``expected`` is 1."""
-
-    answer_expected: Any  # canonical answer, shown image
-    answer_standard: Any = None
-    answer_anatomical: Any = None
-    answer_read: Any = None  # the normalized reply
-    rules: dict[str, Any] | None = None  # the normalizer's status and reason
-    grade_source: str = "none"  # rules | judge | none
-    options: tuple[str, ...] | None = None  # identification: the slice's structures
-    judge: dict[str, Any] | None = None  # with --judge: the verdict on this row
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-@dataclass(frozen=True)
 class ResultRow:
     """One item in one run: a line of ``results.jsonl`` (docs/format.md)."""
 
@@ -294,19 +282,19 @@ class ResultRow:
     setup: str
     marker: str
     question: str
-    expected: int | str  # the answer in the shown image (1 for open rows: ``parsed`` is a grade)
+    expected: int | str  # the answer in the shown image: 0/1, or an open type's word or number
     correct: bool
     question_type: str = RELPOS
     relation: str | None = None
     transform: str | None = None
     variant: str | None = None
     pair: str | None = None  # "a / b", the two structures sorted
-    expected_standard: int | None = None
-    expected_anatomical: int | None = None
+    expected_standard: int | str | None = None
+    expected_anatomical: int | str | None = None
     image: str | None = None
     prompt: str | None = None
     reply: str | None = None
-    parsed: int | None = None
+    parsed: int | str | None = None  # the answer read from the reply (None: none)
     parsed_mirp: int | None = None  # MIRP's own parser on the reply
     correct_standard: bool | None = None
     correct_anatomical: bool | None = None
@@ -320,23 +308,27 @@ class ResultRow:
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
 
+    @property
+    def answered(self) -> bool:
+        """Whether the reply counts as an answer: yes/no read as 0/1; an open reply graded right
+        or wrong (``open_rows.outcome``). Metrics count the others as invalid."""
+        if self.open is None:
+            return self.parsed is not None
+        return self.open.answered(self.correct)
+
     def to_json(self) -> dict[str, Any]:
-        """The row as written: the open grade's fields sit among the others, as they always
-        have (``answer_*`` after the expected answers, ``answer_read``/``rules``/
-        ``grade_source`` after the reply, ``options`` before and ``judge`` after the subgroup
-        fields)."""
-        head = ("id", "run", "setup", "marker", "question", "question_type", "relation")
-        head += ("transform", "variant", "pair", "expected", "expected_standard")
+        """The row as written (yes/no rows: the keys and order they always had; open rows add
+        ``options`` before the subgroup fields and ``grade`` and ``judge`` after them)."""
+        head: tuple[str, ...] = ("id", "run", "setup", "marker", "question", "question_type")
+        head += ("relation", "transform", "variant", "pair", "expected", "expected_standard")
         scores = ("parsed", "parsed_mirp", "correct", "correct_standard", "correct_anatomical")
         groups: list[tuple[str, ...]] = [head + ("expected_anatomical",)]
         grade = self.open.to_json() if self.open else {}
-        groups += [("answer_expected", "answer_standard", "answer_anatomical")] if grade else []
-        groups += [("image", "prompt", "reply")]
-        groups += [("answer_read", "rules", "grade_source")] if grade else []
-        groups += [scores + ("latency_s", "error")]
+        groups += [("image", "prompt", "reply"), scores + ("latency_s", "error")]
         if grade.get("options"):
             groups.append(("options",))
         groups.append(("structures_asked", "region", "modality"))
+        groups += [("grade",)] if grade else []
         if grade.get("judge") is not None:
             groups.append(("judge",))
         groups += [tuple(k for k in _PLANE_GROUP if getattr(self, k) is not None)]
@@ -347,12 +339,15 @@ class ResultRow:
     @classmethod
     def from_json(cls, row: dict, where: str = "result row") -> ResultRow:
         required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
-        optional = {"reply": _STR, "error": _STR, "image": _STR, "prompt": _STR}
+        optional: dict[str, tuple[type, ...]] = {"reply": _STR, "error": _STR, "image": _STR}
+        optional["prompt"] = _STR
         optional |= {k: _STR for k in _PLANE_GROUP}
         optional |= {"correct_standard": _BOOL, "correct_anatomical": _BOOL}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
+        if "grade" in row or "answer_expected" in row:  # an open type's row
+            return cls(**open_values(_known(cls, row), row, where))
         frames = ("expected_standard", "expected_anatomical", "parsed", "parsed_mirp")
         values = _known(cls, row) | answers01(row, where, ("expected",), frames)
         values.pop("open", None)
@@ -360,11 +355,6 @@ class ResultRow:
             old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
             values["expected_standard"] = old.get("expected_canonical")
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
-        if "answer_expected" in row:
-            grade = _known(OpenGrade, row)
-            if grade.get("options") is not None:
-                grade["options"] = tuple(grade["options"])
-            values["open"] = OpenGrade(**grade)
         return cls(**values)
 
 
@@ -382,7 +372,7 @@ def read_results(path: Path) -> list[ResultRow]:
 MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy_frames")
 OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
 RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name != "open")
-OPEN_RESULT_FIELDS = tuple(f.name for f in fields(OpenGrade))
+OPEN_RESULT_FIELDS = ("grade", "options", "judge")  # what OpenGrade.to_json adds
 
 
 def error_count(metrics: Mapping[str, Any]) -> int:

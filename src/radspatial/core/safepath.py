@@ -10,15 +10,14 @@ symlinks leading out are refused with a ``PathEscapeError`` naming the file and 
 
 The same module holds the other rules about where files are: ``check_disjoint(out, inputs)``
 refuses an ``--out`` that is, contains or lies inside an input (so ``--overwrite`` can never
-delete what the command reads), ``check_regular(path)`` refuses FIFOs and devices where a file
-is read (a FIFO would hang the reader), and ``check_image_bytes`` an image whose bytes are not
-what its name says (a GIF named ``.png``).
+delete what the command reads), and ``check_image_bytes`` an image whose bytes are not what
+its name says (a GIF named ``.png``). FIFOs and devices are refused where a file is read by
+``core.datafiles`` (a FIFO would hang the reader).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 
@@ -72,20 +71,6 @@ def check_disjoint(out: Path, inputs: dict[str, Path | None]) -> None:
                 f"--out {out}: {how} the input {flag} {path}; writing there would replace the "
                 "input (choose another --out)"
             )
-
-
-def check_regular(path: Path, what: str = "file") -> Path:
-    """``path`` if it is a regular file (symlinks followed); a FIFO, device or folder is a
-    ``PathEscapeError`` naming it (reading a FIFO would wait forever)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise PathEscapeError(f"{path}: cannot read the {what} ({exc.strerror})") from None
-    if not stat.S_ISREG(mode):
-        raise PathEscapeError(
-            f"{path}: the {what} is not a regular file (a FIFO, device or folder)"
-        )
-    return Path(path)
 
 
 _SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8",), ".jpeg": (b"\xff\xd8",)}

@@ -18,17 +18,18 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from radspatial.core.records import DEFAULT_TYPE, metric_row
 from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
 from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
-from radspatial.questions import chance_levels
+from radspatial.questions import chance_levels, is_mirp_type
 from radspatial.questions.frames import AXES, anatomical_from_standard
 
 Row = dict[str, Any]
-_RELPOS = "relative_position"
+_RELPOS = DEFAULT_TYPE  # a row that names no type
 
 
 def _nan_to_none(x: float) -> float | None:
@@ -36,8 +37,8 @@ def _nan_to_none(x: float) -> float | None:
 
 
 def _is_open(row: Row) -> bool:
-    """An open answer (a word or a count): ``expected`` is 1 and ``parsed`` its grade."""
-    return "answer_expected" in row
+    """An open answer (a word or a count), counted by ``metric_row`` as right/wrong/none."""
+    return "grade" in row
 
 
 def _per_run(rows: Sequence[Row], runs: int, target: str) -> dict[int, Any]:
@@ -159,7 +160,7 @@ def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
 
 
 def _is_headline(r: Row) -> bool:
-    return r.get("question_type", _RELPOS) == _RELPOS and r["setup"] in ("rq1", "rq2", "rq3")
+    return is_mirp_type(r.get("question_type")) and r["setup"] in ("rq1", "rq2", "rq3")
 
 
 def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
@@ -190,6 +191,7 @@ def compute_metrics(
     MIRP's block is computed on axial items only (MIRP's slices and definitions)."""
     errors = sum(1 for r in rows if r.get("error"))
     rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
+    rows = [metric_row(r) for r in rows]  # open rows: right, wrong or no answer
     axial = [r for r in rows if not r.get("plane")]
     return {
         "model": model,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
+from radspatial.core.records import DEFAULT_TYPE
 from radspatial.core.textsafe import fig_text
 from radspatial.eval.consistency import draw_consistency
 from radspatial.eval.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
@@ -30,7 +31,7 @@ from radspatial.eval.plotting import new_figure as _figure
 from radspatial.eval.plotting import png_bytes as _png
 from radspatial.imaging.planes import PLANES  # PLANES[0]: axial, MIRP's plane
 
-RELPOS = "relative_position"
+RELPOS = DEFAULT_TYPE  # MIRP's type, the headline's
 Summary = dict[str, Any]
 
 

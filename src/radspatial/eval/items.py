@@ -22,7 +22,7 @@ from typing import Any
 from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
 from radspatial.core.labels import normalize_name
 from radspatial.core.modality import modality_of
-from radspatial.core.records import RELPOS, ManifestRow, read_manifest
+from radspatial.core.records import DEFAULT_TYPE, RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
 from radspatial.questions import check_answer
@@ -51,7 +51,7 @@ class EvalItem:
     object1: str | None = None  # snake_case structure name, when known
     object2: str | None = None
     variant: str = "normal"  # anatomy variant of the case (normal, situs_inversus, blank, ...)
-    question_type: str = "relative_position"  # or a SPAR-VQA type (orientation, size, ...)
+    question_type: str = DEFAULT_TYPE  # or a SPAR-VQA type (orientation, size, ...)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -260,7 +260,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                             object2=n2,
                             variant="blank" if setup == "as" else "normal",
                             # our MIRP-layout files name SPAR-VQA types; MIRP's own have none
-                            question_type=qa.get("question_type", "relative_position"),
+                            question_type=qa.get("question_type", DEFAULT_TYPE),
                             extra=extra,
                         )
                     )

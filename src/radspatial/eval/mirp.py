@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from radspatial.eval.metrics import BinaryMetrics, binary_metrics
+from radspatial.questions import is_mirp_type
 
 _OPEN = r"[\(\[\{'\"\.\s]*"
 _CLOSE = r"[\)\]\}'\"\.\s]*"
@@ -140,7 +141,7 @@ def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
     ``anatomy_left_right`` (anatomical frame), each on the anatomy script's own subset."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if r.get("question_type", "relative_position") == "relative_position":
+        if is_mirp_type(r.get("question_type")):
             groups[group_key(r["setup"], r["marker"])].append(r)
     out: dict[str, Any] = {}
     for key in sorted(groups):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.modality import modality_sentence
+from radspatial.core.records import DEFAULT_TYPE
 from radspatial.eval.items import EvalItem
 from radspatial.imaging.markers import marker_style
 from radspatial.questions import (
@@ -61,7 +62,7 @@ MIRP_BLANK = (
 
 
 def example_question(
-    setup: str, marker: str, question_type: str = "relative_position", answer: int = 1
+    setup: str, marker: str, question_type: str = DEFAULT_TYPE, answer: int = 1
 ) -> str:
     """The example for a (question type, setup, marker), worded like the real questions from
     the type's ``example`` (its structures; the relation asked for a yes and for a no).

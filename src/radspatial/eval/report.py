@@ -95,7 +95,7 @@ def load_run(path: Path, label: str | None = None) -> RunData:
 def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
     """modality -> setup/marker (and "all") -> accuracy with Wilson 95% CI, errors left out."""
     plain = [
-        {"correct": r.correct, "parsed": r.parsed, "m": r.modality or "unknown", "k": k}
+        {"correct": r.correct, "answered": r.answered, "m": r.modality or "unknown", "k": k}
         for r in rows
         if not r.error
         for k in (f"{r.setup}/{r.marker}", "all")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from radspatial.core.records import SETUPS
+from radspatial.core.records import DEFAULT_TYPE, SETUPS
 from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.questions.frames import AXES as FRAME_AXES
 
@@ -29,7 +29,7 @@ FRAME_HEADER = (
     "Image (not aligned)",
     "Anatomical (not aligned)",
 )
-RELPOS = "relative_position"
+RELPOS = DEFAULT_TYPE  # MIRP's type, the headline's
 DASH = "–"
 Group = dict[str, Any]
 

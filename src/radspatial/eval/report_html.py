@@ -191,7 +191,7 @@ def gallery_items(
         for row in _rows(Path(run_dir)):
             item = items.setdefault(row["id"], {"row": row, "models": {}, "root": root})
             model = item["models"].setdefault(label, {"runs": {}})
-            read = row.get("answer_read") if "answer_expected" in row else None
+            read = row.get("parsed") if "grade" in row else None
             model["runs"][row["run"]] = (
                 row.get("parsed"), row.get("correct"), row.get("error"), read
             )  # fmt: skip
@@ -245,8 +245,8 @@ def _answer(v: Any) -> str:
 
 def _expected_line(r: dict[str, Any]) -> str:
     """The expected answer in the three frames: yes/no, or the open answer's words."""
-    if "answer_expected" in r:  # open question: the canonical text or number per frame
-        frames = [r.get("answer_expected"), r.get("answer_standard"), r.get("answer_anatomical")]
+    if "grade" in r:  # open question: the answer's text or number per frame
+        frames = [r.get("expected"), r.get("expected_standard"), r.get("expected_anatomical")]
         a, b, c = (html.escape("–" if v is None else str(v)) for v in frames)
     else:
         a, b, c = (
@@ -292,7 +292,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
             replies.append(f'<div class="reply"><b>{esc(label)}</b>: not evaluated</div>')
             continue
         runs = [m["runs"][k] for k in sorted(m["runs"])]
-        marks = [_run_mark(run, open_item="answer_expected" in r) for run in runs]
+        marks = [_run_mark(run, open_item="grade" in r) for run in runs]
         p0 = m["runs"].get(0, runs[0])
         answers.add(p0[0] if not p0[2] else "error")
         wrong = wrong or (not p0[2] and not p0[1])

@@ -41,7 +41,7 @@ def transform_groups(rows: Sequence[Any]) -> dict[str, dict[str, dict[str, Cell]
             c = out.setdefault(panel, {}).setdefault(r.transform, _empty())
             c["n"] += 1
             c["correct"] += bool(r.correct)
-            c["invalid"] += r.parsed is None  # an abstention or an unparseable reply
+            c["invalid"] += not r.answered  # an abstention or an unparseable reply
             if level is not None:
                 c["chance_sum"] += level
                 c["n_chance"] += 1

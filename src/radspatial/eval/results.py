@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.core.answers import YES_NO
 from radspatial.core.records import ResultRow
 from radspatial.eval.items import EvalItem
 from radspatial.eval.mirp import parse_mirp
 from radspatial.eval.scoring import parse_answer
 from radspatial.eval.subgroups import anatomy_region
 from radspatial.grading.rows import open_scores
-from radspatial.questions.open_common import is_open
+from radspatial.questions import answer_kind
 
 # the item's fields a result row repeats as they are
 _AS_ASKED = (
@@ -38,10 +39,10 @@ def result_row(
     reply = call.get("reply") if call else None
     error = call.get("error") if call else "not run"
     answered = reply if reply is not None and not error else None
-    if is_open(item.question_type):
-        scores = open_scores(item, answered)
-    else:
+    if answer_kind(item.question_type) == YES_NO:  # MIRP's parser too, for its statistics
         scores = _yes_no_scores(item, answered, prompt, protocol)
+    else:  # the type's own reader (grading.rows): words, names, numbers
+        scores = open_scores(item, answered)
     return ResultRow(
         **{k: getattr(item, k) for k in _AS_ASKED},
         run=run,

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from radspatial.eval.metrics import wilson_interval
+from radspatial.questions import is_mirp_type
 
-_RELPOS = "relative_position"
 _COUNTS = ("n", "answered", "correct")
 DEFINITION = (
     "relative position, setup rq1 (plain axial slice, two organ names, no markers); "
@@ -35,7 +35,7 @@ DEFINITION = (
 def _is_plain_rq1(row: Mapping[str, Any]) -> bool:
     return (
         row.get("setup") == "rq1"
-        and row.get("question_type", _RELPOS) == _RELPOS
+        and is_mirp_type(row.get("question_type"))
         and row.get("plane") in (None, "", "axial")
         and not row.get("error")
         and row.get("expected") in (0, 1)

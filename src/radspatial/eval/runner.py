@@ -375,7 +375,7 @@ def _write_results(
     from radspatial.eval.aggregate import compute_metrics
 
     judge = None
-    if config.judge and any("answer_expected" in r for r in rows):
+    if config.judge and any("grade" in r for r in rows):  # open rows
         from radspatial.grading.judge import apply_judge
 
         rows, judge = apply_judge(

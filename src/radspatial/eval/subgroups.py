@@ -52,9 +52,14 @@ def _group(rows: Sequence[dict], keys: Callable[[dict], Iterable[str]]) -> dict[
             "accuracy": round(correct / n, 6),
             "ci_low": round(lo, 6),
             "ci_high": round(hi, 6),
-            "invalid_rate": round(sum(r["parsed"] is None for r in sub) / n, 6),
+            "invalid_rate": round(sum(not _answered(r) for r in sub) / n, 6),
         }
     return out
+
+
+def _answered(row: dict) -> bool:
+    """A row's ``answered`` (``ResultRow.answered``), else its ``parsed`` was read (metrics)."""
+    return row["answered"] if "answered" in row else row["parsed"] is not None
 
 
 def grouped_accuracy(rows: Sequence[dict], key: Callable[[dict], str | None]) -> dict[str, Any]:

@@ -132,13 +132,13 @@ def export_lmms(
     from radspatial.eval.items import load_items
     from radspatial.eval.runner import mirp_examples
     from radspatial.formats.hf_export import export_hf
-    from radspatial.questions.open_common import is_open
+    from radspatial.formats.lmms_tasks import scored_here
 
     if not NAME_RE.fullmatch(name):
         raise ValueError(f"--name must be letters, digits and _ (a letter first), got {name!r}")
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    items = [i for i in load_items(Path(data)) if not is_open(i.question_type)]
+    items = [i for i in load_items(Path(data)) if scored_here(i.question_type)]
     if not items:
         raise ValueError(f"{data}: no yes/no questions (lmms-eval tasks hold yes/no types only)")
     order = ("rq1", "rq2", "rq3", "as")

@@ -30,7 +30,7 @@ from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
-from radspatial.formats.lmms_tasks import ROW_METRIC
+from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
@@ -77,18 +77,17 @@ def dataset_truth(data: Path) -> Truth:
     from radspatial.eval.items import load_items
     from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL
     from radspatial.eval.runner import mirp_examples
-    from radspatial.questions.open_common import is_open
 
     data = Path(os.path.abspath(data))  # the rows name images from any working folder, as eval's
     manifest = data / "manifest.jsonl"
     if not manifest.is_file():
         raise DataFileError(f"--data {data}: not a radspatial dataset (no manifest.jsonl)")
-    loaded = [i for i in load_items(data) if not is_open(i.question_type)]
+    loaded = [i for i in load_items(data) if scored_here(i.question_type)]
     examples = mirp_examples(loaded, 1)
     items, prompts = {}, {}
     for where, raw in read_json_lines(manifest):
         item = manifest_item(Path(), where, ManifestRow.from_json(raw, where))
-        if is_open(item.question_type):
+        if not scored_here(item.question_type):
             continue
         items[item.id] = item
         prompts[item.id] = {

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
+from radspatial.core.answers import YES_NO
 from radspatial.core.records import ManifestRow
 from radspatial.eval.items import EvalItem, manifest_item
+from radspatial.questions import answer_kind
 
 TASK_FILE = "radspatial_task.json"  # protocol, version pin, MIRP examples
 FAILED = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]")  # lmms-eval's failed calls
@@ -42,6 +44,14 @@ FRAME_METRICS = {
 OTHER_METRICS = ("f1", "invalid_rate")
 ROW_METRIC = "accuracy"  # its logged value is the whole row (lmms_import reads it)
 # what the aggregations read of a row (the other metrics log only these)
+KINDS = (YES_NO,)  # the answer kinds a task scores (core/answers.py): its metrics are yes/no's
+
+
+def scored_here(question_type: str | None) -> bool:
+    """Whether an lmms-eval task holds questions of this type (its answers are of ``KINDS``)."""
+    return answer_kind(question_type) in KINDS
+
+
 SCORE_FIELDS = ("id", "run", "setup", "marker", "error", "parsed", *FRAME_METRICS.values())
 
 
@@ -121,10 +131,8 @@ class TaskHooks:
         def process_docs(dataset: Any) -> Any:
             from datasets import Image
 
-            from radspatial.questions.open_common import is_open
-
             def keep(doc: dict[str, Any]) -> bool:
-                return doc["setup"] == setup and not is_open(doc.get("question_type") or "")
+                return doc["setup"] == setup and scored_here(doc.get("question_type"))
 
             kept = dataset.filter(keep)
             raw = kept.cast_column("image", Image(decode=False))

@@ -18,6 +18,7 @@ from typing import TextIO
 from radspatial.core.datafiles import DataFileError, check_fields, read_json
 from radspatial.core.records import ManifestRow
 from radspatial.imaging.markers import marker_style
+from radspatial.questions import is_mirp_type
 
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
 # MIRP's file name, typo included: its anatomy script and download use exactly this name
@@ -59,7 +60,7 @@ def mirp_item(row: ManifestRow) -> dict:
         x, y = o.center_xy
         item[f"object{k}_center_x"] = int(round(x)) if blank else x  # AS: ints, as published
         item[f"object{k}_center_y"] = int(round(y)) if blank else y
-    if row.question_type != "relative_position":
+    if not is_mirp_type(row.question_type):
         item["question_type"] = row.question_type
         if "n" in (row.params or {}):
             item["count"] = row.params["n"]

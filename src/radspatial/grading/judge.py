@@ -24,10 +24,12 @@ from typing import Any
 
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.io import atomic_write_json, jsonl_line, open_append, read_call_log
+from radspatial.core.records import outcome
 from radspatial.core.redact import redact, redact_json
 from radspatial.grading.normalize import normalize, rule_grade
 from radspatial.grading.verdict import parse_verdict
 from radspatial.models.base import Decoding, Reply, Request, create_backend
+from radspatial.questions import get_question_type
 
 JUDGE_VERSION = "radspatial-judge-1"
 JUDGE_PROMPT = (
@@ -49,21 +51,8 @@ _CALL_FIELDS = frozenset({"key", "reply", "error", "understood", "grade"})
 
 
 def accepted_forms(expected: Any, question_type: str) -> str:
-    """Other forms of the reference answer the judge should accept."""
-    if question_type == "identification" and isinstance(expected, str):
-        from radspatial.questions.parsing import lookup_name
-
-        name = lookup_name(expected) or expected
-        words = name.split("_")
-        forms = {name, name.replace("_", " ")}
-        if words[-1] in ("left", "right"):
-            base = " ".join(words[:-1])
-            forms |= {f"{base} ({words[-1]})", f"{words[-1]} {base}"}
-        return ", ".join(sorted(forms - {expected}))
-    if question_type == "counting":
-        words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
-        return words[int(expected)] if 0 <= int(expected) < len(words) else str(expected)
-    return "(none)"
+    """Other forms of the reference answer the judge should accept (the type says which)."""
+    return get_question_type(question_type).accepted_forms(expected)
 
 
 def judge_prompt(question: str, expected: Any, reply: str, question_type: str) -> str:
@@ -179,15 +168,13 @@ def apply_judge(
     backend: Any = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge the open rows the rules left undecided (all open rows with ``judge_all``); return
-    the rows (judged ones take the judge's grade, ``grade_source`` = ``judge``, the rules' grade
-    kept in ``rules``) and the judge summary written to ``out/judge.json``."""
-    open_rows = [r for r in rows if "answer_expected" in r and not r.get("error")]
-    chosen = [
-        r for r in open_rows if judge_all or (r.get("rules") or {}).get("status") == "undecided"
-    ]
+    the rows (judged ones take the judge's grade: ``correct`` and the grade's ``source`` =
+    ``judge``; the rules' reading stays in ``parsed`` and the grade's ``status``) and the judge
+    summary written to ``out/judge.json``."""
+    open_rows = [r for r in rows if "grade" in r and not r.get("error")]
+    chosen = [r for r in open_rows if judge_all or r["grade"]["status"] == "undecided"]
     cases = [
-        _case(r["question"], r["answer_expected"], r["reply"] or "", r["question_type"])
-        for r in chosen
+        _case(r["question"], r["expected"], r["reply"] or "", r["question_type"]) for r in chosen
     ]
     calibration = load_calibration()
     calib_cases = [
@@ -245,10 +232,10 @@ def _take_verdicts(
             row["judge"] = {"verdict": None, "reply": rec.get("reply") if rec else None}
             continue
         grade = rec["grade"]
-        if row["rules"]["status"] != "undecided":
-            pairs[0].append(_label(row["parsed"]))
+        if row["grade"]["status"] != "undecided":
+            pairs[0].append(_label(outcome(row)))
             pairs[1].append(_label(grade))
-        row.update(parsed=grade, correct=grade == 1, grade_source="judge")
+        row.update(correct=grade == 1, grade={**row["grade"], "source": "judge"})
         row["judge"] = {"verdict": _label(grade), "key": case["key"]}
     return n_failed
 

@@ -92,7 +92,7 @@ def fold_review(
                         "run": m["run"],
                         "automatic": auto,
                         "reviewed": m["mark"],
-                        "grade_source": row.get("grade_source", "rules"),
+                        "grade_source": (row.get("grade") or {}).get("source", "rules"),
                         "reply": row.get("reply"),
                         **{k: m[k] for k in ("reviewer", "note") if k in m},
                     }

@@ -1,13 +1,12 @@
-"""Scores of the open question types' result rows: the reply graded by the rules (the judge may
-decide later, ``grading.judge``), in the three frames.
+"""Scores of the open question types' result rows: the reply read and graded by its question
+type (the judge may decide later, ``grading.judge``), in the three frames.
 
-Open rows keep the result-row schema of the yes/no types so every metric applies unchanged:
-``expected`` is 1 and ``parsed`` is the grade (1 correct, 0 incorrect, None invalid or
-undecided), so accuracy and invalid rate mean what they mean for yes/no. What was asked and
-read lives beside it, in the row's ``OpenGrade`` (``core.records``): ``answer_expected`` (the
-canonical answer, shown image), ``answer_standard``/``answer_anatomical`` (the other frames),
-``answer_read`` (the normalized reply), ``grade_source`` (``rules`` | ``judge`` | ``none``) and
-``rules`` (the normalizer's status and reason).
+An open row holds answers, not a fake yes/no: ``expected``, ``expected_standard`` and
+``expected_anatomical`` are the answers asked (a word, a name, a number), ``parsed`` the answer
+the type's reader found in the reply (None: none), ``correct*`` the comparisons, and its
+``OpenGrade`` (``core.records``) how it was graded: the reading's ``status`` and ``reason``
+and the ``source`` (``rules`` | ``judge`` | ``none``). Metrics count an open row as right,
+wrong or without an answer (``core.records.metric_row``).
 """
 
 from __future__ import annotations
@@ -16,38 +15,35 @@ from typing import Any
 
 from radspatial.core.records import OpenGrade
 from radspatial.eval.items import EvalItem
-from radspatial.grading.normalize import canonical, normalize, rule_grade
+from radspatial.questions import get_question_type
 
 
 def open_scores(item: EvalItem, reply: str | None) -> dict[str, Any]:
     """The scoring fields of a ``ResultRow`` for an open item; ``reply`` None: no answer."""
-    qtype = item.question_type
-    norm = normalize(reply, qtype, item.question) if reply is not None else None
-    grade = rule_grade(norm, item.expected, qtype) if norm else None
+    qtype = get_question_type(item.question_type)
+    read = qtype.read_reply(reply, item.question) if reply is not None else None
 
     def frame(expected: Any) -> bool | None:
-        if expected is None or norm is None:
+        if expected is None or read is None:
             return None
-        return norm.status == "answer" and norm.value == canonical(expected, qtype)
+        return read.graded(qtype.canonical(expected)).correct is True
 
     options = (item.extra.get("params") or {}).get("options")
-    decided = grade is not None or (norm is not None and norm.status == "invalid")
+    graded = read.graded(qtype.canonical(item.expected)) if read is not None else None
+    decided = graded is not None and graded.correct is not None
     return {
-        "expected": 1,
-        "expected_standard": None,
-        "expected_anatomical": None,
-        "parsed": grade,
+        "expected": item.expected,
+        "expected_standard": item.expected_standard,
+        "expected_anatomical": item.expected_anatomical,
+        "parsed": read.value if read is not None else None,
         "parsed_mirp": None,
-        "correct": grade == 1,
+        "correct": bool(graded and graded.correct),
         "correct_standard": frame(item.expected_standard),
         "correct_anatomical": frame(item.expected_anatomical),
         "open": OpenGrade(
-            answer_expected=item.expected,
-            answer_standard=item.expected_standard,
-            answer_anatomical=item.expected_anatomical,
-            answer_read=norm.value if norm else None,
-            rules=norm.to_json() if norm else None,
-            grade_source="rules" if decided else "none",
+            status=read.status if read is not None else "undecided",
+            reason=read.reason if read is not None else "no reply",
+            source="rules" if decided else "none",
             options=tuple(options) if options else None,
         ),
     }

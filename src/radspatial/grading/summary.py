@@ -24,7 +24,7 @@ def open_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        if "answer_expected" in r and not r.get("error"):
+        if "grade" in r and not r.get("error"):
             groups[r["question_type"]].append(r)
     out: dict[str, Any] = {}
     for qtype, sub in sorted(groups.items()):
@@ -37,10 +37,8 @@ def open_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "standard": _acc([bool(r["correct_standard"]) for r in sub]),
             "anatomical": _acc([bool(r["correct_anatomical"]) for r in sub]),
             "invalid_rate": round(sum(r["parsed"] is None for r in sub) / len(sub), 6),
-            "graded_by": dict(sorted(Counter(r.get("grade_source", "rules") for r in sub).items())),
-            "rules_status": dict(
-                sorted(Counter((r.get("rules") or {}).get("status") for r in sub).items())
-            ),
+            "graded_by": dict(sorted(Counter(r["grade"]["source"] for r in sub).items())),
+            "rules_status": dict(sorted(Counter(r["grade"]["status"] for r in sub).items())),
         }
     return out
 

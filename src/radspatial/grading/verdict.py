@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from radspatial.eval.scoring import _demarkup, _strip_think
+from radspatial.core.replies import demarkup, strip_think
 
 VERDICTS = {"CORRECT": 1, "INCORRECT": 0, "INVALID": None}
 _WORD = r"(?P<word>CORRECT|INCORRECT|INVALID)\b"
@@ -52,7 +52,7 @@ def parse_verdict(text: str | None) -> tuple[bool, int | None]:
     """(understood, grade) of a judge's reply (see the module docstring)."""
     if not isinstance(text, str):
         return False, None
-    clean = _demarkup(_strip_think(text)).strip()
+    clean = demarkup(strip_think(text)).strip()
     alone = _ALONE.match(clean)
     if alone:
         return True, VERDICTS[alone["word"].upper()]

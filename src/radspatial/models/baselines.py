@@ -43,6 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.records import DEFAULT_TYPE
 from radspatial.imaging.planes import DEFAULT_PLANE, PLANES
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
 from radspatial.questions import QUESTION_TYPES, PriorInput, answer_classes
@@ -240,7 +241,7 @@ class Baseline:
     def _prior(self, req: Request) -> int | str | None:
         """What the question's type says typical anatomy (anatomy-prior) or the standard view
         (standard-view) answers; None for the other baselines or where it says nothing."""
-        name = req.meta.get("question_type", "relative_position")
+        name = req.meta.get("question_type") or DEFAULT_TYPE
         if self.kind not in _ATLAS_KINDS or name not in QUESTION_TYPES:
             return None
         plane = req.meta.get("plane") or DEFAULT_PLANE

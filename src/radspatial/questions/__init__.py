@@ -19,24 +19,26 @@ from __future__ import annotations
 
 import pkgutil
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from radspatial.core.answers import YES_NO, Answer, Grade
 from radspatial.core.datafiles import answer01, one_of
-from radspatial.core.labels import side_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
-from radspatial.questions.records import Decision
+from radspatial.questions.records import Decision, Example, PriorInput
+from radspatial.questions.yesno_reading import parse_answer
 
 if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
     from radspatial.questions.parsing import Asked
     from radspatial.questions.records import Context, Found, ParsedQuestion, Ref, Scene
 
-__all__ = ["QuestionRules"]  # re-exported: its home is core/rules.py
+__all__ = ["Example", "PriorInput", "QuestionRules"]  # re-exported: homes in records, rules
 T = TypeVar("T")
 
 # the CLI's groups (``--questions spar|spar-binary|open``) as their types declare them
@@ -132,143 +134,102 @@ def marker_ref(kind: str, text: str) -> str:
     return marker_style(kind).ref(text)
 
 
-@dataclass(frozen=True)
-class Example:
-    """A type's fixed in-context example, worded by ``eval/prompts.py`` like the real question
-    (same setup and marker type) from these parts."""
-
-    names: tuple[str, ...] = ()  # display names of the structures it asks about
-    relations: tuple[str, str] = ("", "")  # binary: the relation asked for the answer (0, 1)
-    params: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"n": 2} for count
-    answers: tuple = ()  # open: the answers, one picked per item by a hash of its id
-    first_mark: int = 0  # the first of the example markers it uses
-    question: str = ""  # a fixed question instead, the same in every setup (orientation)
-
-
-@dataclass(frozen=True)
-class PriorInput:
-    """What a reader that does not look at the image knows of one item (models/baselines.py).
-
-    ``reader``: "anatomy-prior" recites typical anatomy (``atlas``: structure -> standard-view
-    centre in [0, 1] of the image); "standard-view" reads the item's own standard-view centres
-    (``meta``'s ``center1_canonical``/``center2_canonical``, px of an image ``width`` wide).
-    ``meta``: the request's item fields (``relation``, ``object1``..``object3`` names, ...).
-    ``pairs``: (a, b) -> typical centre(a) - centre(b) on slices showing both (empty: unknown).
-    """
-
-    reader: str
-    meta: Mapping[str, Any]
-    atlas: Mapping[str, tuple[float, float]]
-    width: float = 512.0
-    pairs: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
-
-    def offset(self, k1: int, k2: int) -> tuple[float, float] | None:
-        """Typical standard-view centre(object k1) - centre(object k2) where both are seen
-        together (``pairs``), None if the pair was never seen together."""
-        a, b = self.meta.get(f"object{k1}"), self.meta.get(f"object{k2}")
-        return self.pairs.get((a, b)) if a and b else None
-
-    def centres(self, n: int, *, guess_side: bool) -> list[tuple[float, float] | None]:
-        """Atlas centres of object1..objectN (None where unknown); with ``guess_side`` a sided
-        name missing from the atlas sits in the middle of its side (patient's left: image
-        right in standard view)."""
-        out = []
-        for k in range(1, n + 1):
-            name = self.meta.get(f"object{k}")
-            centre = self.atlas.get(name) if name else None
-            if centre is None and name and guess_side and (side := side_of(name)):
-                centre = (0.7, 0.5) if side == "left" else (0.3, 0.5)
-            out.append(centre)
-        return out
-
-
-class QuestionType(Protocol):
-    """What a question type provides. :class:`TypeDefaults` gives the optional members."""
+class QuestionType(ABC):
+    """What a question type provides: the generator's proposal and wording, the agent's parse
+    and decision, the prior, and its scoring (``answer_kind``, ``read_reply``, ``canonical``,
+    ``accepted_forms``, ``chance``). ``name`` and ``choose_variant`` must be defined
+    (:class:`KeepVariant` keeps the variant; ``register_question_type`` refuses anything else),
+    and a generated type defines ``propose`` and ``text``; the rest have defaults: every setup,
+    a yes/no answer, no agent support, no prior, no group, none of MIRP's traits."""
 
     name: str
-    setups: tuple[str, ...]  # which of rq1/rq2/rq3 it can be asked in (default: all three)
     n_objects: int  # objects that carry markers (0 for orientation)
-    chance: float | None  # accuracy of a random guess (0.5: binary, balanced)
-    open_answer: bool  # answered by a word or a number (open_common.py), not yes/no
-    example: Example | None  # its fixed in-context example (None: prompts refuse the type)
+    setups: tuple[str, ...] = ("rq1", "rq2", "rq3")  # which of rq1/rq2/rq3 it can be asked in
+    chance: float | None = 0.5  # accuracy of a random guess (0.5: binary, balanced)
+    example: Example | None = None  # its fixed in-context example (None: prompts refuse it)
+    # scoring: the kind of its answers (core/answers.py: yes/no, choice, count, name, or a new
+    # kind of its own) and the classes it balances over (empty: binary, or per item)
+    answer_kind: str = YES_NO
+    classes: tuple = ()
     # the agent: what its parser returns (empty: the agent does not parse its questions), the
     # role of each parsed structure, and where its patterns come in the parser's order
-    relations: tuple[str, ...]
-    roles: tuple[str, ...]
-    parse_order: int
-    relation_words: re.Pattern | None  # words that make a prompt's sentence its question
+    relations: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    parse_order: int = 50
+    relation_words: re.Pattern | None = None  # words that make a prompt's sentence its question
     # the CLI group it belongs to ("spar", "open"; empty: none) and its place in the group's
     # order, which is the order ``--question-types <group>`` generates in
-    group: str
-    group_order: int
-    weighs_uncertainty: bool  # verify() weighs Found.uncertainty_px (TypeDefaults)
+    group: str = ""
+    group_order: int = 50
+    # the agent: ``verify`` weighs each localization's ``Found.uncertainty_px``, so a
+    # localization flagged only as uncertain (``details["uncertain_reason"]``) is decided on
+    # rather than abstained on; types that leave it False abstain on such a flag
+    weighs_uncertainty: bool = False
+    # MIRP's own type (relative position): MIRP's files and protocol, its statistics, the
+    # headline, the blank-image (AS) ablation, 8-variant consistency groups, and image files
+    # without a type suffix. One registered type has it.
+    mirp_type: bool = False
 
+    @property
+    def open_answer(self) -> bool:
+        """Answered by a word or a number (any kind but yes/no)."""
+        return self.answer_kind != YES_NO
+
+    @property
+    def n_balanced(self) -> int:
+        """How many answers the generator balances over in a block: the classes, 2 for yes/no,
+        1 for an open type without classes (identification: whatever the marker sits on)."""
+        return len(self.classes) or (1 if self.open_answer else 2)
+
+    def item_chance(self, params: Mapping[str, Any]) -> float | None:
+        """Chance on one item (default: the type's ``chance``; a type without one says it from
+        the item's ``params``)."""
+        return self.chance
+
+    def tally(self, counts: dict[str, Any], answer: Any) -> None:
+        """dataset.json's count of one answer: yes/no types count their yeses, open types each
+        class (``classes``: answer -> items)."""
+        if self.open_answer:
+            classes = counts.setdefault("classes", {})
+            classes[str(answer)] = classes.get(str(answer), 0) + 1
+        else:
+            counts["yes"] += answer
+
+    @abstractmethod
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
 
     def propose(
         self, facts: SliceFacts, target: int, rng: np.random.Generator, rules: QuestionRules
     ) -> QuestionSpec | None:
-        """One question whose shown-frame answer is ``target``, or None if the slice has none."""
+        """One question whose shown-frame answer is ``target``, or None if the slice has none
+        (default: none; a type the agent only answers generates no questions)."""
+        return None
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
-        """The question as asked."""
+        """The question as asked (a type that proposes questions must word them)."""
+        raise NotImplementedError(f"question type {self.name!r} words no questions")
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         """The question parsed (``questions/parsing.py`` offers its parts), None if it is not one of
         this type's; raises ParseError for one of its wordings that cannot be answered."""
-
-    def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
-        """What the localizer should find (default: the parsed refs)."""
-
-    def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
-        """What was found, for the agent's trace (default: one entry per ref)."""
-
-    def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        """The agent's decision from what was found (thresholds: ``scene.rules``)."""
-
-    def prior(self, given: PriorInput) -> int | str | None:
-        """What typical anatomy (or the standard view) answers, None where it says nothing."""
-
-    def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
-        """A data file's answer as this type holds it, else a ``DataFileError`` naming ``where``."""
-
-    def shown(self, answer: int | str) -> str:
-        """The answer in words for a person ("yes", "no"; an open type's word or count)."""
-
-
-class TypeDefaults:
-    """The optional members of :class:`QuestionType`: every setup, no agent support, no prior,
-    no group."""
-
-    setups: tuple[str, ...] = ("rq1", "rq2", "rq3")
-    open_answer = False
-    example: Example | None = None
-    relations: tuple[str, ...] = ()
-    roles: tuple[str, ...] = ()
-    parse_order = 50
-    relation_words: re.Pattern | None = None
-    group = ""
-    group_order = 50
-    # the agent: ``verify`` weighs each localization's ``Found.uncertainty_px``, so a
-    # localization flagged only as uncertain (``details["uncertain_reason"]``) is decided on
-    # rather than abstained on; types that leave it False abstain on such a flag
-    weighs_uncertainty = False
-
-    def parse(self, asked: Asked) -> ParsedQuestion | None:
         return None
 
     def to_locate(self, parsed: ParsedQuestion, context: Context) -> list[Ref]:
+        """What the localizer should find (default: the parsed refs)."""
         return list(parsed.refs)
 
     def found_json(self, refs: Sequence[Ref], found: Sequence[Found | None]) -> Any:
+        """What was found, for the agent's trace (default: one entry per ref)."""
         return [None if f is None else f.to_json() for f in found]
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        """No geometric rule: the agent abstains (a type that parses should define one)."""
+        """The agent's decision from what was found (thresholds: ``scene.rules``); default: no
+        geometric rule, the agent abstains (a type that parses should define one)."""
         return Decision(None, f"no rule to decide {parsed.kind} questions", "none")
 
     def prior(self, given: PriorInput) -> int | str | None:
+        """What typical anatomy (or the standard view) answers, None where it says nothing."""
         return None
 
     def shown(self, answer: int | str) -> str:
@@ -276,12 +237,38 @@ class TypeDefaults:
         return {1: "yes", 0: "no"}.get(answer, str(answer)) if isinstance(answer, int) else answer
 
     def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
-        """0/1 for a yes/no type; an open type's answer is one of its ``classes``."""
-        classes = getattr(self, "classes", ()) if self.open_answer else ()
-        return one_of(value, tuple(classes), where, key) if classes else answer01(value, where, key)
+        """A data file's answer as this type holds it (0/1 for yes/no; one of ``classes``),
+        else a ``DataFileError`` naming ``where``."""
+        if self.classes:
+            return one_of(value, tuple(self.classes), where, key)
+        return answer01(value, where, key)
+
+    # --- scoring: the type is its own scorer (read, canonical form, judge forms) ---
+
+    def read_reply(self, reply: str | None, question: str | None = None) -> Grade:
+        """A model's reply read as an answer of this type (default: the yes/no reading)."""
+        value = parse_answer(reply, question)
+        if value is None:
+            return Grade(None, "invalid", "no yes/no answer")
+        return Grade(Answer(YES_NO, value), "answer", "yes/no")
+
+    def canonical(self, value: Any) -> Answer | None:
+        """A reference answer (a manifest's) in the form replies are read into."""
+        return None if value is None else Answer(self.answer_kind, value)
+
+    def accepted_forms(self, expected: Any) -> str:
+        """Other forms of the reference answer the judge should accept ("(none)": none)."""
+        return "(none)"
+
+    def grade(self, reply: str | None, expected: Any, question: str | None = None) -> Grade:
+        """The reply read and compared with ``expected`` (``Grade.graded``)."""
+        return self.read_reply(reply, question).graded(self.canonical(expected))
 
 
-class KeepVariant(TypeDefaults):
+TypeDefaults = QuestionType  # the name older plugins derive from (the optional members)
+
+
+class KeepVariant(QuestionType):
     """The question does not depend on which variant is shown."""
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
@@ -311,6 +298,10 @@ QUESTION_TYPES: Registry[QuestionType] = Registry("question type", _builtin_modu
 
 
 def register_question_type(qt: QuestionType) -> QuestionType:
+    if not isinstance(qt, QuestionType) or not isinstance(getattr(qt, "name", None), str):
+        raise TypeError(
+            f"a question type derives from questions.QuestionType and has a name: {qt!r}"
+        )
     return QUESTION_TYPES.add(qt.name, qt)
 
 
@@ -329,7 +320,7 @@ def chance_levels() -> dict[str, float | None]:
 
 def answer_classes(name: str) -> tuple:
     """The answer classes an open type balances over (empty: binary, or not balanced)."""
-    return tuple(getattr(get_question_type(name), "classes", ()))
+    return tuple(get_question_type(name).classes)
 
 
 def check_answer(value: Any, question_type: str | None, where: str, key: str = "answer") -> Any:
@@ -338,6 +329,35 @@ def check_answer(value: Any, question_type: str | None, where: str, key: str = "
     if question_type and question_type in QUESTION_TYPES:
         return QUESTION_TYPES.get(question_type).check_answer(value, where, key)
     return answer01(value, where, key)
+
+
+def answer_kind(question_type: str | None) -> str:
+    """The kind of answer a type's questions take (``core/answers.py``); yes/no for a row
+    without a type or with a name no type claims (read as MIRP's yes/no questions)."""
+    if question_type is None or question_type not in QUESTION_TYPES:
+        return YES_NO
+    return QUESTION_TYPES.get(question_type).answer_kind
+
+
+def mirp_type_names() -> frozenset[str]:
+    """The registered types with MIRP's trait (``QuestionType.mirp_type``: relative position)."""
+    return frozenset(name for name, qt in QUESTION_TYPES.items() if qt.mirp_type)
+
+
+def mirp_type_name() -> str:
+    """The one type that asks MIRP's questions (its blank images, its consistency groups)."""
+    names = sorted(mirp_type_names())
+    if len(names) != 1:
+        raise ValueError(f"expected one question type with MIRP's trait, found {names}")
+    return names[0]
+
+
+def is_mirp_type(question_type: str | None) -> bool:
+    """Whether rows of ``question_type`` are MIRP's own questions (a row without a type is;
+    a name no type claims is not)."""
+    if question_type is None:
+        return True
+    return question_type in QUESTION_TYPES and QUESTION_TYPES.get(question_type).mirp_type
 
 
 def agent_types() -> list[QuestionType]:
@@ -351,7 +371,7 @@ def question_groups() -> dict[str, tuple[str, ...]]:
     registered types declare them: a new type joins a group by saying so."""
     members: dict[str, list[QuestionType]] = {}
     for _, qt in QUESTION_TYPES.items():
-        if group := getattr(qt, "group", ""):
+        if group := qt.group:
             members.setdefault(group, []).append(qt)
     return {
         group: tuple(qt.name for qt in sorted(types, key=lambda qt: (qt.group_order, qt.name)))

@@ -19,6 +19,7 @@ atlas holds no counts: no anatomy prior.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,7 @@ def verify_count(
     if areas is None:
         return Decision(None, "the localizer gives no components (use mask or unet)", rule)
     regions = count_regions([float(a) for a in areas], min_component_px)
-    measured = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
+    measured: dict[str, Any] = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
     if regions is None:
         reason = "a component is close to the region size threshold"
         return Decision(None, reason, rule, measured=measured)

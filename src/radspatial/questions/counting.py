@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import COUNT, Answer, Grade
 from radspatial.core.datafiles import DataFileError
 from radspatial.questions.count import count_regions
 from radspatial.questions.open_common import OpenType
+from radspatial.questions.reading import read_count
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
@@ -29,6 +31,7 @@ class Counting(OpenType):
     setups = ("rq1",)
     n_objects = 1
     group_order = 40
+    answer_kind = COUNT
     classes = (1, 2, 3)
     example = q.Example(("colon",), answers=(2,))
     pattern = re.compile(
@@ -40,6 +43,18 @@ class Counting(OpenType):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise DataFileError(f"{where}: {key!r} must be an integer >= 0, got {value!r}")
         return value
+
+    def read_text(self, text: str) -> Grade:
+        """An integer in digits or words ("two", "a single region")."""
+        return read_count(text, self.answer_kind)
+
+    def canonical(self, value: Any) -> Answer | None:
+        return None if value is None else Answer(self.answer_kind, int(value))
+
+    def accepted_forms(self, expected: Any) -> str:
+        """The count as a word ("two" for 2)."""
+        words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+        return words[int(expected)] if 0 <= int(expected) < len(words) else str(expected)
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules

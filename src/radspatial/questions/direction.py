@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import Grade
 from radspatial.questions.frames import anatomical_holds, point_pairs, separated_pairs
 from radspatial.questions.open_common import (
     DIRECTION_RELATION,
@@ -30,6 +31,7 @@ from radspatial.questions.open_common import (
     OpenType,
     subject_phrase,
 )
+from radspatial.questions.reading import DIRECTION_WORDS, read_words
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 DOMINANCE = 2.0
@@ -100,6 +102,10 @@ class Direction(OpenType):
         return (
             f"Where {verb} {first} relative to {second} in this image: left, right, above or below?"
         )
+
+    def read_text(self, text: str) -> Grade:
+        """A direction word or a synonym ("up", "beneath", "to the left")."""
+        return read_words(text, DIRECTION_WORDS, "direction", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         f1, f2 = found

@@ -19,9 +19,13 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import combinations
+from typing import TYPE_CHECKING
 
-from radspatial import questions as q
 from radspatial.imaging.planes import plane_of
+
+if TYPE_CHECKING:  # annotations only: this module runs without the package's registry
+    from radspatial import questions as q
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -183,7 +187,7 @@ def separated_pairs(
 
     strict: at least ``rules.min_distance_px`` apart and ``separated`` by ``rules.margin_px``
     along the axis; mirp: ``apart_along`` the axis (markers sit at the centres there)."""
-    for a, b in q.pairs(cands):
+    for a, b in combinations(cands, 2):  # every unordered pair, in order (q.pairs)
         if rules.mirp:
             yield from ((a, b, axis) for axis in (0, 1) if apart_along(a, b, axis, rules))
         elif math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:

@@ -15,20 +15,25 @@ reports ``label_id``: mask, unet). The anatomy prior has nothing to go on (a pic
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import NAME, Answer, Grade
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.labels import display_name
 from radspatial.imaging.markers import marker_style
 from radspatial.questions.open_common import OpenType
+from radspatial.questions.parsing import lookup_name
+from radspatial.questions.reading import read_name
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
 class Identification(OpenType):
     name = "identification"
+    answer_kind = NAME
     setups = ("rq3",)
     n_objects = 1
     group_order = 30
@@ -42,6 +47,29 @@ class Identification(OpenType):
         if not isinstance(value, str) or not value.strip():
             raise DataFileError(f"{where}: {key!r} must be a structure name, got {value!r}")
         return value
+
+    def read_text(self, text: str) -> Grade:
+        """A structure's name (display names, synonyms, "kidney (left)") as snake_case."""
+        return read_name(text, self.answer_kind)
+
+    def canonical(self, value: Any) -> Answer | None:
+        """The snake_case name the reader reads ("left kidney" -> kidney_left)."""
+        if not isinstance(value, str):
+            return None if value is None else Answer(self.answer_kind, value)
+        name = lookup_name(value) or value.strip().lower().replace(" ", "_")
+        return Answer(self.answer_kind, name)
+
+    def accepted_forms(self, expected: Any) -> str:
+        """The name's other forms: snake_case, spaced, "kidney (left)", "left kidney"."""
+        if not isinstance(expected, str):
+            return "(none)"
+        name = lookup_name(expected) or expected
+        words = name.split("_")
+        forms = {name, name.replace("_", " ")}
+        if words[-1] in ("left", "right"):
+            base = " ".join(words[:-1])
+            forms |= {f"{base} ({words[-1]})", f"{words[-1]} {base}"}
+        return ", ".join(sorted(forms - {expected}))
 
     def propose(
         self, facts: q.SliceFacts, target: int, rng: np.random.Generator, rules: q.QuestionRules
@@ -59,7 +87,7 @@ class Identification(OpenType):
         verb = "do" if style.plural else "does"
         return f"Which structure {verb} {style.ref(wording.marks[0])} mark?"
 
-    def item_chance(self, params: dict) -> float:
+    def item_chance(self, params: Mapping[str, Any]) -> float:
         return 1.0 / max(1, len(params.get("options") or ()))
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:

@@ -20,12 +20,14 @@ import re
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import Grade
 from radspatial.questions.frames import anatomical_holds
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
+from radspatial.questions.reading import SIDE_WORDS, read_words
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 
-def side_in(x: float, size: int) -> str:
+def side_in(x: float, size: float) -> str:
     return "left" if x < size / 2 else "right"
 
 
@@ -60,16 +62,20 @@ class Laterality(OpenType):
         if not options:
             return None
         c = q.pick(options, rng)
-        standard = side_in(c.center_xy_canonical[0], size)
+        side = side_in(c.center_xy_canonical[0], size)
         mid = (size / 2, size / 2)
         anatomical = "left" if anatomical_holds("left_of", c.center_xy_canonical, mid) else "right"
         return q.QuestionSpec(
-            self.name, (c,), "laterality", want, standard, answer_anatomical=anatomical
+            self.name, (c,), "laterality", want, side, answer_anatomical=anatomical
         )
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         verb, ref = subject_phrase(wording, 0)
         return f"On which side of the image {verb} {ref}: left or right?"
+
+    def read_text(self, text: str) -> Grade:
+        """A side ("left", "on the right", a lone "L"); the patient's side is undecided."""
+        return read_words(text, SIDE_WORDS, "side", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         (f,) = found

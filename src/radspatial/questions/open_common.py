@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 
 from radspatial import questions as q
+from radspatial.core.answers import CHOICE, Grade
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.reading import open_grade
 from radspatial.questions.records import ParsedQuestion, ParseError
 
 SIDES: tuple[str, ...] = ("left", "right")
@@ -28,7 +30,9 @@ DIRECTION_RELATION = {"left": "left_of", "right": "right_of", "above": "above", 
 
 def is_open(question_type: str | None) -> bool:
     """Whether the type answers with a word or a number (False for unknown names)."""
-    return question_type in q.QUESTION_TYPES and q.QUESTION_TYPES.get(question_type).open_answer
+    if question_type is None or question_type not in q.QUESTION_TYPES:
+        return False
+    return q.QUESTION_TYPES.get(question_type).open_answer
 
 
 def reasoning_type(question_type: str) -> str:
@@ -37,23 +41,27 @@ def reasoning_type(question_type: str) -> str:
 
 
 class OpenType(q.KeepVariant):
-    """Base of the open types: the agent's parse from ``pattern``; ``verify`` per type."""
+    """Base of the open types: the agent's parse from ``pattern``; ``verify`` and the reply
+    reader (``read_text``: the cleaned reply -> a ``Grade``) per type; chance a uniform guess
+    among the ``classes`` (balanced; None without classes: per item)."""
 
-    open_answer = True
+    answer_kind = CHOICE
     parse_order = 10  # each pattern is anchored on the question's first words
     group = "open"
     pattern: re.Pattern[str]
-    classes: tuple = ()
     roles: tuple[str, ...] = ("structure",)  # the agent's trust checks name each by its role
 
-    @property
-    def chance(self) -> float | None:
-        """A uniform guess among the classes (balanced); None without classes (per item)."""
-        return 1 / len(self.classes) if self.classes else None
+    def __init__(self) -> None:
+        self.chance = 1 / len(self.classes) if self.classes else None
+        self.relations = (self.name,)
 
-    @property
-    def relations(self) -> tuple[str, ...]:
-        return (self.name,)
+    def read_reply(self, reply: str | None, question: str | None = None) -> Grade:
+        """The reply cleaned (``core.replies.clean_open``) and read by ``read_text``."""
+        return open_grade(reply, question, self.read_text)
+
+    def read_text(self, text: str) -> Grade:
+        """A cleaned reply -> its reading (``questions/reading.py`` has the parts)."""
+        raise NotImplementedError(f"question type {self.name!r} reads no replies")
 
     def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         m = self.pattern.match(asked.question.strip())
@@ -78,7 +86,7 @@ def subject_phrase(wording: q.Wording, k: int) -> tuple[str, str]:
     return "is", wording.ref(k)
 
 
-def points(c: q.Candidate) -> list[tuple[tuple[float, float], tuple[float, float]] | None]:
+def points(c: q.Candidate) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """(shown, standard) pairs of the centre and of the marker point."""
     out = [(c.center_xy, c.center_xy_canonical)]
     if c.marker_xy is not None and c.marker_xy_canonical is not None:

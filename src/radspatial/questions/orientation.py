@@ -177,7 +177,7 @@ def verify_orientation(
     (sx, sy), via = back
     lx, ly = (sum(c) / len(lefts) for c in zip(*lefts, strict=True))
     left, post = _unit((lx, ly)), _unit((sx - body[0], sy - body[1]))
-    measured = {
+    measured: dict[str, Any] = {
         "patient_left": None if left is None else [round(c, 3) for c in left],
         "posterior": None if post is None else [round(c, 3) for c in post],
         "pairs_used": len(lefts),

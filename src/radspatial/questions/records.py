@@ -11,12 +11,13 @@ Image coordinates: (x, y) in pixels of the image as shown, x to the right, y dow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from radspatial.core.labels import side_of
 from radspatial.core.rules import QuestionRules
 
 
@@ -150,3 +151,53 @@ class Scene:
     image: np.ndarray
     context: Context
     rules: QuestionRules
+
+
+@dataclass(frozen=True)
+class Example:
+    """A type's fixed in-context example, worded by ``eval/prompts.py`` like the real question
+    (same setup and marker type) from these parts."""
+
+    names: tuple[str, ...] = ()  # display names of the structures it asks about
+    relations: tuple[str, str] = ("", "")  # binary: the relation asked for the answer (0, 1)
+    params: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"n": 2} for count
+    answers: tuple = ()  # open: the answers, one picked per item by a hash of its id
+    first_mark: int = 0  # the first of the example markers it uses
+    question: str = ""  # a fixed question instead, the same in every setup (orientation)
+
+
+@dataclass(frozen=True)
+class PriorInput:
+    """What a reader that does not look at the image knows of one item (models/baselines.py).
+
+    ``reader``: "anatomy-prior" recites typical anatomy (``atlas``: structure -> standard-view
+    centre in [0, 1] of the image); "standard-view" reads the item's own standard-view centres
+    (``meta``'s ``center1_canonical``/``center2_canonical``, px of an image ``width`` wide).
+    ``meta``: the request's item fields (``relation``, ``object1``..``object3`` names, ...).
+    ``pairs``: (a, b) -> typical centre(a) - centre(b) on slices showing both (empty: unknown).
+    """
+
+    reader: str
+    meta: Mapping[str, Any]
+    atlas: Mapping[str, tuple[float, float]]
+    width: float = 512.0
+    pairs: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+    def offset(self, k1: int, k2: int) -> tuple[float, float] | None:
+        """Typical standard-view centre(object k1) - centre(object k2) where both are seen
+        together (``pairs``), None if the pair was never seen together."""
+        a, b = self.meta.get(f"object{k1}"), self.meta.get(f"object{k2}")
+        return self.pairs.get((a, b)) if a and b else None
+
+    def centres(self, n: int, *, guess_side: bool) -> list[tuple[float, float] | None]:
+        """Atlas centres of object1..objectN (None where unknown); with ``guess_side`` a sided
+        name missing from the atlas sits in the middle of its side (patient's left: image
+        right in standard view)."""
+        out = []
+        for k in range(1, n + 1):
+            name = self.meta.get(f"object{k}")
+            centre = self.atlas.get(name) if name else None
+            if centre is None and name and guess_side and (side := side_of(name)):
+                centre = (0.7, 0.5) if side == "left" else (0.3, 0.5)
+            out.append(centre)
+        return out

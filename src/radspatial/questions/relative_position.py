@@ -82,6 +82,7 @@ class RelativePosition(q.KeepVariant):
     name = "relative_position"
     n_objects = 2
     chance = 0.5
+    mirp_type = True  # MIRP's own type: its files, protocol, AS images and statistics
     example = q.Example(("aorta", "spleen"), ("below", "above"))  # MIRP's example
     relations = tuple(RELATIONS)
     roles = ("subject", "reference")

@@ -118,7 +118,7 @@ def verify_size(
         return gone
     assert first is not None and second is not None
     areas = [f.details.get("area_px") for f in (first, second)]
-    if None in areas:
+    if areas[0] is None or areas[1] is None:
         return Decision(None, "the localizer gives no areas (use mask or unet)", rule)
     a1, a2 = float(areas[0]), float(areas[1])
     measured = {"area_px": [round(a1, 1), round(a2, 1)]}

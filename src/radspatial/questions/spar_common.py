@@ -4,7 +4,7 @@ SPAR-VQA poses the Level 3 probes to whole models. Where the probe is binary (re
 position, distance) the question is yes/no; where it has more classes (orientation, symmetry,
 size) it is **multiple choice**: the options are listed in the question as ``(A) ...; (B) ...``
 after "Options:", in a fixed order per type, and the answer is the option's class name (an open
-answer, read by ``grading.normalize`` from the letter or the option's words). Each type words
+answer, read by ``read_reply`` from the letter or the option's words). Each type words
 its stem with one of a few paraphrases, drawn per question from the type's own random stream,
 so a dataset generated with another ``--seed`` asks the same kinds of question in other words
 (the paper's "phrasing resampled per seed"). The paraphrase index is ``params["phrasing"]``.
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from radspatial import questions as q
+from radspatial.core.answers import CHOICE, Grade
+from radspatial.questions.reading import open_grade, read_choice
 
 LETTERS = "ABCDEFGH"
 GROUP = "spar"
@@ -48,19 +50,19 @@ class ChoiceType(q.KeepVariant):
     """Base of the multiple-choice SPAR types: ``options`` in the order shown (letters A, B,
     ...), ``classes`` their values (the generator balances over them), chance 1 / classes."""
 
-    open_answer = True
+    answer_kind = CHOICE
     setups = ("rq1",)
     group = GROUP
     options: tuple[Option, ...] = ()
     stems: tuple[str, ...] = ()  # paraphrases of the question's stem ({a}: the structure)
 
-    @property
-    def classes(self) -> tuple[str, ...]:
-        return tuple(o.value for o in self.options)
+    def __init__(self) -> None:
+        self.classes = tuple(o.value for o in self.options)
+        self.chance = 1 / len(self.options)
 
-    @property
-    def chance(self) -> float:
-        return 1 / len(self.options)
+    def read_reply(self, reply: str | None, question: str | None = None) -> Grade:
+        """The option a reply names: its letter, its words, or a percentage (``read_choice``)."""
+        return open_grade(reply, question, lambda text: read_choice(text, self))
 
     def option_list(self, names: Sequence[str] = ()) -> str:
         """ "Options: (A) ...; (B) ...; ... Answer with the letter." (texts may name {a}, {b})."""

@@ -58,6 +58,7 @@ class SparRelpos(_Paraphrased, RelativePosition):
     name = "spar_relpos"
     setups = ("rq1",)
     relations = ()  # relative position's parser reads these questions
+    mirp_type = False  # SPAR-VQA's, not MIRP's
     group, group_order = GROUP, 10
 
     def draw(self, spec: q.QuestionSpec, rng: np.random.Generator) -> dict:

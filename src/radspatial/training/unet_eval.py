@@ -15,6 +15,7 @@ import numpy as np
 from radspatial.agent import unet
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Ref
+from radspatial.questions import is_mirp_type
 from radspatial.questions.relative_position import verify_relation
 
 
@@ -76,7 +77,7 @@ def _score_questions(
     reference, on the ``mask`` oracle's centres."""
     oracle = MaskLocalizer()
     for row in rows:
-        if row.get("question_type", "relative_position") != "relative_position":
+        if not is_mirp_type(row.get("question_type")):
             counts["skipped_other_types"] += 1  # SPAR-VQA rows: sizes, counts, ... not scored here
             continue
         objs = (row["object1"], row["object2"])
