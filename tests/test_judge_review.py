@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from radspatial.cli import main
-from radspatial.eval.report_open import open_markdown
 from radspatial.grading.review import fold_review, read_marks
+from radspatial.reports.open_answers import open_markdown
 
 # (question type, the judge's verdict, the reviewer's mark) of 10 reviewed answers
 CASES = [

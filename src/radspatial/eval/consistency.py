@@ -86,36 +86,3 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
             counts[k][cls] += 1
     keys = sorted(set(counts) | set(incomplete), key=lambda k: (k != "all", k))
     return {k: _shares(counts[k], incomplete[k]) for k in keys}
-
-
-def draw_consistency(s: dict[str, Any]) -> bytes | None:
-    """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
-    from radspatial.core.textsafe import fig_text
-    from radspatial.eval.plotting import PALETTE
-    from radspatial.eval.plotting import new_figure as _figure
-    from radspatial.eval.plotting import png_bytes as _png
-
-    data = {m: c["all"] for m, c in (s.get("consistency") or {}).items() if c.get("all")}
-    if not data:
-        return None
-    # wide enough for the title and the legend whatever the number of models (one model made
-    # a 2.7-inch figure: clipped title, a bar squeezed beside the legend)
-    fig = _figure(max(5.5, 1.6 + 1.0 * len(data)), 4.2)
-    ax = fig.add_subplot()
-    bottoms = [0.0] * len(data)
-    for colour, cls in zip(PALETTE, CLASSES, strict=False):
-        shares = [100 * (g[cls]["share"] or 0.0) for g in data.values()]
-        ax.bar(range(len(data)), shares, 0.6, bottom=bottoms, color=colour, label=TITLES[cls])
-        bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
-    pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide
-    ax.set_xlim(-0.7 - pad, len(data) - 0.3 + pad)
-    tilt = 20 if len(data) > 3 else 0
-    ticks = [fig_text(m) for m in data]
-    ax.set_xticks(range(len(data)), ticks, rotation=tilt, ha="right" if tilt else "center",
-                  fontsize=7)  # fmt: skip
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("Groups (%)")
-    ax.set_title("Consistency over the 8 variants of one slice and pair\n(all setups pooled)",
-                 fontsize=9)  # fmt: skip
-    fig.legend(loc="outside lower center", ncols=2, fontsize=7, frameon=False)
-    return _png(fig)

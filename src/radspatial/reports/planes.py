@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from radspatial.eval.consistency import CLASSES, TITLES
-from radspatial.eval.report_common import DASH
-from radspatial.eval.report_md import (
+from radspatial.reports.common import DASH
+from radspatial.reports.md import (
     _frames_tables,
     _question_type_table,
     _table1,

@@ -1,5 +1,5 @@
 """Tables and figures from one or more eval run folders: ``summary.md``, ``summary.json``, PNGs
-and ``index.html`` (the same tables and figures plus an item gallery, ``report_html``).
+and ``index.html`` (the same tables and figures plus an item gallery, ``html``).
 
 The numbers are those of each run's ``metrics.json`` (see ``aggregate.compute_metrics``), laid
 out side by side; the only new statistics are McNemar's test between models, from the per-item
@@ -29,14 +29,14 @@ from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.core.textsafe import log_text
 from radspatial.eval.metrics import mcnemar
-from radspatial.eval.report_common import (
+from radspatial.eval.subgroups import grouped_accuracy
+from radspatial.models.base import ORACLE_MARK, is_oracle
+from radspatial.reports.common import (
     DASH,
     RELPOS,
     TRANSFORMS,
 )
-from radspatial.eval.report_common import rank as _rank
-from radspatial.eval.subgroups import grouped_accuracy
-from radspatial.models.base import ORACLE_MARK, is_oracle
+from radspatial.reports.common import rank as _rank
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class RunData:
     correct0: dict[str, bool] | None  # item id -> correct in run 0; None without results.jsonl
     # modality -> setup/marker -> accuracy with Wilson CI, all runs pooled (from results.jsonl)
     by_modality: dict[str, Any] = field(default_factory=dict)
-    # family panel -> transform -> counts with chance (``report_rotation``, from results.jsonl)
+    # family panel -> transform -> counts with chance (``rotation``, from results.jsonl)
     rotation: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,7 +83,7 @@ def load_run(path: Path, label: str | None = None) -> RunData:
     results = path / "results.jsonl"
     correct0, by_modality, rotation = None, {}, {}
     if results.is_file():
-        from radspatial.eval.report_rotation import transform_groups
+        from radspatial.reports.rotation import transform_groups
 
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
@@ -311,7 +311,7 @@ def build_report(
     replaced."""
     from radspatial.core.executor import sigterm_as_interrupt
     from radspatial.core.staging import swap_in
-    from radspatial.eval.report_open import review_for
+    from radspatial.reports.open_answers import review_for
 
     log(f"reading {len(run_dirs)} run folder(s)")
     runs = load_runs(run_dirs)
@@ -358,13 +358,13 @@ def _write_report(
     """Every file of the report into ``folder`` (to be renamed to ``final``); the figures
     made (name -> None if written, else why it was skipped) and how many gallery items show
     no image."""
-    from radspatial.eval import figures as fig
-    from radspatial.eval.report_html import render_html
-    from radspatial.eval.report_md import render_markdown
-    from radspatial.eval.report_open import open_markdown
-    from radspatial.eval.report_planes import groups_markdown, planes_markdown
-    from radspatial.eval.report_probe import probe_markdown
-    from radspatial.eval.report_usage import clustered_markdown, usage_markdown
+    from radspatial.reports import figures as fig
+    from radspatial.reports.html import render_html
+    from radspatial.reports.md import render_markdown
+    from radspatial.reports.open_answers import open_markdown
+    from radspatial.reports.planes import groups_markdown, planes_markdown
+    from radspatial.reports.probe import probe_markdown
+    from radspatial.reports.usage import clustered_markdown, usage_markdown
 
     log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)
