@@ -20,31 +20,32 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
+from radspatial.core.metrics_blocks import CONSISTENCY_CLASSES as CLASSES
+from radspatial.core.metrics_blocks import ClassShare, Consistency
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 
-CLASSES = ("all_right", "anatomy", "constant", "mixed")
 TITLES = {
     "all_right": "All 8 right",
     "anatomy": "Anatomy-consistent (>= 7/8, twin too)",
     "constant": "Constant",
     "mixed": "Mixed",
 }
-Row = dict[str, Any]
+Row = ResultRow
 N_VARIANTS = 8
 
 
 def _follows_anatomy(rows: Sequence[Row] | None) -> bool:
     if rows is None:
         return True  # no twin in these rows: judged on the group alone
-    return sum(r["parsed"] == r["expected_anatomical"] for r in rows) >= N_VARIANTS - 1
+    return sum(r.parsed == r.expected_anatomical for r in rows) >= N_VARIANTS - 1
 
 
 def classify(rows: Sequence[Row], twin: Sequence[Row] | None = None) -> str:
     """The class of one complete group (8 rows), given its twin's rows when known."""
-    answers = [r["parsed"] for r in rows]
-    if all(r["parsed"] == r["expected"] for r in rows):
+    answers = [r.parsed for r in rows]
+    if all(r.parsed == r.expected for r in rows):
         return "all_right"
     if _follows_anatomy(rows) and _follows_anatomy(twin):
         return "anatomy"
@@ -53,25 +54,28 @@ def classify(rows: Sequence[Row], twin: Sequence[Row] | None = None) -> str:
     return "mixed"
 
 
-def _shares(counts: dict[str, int], incomplete: int) -> dict[str, Any]:
+def _shares(counts: dict[str, int], incomplete: int) -> Consistency:
     n = sum(counts.values())
-    out: dict[str, Any] = {"n_groups": n, "n_incomplete": incomplete}
+    classes = {}
     for c in CLASSES:
         k = counts.get(c, 0)
         lo, hi = wilson_interval(k, n) if n else (None, None)
-        out[c] = {"n": k, "share": round(k / n, 6) if n else None}
-        out[c].update(ci_low=None if lo is None else round(lo, 6))
-        out[c].update(ci_high=None if hi is None else round(hi, 6))
-    return out
+        classes[c] = ClassShare(
+            n=k,
+            share=round(k / n, 6) if n else None,
+            ci_low=None if lo is None else round(lo, 6),
+            ci_high=None if hi is None else round(hi, 6),
+        )
+    return Consistency(n_groups=n, n_incomplete=incomplete, classes=classes)
 
 
-def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
+def consistency_metrics(rows: Sequence[Row]) -> dict[str, Consistency]:
     """Class shares of the consistency groups, all setups pooled (``all``) and per
-    ``setup/marker``, from result rows (dicts as in results.jsonl)."""
+    ``setup/marker``, from result rows (``core.records.ResultRow``)."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for r in rows:
-        if r.get("group"):
-            groups[(r["run"], r["setup"], r["marker"], r["group"])].append(r)
+        if r.group:
+            groups[(r.run, r.setup, r.marker, r.group)].append(r)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     incomplete: dict[str, int] = defaultdict(int)
     for (run, setup, marker, _), members in sorted(groups.items()):
@@ -80,7 +84,7 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
             for k in keys:
                 incomplete[k] += 1
             continue
-        twin = groups.get((run, setup, marker, members[0].get("group_twin")))
+        twin = groups.get((run, setup, marker, members[0].group_twin))
         cls = classify(members, twin if twin and len(twin) == N_VARIANTS else None)
         for k in keys:
             counts[k][cls] += 1
