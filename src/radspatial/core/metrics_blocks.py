@@ -86,7 +86,11 @@ class RunScores(_Flat):
     }
 
 
-_CLUSTER = {"se_cluster": _NUM, "ci_cluster_low": _NUM, "ci_cluster_high": _NUM}
+_CLUSTER: dict[str, tuple[type, ...]] = {
+    "se_cluster": _NUM,
+    "ci_cluster_low": _NUM,
+    "ci_cluster_high": _NUM,
+}
 _CLUSTER |= {"n_clusters": _COUNT, "cluster_by": _TEXT}
 
 
@@ -163,16 +167,14 @@ class TypeGroup(GroupMetrics):
         return super().to_json() | {"chance": self.chance}
 
 
-FRAME_VIEWS = ("image", "standard", "anatomical", "aligned_image", "conflict_image")
-FRAME_VIEWS += ("conflict_anatomical", "view_conflict_image", "view_conflict_standard")
-
-
 @dataclass(frozen=True)
 class FrameMetrics:
     """One relation axis of one setup (``frames``): its items scored in each frame, on all
     items and where frames disagree (``aggregate.frame_metrics``)."""
 
-    views: Mapping[str, GroupMetrics]  # FRAME_VIEWS that older versions wrote
+    # image, standard, anatomical, aligned_image, conflict_image, conflict_anatomical,
+    # view_conflict_image, view_conflict_standard (those an older version wrote)
+    views: Mapping[str, GroupMetrics]
 
     def __getitem__(self, view: str) -> GroupMetrics:
         return self.views[view]

@@ -38,7 +38,12 @@ from radspatial.core.metrics_blocks import (
 
 METRICS_FILE = "metrics.json"
 # the ``by_*`` sections: key -> group ("rq1/numbers", "relative_position|rq2/dots", ...)
-BY_SECTIONS = ("by_setup_marker", "by_setup", "by_question_type_setup_marker", "by_relation")
+BY_SECTIONS: tuple[str, ...] = (
+    "by_setup_marker",
+    "by_setup",
+    "by_question_type_setup_marker",
+    "by_relation",
+)
 BY_SECTIONS += ("by_transform", "by_setup_transform", "by_variant", "by_pair")
 _OPAQUE = ("mirp", "open", "judge")  # objects whose shape their own stage owns
 
@@ -124,7 +129,14 @@ class Metrics:
     def from_json(cls, obj: Any, where: str) -> Metrics:
         """``where``: the file (``"runs/x/metrics.json"``); every error names it."""
         counts = {"runs": (int,), "n_rows": (int,), "n_errors": (int,), "errors": (int,)}
-        blocks = (*_OPAQUE, *BY_SECTIONS, "by_question_type", "overall", "headline", "frames")
+        blocks: tuple[str, ...] = (
+            *_OPAQUE,
+            *BY_SECTIONS,
+            "by_question_type",
+            "overall",
+            "headline",
+            "frames",
+        )
         blocks += ("run_agreement", "subgroups", "rq1_plain", "usage", "consistency", "by_plane")
         _check(obj, where, {"model": (str,), **counts, **dict.fromkeys(blocks, (dict,))})
         values: dict[str, Any] = {k: obj.get(k) for k in ("model", "runs", "n_rows")}
