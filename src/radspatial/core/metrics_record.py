@@ -190,6 +190,6 @@ def read_metrics(path: Path) -> Metrics:
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_FILE
-    if not path.is_file():
+    if not path.exists():  # anything else there (a FIFO, a device): read_json refuses it
         raise DataFileError(f"{path}: no such file (did the eval finish?)")
     return Metrics.from_json(read_json(path, want=dict), str(path))
