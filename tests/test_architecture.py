@@ -144,6 +144,26 @@ def test_the_runtime_agent_imports_no_training_phantoms_or_generator():
     assert _layer_offenders("radspatial.agent", banned) == {}
 
 
+def test_the_report_sits_above_the_evaluator():
+    """``report/`` reads what runs wrote; the pipeline below it (eval, grading, models, the
+    generator, the agent, the kernel, core) never imports it."""
+    below = ("core", "questions", "imaging", "bench", "formats", "eval", "grading", "models")
+    below += ("agent", "training", "phantoms")
+    offenders = {}
+    for package in below:
+        offenders |= _layer_offenders(f"radspatial.{package}", ("radspatial.reports",))
+    assert offenders == {}
+
+
+def test_core_imports_nothing_above_it():
+    """``core/`` (records, metrics record, I/O, hostile-input rules) is the bottom layer."""
+    above = tuple(
+        f"radspatial.{p}"
+        for p in ("questions", "imaging", "bench", "formats", "eval", "grading", "models")
+    ) + ("radspatial.agent", "radspatial.reports", "radspatial.cli")
+    assert _layer_offenders("radspatial.core.metrics", above) == {}
+
+
 def test_the_circle_finder_sees_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -258,6 +258,7 @@ def _row(i, run, expected, parsed, **kw):
         "run": run,
         "setup": "rq1",
         "marker": "none",
+        "question": "Is a left of b?",
         "relation": "left_of",
         "transform": "B1",
         "variant": "normal",
@@ -296,8 +297,8 @@ def test_metrics_by_hand():
     assert g["ci_high"] == pytest.approx(0.9285, abs=1e-3)
     m = compute_metrics(rows, model="m", runs=2)
     # run 0 vs run 1: items q1 and q3 right only in run 1 -> b = 0, c = 2, exact p = 0.5
-    agree = m["run_agreement"]["0_vs_1"]
-    assert (agree["b"], agree["c"]) == (0, 2) and agree["p_value"] == pytest.approx(0.5)
+    agree = m.run_agreement["0_vs_1"]
+    assert (agree.b, agree.c) == (0, 2) and agree.p_value == pytest.approx(0.5)
 
 
 def test_frames_separate_image_and_anatomy():
@@ -307,7 +308,7 @@ def test_frames_separate_image_and_anatomy():
     rows = []
     for i, (exp, anat) in enumerate([(1, 0), (0, 1), (1, 1), (0, 0)]):
         rows.append(_row(i, 0, exp, anat, expected_standard=1 - anat, expected_anatomical=anat))
-    m = compute_metrics(rows, model="prior", runs=1)
+    m = compute_metrics(rows, model="prior", runs=1).to_json()
     lr = m["frames"]["rq1"]["left_right"]
     assert lr["conflict_image"]["accuracy_mean"] == 0.0
     assert lr["conflict_anatomical"]["accuracy_mean"] == 1.0
@@ -322,7 +323,7 @@ def test_frames_of_old_runs_derive_anatomical_from_canonical():
     for r in rows:  # a results.jsonl written before the three frames had names
         r["expected_canonical"] = r.pop("expected_standard")
         r.pop("expected_anatomical")
-    lr = compute_metrics(rows, model="old", runs=1)["frames"]["rq1"]["left_right"]
+    lr = compute_metrics(rows, model="old", runs=1).frames["rq1"]["left_right"].to_json()
     assert lr["standard"]["accuracy_mean"] == 1.0 and lr["anatomical"]["accuracy_mean"] == 0.0
 
 

@@ -222,13 +222,14 @@ def test_a_server_that_never_answers_shows_retry_lines(ds, tmp_path, capsys) -> 
 
 def test_errors_are_excluded_from_accuracy() -> None:
     def row(i: int, parsed: int | None, error: str | None = None) -> dict:
-        return {"id": f"q{i}", "run": 0, "setup": "rq1", "marker": "none", "relation": "above",
+        return {"id": f"q{i}", "run": 0, "setup": "rq1", "marker": "none", "question": "Q?",
+                "relation": "above",
                 "transform": None, "variant": "normal", "pair": None, "expected": 1,
                 "expected_canonical": None, "parsed": parsed, "correct": parsed == 1,
                 "error": error}  # fmt: skip
 
     rows = [row(0, 1), row(1, 1), row(2, 0), row(3, None), row(4, None, "HTTP 503")]
-    m = compute_metrics(rows, model="m", runs=1)
+    m = compute_metrics(rows, model="m", runs=1).to_json()
     assert m["n_errors"] == 1 and "errors" not in m and m["n_rows"] == 5
     o = m["overall"]
     assert o["n_items"] == 4 and o["accuracy_mean"] == 0.5  # 2 of 4 answered; invalid is wrong

@@ -312,7 +312,7 @@ CASES = [
          ("metrics.json", "expected an object")),
     Case("spar-table accuracy a string",
          _spar_metrics({"by_question_type": {"spar_relpos": {"accuracy_mean": "x"}}}), 2,
-         ("metrics.json", "by_question_type.spar_relpos.accuracy_mean", "fraction")),
+         ("metrics.json", "by_question_type['spar_relpos']", "'accuracy_mean' must be a number")),
     Case("spar-table no by_question_type", _spar_metrics({"model": "m"}), 2,
          ("metrics.json", "'by_question_type'")),
     # round 3 leftovers: export mirp on bad results rows

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from radspatial.cli import main
-from radspatial.eval.report_open import open_markdown
 from radspatial.grading.review import fold_review, read_marks
+from radspatial.reports.open_answers import open_markdown
 
 # (question type, the judge's verdict, the reviewer's mark) of 10 reviewed answers
 CASES = [
@@ -125,7 +125,7 @@ def test_report_review_flag_shows_the_table(tmp_path):
         for r in _rows()
     ]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    metrics = compute_metrics(rows, model="m", runs=1)
+    metrics = compute_metrics(rows, model="m", runs=1).to_json()
     (run / "metrics.json").write_text(json.dumps(metrics))
     (run / "run.json").write_text(json.dumps({"model": "m", "status": "complete"}))
     out = tmp_path / "rep"

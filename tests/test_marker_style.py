@@ -120,8 +120,8 @@ def test_wording_examples_and_parsing_come_from_the_style(codes):
 
 
 def test_scoring_and_report_order_ask_the_registry(codes):
-    from radspatial.eval.report import _rank
     from radspatial.questions.yesno_reading import _value_at
+    from radspatial.reports.build import _rank
 
     # a digit after a style's noun is a label ("code 1"), not an answer ("cake 1" is)
     assert _value_at([("code", 0), ("1", 5)], 1) is None

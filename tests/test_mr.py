@@ -152,7 +152,7 @@ def test_mask_oracle_is_right_on_every_mr_question_and_prompts_say_mri(runs):
 
 
 def test_report_over_ct_and_mr_runs_breaks_down_by_modality(runs, tmp_path):
-    from radspatial.eval.report import build_report
+    from radspatial.reports.build import build_report
 
     build_report([runs["CT"][1], runs["MR"][1]], tmp_path)
     md = (tmp_path / "summary.md").read_text()

@@ -217,8 +217,8 @@ def test_mask_oracle_and_baselines_on_consistency_groups(dataset, tmp_path):
     assert out["baseline:yes"]["consistency"]["all"]["constant"]["share"] == 1.0
     prior = out["baseline:anatomy-prior"]["consistency"]["rq1/none"]
     assert prior["anatomy"]["share"] == 1.0  # atlas of this very volume: recites its anatomy
-    from radspatial.eval.report import load_runs, summarize
-    from radspatial.eval.report_planes import groups_markdown
+    from radspatial.reports.build import load_runs, summarize
+    from radspatial.reports.planes import groups_markdown
 
     runs = [tmp_path / m for m in ("agent_mask", "baseline_yes", "baseline_anatomy-prior")]
     table = groups_markdown(summarize(load_runs(runs)))  # the report's consistency table

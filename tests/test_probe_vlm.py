@@ -124,7 +124,7 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_report_skips_a_malformed_probe_summary(tmp_path: Path):
-    from radspatial.eval.report_probe import KIND, probe_markdown
+    from radspatial.reports.probe import KIND, probe_markdown
 
     run = tmp_path / "run"
     (run / "probe_vlm").mkdir(parents=True)

@@ -16,9 +16,9 @@ from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
 from radspatial.core.io import read_jsonl
 from radspatial.eval.metrics import mcnemar
-from radspatial.eval.report import build_report
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
+from radspatial.reports.build import build_report
 
 MODELS = ("baseline:yes", "baseline:no", "baseline:anatomy-prior")
 FIGURES = (
@@ -362,7 +362,7 @@ def test_index_html_has_the_tables_figures_and_a_filterable_gallery(report, runs
 
 
 def test_gallery_agreement_flag_and_cap(runs, tmp_path):
-    from radspatial.eval.report_html import render_html
+    from radspatial.reports.html import render_html
 
     # two identical runs never disagree; yes vs no always do
     same = render_html("# t", ["a", "b"], [runs["baseline:yes"]] * 2, tmp_path)
@@ -376,7 +376,7 @@ def test_gallery_agreement_flag_and_cap(runs, tmp_path):
 
 
 def test_legend_labels_are_shortened():
-    from radspatial.eval.figures import short_label
+    from radspatial.reports.figures import short_label
 
     long = "openai-compat:Qwen/Qwen2-VL-72B-Instruct-AWQ@http://10.0.0.5:8000/v1"
     assert short_label(long) == "openai-compat:Qwen2-VL-72B-Instruct-AWQ"  # no URL, no org
@@ -421,7 +421,7 @@ def test_report_folder_is_staged_and_an_earlier_report_survives_a_failed_one(
 ):
     import errno
 
-    import radspatial.eval.figures as figures
+    import radspatial.reports.figures as figures
     from radspatial.cli import main
 
     out = tmp_path / "report"

@@ -116,8 +116,8 @@ def test_report_marks_oracles_and_gallery_shows_words(bench, random_run, tmp_pat
 
 
 def test_figures_scope_and_chance_per_type(random_run):
-    from radspatial.eval.figures import _setup_scope, _type_chances
-    from radspatial.eval.report import load_runs, summarize
+    from radspatial.reports.build import load_runs, summarize
+    from radspatial.reports.figures import _setup_scope, _type_chances
 
     s = summarize(load_runs([random_run]))
     cols, by, scope = _setup_scope(s)

@@ -451,7 +451,7 @@ def test_mask_oracle_and_markers_agent_through_the_evaluator(spar_dataset, tmp_p
 
 
 def test_report_has_question_type_table_and_figure(spar_dataset, tmp_path):
-    from radspatial.eval.report import build_report
+    from radspatial.reports.build import build_report
 
     runs = []
     for model in ("agent:mask", "baseline:anatomy-prior"):

@@ -287,7 +287,7 @@ def runs(data, tmp_path_factory) -> list[Path]:
 
 @pytest.mark.parametrize("n_models", [1, 2, 3])
 def test_report_splits_families_with_chance_and_shows_abstentions(runs, tmp_path, n_models):
-    from radspatial.eval.report import build_report
+    from radspatial.reports.build import build_report
 
     report = build_report(runs[:n_models], tmp_path / "rep")
     md = report.summary_md.read_text()

@@ -25,7 +25,7 @@ from radspatial.eval.job import EvalJob
 
 if TYPE_CHECKING:
     from radspatial.bench.dataset import DatasetSummary
-    from radspatial.eval.report import ReportSummary
+    from radspatial.reports.build import ReportSummary
 
 PathLike = str | Path
 
@@ -124,7 +124,7 @@ def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
         >>> report(["runs/prior", "runs/yes"], "report").index_html  # doctest: +SKIP
         PosixPath('report/index.html')
     """
-    from radspatial.eval.report import build_report
+    from radspatial.reports.build import build_report
 
     return build_report([Path(r) for r in runs], Path(out))
 

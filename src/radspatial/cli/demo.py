@@ -94,8 +94,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
-    from radspatial.eval.report import build_report
     from radspatial.imaging.volumes import Case
+    from radspatial.reports.build import build_report
 
     ct, seg = bundled_example()
     data = args.out / "dataset"

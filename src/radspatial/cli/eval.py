@@ -48,7 +48,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)
     if len(specs) > 1:
-        from radspatial.eval.report import build_report
+        from radspatial.reports.build import build_report
 
         report = build_report(list(out_dirs.values()), args.out / "report")
         print(f"report: {report.index_html}")
@@ -136,7 +136,7 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.core.progress import heartbeat
-    from radspatial.eval.report import build_report
+    from radspatial.reports.build import build_report
 
     with heartbeat("report") as note:
         summary = build_report(args.runs, args.out, review=args.review, log=note)
@@ -163,7 +163,7 @@ def _spar_table_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_spar_table(args: argparse.Namespace) -> int:
-    from radspatial.eval.spar_seeds import write_seed_table
+    from radspatial.reports.spar_table import write_seed_table
 
     md = write_seed_table(args.runs, args.out)
     print(md.read_text(), end="")

@@ -18,7 +18,15 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
-from radspatial.core.records import DEFAULT_TYPE, metric_row
+from radspatial.core.metrics_blocks import (
+    Agreement,
+    FrameMetrics,
+    GroupMetrics,
+    PlainRQ1,
+    TypeGroup,
+)
+from radspatial.core.metrics_record import Metrics
+from radspatial.core.records import DEFAULT_TYPE, ResultRow, metric_row
 from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
@@ -104,6 +112,25 @@ def _by(rows: Sequence[Row], key: Callable[[Row], str | None], runs: int) -> dic
     return {k: group_metrics(v, runs) for k, v in sorted(groups.items())}
 
 
+def _setup_transform(r: Row) -> str | None:
+    return f"{r['setup']}/{r['marker']}/{r['transform']}" if r["transform"] else None
+
+
+# the ``by_*`` sections of metrics.json: name -> the group key of a row (None: left out)
+_SECTIONS: dict[str, Callable[[Row], str | None]] = {
+    "by_setup_marker": lambda r: f"{r['setup']}/{r['marker']}",
+    "by_setup": lambda r: r["setup"],
+    "by_question_type_setup_marker": (
+        lambda r: f"{r.get('question_type', _RELPOS)}|{r['setup']}/{r['marker']}"
+    ),
+    "by_relation": lambda r: r["relation"],
+    "by_transform": lambda r: r["transform"],
+    "by_setup_transform": _setup_transform,
+    "by_variant": lambda r: r["variant"],
+    "by_pair": lambda r: r["pair"],
+}
+
+
 def _frame_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows with the standard and anatomical answers (older runs: ``expected_canonical`` is
     the standard view; the anatomical answer follows from it)."""
@@ -183,53 +210,57 @@ def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
     return out
 
 
+def _groups(section: dict[str, Any]) -> dict[str, GroupMetrics]:
+    return {k: GroupMetrics.from_json(g, f"group {k}") for k, g in section.items()}
+
+
+def _frames(axes: dict[str, Any]) -> dict[str, FrameMetrics]:
+    return {axis: FrameMetrics.from_json(f, f"frames {axis}") for axis, f in axes.items()}
+
+
+def _typed_rows(rows: Sequence[Row]) -> list[ResultRow]:
+    return [r if isinstance(r, ResultRow) else ResultRow.from_json(r) for r in rows]
+
+
 def compute_metrics(
     rows: Sequence[Row], *, model: str, runs: int, by_plane: bool = True
-) -> dict[str, Any]:
-    """Every metric of one run folder. Items of coronal/sagittal slices add ``by_plane`` (these
-    metrics again per plane) and consistency groups ``consistency`` (``eval/consistency.py``);
-    MIRP's block is computed on axial items only (MIRP's slices and definitions)."""
+) -> Metrics:
+    """Every metric of one run folder (``metrics.json``: ``Metrics.to_json()``). Items of
+    coronal/sagittal slices add ``by_plane`` (these metrics again per plane) and consistency
+    groups ``consistency`` (``eval/consistency.py``); MIRP's block is computed on axial items
+    only (MIRP's slices and definitions)."""
     errors = sum(1 for r in rows if r.get("error"))
     rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
     rows = [metric_row(r) for r in rows]  # open rows: right, wrong or no answer
     axial = [r for r in rows if not r.get("plane")]
-    return {
-        "model": model,
-        "runs": runs,
-        "n_rows": len(rows) + errors,
-        "n_errors": errors,
-        "overall": group_metrics(rows, runs),
-        "headline": group_metrics([r for r in rows if _is_headline(r)], runs),
-        "rq1_plain": plain_rq1(rows, runs),  # coverage and accuracy on answered, with CIs
-        "by_setup_marker": _by(rows, lambda r: f"{r['setup']}/{r['marker']}", runs),
-        "by_setup": _by(rows, lambda r: r["setup"], runs),
-        "by_question_type": {
-            k: {**v, "chance": chance_levels().get(k)}
+    chance = chance_levels()
+    return Metrics(
+        model=model,
+        runs=runs,
+        n_rows=len(rows) + errors,
+        n_errors=errors,
+        overall=GroupMetrics.from_json(group_metrics(rows, runs), "overall"),
+        headline=GroupMetrics.from_json(
+            group_metrics([r for r in rows if _is_headline(r)], runs), "headline"
+        ),
+        # coverage and accuracy on answered, with CIs
+        rq1_plain=PlainRQ1.from_json(plain_rq1(rows, runs), "rq1_plain"),
+        **{name: _groups(_by(rows, key, runs)) for name, key in _SECTIONS.items()},
+        by_question_type={
+            k: TypeGroup.from_json({**v, "chance": chance.get(k)}, f"type {k}")
             for k, v in _by(rows, lambda r: r.get("question_type", _RELPOS), runs).items()
         },
-        "by_question_type_setup_marker": _by(
-            rows, lambda r: f"{r.get('question_type', _RELPOS)}|{r['setup']}/{r['marker']}", runs
-        ),
-        "by_relation": _by(rows, lambda r: r["relation"], runs),
-        "by_transform": _by(rows, lambda r: r["transform"], runs),
-        "by_setup_transform": _by(
-            rows,
-            lambda r: f"{r['setup']}/{r['marker']}/{r['transform']}" if r["transform"] else None,
-            runs,
-        ),
-        "by_variant": _by(rows, lambda r: r["variant"], runs),
-        "by_pair": _by(rows, lambda r: r["pair"], runs),
-        "frames": {
-            setup: frame_metrics([r for r in rows if r["setup"] == setup], runs)
+        frames={
+            setup: _frames(frame_metrics([r for r in rows if r["setup"] == setup], runs))
             for setup in ("rq1", "rq2", "rq3")
             if any(r["setup"] == setup for r in rows)
         },
-        "run_agreement": run_agreement(rows, runs),
-        "mirp": mirp_block(axial, runs) if all("parsed_mirp" in r for r in axial) else {},
-        "subgroups": subgroup_metrics(rows),
-        **({"open": open_metrics(rows)} if any(_is_open(r) for r in rows) else {}),
+        run_agreement={k: Agreement.from_json(v, k) for k, v in run_agreement(rows, runs).items()},
+        mirp=mirp_block(axial, runs) if all("parsed_mirp" in r for r in axial) else {},
+        subgroups=subgroup_metrics(_typed_rows(rows)),
+        open=open_metrics(rows) if any(_is_open(r) for r in rows) else None,
         **_plane_and_group_metrics(rows, model, runs, by_plane),
-    }
+    )
 
 
 def _plane_and_group_metrics(rows: Sequence[Row], model: str, runs: int, by_plane: bool) -> dict:
@@ -245,5 +276,5 @@ def _plane_and_group_metrics(rows: Sequence[Row], model: str, runs: int, by_plan
             for p, sub in sorted(planes.items())
         }
     if any(r.get("group") for r in rows):
-        out["consistency"] = consistency_metrics(rows)
+        out["consistency"] = consistency_metrics(_typed_rows(rows))
     return out

@@ -20,31 +20,32 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
+from radspatial.core.metrics_blocks import CONSISTENCY_CLASSES as CLASSES
+from radspatial.core.metrics_blocks import ClassShare, Consistency
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 
-CLASSES = ("all_right", "anatomy", "constant", "mixed")
 TITLES = {
     "all_right": "All 8 right",
     "anatomy": "Anatomy-consistent (>= 7/8, twin too)",
     "constant": "Constant",
     "mixed": "Mixed",
 }
-Row = dict[str, Any]
+Row = ResultRow
 N_VARIANTS = 8
 
 
 def _follows_anatomy(rows: Sequence[Row] | None) -> bool:
     if rows is None:
         return True  # no twin in these rows: judged on the group alone
-    return sum(r["parsed"] == r["expected_anatomical"] for r in rows) >= N_VARIANTS - 1
+    return sum(r.parsed == r.expected_anatomical for r in rows) >= N_VARIANTS - 1
 
 
 def classify(rows: Sequence[Row], twin: Sequence[Row] | None = None) -> str:
     """The class of one complete group (8 rows), given its twin's rows when known."""
-    answers = [r["parsed"] for r in rows]
-    if all(r["parsed"] == r["expected"] for r in rows):
+    answers = [r.parsed for r in rows]
+    if all(r.parsed == r.expected for r in rows):
         return "all_right"
     if _follows_anatomy(rows) and _follows_anatomy(twin):
         return "anatomy"
@@ -53,25 +54,28 @@ def classify(rows: Sequence[Row], twin: Sequence[Row] | None = None) -> str:
     return "mixed"
 
 
-def _shares(counts: dict[str, int], incomplete: int) -> dict[str, Any]:
+def _shares(counts: dict[str, int], incomplete: int) -> Consistency:
     n = sum(counts.values())
-    out: dict[str, Any] = {"n_groups": n, "n_incomplete": incomplete}
+    classes = {}
     for c in CLASSES:
         k = counts.get(c, 0)
         lo, hi = wilson_interval(k, n) if n else (None, None)
-        out[c] = {"n": k, "share": round(k / n, 6) if n else None}
-        out[c].update(ci_low=None if lo is None else round(lo, 6))
-        out[c].update(ci_high=None if hi is None else round(hi, 6))
-    return out
+        classes[c] = ClassShare(
+            n=k,
+            share=round(k / n, 6) if n else None,
+            ci_low=None if lo is None else round(lo, 6),
+            ci_high=None if hi is None else round(hi, 6),
+        )
+    return Consistency(n_groups=n, n_incomplete=incomplete, classes=classes)
 
 
-def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
+def consistency_metrics(rows: Sequence[Row]) -> dict[str, Consistency]:
     """Class shares of the consistency groups, all setups pooled (``all``) and per
-    ``setup/marker``, from result rows (dicts as in results.jsonl)."""
+    ``setup/marker``, from result rows (``core.records.ResultRow``)."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for r in rows:
-        if r.get("group"):
-            groups[(r["run"], r["setup"], r["marker"], r["group"])].append(r)
+        if r.group:
+            groups[(r.run, r.setup, r.marker, r.group)].append(r)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     incomplete: dict[str, int] = defaultdict(int)
     for (run, setup, marker, _), members in sorted(groups.items()):
@@ -80,42 +84,9 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Any]:
             for k in keys:
                 incomplete[k] += 1
             continue
-        twin = groups.get((run, setup, marker, members[0].get("group_twin")))
+        twin = groups.get((run, setup, marker, members[0].group_twin))
         cls = classify(members, twin if twin and len(twin) == N_VARIANTS else None)
         for k in keys:
             counts[k][cls] += 1
     keys = sorted(set(counts) | set(incomplete), key=lambda k: (k != "all", k))
     return {k: _shares(counts[k], incomplete[k]) for k in keys}
-
-
-def draw_consistency(s: dict[str, Any]) -> bytes | None:
-    """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
-    from radspatial.core.textsafe import fig_text
-    from radspatial.eval.plotting import PALETTE
-    from radspatial.eval.plotting import new_figure as _figure
-    from radspatial.eval.plotting import png_bytes as _png
-
-    data = {m: c["all"] for m, c in (s.get("consistency") or {}).items() if c.get("all")}
-    if not data:
-        return None
-    # wide enough for the title and the legend whatever the number of models (one model made
-    # a 2.7-inch figure: clipped title, a bar squeezed beside the legend)
-    fig = _figure(max(5.5, 1.6 + 1.0 * len(data)), 4.2)
-    ax = fig.add_subplot()
-    bottoms = [0.0] * len(data)
-    for colour, cls in zip(PALETTE, CLASSES, strict=False):
-        shares = [100 * (g[cls]["share"] or 0.0) for g in data.values()]
-        ax.bar(range(len(data)), shares, 0.6, bottom=bottoms, color=colour, label=TITLES[cls])
-        bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
-    pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide
-    ax.set_xlim(-0.7 - pad, len(data) - 0.3 + pad)
-    tilt = 20 if len(data) > 3 else 0
-    ticks = [fig_text(m) for m in data]
-    ax.set_xticks(range(len(data)), ticks, rotation=tilt, ha="right" if tilt else "center",
-                  fontsize=7)  # fmt: skip
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("Groups (%)")
-    ax.set_title("Consistency over the 8 variants of one slice and pair\n(all setups pooled)",
-                 fontsize=9)  # fmt: skip
-    fig.legend(loc="outside lower center", ncols=2, fontsize=7, frameon=False)
-    return _png(fig)

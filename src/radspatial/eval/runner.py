@@ -372,6 +372,7 @@ def _write_results(
 ) -> list[dict]:
     """results.jsonl (after the judge, if any) and metrics.json (with the calls' ``usage``);
     the rows as written."""
+    from radspatial.core.metrics_blocks import Usage
     from radspatial.eval.aggregate import compute_metrics
 
     judge = None
@@ -383,8 +384,8 @@ def _write_results(
         )
     atomic_write_jsonl(out / "results.jsonl", rows)
     metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
-    metrics["usage"] = usage
+    metrics = metrics.with_blocks(usage=Usage.from_json(usage, "usage"))
     if judge is not None:
-        metrics["judge"] = {k: v for k, v in judge.items() if k != "prompt"}
-    atomic_write_json(out / "metrics.json", redact_json(metrics))
+        metrics = metrics.with_blocks(judge={k: v for k, v in judge.items() if k != "prompt"})
+    atomic_write_json(out / "metrics.json", redact_json(metrics.to_json()))
     return rows

@@ -11,14 +11,18 @@ structure, setup, rotation/flip variant, anatomy variant and modality.
 - structure: each structure the item is about (an item counts once under each of its
   structures).
 - modality: recorded per case (``generate --modality``: CT or MR).
+
+The rows are ``core.records.ResultRow`` (``read_results``); each table is a mapping of
+``core.metrics_blocks.Share`` records (``metrics.json``'s ``subgroups`` block).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
+from radspatial.core.metrics_blocks import Share
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 from radspatial.questions.open_common import reasoning_type
 
@@ -37,45 +41,43 @@ def anatomy_region(structures: Iterable[str]) -> str:
     return "upper abdomen" if upper else "other"
 
 
-def _group(rows: Sequence[dict], keys: Callable[[dict], Iterable[str]]) -> dict[str, Any]:
-    groups: dict[str, list[dict]] = defaultdict(list)
+Rows = Sequence[ResultRow]
+
+
+def _group(rows: Rows, keys: Callable[[ResultRow], Iterable[str]]) -> dict[str, Share]:
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
         for k in keys(r):
             groups[k].append(r)
     out = {}
     for k, sub in sorted(groups.items()):
         n = len(sub)
-        correct = sum(bool(r["correct"]) for r in sub)
+        correct = sum(bool(r.correct) for r in sub)
         lo, hi = wilson_interval(correct, n)
-        out[k] = {
-            "n": n,  # answers (items x runs)
-            "accuracy": round(correct / n, 6),
-            "ci_low": round(lo, 6),
-            "ci_high": round(hi, 6),
-            "invalid_rate": round(sum(not _answered(r) for r in sub) / n, 6),
-        }
+        out[k] = Share(
+            n=n,  # answers (items x runs)
+            accuracy=round(correct / n, 6),
+            ci_low=round(lo, 6),
+            ci_high=round(hi, 6),
+            invalid_rate=round(sum(not r.answered for r in sub) / n, 6),
+        )
     return out
 
 
-def _answered(row: dict) -> bool:
-    """A row's ``answered`` (``ResultRow.answered``), else its ``parsed`` was read (metrics)."""
-    return row["answered"] if "answered" in row else row["parsed"] is not None
-
-
-def grouped_accuracy(rows: Sequence[dict], key: Callable[[dict], str | None]) -> dict[str, Any]:
+def grouped_accuracy(rows: Rows, key: Callable[[ResultRow], str | None]) -> dict[str, Share]:
     """Accuracy with Wilson 95% CI per ``key(row)`` (rows keyed None are left out)."""
     return _group(rows, lambda r: [k] if (k := key(r)) is not None else [])
 
 
-def subgroup_metrics(rows: Sequence[dict]) -> dict[str, Any]:
+def subgroup_metrics(rows: Rows) -> dict[str, dict[str, Share]]:
     """Accuracy with Wilson 95% CI (all runs pooled) per subgroup; errors left out."""
-    rows = [r for r in rows if not r.get("error")]
+    rows = [r for r in rows if not r.error]
     return {
-        "reasoning_type": _group(rows, lambda r: [reasoning_type(r.get("question_type", ""))]),
-        "region": _group(rows, lambda r: [r["region"]] if r.get("region") else []),
-        "structure": _group(rows, lambda r: sorted(set(r.get("structures_asked") or []))),
-        "setup": _group(rows, lambda r: [r["setup"]]),
-        "transform": _group(rows, lambda r: [r["transform"]] if r.get("transform") else []),
-        "variant": _group(rows, lambda r: [r["variant"]]),
-        "modality": _group(rows, lambda r: [r.get("modality") or "unknown"]),
+        "reasoning_type": _group(rows, lambda r: [reasoning_type(r.question_type)]),
+        "region": _group(rows, lambda r: [r.region] if r.region else []),
+        "structure": _group(rows, lambda r: sorted(set(r.structures_asked))),
+        "setup": _group(rows, lambda r: [r.setup]),
+        "transform": _group(rows, lambda r: [r.transform] if r.transform else []),
+        "variant": _group(rows, lambda r: [r.variant]),  # type: ignore[list-item]
+        "modality": _group(rows, lambda r: [r.modality or "unknown"]),
     }

@@ -138,6 +138,7 @@ def import_inspect(
     import os
 
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+    from radspatial.core.metrics_blocks import Usage
     from radspatial.core.staging import staged
     from radspatial.eval.aggregate import compute_metrics
     from radspatial.eval.usage import usage_block
@@ -177,9 +178,9 @@ def import_inspect(
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
     metrics = compute_metrics(ordered, model=model, runs=runs)
-    metrics["usage"] = usage
+    metrics = metrics.with_blocks(usage=Usage.from_json(usage, f"{log}: usage"))
     with staged(Path(out), overwrite, inputs={"--log": Path(log), "--data": data}) as stage:
         atomic_write_jsonl(stage / "results.jsonl", ordered)
-        atomic_write_json(stage / "metrics.json", metrics)
+        atomic_write_json(stage / "metrics.json", metrics.to_json())
         atomic_write_json(stage / "run.json", run_info)
     return InspectImport(Path(out), tuple(files), len(ordered), n_errors, model)

@@ -230,6 +230,8 @@ def import_lmms(
             "versions": {"radspatial": __version__, "python": platform.python_version()},
         }
         atomic_write_jsonl(stage / "results.jsonl", rows)
-        atomic_write_json(stage / "metrics.json", compute_metrics(rows, model=model, runs=1))
+        atomic_write_json(
+            stage / "metrics.json", compute_metrics(rows, model=model, runs=1).to_json()
+        )
         atomic_write_json(stage / "run.json", run_info)
     return LmmsImport(Path(out), tuple(files), len(rows), n_errors, model)

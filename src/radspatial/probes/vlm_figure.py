@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from radspatial.eval.plotting import PALETTE, new_figure, png_bytes
+from radspatial.reports.plotting import PALETTE, new_figure, png_bytes
 
 _LABELS = {"vision": "encoder", "projector": "projector"}
 

@@ -1,7 +1,7 @@
 """Report sections for what a run cost and how sure its accuracy is: token usage, latency and
 cost per model (``metrics.json`` ``usage``, ``eval.usage``), and the cluster-robust interval
 beside the Wilson one where items share a slice or consistency group (``eval.clusters``).
-Appended to ``summary.md`` by ``report.build_report``; a value of the wrong type prints as a
+Appended to ``summary.md`` by ``reports.build.build_report``; a value of the wrong type prints as a
 dash (metrics files are read, not trusted)."""
 
 from __future__ import annotations
@@ -40,19 +40,19 @@ def usage_markdown(runs: Sequence[Any]) -> str:
     """Token totals, latency percentiles and cost per model (runs with a ``usage`` block)."""
     rows = []
     for r in runs:
-        u = r.metrics.get("usage")
-        if not isinstance(u, dict):
+        u = r.metrics.usage
+        if u is None:
             continue
         rows.append(
             [
                 r.label,
-                f"{_int(u.get('calls'))} ({_int(u.get('calls_with_usage'))})",
-                _int(u.get("prompt_tokens")),
-                _int(u.get("completion_tokens")),
-                _int(u.get("reasoning_tokens")),
-                _fixed(u.get("latency_s_p50"), 3),
-                _fixed(u.get("latency_s_p95"), 3),
-                _fixed(u.get("cost_usd"), 4) if "cost_usd" in u else DASH,
+                f"{_int(u.calls)} ({_int(u.calls_with_usage)})",
+                _int(u.prompt_tokens),
+                _int(u.completion_tokens),
+                _int(u.reasoning_tokens),
+                _fixed(u.latency_s_p50, 3),
+                _fixed(u.latency_s_p95, 3),
+                _fixed(u.cost_usd, 4),
             ]
         )
     if not rows:
@@ -68,20 +68,19 @@ def usage_markdown(runs: Sequence[Any]) -> str:
     )
 
 
-def _interval(g: dict[str, Any], low: str, high: str) -> str:
-    if _number(g.get(low)) is None:
+def _interval(low: float | None, high: float | None) -> str:
+    if _number(low) is None:
         return DASH
-    return Markup(f"[{_pct(g.get(low))}, {_pct(g.get(high))}]")
+    return Markup(f"[{_pct(low)}, {_pct(high)}]")
 
 
 def clustered_markdown(runs: Sequence[Any]) -> str:
     """Wilson vs cluster-robust 95% intervals of the overall and headline accuracies."""
     rows = []
     for r in runs:
-        overall = r.metrics.get("overall")
-        for scope in ("overall", "headline"):
-            g = r.metrics.get(scope)
-            if not isinstance(g, dict) or _number(g.get("se_cluster")) is None:
+        overall = r.metrics.overall
+        for scope, g in (("overall", overall), ("headline", r.metrics.headline)):
+            if _number(g.se_cluster) is None:
                 continue
             if scope == "headline" and g == overall:
                 continue  # the same items: one row says it
@@ -89,11 +88,11 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
                 [
                     r.label,
                     scope,
-                    _pct(g.get("accuracy_mean")),
-                    _interval(g, "ci_low", "ci_high"),
-                    _interval(g, "ci_cluster_low", "ci_cluster_high"),
-                    _int(g.get("n_clusters")),
-                    str(g.get("cluster_by") or DASH),
+                    _pct(g.accuracy_mean),
+                    _interval(g.ci_low, g.ci_high),
+                    _interval(g.ci_cluster_low, g.ci_cluster_high),
+                    _int(g.n_clusters),
+                    str(g.cluster_by or DASH),
                 ]
             )
     if not rows:

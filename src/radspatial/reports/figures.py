@@ -16,9 +16,10 @@ from typing import Any
 from radspatial.core.io import atomic_write_bytes
 from radspatial.core.records import DEFAULT_TYPE
 from radspatial.core.textsafe import fig_text
-from radspatial.eval.consistency import draw_consistency
-from radspatial.eval.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
-from radspatial.eval.plotting import (
+from radspatial.eval.consistency import CLASSES, TITLES
+from radspatial.imaging.planes import PLANES  # PLANES[0]: axial, MIRP's plane
+from radspatial.reports.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
+from radspatial.reports.plotting import (
     PALETTE,
     chance_line,
     grouped_bars,
@@ -27,9 +28,8 @@ from radspatial.eval.plotting import (
     short_label,
     style_axes,
 )
-from radspatial.eval.plotting import new_figure as _figure
-from radspatial.eval.plotting import png_bytes as _png
-from radspatial.imaging.planes import PLANES  # PLANES[0]: axial, MIRP's plane
+from radspatial.reports.plotting import new_figure as _figure
+from radspatial.reports.plotting import png_bytes as _png
 
 RELPOS = DEFAULT_TYPE  # MIRP's type, the headline's
 Summary = dict[str, Any]
@@ -134,10 +134,10 @@ def _variant_tick(code: str) -> str:
 
 
 def draw_rotation_heatmap(s: Summary) -> bytes | str:
-    """Per question-type family against chance (``report_rotation``); runs without
+    """Per question-type family against chance (``rotation``); runs without
     results.jsonl: every type pooled, as metrics.json has it."""
     if s.get("rotation"):
-        from radspatial.eval.report_rotation import draw_rotation_families
+        from radspatial.reports.rotation import draw_rotation_families
 
         return draw_rotation_families(s)
     cols = s["transforms"]
@@ -211,13 +211,42 @@ def _type_chances(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> list[fl
 
 def _type_tick(name: str, chance: float) -> str:
     """The type's name and its answer kind: yes/no, 1 of k (multiple choice) or open."""
-    from radspatial.eval.report_families import answer_kind
+    from radspatial.reports.families import answer_kind
 
     kind = answer_kind(name, None if math.isnan(chance) else chance / 100)
     return f"{name.replace('_', chr(10))}\n({kind})"
 
 
 # ---------------------------------------------------------------- all
+
+
+def draw_consistency(s: dict[str, Any]) -> bytes | None:
+    """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
+
+    data = {m: c["all"] for m, c in (s.get("consistency") or {}).items() if c.get("all")}
+    if not data:
+        return None
+    # wide enough for the title and the legend whatever the number of models (one model made
+    # a 2.7-inch figure: clipped title, a bar squeezed beside the legend)
+    fig = _figure(max(5.5, 1.6 + 1.0 * len(data)), 4.2)
+    ax = fig.add_subplot()
+    bottoms = [0.0] * len(data)
+    for colour, cls in zip(PALETTE, CLASSES, strict=False):
+        shares = [100 * (g[cls]["share"] or 0.0) for g in data.values()]
+        ax.bar(range(len(data)), shares, 0.6, bottom=bottoms, color=colour, label=TITLES[cls])
+        bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
+    pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide
+    ax.set_xlim(-0.7 - pad, len(data) - 0.3 + pad)
+    tilt = 20 if len(data) > 3 else 0
+    ticks = [fig_text(m) for m in data]
+    ax.set_xticks(range(len(data)), ticks, rotation=tilt, ha="right" if tilt else "center",
+                  fontsize=7)  # fmt: skip
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("Groups (%)")
+    ax.set_title("Consistency over the 8 variants of one slice and pair\n(all setups pooled)",
+                 fontsize=9)  # fmt: skip
+    fig.legend(loc="outside lower center", ncols=2, fontsize=7, frameon=False)
+    return _png(fig)
 
 
 FIGURES: dict[str, Callable[[Summary], bytes | str | None]] = {

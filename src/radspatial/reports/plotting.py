@@ -1,6 +1,6 @@
 """What every figure shares: the palette, a headless matplotlib figure and its PNG bytes,
 and the grouped bars with value labels, chance line, axis style and legend of the report's bar
-figures (``figures.py``, ``figures_frames.py`` and the consistency figure, ``consistency.py``)."""
+figures (``figures.py``, ``figures_frames.py`` and the consistency figure in ``figures.py``)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from radspatial.core.textsafe import Markup, md_code, md_table, md_text
-from radspatial.eval.report_common import (
+from radspatial.models.base import ORACLE_MARK
+from radspatial.reports.common import (
     AXES,
     DASH,
     FRAME_COLUMNS,
@@ -20,8 +21,7 @@ from radspatial.eval.report_common import (
     TRANSFORM_KEY,
     Group,
 )
-from radspatial.eval.report_common import rank as _rank
-from radspatial.models.base import ORACLE_MARK
+from radspatial.reports.common import rank as _rank
 
 
 def _num(x: Any) -> float | None:
@@ -185,9 +185,9 @@ def _frames_tables(s: dict[str, Any]) -> str:
 
 
 def _transform_tables(s: dict[str, Any]) -> str:
-    """Per question-type family against chance (``report_rotation``, from results.jsonl);
+    """Per question-type family against chance (``rotation``, from results.jsonl);
     without results, every type pooled as metrics.json has it."""
-    from radspatial.eval.report_rotation import rotation_markdown
+    from radspatial.reports.rotation import rotation_markdown
 
     if text := rotation_markdown(s, table):
         return text
@@ -244,7 +244,7 @@ def _modality_tables(s: dict[str, Any]) -> str:
 
 
 def _question_type_table(s: dict[str, Any]) -> str:
-    from radspatial.eval.report_families import family_tables
+    from radspatial.reports.families import family_tables
 
     if not s["by_question_type"]:
         return ""

@@ -3,7 +3,7 @@ type's own chance level: the report's rotation tables and ``rotation_heatmap.png
 
 ``metrics.json``'s ``by_transform`` pools every question type, and the types' chance levels
 differ (50% on yes/no, 20-33% on SPAR-VQA's multiple choice), so a pooled cell coloured around
-50% mixes a model's skill with the mix of types. Here each family (``report_families``) is its
+50% mixes a model's skill with the mix of types. Here each family (``families``) is its
 own panel, counted from ``results.jsonl`` (all runs' answers pooled, errors left out), and a
 cell's colour is its accuracy minus its chance level (the answers' mean chance: white =
 chance, blue above, red below). Relative position has an RQ1 panel too (MIRP's rotation
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from radspatial.core.textsafe import fig_text
-from radspatial.eval.plotting import new_figure, png_bytes
-from radspatial.eval.report_common import DASH, TRANSFORM_KEY, TRANSFORMS
-from radspatial.eval.report_families import FAMILIES, family_of
+from radspatial.reports.common import DASH, TRANSFORM_KEY, TRANSFORMS
+from radspatial.reports.families import FAMILIES, family_of
+from radspatial.reports.plotting import new_figure, png_bytes
 
 Cell = dict[str, float]  # n, correct, chance_sum, n_chance, invalid
 

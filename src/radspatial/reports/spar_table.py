@@ -19,6 +19,7 @@ from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
+from radspatial.core.metrics_record import METRICS_FILE, Metrics, read_metrics
 from radspatial.core.safepath import check_disjoint, recorded_root
 from radspatial.core.textsafe import md_text
 from radspatial.eval.metrics import mean_std
@@ -41,28 +42,28 @@ def _fraction(value: Any, path: Path, key: str) -> None:
         raise DataFileError(f"{path}: {key} must be a fraction 0-1 or null, got {value!r}")
 
 
-def _read(run: Path) -> dict[str, Any]:
-    """A run's metrics.json, its fields checked: every problem names the file and field."""
-    path = Path(run) / "metrics.json"
-    m = read_json(path, want=dict)
-    groups = m.get("by_question_type")
-    if not isinstance(groups, dict):
-        raise DataFileError(f"{path}: 'by_question_type' must be an object (eval metrics)")
-    for t, g in groups.items():
-        if not isinstance(g, dict):
-            raise DataFileError(f"{path}: by_question_type.{t} must be an object")
+def _read(run: Path) -> Metrics:
+    """A run's metrics.json (``core.metrics_record``: types checked), with the per-type
+    accuracies and chance levels fractions: every problem names the file and field."""
+    path = Path(run) / METRICS_FILE
+    m = read_metrics(path)
+    if not m.by_question_type:
+        raise DataFileError(f"{path}: 'by_question_type' is missing or empty (eval metrics)")
+    for t, g in m.by_question_type.items():
         for key in ("accuracy_mean", "chance"):
-            _fraction(g.get(key), path, f"by_question_type.{t}.{key}")
-        n = g.get("n_items", 0)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise DataFileError(f"{path}: by_question_type.{t}.n_items must be a count, got {n!r}")
-    model = m.get("model", Path(run).name)
-    if not isinstance(model, str) or not model.strip():
-        raise DataFileError(f"{path}: 'model' must be a non-empty string, got {model!r}")
+            _fraction(getattr(g, key), path, f"by_question_type.{t}.{key}")
+        if g.n_items < 0:
+            raise DataFileError(f"{path}: by_question_type.{t}.n_items must be a count")
+    if m.model is not None and not m.model.strip():
+        raise DataFileError(f"{path}: 'model' must be a non-empty string, got {m.model!r}")
     return m
 
 
-def _one_per_seed(runs: Sequence[Path], metrics: Sequence[dict[str, Any]]) -> None:
+def _model(run: Path, m: Metrics) -> str:
+    return m.model if m.model is not None else Path(run).name
+
+
+def _one_per_seed(runs: Sequence[Path], metrics: Sequence[Metrics]) -> None:
     """Refuse a run counted twice: the same folder, a copy of it (same results.jsonl), or two
     runs of one model on the same dataset folder (repeats of one seed, not seeds)."""
     seen: dict[tuple, Path] = {}
@@ -75,13 +76,13 @@ def _one_per_seed(runs: Sequence[Path], metrics: Sequence[dict[str, Any]]) -> No
         info = read_json(info_path, want=dict) if info_path.is_file() else {}
         data = recorded_root(Path(run), info.get("data"))
         if data is not None:
-            keys.append(("dataset", str(m.get("model")), data.resolve()))
+            keys.append(("dataset", str(m.model), data.resolve()))
         for key in keys:
             if key in seen:
                 why = {
                     "folder": f"the run folder {seen[key]} given twice",
                     "results": f"a copy of {seen[key]} (the same results.jsonl)",
-                    "dataset": f"model {m.get('model')} on {data} again, as {seen[key]}",
+                    "dataset": f"model {m.model} on {data} again, as {seen[key]}",
                 }[key[0]]
                 raise DataFileError(
                     f"{run}: {why}; spar-table wants one run per dataset seed (generate "
@@ -92,13 +93,13 @@ def _one_per_seed(runs: Sequence[Path], metrics: Sequence[dict[str, Any]]) -> No
 
 def seed_table(runs: Sequence[Path], types: Sequence[str] = SPAR_TYPES) -> dict[str, Any]:
     """{"types", "chance", "models": {model: {"seeds", type: {mean, std, n}, "macro"}}}."""
-    by_model: dict[str, list[dict[str, Any]]] = {}
+    by_model: dict[str, list[Metrics]] = {}
     metrics = [_read(run) for run in runs]
     _one_per_seed(runs, metrics)
     for run, m in zip(runs, metrics, strict=True):
-        by_model.setdefault(str(m.get("model", Path(run).name)), []).append(m)
+        by_model.setdefault(_model(run, m), []).append(m)
     present = [
-        t for t in types if any(t in m["by_question_type"] for ms in by_model.values() for m in ms)
+        t for t in types if any(t in m.by_question_type for ms in by_model.values() for m in ms)
     ]
     chance: dict[str, float | None] = {}
     models: dict[str, Any] = {}
@@ -108,13 +109,13 @@ def seed_table(runs: Sequence[Path], types: Sequence[str] = SPAR_TYPES) -> dict[
         for t in present:
             accs, n = [], 0
             for k, m in enumerate(metrics):
-                g = m["by_question_type"].get(t)
-                if not g or g.get("accuracy_mean") is None:
+                g = m.by_question_type.get(t)
+                if g is None or g.accuracy_mean is None:
                     continue
-                accs.append(g["accuracy_mean"])
-                per_seed_macro[k].append(g["accuracy_mean"])
-                n += int(g.get("n_items", 0))
-                chance.setdefault(t, g.get("chance"))
+                accs.append(g.accuracy_mean)
+                per_seed_macro[k].append(g.accuracy_mean)
+                n += g.n_items
+                chance.setdefault(t, g.chance)
             mean, std = mean_std(accs)
             row[t] = {"mean": mean if accs else None, "std": std if accs else None, "n": n}
         complete = [sum(v) / len(v) for v in per_seed_macro if len(v) == len(present) and v]

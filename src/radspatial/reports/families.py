@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from radspatial.eval.report_common import DASH, RELPOS
+from radspatial.reports.common import DASH, RELPOS
 
 # family key -> title; the key is a question type's ``group`` (questions/), RELPOS its own
 FAMILIES = {
@@ -67,7 +67,7 @@ def chances(by: dict[str, dict[str, Any]], types: Sequence[str]) -> dict[str, fl
 def family_tables(s: dict[str, Any], acc: Any, pct: Any, table: Any) -> str:
     """One markdown table per family with more than relative position: a row per type (its
     answer kind and chance level), a column per model; ``acc``, ``pct`` and ``table`` are the
-    report's cell and table writers (``report_md``)."""
+    report's cell and table writers (``md``)."""
     by = s.get("by_question_type") or {}
     if not by:
         return ""

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from radspatial.eval.plotting import (
+from radspatial.imaging.planes import DEFAULT_PLANE, PLANE
+from radspatial.reports.common import AXES
+from radspatial.reports.plotting import (
     PALETTE,
     chance_line,
     grouped_bars,
@@ -24,8 +26,6 @@ from radspatial.eval.plotting import (
     style_axes,
     wrap_label,
 )
-from radspatial.eval.report_common import AXES
-from radspatial.imaging.planes import DEFAULT_PLANE, PLANE
 
 SETUP_ORDER = ("rq1", "rq2", "rq3")
 # axis -> its title per plane (the axial ones are the tables' titles)

@@ -1,5 +1,5 @@
 """Tables and figures from one or more eval run folders: ``summary.md``, ``summary.json``, PNGs
-and ``index.html`` (the same tables and figures plus an item gallery, ``report_html``).
+and ``index.html`` (the same tables and figures plus an item gallery, ``html``).
 
 The numbers are those of each run's ``metrics.json`` (see ``aggregate.compute_metrics``), laid
 out side by side; the only new statistics are McNemar's test between models, from the per-item
@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -24,19 +24,21 @@ from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.errors import InputError
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
-from radspatial.core.records import ResultRow, error_count, read_results
+from radspatial.core.metrics_blocks import GroupMetrics
+from radspatial.core.metrics_record import METRICS_FILE, Metrics, read_metrics
+from radspatial.core.records import ResultRow, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
 from radspatial.core.textsafe import log_text
 from radspatial.eval.metrics import mcnemar
-from radspatial.eval.report_common import (
+from radspatial.eval.subgroups import grouped_accuracy
+from radspatial.models.base import ORACLE_MARK, is_oracle
+from radspatial.reports.common import (
     DASH,
     RELPOS,
     TRANSFORMS,
 )
-from radspatial.eval.report_common import rank as _rank
-from radspatial.eval.subgroups import grouped_accuracy
-from radspatial.models.base import ORACLE_MARK, is_oracle
+from radspatial.reports.common import rank as _rank
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,11 @@ class RunData:
     path: Path
     label: str
     info: dict[str, Any]  # run.json ({} if missing)
-    metrics: dict[str, Any]
+    metrics: Metrics
     correct0: dict[str, bool] | None  # item id -> correct in run 0; None without results.jsonl
     # modality -> setup/marker -> accuracy with Wilson CI, all runs pooled (from results.jsonl)
     by_modality: dict[str, Any] = field(default_factory=dict)
-    # family panel -> transform -> counts with chance (``report_rotation``, from results.jsonl)
+    # family panel -> transform -> counts with chance (``rotation``, from results.jsonl)
     rotation: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,10 +73,10 @@ class RunData:
 
 def load_run(path: Path, label: str | None = None) -> RunData:
     path = Path(path)
-    metrics_path = path / "metrics.json"
+    metrics_path = path / METRICS_FILE
     if not metrics_path.exists():
         raise ValueError(f"{path}: no metrics.json (did the eval finish?)")
-    metrics = _checked(read_json(metrics_path, want=dict), metrics_path)
+    metrics = read_metrics(metrics_path)
     info_path = path / "run.json"
     info = read_json(info_path, want=dict) if info_path.is_file() else {}
     for key in ("data", "status", "model"):
@@ -83,44 +85,25 @@ def load_run(path: Path, label: str | None = None) -> RunData:
     results = path / "results.jsonl"
     correct0, by_modality, rotation = None, {}, {}
     if results.is_file():
-        from radspatial.eval.report_rotation import transform_groups
+        from radspatial.reports.rotation import transform_groups
 
         rows = read_results(results)
         correct0 = {r.id: r.correct for r in rows if r.run == 0}
         by_modality, rotation = modality_groups(rows), transform_groups(rows)
-    model = log_text(redact(str(metrics.get("model") or info.get("model") or path.name)))
+    model = log_text(redact(str(metrics.model or info.get("model") or path.name)))
     return RunData(path, label or model, info, metrics, correct0, by_modality, rotation)
 
 
 def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
     """modality -> setup/marker (and "all") -> accuracy with Wilson 95% CI, errors left out."""
-    plain = [
-        {"correct": r.correct, "answered": r.answered, "m": r.modality or "unknown", "k": k}
-        for r in rows
-        if not r.error
-        for k in (f"{r.setup}/{r.marker}", "all")
-    ]
-    return {
-        m: grouped_accuracy([p for p in plain if p["m"] == m], lambda p: p["k"])
-        for m in sorted({p["m"] for p in plain})
-    }
-
-
-def _checked(metrics: dict[str, Any], path: Path) -> dict[str, Any]:
-    """metrics.json with the shapes the report reads: sections are objects of objects, counts
-    integers, the model a string; anything else is a ``DataFileError`` naming the key."""
-    for key, value in metrics.items():
-        if key in ("overall", "headline", "frames", "mirp", "judge") or key.startswith("by_"):
-            if not isinstance(value, dict):
-                raise DataFileError(f"{path}: {key!r} must be an object")
-            if key.startswith("by_") and not all(isinstance(g, dict) for g in value.values()):
-                raise DataFileError(f"{path}: every entry of {key!r} must be an object")
-        elif key in ("runs", "errors", "n_errors", "n_rows") and value is not None:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise DataFileError(f"{path}: {key!r} must be an integer")
-        elif key == "model" and value is not None and not isinstance(value, str):
-            raise DataFileError(f"{path}: 'model' must be a string")
-    return metrics
+    answered = [r for r in rows if not r.error]
+    out = {}
+    for m in sorted({r.modality or "unknown" for r in answered}):
+        mine = [r for r in answered if (r.modality or "unknown") == m]
+        groups = grouped_accuracy(mine, lambda r: f"{r.setup}/{r.marker}")
+        groups |= grouped_accuracy(mine, lambda r: "all")
+        out[m] = {k: g.to_json() for k, g in sorted(groups.items())}
+    return out
 
 
 def _labels(specs: Sequence[str], paths: Sequence[Path]) -> list[str]:
@@ -156,24 +139,34 @@ def _strip(obj: Any) -> Any:
     return obj
 
 
+def _group(group: GroupMetrics | None) -> dict[str, Any]:
+    """A group as summary.json shows it (no per-run lists; absent: no items)."""
+    return {"n_items": 0} if group is None else _strip(group.to_json())
+
+
+def _groups(section: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _strip(g.to_json()) for k, g in section.items()}
+
+
+def _block(block: Any) -> dict[str, Any]:
+    return {} if block is None else block.to_json()
+
+
 def _keys(runs: Sequence[RunData], section: str, order: Iterable[str] = ()) -> list[str]:
-    present = {k for r in runs for k, g in r.metrics.get(section, {}).items() if g.get("n_items")}
+    present = {k for r in runs for k, g in r.metrics.section(section).items() if g.n_items}
     known = [k for k in order if k in present]
     return known + sorted(present - set(known), key=_rank)
 
 
 def _section(runs: Sequence[RunData], section: str, keys: Sequence[str]) -> dict[str, Any]:
-    return {
-        r.label: {k: _strip(r.metrics.get(section, {}).get(k, {"n_items": 0})) for k in keys}
-        for r in runs
-    }
+    return {r.label: {k: _group(r.metrics.section(section).get(k)) for k in keys} for r in runs}
 
 
 def _rq1_transforms(runs: Sequence[RunData]) -> dict[str, Any]:
     out = {}
     for r in runs:
-        by = r.metrics.get("by_setup_transform", {})
-        out[r.label] = {t: _strip(by.get(f"rq1/none/{t}", {"n_items": 0})) for t in TRANSFORMS}
+        by = r.metrics.by_setup_transform
+        out[r.label] = {t: _group(by.get(f"rq1/none/{t}")) for t in TRANSFORMS}
     return out
 
 
@@ -182,8 +175,8 @@ def _relpos_keys(runs: Sequence[RunData]) -> list[str]:
     present = {
         k.partition("|")[2]
         for r in runs
-        for k, g in r.metrics.get("by_question_type_setup_marker", {}).items()
-        if k.startswith(f"{RELPOS}|") and g.get("n_items")
+        for k, g in r.metrics.by_question_type_setup_marker.items()
+        if k.startswith(f"{RELPOS}|") and g.n_items
     }
     return sorted(present, key=_rank)
 
@@ -212,24 +205,22 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
     transforms = _keys(runs, "by_transform", TRANSFORMS)
     variants = [v for v in _keys(runs, "by_variant") if v != "blank"]
     question_types = _keys(runs, "by_question_type")
-    has_rq1 = any(
-        k.startswith("rq1/none/") for r in runs for k in r.metrics.get("by_setup_transform", {})
-    )
+    has_rq1 = any(k.startswith("rq1/none/") for r in runs for k in r.metrics.by_setup_transform)
     return {
         "radspatial": __version__,
         "data": sorted({str(r.info.get("data", DASH)) for r in runs}),
         "models": [
             {
                 "label": r.label,
-                "model": r.metrics.get("model"),
+                "model": r.metrics.model,
                 "run_dir": str(r.path),
                 "data": r.info.get("data"),
                 "status": r.info.get("status"),
                 "protocol": r.info.get("protocol"),
-                "runs": r.metrics.get("runs"),
-                "n_items": r.metrics.get("overall", {}).get("n_items", 0),
-                "n_errors": error_count(r.metrics),
-                "overall": _strip(r.metrics.get("overall", {})),
+                "runs": r.metrics.runs,
+                "n_items": r.metrics.overall.n_items,
+                "n_errors": r.metrics.n_errors,
+                "overall": _group(r.metrics.overall),
             }
             for r in runs
         ],
@@ -244,7 +235,7 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
             _section(runs, "by_question_type", question_types) if len(question_types) > 1 else {}
         ),
         "by_question_type_setup_marker": (
-            {r.label: _strip(r.metrics.get("by_question_type_setup_marker", {})) for r in runs}
+            {r.label: _groups(r.metrics.by_question_type_setup_marker) for r in runs}
             if len(question_types) > 1
             else {}
         ),
@@ -252,11 +243,13 @@ def summarize(runs: Sequence[RunData]) -> dict[str, Any]:
         "by_modality": {r.label: r.by_modality for r in runs},
         "variants": variants,
         "by_variant": _section(runs, "by_variant", variants) if len(variants) > 1 else {},
-        "frames": {r.label: _strip(r.metrics.get("frames", {})) for r in runs},
-        "headline": {r.label: _strip(r.metrics.get("headline", {})) for r in runs},
-        "rq1_plain": {r.label: r.metrics.get("rq1_plain") or {} for r in runs},
+        "frames": {
+            r.label: {s: _groups(axes) for s, axes in r.metrics.frames.items()} for r in runs
+        },
+        "headline": {r.label: _group(r.metrics.headline) for r in runs},
+        "rq1_plain": {r.label: _block(r.metrics.rq1_plain) for r in runs},
         "relpos_setup_markers": _relpos_keys(runs),
-        "mirp": {r.label: r.metrics.get("mirp", {}) for r in runs},
+        "mirp": {r.label: dict(r.metrics.mirp) for r in runs},
         "mcnemar": {
             "basis": "per-item correctness of run 0, items joined by id; two-sided",
             "pairs": mcnemar_pairs(runs),
@@ -269,21 +262,21 @@ def _planes_and_groups(runs: Sequence[RunData]) -> dict[str, Any]:
     """Runs with coronal/sagittal items: every table again per plane (``by_plane``: a summary
     of each plane's metrics); runs with consistency groups: their classes per model."""
     out: dict[str, Any] = {}
-    planes = sorted({p for r in runs for p in r.metrics.get("by_plane", {})})
+    planes = sorted({p for r in runs for p in r.metrics.by_plane or {}})
     if planes:
         out["planes"] = planes
         out["by_plane"] = {
             p: summarize(
                 [
-                    RunData(r.path, r.label, r.info, r.metrics["by_plane"][p], None)
+                    RunData(r.path, r.label, r.info, plane, None)
                     for r in runs
-                    if p in r.metrics.get("by_plane", {})
+                    if (plane := (r.metrics.by_plane or {}).get(p)) is not None
                 ]
             )
             for p in planes
         }
-    if any(r.metrics.get("consistency") for r in runs):
-        out["consistency"] = {r.label: r.metrics.get("consistency", {}) for r in runs}
+    if any(r.metrics.consistency for r in runs):
+        out["consistency"] = {r.label: _groups(r.metrics.consistency or {}) for r in runs}
     if planes:  # an axis means another direction in another plane: never pooled
         out["frames"] = out["by_plane"].get("axial", {}).get("frames", {})
         out["frames_scope"] = "axial"
@@ -311,7 +304,7 @@ def build_report(
     replaced."""
     from radspatial.core.executor import sigterm_as_interrupt
     from radspatial.core.staging import swap_in
-    from radspatial.eval.report_open import review_for
+    from radspatial.reports.open_answers import review_for
 
     log(f"reading {len(run_dirs)} run folder(s)")
     runs = load_runs(run_dirs)
@@ -358,13 +351,13 @@ def _write_report(
     """Every file of the report into ``folder`` (to be renamed to ``final``); the figures
     made (name -> None if written, else why it was skipped) and how many gallery items show
     no image."""
-    from radspatial.eval import figures as fig
-    from radspatial.eval.report_html import render_html
-    from radspatial.eval.report_md import render_markdown
-    from radspatial.eval.report_open import open_markdown
-    from radspatial.eval.report_planes import groups_markdown, planes_markdown
-    from radspatial.eval.report_probe import probe_markdown
-    from radspatial.eval.report_usage import clustered_markdown, usage_markdown
+    from radspatial.reports import figures as fig
+    from radspatial.reports.html import render_html
+    from radspatial.reports.md import render_markdown
+    from radspatial.reports.open_answers import open_markdown
+    from radspatial.reports.planes import groups_markdown, planes_markdown
+    from radspatial.reports.probe import probe_markdown
+    from radspatial.reports.usage import clustered_markdown, usage_markdown
 
     log(f"summarizing {len(runs)} run(s)")
     s = summarize(runs)

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from radspatial.eval.consistency import CLASSES, TITLES
-from radspatial.eval.report_common import DASH
-from radspatial.eval.report_md import (
+from radspatial.imaging.planes import PLANE
+from radspatial.reports.common import DASH
+from radspatial.reports.md import (
     _frames_tables,
     _question_type_table,
     _table1,
@@ -22,7 +23,6 @@ from radspatial.eval.report_md import (
     pct,
     table,
 )
-from radspatial.imaging.planes import PLANE
 
 MEANING = {name: plane.meaning for name, plane in PLANE.items()}  # imaging/planes.py
 

@@ -1,5 +1,5 @@
 """Report sections for the open question types, the LLM judge, subgroups and human review
-(appended to ``summary.md`` by ``report.build_report``)."""
+(appended to ``summary.md`` by ``reports.build.build_report``)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def review_for(runs: Sequence[Any], marks_path: Path) -> dict[str, Any]:
     for r in runs:
         results = Path(r.path) / "results.jsonl"
         rows = read_jsonl(results) if results.is_file() else []
-        data.append((r.label, str(r.metrics.get("model") or r.label), rows))
+        data.append((r.label, str(r.metrics.model or r.label), rows))
     return {"marks": str(marks_path), **fold_review(data, marks)}
 
 
@@ -42,7 +42,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
     parts: list[str] = []
     rows = []
     for r in runs:
-        for qtype, g in (r.metrics.get("open") or {}).items():
+        for qtype, g in (r.metrics.open or {}).items():
             graded = ", ".join(f"{k} {v}" for k, v in g.get("graded_by", {}).items())
             rows.append(
                 [r.label, qtype, _pct(g.get("chance")), _ci(g["image"]), _ci(g["standard"])]
@@ -54,7 +54,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
         parts.append(
             "\n## Open questions (accuracy in %, all runs pooled)\n\n" + _table(header, rows)
         )
-    judged = [(r.label, r.metrics["judge"]) for r in runs if r.metrics.get("judge")]
+    judged = [(r.label, r.metrics.judge) for r in runs if r.metrics.judge]
     if judged:
         jrows = [
             [
@@ -71,8 +71,8 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
     for name, title in (("reasoning_type", "reasoning type"), ("region", "anatomy region")):
         srows = []
         for r in runs:
-            for key, g in ((r.metrics.get("subgroups") or {}).get(name) or {}).items():
-                srows.append([r.label, key, str(g["n"]), _ci(g), _pct(g["invalid_rate"])])
+            for key, g in r.metrics.subgroups.get(name, {}).items():
+                srows.append([r.label, key, str(g.n), _ci(g.to_json()), _pct(g.invalid_rate)])
         if srows:
             header = ["Model", title.capitalize(), "Answers", "Accuracy [95% CI]", "Invalid"]
             parts.append(f"\n## By {title}\n\n" + _table(header, srows))

@@ -1,5 +1,5 @@
 """The report's vocabulary, shared by its builder (``report.py``) and its tables
-(``report_md.py``, ``report_planes.py``): column names and headers, the transform key, the
+(``md.py``, ``planes.py``): column names and headers, the transform key, the
 axes' titles and the order of setup/marker keys."""
 
 from __future__ import annotations
