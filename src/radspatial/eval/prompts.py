@@ -26,30 +26,27 @@ from radspatial.questions import (
     Wording,
     get_question_type,
 )
-from radspatial.questions.open_common import is_open
 
-MIRP_CT = (
-    f"{modality_sentence('CT')}"
+_ASK = (
+    "Ignore anatomical correctness; focus solely on what the image shows.\n"
+    "Example:\n"
+    "Q: {example_question} A: {example_answer}\n"
+    "Now answer the real question:\n\n"
+    "Q: {question}"
+)
+MIRP_ANSWER = (
     "Answer strictly with '1' for Yes or '0' for No. No explanations, no additional text. "
     "Your output must contain exactly one character: '1' or '0'."
-    "Ignore anatomical correctness; focus solely on what the image shows.\n"
-    "Example:\n"
-    "Q: {example_question} A: {example_answer}\n"
-    "Now answer the real question:\n\n"
-    "Q: {question}"
 )
-# the open types (a word or a number as the answer): MIRP's CT prompt with the answer format
-# changed, nothing else
-OPEN_CT = (
-    f"{modality_sentence('CT')}"
-    "Answer with only the requested word, structure name or number. No explanations, no "
-    "additional text. "
-    "Ignore anatomical correctness; focus solely on what the image shows.\n"
-    "Example:\n"
-    "Q: {example_question} A: {example_answer}\n"
-    "Now answer the real question:\n\n"
-    "Q: {question}"
-)
+MIRP_CT = f"{modality_sentence('CT')}{MIRP_ANSWER}{_ASK}"
+
+
+def ct_prompt(answer_instruction: str) -> str:
+    """MIRP's CT prompt with its answer format replaced by a type's (``answer_instruction``:
+    one word, structure name or number for the open types), nothing else."""
+    return f"{modality_sentence('CT')}{answer_instruction}{_ASK}"
+
+
 MIRP_BLANK = (
     "Answer strictly with '1' for Yes or '0' for No. No explanations, no additional text. "
     "Your output must contain exactly one character: '1' or '0'."
@@ -104,6 +101,16 @@ def _example_wording(example: Example, setup: str, marker: str) -> Wording:
     return Wording(setup, marker, example.names, marks)
 
 
+def fixed_example(item_id: str, setup: str, marker: str, question_type: str) -> tuple[str, Any]:
+    """Our protocol's example of an item: its type's example worded like the item (setup,
+    marker) with an answer picked by a hash of the item id; a type whose example lists its
+    ``answers`` (words, numbers) picks one of them, else the yes/no example (1 or 0)."""
+    if _example(question_type)[1].answers:
+        return open_example(item_id, setup, marker, question_type)
+    answer = example_answer(item_id)
+    return example_question(setup, marker, question_type, answer), answer
+
+
 def example_answer(item_id: str) -> int:
     """Our protocol's example answer for an item: 1 or 0 by a hash of its id (about half
     each, independent of the item's own answer)."""
@@ -122,16 +129,12 @@ class PromptTemplate:
     def render(self, item: EvalItem, example: tuple[str, int] | None = None) -> str:
         """The prompt for ``item``; ``example`` (question, answer) replaces our fixed one."""
         text = self.blank if item.setup == "as" else self.ct
-        if is_open(item.question_type):
-            if self.name in ("mirp", "mirp-protocol"):  # ours: the open answer format
-                text = OPEN_CT
-            if example is None:
-                example = open_example(item.id, item.setup, item.marker, item.question_type)
+        instruction = get_question_type(item.question_type).answer_instruction
+        if instruction and self.name in ("mirp", "mirp-protocol"):  # the type's answer format
+            text = ct_prompt(instruction)
         text = _for_modality(text, item.extra.get("modality"), item.extra.get("plane"))
         if example is None:
-            answer = example_answer(item.id)
-            question = example_question(item.setup, item.marker, item.question_type, answer)
-            example = (question, answer)
+            example = fixed_example(item.id, item.setup, item.marker, item.question_type)
         return text.format(
             question=item.question,
             example_question=example[0],

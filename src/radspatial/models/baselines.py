@@ -34,7 +34,6 @@ and ``no`` answer 1 and 0, or the first and the last class.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 from collections import defaultdict
@@ -46,8 +45,8 @@ from typing import Any
 from radspatial.core.records import DEFAULT_TYPE
 from radspatial.imaging.planes import DEFAULT_PLANE, PLANES
 from radspatial.models.base import Decoding, OnReply, Reply, Request, register_backend
-from radspatial.questions import QUESTION_TYPES, PriorInput, answer_classes
-from radspatial.questions.open_common import is_open
+from radspatial.questions import QUESTION_TYPES, PriorInput
+from radspatial.questions.guesses import Guesses
 
 KINDS = ("random", "yes", "no", "anatomy-prior", "standard-view")
 _ATLAS_KINDS = ("anatomy-prior", "standard-view")
@@ -183,12 +182,9 @@ def _load_manifest_atlas(source: str) -> tuple[dict[str, Atlas], dict[str, PairA
     return atlas, plane_pairs_from_rows(rows)
 
 
-def _coin(key: str) -> int:
-    return hashlib.sha256(key.encode()).digest()[0] & 1
-
-
-def _pick(key: str, options: list | tuple) -> Any:
-    return options[int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % len(options)]
+def _question_type(name: str | None) -> Guesses:
+    """The item's type; a name no type claims is asked as a yes/no type."""
+    return QUESTION_TYPES.get(name) if name in QUESTION_TYPES else Guesses()
 
 
 def _width(png: bytes | None) -> float:
@@ -224,19 +220,12 @@ class Baseline:
         return d
 
     def answer(self, req: Request) -> str:
-        qtype = req.meta.get("question_type")
-        if is_open(qtype):
-            options = list(answer_classes(qtype) or req.meta.get("options") or ["unknown"])
-            if self.kind in ("yes", "no"):
-                return str(options[0] if self.kind == "yes" else options[-1])
-            value = self._prior(req)
-            return str(value if value is not None else _pick(req.key, options))
-        if self.kind == "yes":
-            return "1"
-        if self.kind == "no":
-            return "0"
+        qtype = _question_type(req.meta.get("question_type"))
+        options = qtype.answer_options(req.meta)  # the "yes" one first: 1, 0 for yes/no
+        if self.kind in ("yes", "no"):
+            return str(options[0] if self.kind == "yes" else options[-1])
         prior = self._prior(req)
-        return str(prior if prior is not None else _coin(req.key))
+        return str(prior if prior is not None else qtype.chance_answer(req.key, options))
 
     def _prior(self, req: Request) -> int | str | None:
         """What the question's type says typical anatomy (anatomy-prior) or the standard view

@@ -31,6 +31,7 @@ from radspatial.core.datafiles import answer01, one_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
+from radspatial.questions.guesses import Guesses
 from radspatial.questions.records import Decision, Example, PriorInput
 from radspatial.questions.yesno_reading import parse_answer
 
@@ -134,7 +135,7 @@ def marker_ref(kind: str, text: str) -> str:
     return marker_style(kind).ref(text)
 
 
-class QuestionType(ABC):
+class QuestionType(Guesses, ABC):
     """What a question type provides: the generator's proposal and wording, the agent's parse
     and decision, the prior, and its scoring (``answer_kind``, ``read_reply``, ``canonical``,
     ``accepted_forms``, ``chance``). ``name`` and ``choose_variant`` must be defined
