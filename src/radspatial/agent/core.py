@@ -37,7 +37,7 @@ from radspatial.agent.types import (
 from radspatial.core.labels import load_table
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
 from radspatial.questions import QUESTION_TYPES, get_question_type
-from radspatial.questions.parsing import parse_question
+from radspatial.questions.ask import parse_question
 
 MAX_PIXELS = 4096 * 4096
 

@@ -14,11 +14,12 @@ import socket
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from radspatial.agent.chat_format import (
     ApiError,
+    ChatCall,
     completion,
     completion_chunks,
     json_default,
@@ -28,7 +29,22 @@ from radspatial.agent.chat_format import (
 from radspatial.core.textsafe import log_text
 
 if TYPE_CHECKING:
-    from radspatial.agent.server import AgentServer
+    from radspatial.agent.server_limits import Budget, Connections, ServerLimits
+
+
+class Served(Protocol):
+    """What a request handler reads of its server (``agent/server.AgentServer``)."""
+
+    limits: ServerLimits
+    connections: Connections
+    body_budget: Budget
+    api_key: str | None
+    created: int
+    agents: dict[str, Any]
+    default_model: str
+
+    def run_agent(self, call: ChatCall) -> Any: ...
+
 
 log = logging.getLogger("radspatial.agent.server")  # one logger for the whole server
 _METHOD_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n")  # what a request line starts with
@@ -64,7 +80,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     default_request_version = "HTTP/1.0"  # errors before the version is read get a status line
     disable_nagle_algorithm = True
     server_version, sys_version = "radspatial", ""
-    server: AgentServer
+    server: Served  # type: ignore[assignment]  # an AgentServer
 
     def setup(self) -> None:
         super().setup()

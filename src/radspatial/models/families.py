@@ -15,10 +15,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from radspatial.models.base import Decoding
+
+class Decoding(Protocol):
+    """The decoding settings these functions read (``models/base.Decoding``)."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def top_p(self) -> float: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def family(self) -> str | None: ...
+
 
 OURS = "none"  # --model-args family=none: our decoding even under --protocol mirp
 

@@ -33,7 +33,7 @@ from radspatial.probes.evaluate import (
 from radspatial.probes.heads import create_head
 
 if TYPE_CHECKING:
-    from radspatial.probes.train import TrainConfig
+    from radspatial.probes.train_config import TrainConfig
 
 CACHE_BUDGET_BYTES = 2 << 30  # frozen features above this are recomputed per batch instead
 

@@ -32,7 +32,7 @@ from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
 from radspatial.questions.guesses import Guesses
-from radspatial.questions.records import Decision, Example, PriorInput
+from radspatial.questions.records import Candidate, Decision, Example, PriorInput
 from radspatial.questions.yesno_reading import parse_answer
 
 if TYPE_CHECKING:  # the records and the parser's view of a question, for annotations
@@ -47,20 +47,6 @@ T = TypeVar("T")
 # spar: SPAR-VQA as SPAR-Bench's Table 2 (questions/spar_*.py); spar-binary: the earlier
 # all-yes/no SPAR-VQA types; open: a word or a number as the answer
 _GROUP_NAMES = {"SPAR_VQA": "spar-binary", "SPAR_TABLE2": "spar", "OPEN": "open"}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A structure in one slice. Coordinates: shown frame (after the variant) and standard
-    radiological view (``*_canonical``: before rotation/flip; patient's right on image left)."""
-
-    label_id: int
-    name: str  # snake_case, e.g. kidney_left
-    center_xy: tuple[float, float]  # centre of mass, shown frame
-    center_xy_canonical: tuple[float, float]
-    marker_xy: tuple[float, float] | None = None  # where a marker goes, shown frame
-    area_px: float = 0.0  # output pixels (the same in every variant)
-    marker_xy_canonical: tuple[float, float] | None = None  # the marker in standard view
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,10 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from radspatial.imaging.planes import plane_of
+from radspatial.questions.records import Candidate
 
-if TYPE_CHECKING:  # annotations only: this module runs without the package's registry
-    from radspatial import questions as q
+if TYPE_CHECKING:  # annotations only
+    from radspatial.core.rules import QuestionRules
 
 RELATIONS: dict[str, str] = {
     "above": "above",
@@ -143,7 +144,7 @@ def anatomical_from_standard(
     return int(standard) if keep else 1 - int(standard)
 
 
-def point_pairs(a: q.Candidate, b: q.Candidate) -> list[tuple]:
+def point_pairs(a: Candidate, b: Candidate) -> list[tuple]:
     """The points two structures are compared by: centres (shown, standard), then markers
     (shown, standard); a marker point may be None."""
     return [
@@ -154,7 +155,7 @@ def point_pairs(a: q.Candidate, b: q.Candidate) -> list[tuple]:
     ]
 
 
-def separated(a: q.Candidate, b: q.Candidate, axis: int, margin: float) -> bool:
+def separated(a: Candidate, b: Candidate, axis: int, margin: float) -> bool:
     """Centres and marker points differ by >= ``margin`` along ``axis`` in the shown and the
     standard frame, and in the same order (markers agree with the centres)."""
     signs = []
@@ -169,7 +170,7 @@ def separated(a: q.Candidate, b: q.Candidate, axis: int, margin: float) -> bool:
     return signs[0:2] == signs[2:4] if len(signs) == 4 else True
 
 
-def apart_along(a: q.Candidate, b: q.Candidate, axis: int, rules: q.QuestionRules) -> bool:
+def apart_along(a: Candidate, b: Candidate, axis: int, rules: QuestionRules) -> bool:
     """The mirp profile's rule: the centres are ``rules.min_distance_px`` apart along the asked
     image axis in the shown image (MIRP's "at least 50 pixels apart"; every published item
     holds it along the asked axis) and ``rules.margin_px`` apart along it in the standard view,
@@ -180,14 +181,14 @@ def apart_along(a: q.Candidate, b: q.Candidate, axis: int, rules: q.QuestionRule
 
 
 def separated_pairs(
-    cands: Sequence[q.Candidate], rules: q.QuestionRules
-) -> Iterator[tuple[q.Candidate, q.Candidate, int]]:
+    cands: Sequence[Candidate], rules: QuestionRules
+) -> Iterator[tuple[Candidate, Candidate, int]]:
     """(a, b, axis) for each pair and image axis the profile allows asking about (the same
     words asked of the standard image read the same image axis).
 
     strict: at least ``rules.min_distance_px`` apart and ``separated`` by ``rules.margin_px``
     along the axis; mirp: ``apart_along`` the axis (markers sit at the centres there)."""
-    for a, b in combinations(cands, 2):  # every unordered pair, in order (q.pairs)
+    for a, b in combinations(cands, 2):  # every unordered pair, in order (questions.pairs)
         if rules.mirp:
             yield from ((a, b, axis) for axis in (0, 1) if apart_along(a, b, axis, rules))
         elif math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:

@@ -15,13 +15,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from radspatial.core.answers import Answer, Grade
 from radspatial.core.replies import clean_open
 
-if TYPE_CHECKING:
-    from radspatial.questions.spar_common import ChoiceType
+
+@dataclass(frozen=True)
+class Option:
+    """One answer option: its class (the canonical answer), the text shown after its letter,
+    and the phrases (regular expressions, lower case) that name it in a free-text reply."""
+
+    value: str
+    text: str
+    phrases: tuple[str, ...] = ()
+
+
+class Choices(Protocol):
+    """What a multiple-choice reply is read against (``questions/spar_common.ChoiceType``)."""
+
+    answer_kind: str
+    options: tuple[Option, ...]
+
+    def letter_value(self, letter: str) -> str | None: ...
+
+    def number_value(self, percent: float) -> str | None: ...
+
 
 Finder = Callable[[str], Iterator[tuple[int, Any]]]
 
@@ -204,7 +224,7 @@ def read_name(text: str, kind: str) -> Grade:
     return decide(*collect(text, _structures), "structure", kind)
 
 
-def read_choice(text: str, choice: ChoiceType) -> Grade:
+def read_choice(text: str, choice: Choices) -> Grade:
     """A multiple-choice reply (``questions/spar_common.py``): the option's letter ("B",
     "(B)", "B) ...", "option B"), words that name one option ("mirrored", "the left kidney"),
     or, where the type reads numbers (size's bins), a percentage."""

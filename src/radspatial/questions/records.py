@@ -26,6 +26,20 @@ class ParseError(ValueError):
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A structure in one slice. Coordinates: shown frame (after the variant) and standard
+    radiological view (``*_canonical``: before rotation/flip; patient's right on image left)."""
+
+    label_id: int
+    name: str  # snake_case, e.g. kidney_left
+    center_xy: tuple[float, float]  # centre of mass, shown frame
+    center_xy_canonical: tuple[float, float]
+    marker_xy: tuple[float, float] | None = None  # where a marker goes, shown frame
+    area_px: float = 0.0  # output pixels (the same in every variant)
+    marker_xy_canonical: tuple[float, float] | None = None  # the marker in standard view
+
+
+@dataclass(frozen=True)
 class Ref:
     """One side of the question: a named structure and/or a marker reference.
 

@@ -15,26 +15,15 @@ SPAR-VQA asks about organs by name (RQ1 only), as the paper's Level 3 questions 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from radspatial import questions as q
 from radspatial.core.answers import CHOICE, Grade
-from radspatial.questions.reading import open_grade, read_choice
+from radspatial.questions.reading import Option, open_grade, read_choice
 
 LETTERS = "ABCDEFGH"
 GROUP = "spar"
-
-
-@dataclass(frozen=True)
-class Option:
-    """One answer option: its class (the canonical answer), the text shown after its letter,
-    and the phrases (regular expressions, lower case) that name it in a free-text reply."""
-
-    value: str
-    text: str
-    phrases: tuple[str, ...] = ()
 
 
 def phrasing(spec: q.QuestionSpec) -> int:
