@@ -114,6 +114,7 @@ def train(a: argparse.Namespace) -> None:
         size=a.size,
         channels=tuple(int(c) for c in a.channels.split(",")),
         threads=1,
+        init_from=str(a.init_from) if a.init_from else None,
     )
     t0, c0 = time.perf_counter(), time.process_time()
     data = build(config, a.cache_dir)
@@ -124,12 +125,13 @@ def train(a: argparse.Namespace) -> None:
         "anatomies": anatomies(a.config),
         "real": list(real),
         "synth": list(synth),
-        "cold_start": True,
+        "cold_start": not a.init_from,
         "data_wall_s": round(time.perf_counter() - t0 - record["training"]["train_seconds"], 1),
         "total_cpu_s": round(time.process_time() - c0, 1),
         "command": "python benchmarks/organs_curve.py train "
         + f"--config {a.config} --seed {a.seed} --steps {a.steps} --size {a.size} "
-        + f"--channels {a.channels} --batch-size {a.batch_size} --lr {a.lr} --step-mm {a.step_mm}",
+        + f"--channels {a.channels} --batch-size {a.batch_size} --lr {a.lr} --step-mm {a.step_mm}"
+        + (f" --init-from {a.init_from}" if a.init_from else ""),
     }
     from radspatial.core.io import atomic_write_json
 
@@ -142,6 +144,30 @@ def _summary(report: dict) -> dict:
     keep = ("n", "answered", "correct", "coverage", "coverage_ci", "accuracy_answered")
     keep += ("accuracy_answered_ci",)
     return {k: report["summary"].get(k) for k in keep} | {"structures": report["structures"]}
+
+
+def hits(loc, items, ok_px: float = 20.0) -> dict:
+    """Every asked structure of ``items`` located once by the network (its centre whatever
+    the checks then say): how many lie within ``ok_px`` (512 px image) of the truth."""
+    import math
+
+    from PIL import Image
+
+    from radspatial.agent.types import Context, Ref
+    from radspatial.core.labels import normalize_name
+
+    n = found = close = 0
+    for it in items:
+        image = np.asarray(Image.open(it["image"]).convert("RGB"))
+        objects = [o for o in it["objects"] if o[0]]
+        located = loc.locate(
+            image, [Ref(name=normalize_name(name)) for name, _ in objects], Context()
+        )
+        for (_, truth), f in zip(objects, located, strict=True):
+            n += 1
+            found += f is not None
+            close += f is not None and math.dist(f.xy, truth) <= ok_px
+    return {"n": n, "found": found, "within_px": ok_px, "close": close}
 
 
 def evaluate(a: argparse.Namespace) -> None:
@@ -165,6 +191,7 @@ def evaluate(a: argparse.Namespace) -> None:
     out["B"] = _summary(bo.evaluate(agent, pooled, None, a.run.name))
     out["MIRP"] = _summary(bo.evaluate(agent, bo._items_mirp(bo.SHARED / "mirp_sample"), None, ""))
     loc = OrgansLocalizer(a.run)
+    out["B_localizations"] = hits(loc, pooled)
     if "c" not in trained:
         out["C"] = bor.run(bor._items("patient-c", a.cache), loc, 20.0)["relation"]
     if "a" not in trained and not a.no_slab:
@@ -173,6 +200,84 @@ def evaluate(a: argparse.Namespace) -> None:
     (a.run / "heldout.json").write_text(json.dumps(out, indent=1))
     print(json.dumps({k: v for k, v in out.items() if k not in ("B", "MIRP")}))
     print("B", json.dumps({k: v for k, v in out["B"].items() if k != "structures"}))
+
+
+def _cell(res: dict | None) -> str:
+    if not res or not res.get("n"):
+        return "-"
+    n, ans = res["n"], res["answered"]
+    right = res.get("correct", res.get("right", 0))
+    ci = res["coverage_ci"]
+    return f"{100 * ans / n:.0f} % [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}], {right}/{ans}"
+
+
+def _found(h: dict) -> str:
+    loc = h.get("B_localizations")
+    return f"{loc['close']}/{loc['n']}" if loc else "-"
+
+
+def rows(runs: Path) -> list[dict]:
+    out = []
+    for f in sorted(runs.glob("*/heldout.json")):
+        h = json.loads(f.read_text())
+        c = json.loads((f.parent / "config.json").read_text())
+        out.append({"name": c["curve"]["config"], "seed": int(f.parent.name.rsplit("_s", 1)[1])} | {
+            "h": h, "c": c, "steps": c["training"]["steps_done"],
+            "cpu": c["curve"]["total_cpu_s"],
+        })  # fmt: skip
+    return out
+
+
+def table(a: argparse.Namespace) -> None:
+    print("| cell | anatomies | seed | steps | train CPU s | B coverage [CI], right/answered "
+          "| B localizations within 20 px | MIRP | C (720 q) | A slab |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rs = rows(a.runs)
+    for r in sorted(rs, key=lambda r: (list(CONFIGS).index(r["name"]), r["seed"])):
+        h = r["h"]
+        print(
+            f"| {r['name']} | {', '.join(h['anatomies'])} ({len(h['anatomies'])}) | {r['seed']} "
+            f"| {r['steps']} | {r['cpu']:.0f} | {_cell(h['B'])} | {_found(h)} "
+            f"| {h['MIRP']['answered']}/3, {h['MIRP']['correct']} right | {_cell(h.get('C'))} "
+            f"| {_cell(h.get('A_slab'))} |"
+        )
+    if a.figure:
+        figure(rs, a.figure)
+
+
+def figure(rs: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for r in rs:
+        real_only = not CONFIGS[r["name"]][1]
+        n = len(r["h"]["anatomies"]) + (0.08 if real_only else -0.08)
+        for ax, key in zip(axes, ("B", "C"), strict=True):
+            res = r["h"].get(key)
+            if not res or not res.get("n"):
+                continue
+            cov = res["answered"] / res["n"]
+            lo, hi = res["coverage_ci"]
+            style = "s" if real_only else "o"
+            color = "tab:blue" if real_only else "tab:orange"
+            if r["name"] == "N5":
+                style, color = "^", "tab:green"
+            ax.errorbar(n, 100 * cov, yerr=[[100 * (cov - lo)], [100 * (hi - cov)]],
+                        fmt=style, color=color, capsize=3)  # fmt: skip
+    for ax, title in zip(axes, ("patient B RQ1 (n = 100)", "patient C (720 q)"), strict=True):
+        ax.set_xlabel("training anatomies")
+        ax.set_ylabel("coverage %")
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks([1, 2, 3, 5, 6])
+    axes[0].plot([], [], "s", color="tab:blue", label="real only")
+    axes[0].plot([], [], "o", color="tab:orange", label="real + synthetic")
+    axes[0].plot([], [], "^", color="tab:green", label="no patient A")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def main() -> None:
@@ -188,13 +293,17 @@ def main() -> None:
     t.add_argument("--batch-size", type=int, default=8)
     t.add_argument("--lr", type=float, default=0.003)
     t.add_argument("--step-mm", type=float, default=9.0)
+    t.add_argument("--init-from", type=Path, help="warm start (a model folder)")
     t.add_argument("--cache-dir", type=Path, default=Path("/tmp/organs_curve_cache"))
     e = sub.add_parser("eval")
     e.add_argument("--run", type=Path, required=True)
     e.add_argument("--cache", type=Path, default=Path("/tmp/bench_organs"))
     e.add_argument("--no-slab", action="store_true", help="skip patient A's slab (slow)")
+    tb = sub.add_parser("table")
+    tb.add_argument("--runs", type=Path, required=True)
+    tb.add_argument("--figure", type=Path)
     a = p.parse_args()
-    {"train": train, "eval": evaluate}[a.cmd](a)
+    {"train": train, "eval": evaluate, "table": table}[a.cmd](a)
 
 
 if __name__ == "__main__":
