@@ -208,7 +208,9 @@ def _cell(res: dict | None) -> str:
     n, ans = res["n"], res["answered"]
     right = res.get("correct", res.get("right", 0))
     ci = res["coverage_ci"]
-    return f"{100 * ans / n:.0f} % [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}], {right}/{ans}"
+    acc = res.get("accuracy_answered_ci", res.get("accuracy_ci")) if ans else None
+    acc_text = f" [{100 * acc[0]:.0f}-{100 * acc[1]:.0f}]" if acc else ""
+    return f"{100 * ans / n:.0f} % [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}], {right}/{ans}{acc_text}"
 
 
 def _found(h: dict) -> str:
@@ -223,21 +225,22 @@ def rows(runs: Path) -> list[dict]:
         c = json.loads((f.parent / "config.json").read_text())
         out.append({"name": c["curve"]["config"], "seed": int(f.parent.name.rsplit("_s", 1)[1])} | {
             "h": h, "c": c, "steps": c["training"]["steps_done"],
-            "cpu": c["curve"]["total_cpu_s"],
+            "cpu": c["curve"]["total_cpu_s"], "wall": c["training"]["train_seconds"],
         })  # fmt: skip
     return out
 
 
 def table(a: argparse.Namespace) -> None:
-    print("| cell | anatomies | seed | steps | train CPU s | B coverage [CI], right/answered "
-          "| B localizations within 20 px | MIRP | C (720 q) | A slab |")  # fmt: skip
+    print("| cell | anatomies | seed | steps | CPU s (train wall s) "
+          "| B coverage [CI], right/answered [CI] | B localizations within 20 px | MIRP "
+          "| C (720 q) | A slab |")  # fmt: skip
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     rs = rows(a.runs)
     for r in sorted(rs, key=lambda r: (list(CONFIGS).index(r["name"]), r["seed"])):
         h = r["h"]
         print(
             f"| {r['name']} | {', '.join(h['anatomies'])} ({len(h['anatomies'])}) | {r['seed']} "
-            f"| {r['steps']} | {r['cpu']:.0f} | {_cell(h['B'])} | {_found(h)} "
+            f"| {r['steps']} | {r['cpu']:.0f} ({r['wall']:.0f}) | {_cell(h['B'])} | {_found(h)} "
             f"| {h['MIRP']['answered']}/3, {h['MIRP']['correct']} right | {_cell(h.get('C'))} "
             f"| {_cell(h.get('A_slab'))} |"
         )
