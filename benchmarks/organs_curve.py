@@ -275,9 +275,12 @@ def figure(rs: list[dict], out: Path) -> None:
         ax.set_ylabel("coverage %")
         ax.set_title(title, fontsize=9)
         ax.set_xticks([1, 2, 3, 5, 6])
+        ax.set_xlim(0.5, 6.5)
+        ax.set_ylim(0, 100)
     axes[0].plot([], [], "s", color="tab:blue", label="real only")
     axes[0].plot([], [], "o", color="tab:orange", label="real + synthetic")
-    axes[0].plot([], [], "^", color="tab:green", label="no patient A")
+    if any(r["name"] == "N5" for r in rs):
+        axes[0].plot([], [], "^", color="tab:green", label="no patient A")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
