@@ -202,6 +202,28 @@ def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, caps
     assert copied == total and record["training"]["init"]["classes_new"] == 0
     assert "--volumes c --channels 8,16" in record["training"]["command"]
     assert "--init-from" in record["training"]["command"]
+    init = record["training"]["init"]  # the warm start's own data, seed and command
+    first = json.loads((out / "config.json").read_text())
+    assert init["init_data"]["volumes"] == first["data"]["real"]["volumes"]
+    assert init["init_seed"] == 0 and init["init_training"]["command"].endswith(
+        first["training"]["command"].split("organs_train ", 1)[1]
+    )
+
+
+def test_shipped_weights_name_every_file_behind_them_with_sha256():
+    """The shipped config.json lists each training file's sha256, and those of the weights it
+    was warm-started from (patient A's 30-slice scan), with seed, command, device and time."""
+    from radspatial.agent import unet
+    from radspatial.agent.organs import shipped_model_dir
+
+    config = unet.read_config(shipped_model_dir())
+    hashes = [v for vol in config["data"]["real"]["volumes"] for k, v in vol.items() if "sha" in k]
+    assert len(hashes) == 7 and all(len(h) == 64 for h in hashes)
+    init = config["training"]["init"]
+    assert init["init_data"]["ct_sha256"].startswith("e50c00b2")
+    assert len(init["init_data"]["seg_sha256"]) == 64
+    assert init["init_seed"] == 0 and init["init_training"]["device"] == "cuda"
+    assert config["training"]["train_cpu_seconds"] > 0 and config["seed"] == 0
 
 
 def test_core_score_keeps_a_thin_sure_structure_and_drops_an_unsure_blob():

@@ -101,17 +101,40 @@ def test_partial_maps_mark_unlabelled_body_unknown_complete_ones_background():
     assert (partial[lab > 0] == lab[lab > 0]).all()
 
 
-def _amos_root(tmp_path):
-    """A tiny AMOS-id label map (LAS, as amos_0013): liver (AMOS 6) on the patient's right,
-    spleen (AMOS 1) on the left, prostate/uterus (15) which has no TotalSegmentator name."""
+def _amos_root(tmp_path, axes: str = "LAS"):
+    """A tiny AMOS-id label map (LAS, as amos_0013; or RAS / LPS, as other datasets store
+    theirs): liver (AMOS 6) on the patient's right, spleen (AMOS 1) on the left,
+    prostate/uterus (15) which has no TotalSegmentator name."""
     data = np.zeros((40, 40, 4), np.uint16)
     data[2:14, 10:30, :] = 6  # low i = patient's right in LAS
     data[28:36, 12:22, :] = 1
     data[18:22, 30:34, 1:3] = 15
     affine = np.diag([-2.0, 2.0, 5.0, 1.0])
+    if axes == "RAS":  # i runs to the patient's left in LAS, to the right in RAS
+        data, affine = data[::-1].copy(), np.diag([2.0, 2.0, 5.0, 1.0])
+    elif axes == "LPS":  # j runs to the back: rows stored the other way round
+        data, affine = data[:, ::-1].copy(), np.diag([-2.0, -2.0, 5.0, 1.0])
     (tmp_path / "label_maps").mkdir()
     nib.save(nib.Nifti1Image(data, affine), tmp_path / "label_maps" / "amos_0013_label.nii.gz")
     return tmp_path
+
+
+@pytest.mark.parametrize("axes", ["LAS", "RAS", "LPS"])
+def test_label_map_sides_survive_every_storage_orientation(tmp_path, axes):
+    """A wrong flip of a label map's axes would put the liver on the image's right, the
+    spleen on its left, in the training slices and in the atlas alike."""
+    from radspatial.training import organs_atlas as builder
+
+    lv = lm.label_volume("amos", _amos_root(tmp_path, axes))
+    assert lv.source["seg_orientation"] == axes
+    disp = organs_data.render_lab(lv.seg, 1, lv.spacing, 64)
+    rows_liver, cols_liver = np.nonzero(disp == LIVER)
+    rows_spleen, cols_spleen = np.nonzero(disp == SPLEEN)
+    assert cols_liver.mean() < 32 < cols_spleen.mean()  # patient's right on the image's left
+    assert rows_liver.mean() < rows_spleen.mean()  # j 10-30 (liver) lies in front of 12-22
+    arrays, _ = builder.build(("amos",), tmp_path, step_mm=5.0)
+    lab = arrays["labels"][1]
+    assert np.nonzero(lab == LIVER)[1].mean() < np.nonzero(lab == SPLEEN)[1].mean()
 
 
 def test_amos_label_map_keeps_sides_and_maps_ids_by_name(tmp_path):
@@ -145,6 +168,21 @@ def test_atlas_from_label_maps_counts_anatomies_and_keeps_sides(tmp_path):
     labels = arrays["labels"][1]
     assert (labels == UNKNOWN).any()  # a partial map's unlabelled body says nothing
     assert np.nonzero(labels == LIVER)[1].mean() < np.nonzero(labels == SPLEEN)[1].mean()
+
+
+def test_plausibility_ranges_come_from_real_and_synthesised_slices():
+    real_lab = np.zeros((1, 64, 64), np.uint16)
+    real_lab[0, 18:40, 10:30] = LIVER
+    real_hu = np.where(real_lab > 0, 50.0, -1000.0).astype(np.float32)
+    real_hu[0, 10:54, 6:58] = np.maximum(real_hu[0, 10:54, 6:58], -80.0)  # a body around it
+    drawn_lab = _slice()[None]
+    drawn_hu = np.where(drawn_lab > 0, 50.0, -1000.0).astype(np.float32)
+    drawn_hu[0, 10:56, 6:58] = np.maximum(drawn_hu[0, 10:56, 6:58], -80.0)
+    ranges = organs_data.plausibility_of((real_hu, real_lab), (drawn_hu, drawn_lab))
+    assert {LIVER, SPLEEN, VERTEBRAE, KIDNEY_L} <= set(ranges)  # spleen: label maps only
+    assert ranges[LIVER]["n_slices"] == 2 and ranges[SPLEEN]["n_slices"] == 1
+    none = (np.zeros((0, 64, 64), np.float32), np.zeros((0, 64, 64), np.uint16))
+    assert set(organs_data.plausibility_of((real_hu, real_lab), none)) == {LIVER}
 
 
 def test_hu_table_pools_structures_per_class():

@@ -195,3 +195,13 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
             "n_slices": len(vals),
         }
     return out
+
+
+def plausibility_of(real: tuple, drawn: tuple) -> dict[int, dict]:
+    """:func:`plausibility` over every labelled training slice, real and synthesised from
+    label maps (a structure only a label map holds gets a range too)."""
+    if not len(drawn[0]):
+        return plausibility(real[0], real[1])
+    if not len(real[0]):
+        return plausibility(drawn[0], drawn[1])
+    return plausibility(np.concatenate([real[0], drawn[0]]), np.concatenate([real[1], drawn[1]]))

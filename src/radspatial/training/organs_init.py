@@ -60,4 +60,21 @@ def warm_start(net: Any, model_dir: Path, classes: list[tuple[int, str]]) -> dic
         "classes_carried": int(len(pairs) - 1),
         "classes_new": int(len(new_ids) - len(pairs)),
         "old_data": np.asarray(old_cfg.get("data", {}).get("real", {}).get("ct", "")).tolist(),
+        **provenance(old_cfg),
+    }
+
+
+def provenance(old_cfg: dict) -> dict[str, Any]:
+    """What the warm start's weights were trained on and how (every file's sha256 its
+    config.json lists, seed, command, device and time, and its own warm start in turn), so
+    that a model's config.json names all the data behind it, not only its last run's."""
+    real = old_cfg.get("data", {}).get("real", {})
+    data = {k: v for k, v in real.items() if k != "plausibility"}
+    keep = ("command", "device", "steps_done", "train_seconds", "train_cpu_seconds", "threads")
+    training = {k: v for k, v in old_cfg.get("training", {}).items() if k in keep}
+    return {
+        "init_data": data,
+        "init_seed": old_cfg.get("seed"),
+        "init_training": training,
+        "init_init": old_cfg.get("training", {}).get("init"),
     }

@@ -150,10 +150,10 @@ def build_banks(config: OrgansConfig, progress: bool = True):
     vols = organs_data.training_volumes(None, config.volumes)
     real, sources = organs_data.banks(vols, config.size, organs_data.parse_exclude(config.exclude))
     real_source = {"volumes": sources, "slices": int(len(real[0]))}
-    real_source["plausibility"] = organs_data.plausibility(real[0], real[1])
     from radspatial.training.organs_labelmaps import synth_banks
 
     drawn, real_source["synthesised"] = synth_banks(config, vols)
+    real_source["plausibility"] = organs_data.plausibility_of(real, drawn)
     if progress:
         print(
             f"organs: {len(synth[0])} phantom, {len(real[0])} real, {len(drawn[0])} synthesised"
@@ -169,12 +169,15 @@ def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
     return [(0, "background")] + [(i, names[i]) for i in ids if i in names and i < 65535]
 
 
-def train_organs(out: Path, config: OrgansConfig, *, progress: bool = True) -> dict[str, Any]:
-    """Build the data, train, write ``model.safetensors`` + ``config.json`` to ``out``."""
+def train_organs(
+    out: Path, config: OrgansConfig, *, progress: bool = True, data: tuple | None = None
+) -> dict[str, Any]:
+    """Build the data (or take ``data``, :func:`build_banks`'s result), train, write
+    ``model.safetensors`` + ``config.json`` to ``out``."""
     import torch
 
     started = time.perf_counter()
-    synth, real, drawn, real_source = build_banks(config, progress)
+    synth, real, drawn, real_source = data or build_banks(config, progress)
     data_s = time.perf_counter() - started
     from radspatial.training import organs_data
 
