@@ -1,23 +1,21 @@
 """Training of the shipped ``organs`` localizer: a MONAI 2D U-Net on phantoms and real CT.
 
 Data (built in memory, nothing downloaded): axial slices of ``n_phantoms`` synthetic phantoms
-(:func:`radspatial.phantoms.make_phantom`, habitus and contrast phase drawn from the seed; normal
-and displaced anatomy in turn) plus the bundled real CT (its mirrored counterfactual only with
-``--mirror-real``: see ``OrgansConfig``), rendered like the generator
-(radiological display, square image, ``size`` px) but kept in HU so the window can be drawn per
-sample. Labels: TotalSegmentator v2 ids with MIRP's grouping (vertebrae, ribs per side).
+(:func:`radspatial.phantoms.make_phantom`, habitus and contrast phase drawn from the seed;
+normal and displaced anatomy in turn) plus the bundled real CT (its mirrored counterfactual only
+with ``--mirror-real``: see ``OrgansConfig``), rendered like the generator (radiological
+display, square image, ``size`` px) but kept in HU so the window can be drawn per sample.
+Labels: TotalSegmentator v2 ids with MIRP's grouping (vertebrae, ribs per side).
 
-Augmentation, per sample, in one affine resampling: one of the 8 rotation/flip variants, a
-small extra rotation, zoom and shift (with ``--elastic``, a smooth random displacement field
-added to the same sampling grid); a HU offset per structure; then window (width, level),
-gamma, blur, noise and 8-bit quantisation. Loss: Dice + cross-entropy over the known pixels
+Augmentation, per sample, in one affine resampling: one of the 8 rotation/flip variants, a small
+extra rotation, zoom and shift (with ``--elastic``, a smooth random displacement field added to
+the same sampling grid); a HU offset per structure; then window (width, level), gamma, blur,
+noise and 8-bit quantisation. Loss: Dice + cross-entropy over the known pixels
 (``organs_loss``). Everything is drawn from generators keyed by ``seed``. ``--exclude a:86-97``
 keeps slices out (a validation slab for ``benchmarks/bench_organs_val.py``).
 
-Command (documented in docs/agent.md; the shipped weights came from it)::
-
-    python -m radspatial.training.organs_train --out src/radspatial/data/organs --steps 3000
-"""
+Command (docs/agent.md; the shipped weights came from it, as ``python -m`` of this module):
+``radspatial train organs --out src/radspatial/data/organs --steps 3000``."""
 
 from __future__ import annotations
 
@@ -155,11 +153,8 @@ def build_banks(config: OrgansConfig, progress: bool = True):
     drawn, real_source["synthesised"] = synth_banks(config, vols)
     real_source["plausibility"] = organs_data.plausibility_of(real, drawn)
     if progress:
-        print(
-            f"organs: {len(synth[0])} phantom, {len(real[0])} real, {len(drawn[0])} synthesised"
-            " slices",
-            flush=True,
-        )
+        counts = f"{len(synth[0])} phantom, {len(real[0])} real, {len(drawn[0])} synthesised"
+        print(f"organs: {counts} slices", flush=True)
     return synth, real, drawn, real_source
 
 
