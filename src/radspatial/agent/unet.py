@@ -128,7 +128,9 @@ class UNetModel:
             (int(c["label_id"]), str(c["name"])) for c in self.config["classes"]
         ]
         self.device = device
-        net = build_model(self.config["architecture"])
+        from radspatial.agent.unet_torch import torch_unet  # answering imports no MONAI
+
+        net = torch_unet(self.config["architecture"]) or build_model(self.config["architecture"])
         weights = self.model_dir / WEIGHTS
         try:
             net.load_state_dict(load_file(str(weights), device="cpu"))
