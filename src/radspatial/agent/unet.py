@@ -12,7 +12,7 @@ score = mean softmax probability of the class in the component (``organs``: over
 the image area but at least :data:`TINY_MIN_PX`, so a speck cannot carry a confident answer.
 
 torch and monai are imported inside functions: importing this module (and so registering the
-localizer) stays cheap.
+localizer) stays cheap; inference runs the plain-torch copy (:mod:`radspatial.agent.unet_torch`).
 """
 
 from __future__ import annotations
