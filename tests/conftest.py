@@ -62,9 +62,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if workers > 1:
         config.option.numprocesses = workers
         config.option.dist = "loadfile"
-        config.option.radspatial_spread = (
-            True  # tests/spread.py's order (pytest_xdist_make_scheduler)
-        )
+        # in tests/spread.py's order (pytest_xdist_make_scheduler, below)
+        config.option.radspatial_spread = True
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
