@@ -71,7 +71,8 @@ def test_two_workers_run_both_ray_files_on_one_worker_first(tmp_path):
         )
         (tree / name).write_text(RECORDER + tests)
     log = tmp_path / "order.log"
-    env = {**os.environ, "SPREAD_LOG": str(log), "RADSPATIAL_TEST_WORKERS": "2"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RADSPATIAL_"))}
+    env.update(SPREAD_LOG=str(log), RADSPATIAL_TEST_WORKERS="2")  # not this run's worker id
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=tmp_path,
