@@ -4,9 +4,11 @@ compute thread per process, and a working Ctrl-C for the CLIs the tests start.
 ``python -m pytest -q`` (the README's command) spreads the suite over up to four worker
 processes, whole test files at a time (``--dist loadfile``), so a module's expensive fixtures (a
 generated dataset, a trained tiny model) are built once, as in a serial run; datasets several
-files use are built once per session (tests/shared_datasets.py). Files that start a local Ray
-cluster hold a session-wide lock, so two never run at the same time. ``-n 0`` (or
-``-p no:xdist``) runs serially; an explicit ``-n N`` is left as given;
+files use are built once per session (tests/shared_datasets.py). The files go out in the order
+of tests/spread.py: the files that start a local Ray cluster first, as one unit (one worker runs
+them one after the other), then the rest longest first. Ray files also hold a session-wide lock,
+so two never run at the same time however the suite is spread (``-n N``, ``--dist load``).
+``-n 0`` (or ``-p no:xdist``) runs serially; an explicit ``-n N`` is left as given;
 ``RADSPATIAL_TEST_WORKERS`` sets the default.
 
 (Not ``--dist loadgroup`` with ``xdist_group`` marks: with pytest 9.2 and pytest-xdist 3.8 the
@@ -22,6 +24,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+import spread
 
 # One compute thread per process (set before anything imports torch or numpy's BLAS; the CLIs
 # the tests start inherit it): the workers already fill the cores, and small torch ops with two
@@ -30,8 +33,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 MAX_WORKERS = 4
-# test files whose tests start (or join) a local Ray cluster: one at a time (a lock)
-RAY_FILES = {"test_eval_ray.py", "test_generate_ray.py", "test_ray_data_vllm.py"}
+RAY_FILES = set(spread.RAY_FILES)  # files that start (or join) a local Ray: one at a time
 
 
 def _cores() -> int:
@@ -60,6 +62,17 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if workers > 1:
         config.option.numprocesses = workers
         config.option.dist = "loadfile"
+        # in tests/spread.py's order (pytest_xdist_make_scheduler, below)
+        config.option.radspatial_spread = True
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Whole files, the Ray files first as one unit, then the rest longest first (spread.py);
+    only where the suite chose the spreading itself (an explicit ``-n``/``--dist`` is kept)."""
+    if not getattr(config.option, "radspatial_spread", False):
+        return None
+    return spread.make_scheduler(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ driver leaves no process behind and resumes without repeating a finished call.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -17,8 +18,10 @@ import pytest
 
 from radspatial.models import Decoding, Request, create_backend
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("transformers")
+if importlib.util.find_spec("ray") is None:  # imported by the module fixture, not here
+    pytest.skip("ray is not installed", allow_module_level=True)
+if importlib.util.find_spec("transformers") is None:  # not imported here: collecting stays quick
+    pytest.skip("transformers is not installed", allow_module_level=True)
 
 TESTS = Path(__file__).resolve().parent
 DECODING = Decoding(max_tokens=6)
@@ -27,6 +30,8 @@ LIMIT = 16
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     yield
     ray.shutdown()

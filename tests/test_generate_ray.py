@@ -5,6 +5,7 @@ local executor, retries of a failing task and of a dead worker, resume of a kill
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -20,13 +21,17 @@ from radspatial.bench.generate import GenerateConfig
 from radspatial.core.executor import TaskFailed, run_ordered
 from radspatial.imaging.volumes import Case, InputError
 
-ray = pytest.importorskip("ray")
+if importlib.util.find_spec("ray") is None:  # imported by the module fixture, not here
+    pytest.skip("ray is not installed", allow_module_level=True)
+
 TESTS = Path(__file__).resolve().parent
 CONFIG = GenerateConfig(seed=3, size=256, as_count=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
+    import ray
+
     ray.init(
         num_cpus=2,
         include_dashboard=False,

@@ -11,6 +11,7 @@ lmms-eval is installed (``radspatial[lmms]``, docs/lmms_eval.md: too heavy for C
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,8 +27,8 @@ from radspatial.cli import bundled_example, main
 from radspatial.core.io import read_jsonl
 from radspatial.imaging.volumes import Case
 
-pytest.importorskip("pyarrow")
-datasets = pytest.importorskip("datasets")
+if not all(importlib.util.find_spec(m) for m in ("pyarrow", "datasets")):  # imported where used
+    pytest.skip("pyarrow and datasets are not installed", allow_module_level=True)
 
 SETUPS = ("rq1", "rq2", "rq3", "as")
 REPLIES = ("1", "0", "Yes.", "No", "maybe")  # "maybe": invalid
@@ -87,6 +88,8 @@ def _hooks(task: Path):
 
 
 def _docs(task: Path, utils, setup: str):
+    import datasets
+
     shards = str(task / "hf" / "data" / "test-*.parquet")
     ds = datasets.load_dataset("parquet", data_files={"test": shards}, split="test")
     return getattr(utils, f"process_docs_{setup}")(ds)

@@ -89,7 +89,7 @@ class OrgansLocalizer:
         return unet.load_model(self.model_dir, self.device)
 
     def warm_up(self) -> None:
-        """Load the network (importing PyTorch and MONAI: most of a cold first call) and the
+        """Load the network (importing PyTorch, not MONAI: most of a cold first call) and the
         atlas now, so the first question is answered at the usual speed (``serve`` calls it
         before it listens; a plain ``locate`` loads them on its first use)."""
         _ = self.model

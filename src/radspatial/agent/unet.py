@@ -10,9 +10,7 @@ class is absent or only specks under :data:`MIN_AREA_PX` pixels remain), with
 score = mean softmax probability of the class in the component (``organs``: over its core,
 ``organs_checks.core_prob``) x ``min(1, area / tiny)``, ``tiny`` = :data:`TINY_AREA_FRACTION` of
 the image area but at least :data:`TINY_MIN_PX`, so a speck cannot carry a confident answer.
-
-torch and monai are imported inside functions: importing this module (and so registering the
-localizer) stays cheap.
+torch and monai are imported inside functions; inference runs :mod:`radspatial.agent.unet_torch`.
 """
 
 from __future__ import annotations
@@ -122,6 +120,8 @@ class UNetModel:
     def __init__(self, model_dir: Path, device: str = "cpu") -> None:
         from safetensors.torch import load_file
 
+        from radspatial.agent.unet_torch import torch_unet  # answering imports no MONAI
+
         self.model_dir = Path(model_dir)
         self.config = read_config(self.model_dir)
         self.size = int(self.config["size"])
@@ -129,7 +129,7 @@ class UNetModel:
             (int(c["label_id"]), str(c["name"])) for c in self.config["classes"]
         ]
         self.device = device
-        net = build_model(self.config["architecture"])
+        net = torch_unet(self.config["architecture"]) or build_model(self.config["architecture"])
         weights = self.model_dir / WEIGHTS
         try:
             net.load_state_dict(load_file(str(weights), device="cpu"))

@@ -1,4 +1,5 @@
-"""A faster CPU forward of a MONAI UNet with the same numbers: the layers run in channels-last.
+"""A faster CPU forward of a MONAI UNet (or of its plain-torch copy,
+:mod:`radspatial.agent.unet_torch`) with the same numbers: the layers run in channels-last.
 
 On a CPU, oneDNN's convolutions are 1.3-5x faster on channels-last (NHWC) tensors than on
 NCHW ones (the 45-class output level of the shipped ``organs`` net, batch of 4 at 128 px, 1
@@ -19,13 +20,17 @@ activation) runs as the module itself; and the first call per network compares i
 with the plain forward's and keeps the plain one for good (a RuntimeWarning says so) if they
 differ by more than :data:`TOLERANCE`.
 
-torch and monai are imported inside functions.
+torch is imported inside functions; MONAI's classes are looked at only when MONAI was imported
+already (a network built by MONAI), so answering with
+:class:`~radspatial.agent.unet_torch.TorchUNet` imports no MONAI.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,13 +40,32 @@ TOLERANCE = 1e-3  # max |fast - plain| logit (x max(1, |plain|)) accepted at the
 _CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
-def applies(net: Any, x: torch.Tensor) -> bool:
-    """Whether the fast forward is meant for ``net`` on ``x``: a MONAI UNet in eval mode, on a
-    CPU, with 2D (NCHW) input."""
-    from monai.networks.nets import UNet
+def _kinds() -> SimpleNamespace:
+    """The module classes the walk knows: :mod:`radspatial.agent.unet_torch`'s, and MONAI's
+    when MONAI is imported (no MONAI network exists before that: nothing to import it for)."""
+    from radspatial.agent import unet_torch as ours
 
+    kinds = SimpleNamespace(
+        unets=(ours.TorchUNet,), skips=(ours.Skip,), residuals=(ours.Residual,), sequences=()
+    )
+    if "monai.networks.nets" in sys.modules:
+        from monai.networks.blocks import ADN, Convolution, ResidualUnit
+        from monai.networks.layers import SkipConnection
+        from monai.networks.nets import UNet
+
+        kinds.unets += (UNet,)
+        kinds.skips += (SkipConnection,)
+        kinds.residuals += (ResidualUnit,)
+        kinds.sequences = (Convolution, ADN)
+    return kinds
+
+
+def applies(net: Any, x: torch.Tensor) -> bool:
+    """Whether the fast forward is meant for ``net`` on ``x``: a MONAI UNet or its
+    :class:`~radspatial.agent.unet_torch.TorchUNet` copy in eval mode, on a CPU, with 2D
+    (NCHW) input."""
     return (
-        isinstance(net, UNet)
+        isinstance(net, _kinds().unets)
         and not net.training
         and x.device.type == "cpu"
         and x.ndim == 4
@@ -90,17 +114,15 @@ def forward(net: Any, x: torch.Tensor) -> torch.Tensor:
 def _run(module: Any, x: torch.Tensor) -> torch.Tensor:
     """One module on a channels-last tensor; containers walk their children in order."""
     import torch
-    from monai.networks.blocks import ADN, Convolution, ResidualUnit
-    from monai.networks.layers import SkipConnection
-    from monai.networks.nets import UNet
 
-    if isinstance(module, UNet):
+    kinds = _kinds()
+    if isinstance(module, kinds.unets):
         return _run(module.model, x)
-    if type(module) in (torch.nn.Sequential, Convolution, ADN):  # forward = children in order
+    if type(module) in (torch.nn.Sequential, *kinds.sequences):  # forward = children in order
         return _sequence(list(module), x)
-    if isinstance(module, SkipConnection) and module.mode == "cat":
-        return torch.cat([x, _run(module.submodule, x)], dim=module.dim)
-    if isinstance(module, ResidualUnit):
+    if isinstance(module, kinds.skips) and getattr(module, "mode", "cat") == "cat":
+        return torch.cat([x, _run(module.submodule, x)], dim=getattr(module, "dim", 1))
+    if isinstance(module, kinds.residuals):
         conv = _foldable(module)
         if conv is not None:  # conv(x) + x as one convolution
             return _channels_last(conv._conv_forward(x, *_folded(conv)))  # noqa: SLF001

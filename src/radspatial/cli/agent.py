@@ -69,10 +69,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
     _check_mask_shape(args.mask, context, image)
     from radspatial.core.progress import heartbeat
 
-    # a cold start (PyTorch, MONAI, the organs network: docs/server.md) takes a minute or
+    # a cold start (PyTorch, the organs network: docs/server.md) takes a minute or
     # more on a busy machine: a line every few seconds says what it is doing
     with heartbeat("agent") as note:
-        note("answering (the first answer on a plain slice loads PyTorch, MONAI and the network)")
+        note("answering (the first answer on a plain slice loads PyTorch and the network)")
         result = agent.answer(image, args.question, context=context)
     if args.json:
         print(json.dumps(result.trace, indent=2))

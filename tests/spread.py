@@ -1,0 +1,119 @@
+"""The order in which pytest-xdist hands whole test files to the workers (tests/conftest.py).
+
+xdist's ``--dist loadfile`` makes one work unit per file and hands the units out largest first by
+*number of tests*: the 212 quick architecture checks went first and the few, slow Ray tests last,
+where the two Ray files then ran one after the other (they share a lock) while the other worker
+had nothing left to do: the last ~10 of 31.5 minutes under load. Here:
+
+- the files that start a local Ray cluster (``RAY_FILES``) are **one** work unit, handed out
+  **first**: one worker runs them one after the other (never two Ray clusters at once, and no
+  worker waits on the Ray lock) while the other works through the rest;
+- the other files go longest first by their measured cost (:data:`FILE_SECONDS`, busy seconds
+  in a measured run; files not listed count :data:`SECONDS_PER_TEST` per test), so the last
+  files handed out are short ones and both workers finish close together.
+
+The order only changes which worker runs a file when; every file still runs whole in one worker
+(its module fixtures built once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import PurePosixPath
+
+# test files whose tests start (or join) a local Ray cluster: one work unit, one at a time
+RAY_FILES = ("test_eval_ray.py", "test_generate_ray.py", "test_ray_data_vllm.py")
+RAY_UNIT = "tests/(the files that start Ray)"
+
+# Busy seconds of the files over 20 s in one run of the whole suite (2 workers, load 27 at its
+# start, 8 at its end; the Ray files excluded: they go first anyway). Only their order matters;
+# re-measure with ``--durations=0`` when a file grows or shrinks a lot.
+FILE_SECONDS = {
+    "test_mirp.py": 294,
+    "test_researcher_ux.py": 293,
+    "test_generate_hardening.py": 231,
+    "test_cli_ux.py": 191,
+    "test_organs_synth.py": 149,
+    "test_agent_organs.py": 132,
+    "test_cli.py": 129,
+    "test_open_questions.py": 115,
+    "test_report.py": 106,
+    "test_agent_markers.py": 105,
+    "test_spar_vqa.py": 92,
+    "test_agent_server.py": 87,
+    "test_ux_round4.py": 85,
+    "test_records.py": 82,
+    "test_agent_unet_torch.py": 70,
+    "test_inspect.py": 67,
+    "test_generate_kill.py": 60,
+    "test_eval_hardening.py": 60,
+    "test_architecture.py": 54,
+    "test_agent_unet.py": 52,
+    "test_probe_build.py": 51,
+    "test_phantoms.py": 50,
+    "test_python_api.py": 45,
+    "test_generate.py": 40,
+    "test_agent_marker_sizes.py": 38,
+    "test_probe_vlm.py": 37,
+    "test_question_plugin.py": 36,
+    "test_agent.py": 33,
+    "test_lmms_eval.py": 33,
+    "test_marker_style.py": 30,
+    "test_marker_prompts.py": 29,
+    "test_hostile_runs.py": 29,
+    "test_spar_table2.py": 28,
+    "test_docs_blocks.py": 28,
+    "test_serve_stream.py": 27,
+    "test_mask_formats.py": 26,
+    "test_eval_bad_inputs.py": 25,
+    "test_eval_kill.py": 24,
+    "test_eval_cli.py": 22,
+    "test_mr.py": 21,
+    "test_eval.py": 20,
+}
+SECONDS_PER_TEST = 0.5  # a file not listed above (most tests take well under a second)
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its file, or :data:`RAY_UNIT` for the Ray files."""
+    path = nodeid.split("::", 1)[0]
+    return RAY_UNIT if PurePosixPath(path).name in RAY_FILES else path
+
+
+def cost(unit: str, n_tests: int) -> float:
+    """Estimated seconds of a work unit of ``n_tests`` tests (the Ray unit: infinite)."""
+    if unit == RAY_UNIT:
+        return float("inf")
+    name = PurePosixPath(unit).name
+    return float(FILE_SECONDS.get(name, n_tests * SECONDS_PER_TEST))
+
+
+def order(units: Iterable[tuple[str, int]]) -> list[str]:
+    """Work units ``(name, number of tests)`` in the order they are handed out: the Ray unit
+    first, then by :func:`cost`, longest first (ties: as collected)."""
+    units = list(units)
+    ranked = sorted(range(len(units)), key=lambda i: (-cost(*units[i]), i))
+    return [units[i][0] for i in ranked]
+
+
+def make_scheduler(config, log):
+    """xdist's file scheduling with :func:`unit_of` as the unit and :func:`order` as the order
+    (built on ``LoadFileScheduling``: pytest-xdist 3.x)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayFirstFileScheduling(LoadFileScheduling):
+        _ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self._ordered:  # the first assignment: the queue is complete, reorder it
+                self._ordered = True
+                queue = dict(self.workqueue)
+                self.workqueue.clear()
+                for unit in order((u, len(tests)) for u, tests in queue.items()):
+                    self.workqueue[unit] = queue[unit]
+            super()._assign_work_unit(node)
+
+    return RayFirstFileScheduling(config, log)
