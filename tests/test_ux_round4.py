@@ -240,7 +240,9 @@ def test_subcommands_have_their_own_help_and_serve_shows_defaults():
 
 def test_agent_train_parses_to_the_trainer_and_plain_agent_still_answers():
     args = build_parser().parse_args(["agent", "train", "--data", "d", "--out", "m"])
-    assert args.func.__name__ == "_agent_train" and args.epochs is None
+    assert args.func.__name__ == "cmd_agent_train" and args.epochs is None  # the old name
+    args = build_parser().parse_args(["train", "unet", "--data", "d", "--out", "m"])
+    assert args.func.__name__ == "cmd_train_unet" and args.epochs is None
     args = build_parser().parse_args(["agent", "--image", "a.png", "--question", "Is x?"])
     assert args.func.__name__ == "cmd_agent" and args.action is None
 
