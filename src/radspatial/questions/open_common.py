@@ -15,6 +15,7 @@ structure not found is an abstention. The open types are parsed before the other
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 
 from radspatial import questions as q
 from radspatial.core.answers import CHOICE, Grade
@@ -59,9 +60,11 @@ class OpenType(q.KeepVariant):
         """The reply cleaned (``core.replies.clean_open``) and read by ``read_text``."""
         return open_grade(reply, question, self.read_text)
 
+    @abstractmethod
     def read_text(self, text: str) -> Grade:
-        """A cleaned reply -> its reading (``questions/reading.py`` has the parts)."""
-        raise NotImplementedError(f"question type {self.name!r} reads no replies")
+        """A cleaned reply -> its reading (``questions/reading.py`` has the parts); every open
+        type says how it reads one, so a type without it is refused when it is made, not at
+        eval time."""
 
     def parse(self, asked: q.Asked) -> ParsedQuestion | None:
         m = self.pattern.match(asked.question.strip())
