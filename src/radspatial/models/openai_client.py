@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from radspatial.core.aio import run_async
 from radspatial.core.redact import redact
 from radspatial.core.textsafe import log_text
 from radspatial.models.base import Decoding, OnReply, Reply, Request
@@ -196,7 +197,7 @@ class OpenAIChatBackend:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            asyncio.run(self.agenerate(requests, on_reply))
+            run_async(self.agenerate(requests, on_reply))
             return
         # Called from inside a running loop (e.g. Jupyter): run ours on a helper thread.
         errors: list[BaseException] = []
@@ -238,7 +239,7 @@ class OpenAIChatBackend:
                     for task in done:
                         on_reply(*task.result())
             finally:
-                _retrieve(pending)
+                await _settle(pending)  # before the clients close under them
 
     def _client(self, connections: int) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
@@ -337,6 +338,15 @@ class OpenAIChatBackend:
                     raise _TooBig()
                 chunks.append(chunk)
             return response.status_code, response.headers, b"".join(chunks)
+
+
+async def _settle(tasks: set[asyncio.Task]) -> None:
+    """Cancel the calls still running and wait until they have let go of their connections."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+    _retrieve(tasks)
 
 
 def _retrieve(tasks: set[asyncio.Task]) -> None:
