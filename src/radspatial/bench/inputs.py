@@ -1,7 +1,8 @@
 """Which cases a ``generate`` run reads, from what its caller gave: one checker that the
 command line (``cli/generate.py``) and the Python API (``api.generate``) share, so the API
-refuses what the command line refuses (messages name the command-line flags, which the API's
-keywords mirror: ``ct``, ``seg``, ``seg_dir``, ``labels``, ``case_id``, ``variant``, ``cases``).
+refuses what the command line refuses. A refusal is a ``core.jobspec.ParamError`` naming its
+parameters, worded in the caller's terms by ``caller_terms``: ``--seg-dir`` on the command
+line, ``seg_dir=`` in Python.
 
 - ``--cases`` (a CSV or, from Python, a list of ``Case``) excludes ``--ct``/``--seg``/
   ``--seg-dir``/``--case-id``/``--variant`` (the CSV has those columns);
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from radspatial.core.errors import InputError
+from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import DEFAULT_MODALITY, infer_modality, modality_of
 from radspatial.core.runtime import bundled_example
 from radspatial.imaging.volumes import Case, check_case_id, read_cases_csv
@@ -40,9 +43,9 @@ class CaseInputs:
 def resolve_cases(given: CaseInputs) -> list[Case]:
     """The cases ``given`` names, or a ``ValueError``/``InputError`` saying what is wrong."""
     if given.ct is not None and given.cases is not None:
-        raise ValueError("--ct and --cases: give one of them")
+        raise ParamError(("ct", "cases"), "{ct} and {cases}: give one of them")
     if given.seg is not None and given.seg_dir is not None:
-        raise ValueError("--seg and --seg-dir: give one of them")
+        raise ParamError(("seg", "seg_dir"), "{seg} and {seg_dir}: give one of them")
     if given.cases is not None:
         cases = _listed(given)
     elif given.ct is not None:
@@ -50,7 +53,8 @@ def resolve_cases(given: CaseInputs) -> list[Case]:
     else:
         cases = [_bundled(given)]
     if modality_of(given.modality) != DEFAULT_MODALITY and given.ct is None and given.cases is None:
-        raise ValueError(f"--modality {given.modality.lower()}: the bundled example is a CT")
+        why = f"{{modality}} {given.modality.lower()}: the bundled example is a CT"
+        raise ParamError("modality", why)
     return cases
 
 
@@ -68,10 +72,14 @@ def cases_modality(given: CaseInputs, cases: Sequence[Case]) -> tuple[str, str |
 
 def _listed(given: CaseInputs) -> list[Case]:
     if given.seg or given.seg_dir:
-        raise ValueError("--seg/--seg-dir go with --ct, not --cases")
-    for flag, value in (("--case-id", given.case_id), ("--variant", given.variant)):
+        raise ParamError(
+            ("seg", "seg_dir", "ct", "cases"), "{seg}/{seg_dir} go with {ct}, not {cases}"
+        )
+    for name, value in (("case_id", given.case_id), ("variant", given.variant)):
         if value is not None:
-            raise ValueError(f"{flag} goes with --ct; --cases takes a {flag[2:]} column")
+            column = name.replace("_", "-")
+            why = f"{{param}} goes with {{ct}}; {{cases}} takes a {column} column"
+            raise ParamError((name, "ct", "cases"), why)
     if isinstance(given.cases, str | Path):
         return read_cases_csv(Path(given.cases), labels=given.labels)
     return list(given.cases or ())
@@ -81,30 +89,42 @@ def _one_case(given: CaseInputs) -> Case:
     ct = Path(given.ct)  # type: ignore[arg-type]
     seg = given.seg or given.seg_dir
     if seg is None:
-        raise ValueError("--ct needs --seg (multilabel mask) or --seg-dir (TotalSegmentator)")
+        why = "{ct} needs {seg} (multilabel mask) or {seg_dir} (TotalSegmentator)"
+        raise ParamError(("ct", "seg", "seg_dir"), why)
     if given.seg_dir and given.labels not in (None, "totalsegmentator"):
-        raise ValueError(f"--labels {given.labels}: a --seg-dir folder is TotalSegmentator's")
+        why = f"{{labels}} {given.labels}: a {{seg_dir}} folder is TotalSegmentator's"
+        raise ParamError(("labels", "seg_dir"), why)
     labels = "totalsegmentator" if given.seg_dir else given.labels
     if given.case_id is not None:
-        case_id = check_case_id(given.case_id, "--case-id")
+        case_id = _given_case_id(given.case_id)
     else:
         case_id = check_case_id(case_id_for(ct), f"{ct} (use --case-id)")
     variant = given.variant or "normal"
     if not variant.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"--variant {variant!r}: use letters, digits, _ and -")
+        raise ParamError("variant", f"{{param}} {variant!r}: use letters, digits, _ and -")
     return Case(case_id, ct, Path(seg), labels, variant)
 
 
 def _bundled(given: CaseInputs) -> Case:
     if given.seg or given.seg_dir:
-        raise ValueError("--seg/--seg-dir need --ct")
+        raise ParamError(("seg", "seg_dir", "ct"), "{seg}/{seg_dir} need {ct}")
     if given.variant not in (None, "normal"):
-        raise ValueError(f"--variant {given.variant}: the bundled example is normal anatomy")
+        why = f"{{param}} {given.variant}: the bundled example is normal anatomy"
+        raise ParamError("variant", why)
     if given.labels not in (None, "totalsegmentator"):
-        raise ValueError(f"--labels {given.labels}: the bundled example is TotalSegmentator's")
-    case_id = "example_ct_sm" if given.case_id is None else given.case_id
+        why = f"{{param}} {given.labels}: the bundled example is TotalSegmentator's"
+        raise ParamError("labels", why)
+    case_id = "example_ct_sm" if given.case_id is None else _given_case_id(given.case_id)
     ct, seg = bundled_example()
-    return Case(check_case_id(case_id, "--case-id"), ct, seg, "totalsegmentator")
+    return Case(case_id, ct, seg, "totalsegmentator")
+
+
+def _given_case_id(case_id: str) -> str:
+    """A case id the caller gave, refused (naming the parameter) unless safe in a file name."""
+    try:
+        return check_case_id(case_id, "{param}")
+    except InputError as exc:
+        raise ParamError("case_id", str(exc)) from None
 
 
 def case_id_for(ct: Path) -> str:

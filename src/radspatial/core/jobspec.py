@@ -121,15 +121,22 @@ def from_keywords(spec: type, keywords: Mapping[str, Any]) -> Any:
 
 
 class ParamError(ValueError):
-    """A job parameter's value is refused. ``template`` says why, with ``{param}`` where the
-    parameter is named; ``str()`` words it as the command line does (``--size``)."""
+    """A job parameter's value is refused. ``param``: the field (or fields) the refusal is
+    about; ``template`` says why, with ``{param}`` where the first is named and ``{<field>}``
+    where any of them is; ``str()`` words it as the command line does (``--size``)."""
 
-    def __init__(self, param: str, template: str) -> None:
-        self.param, self.template = param, template
-        super().__init__(self.worded("--" + param.replace("_", "-")))
+    def __init__(self, param: str | tuple[str, ...], template: str) -> None:
+        self.params = (param,) if isinstance(param, str) else tuple(param)
+        self.param, self.template = self.params[0], template
+        super().__init__(self.worded(lambda p: "--" + p.replace("_", "-")))
 
-    def worded(self, name: str) -> str:
-        return self.template.replace("{param}", name)
+    def worded(self, name: str | Callable[[str], str]) -> str:
+        """The message with each parameter named by ``name(field)`` (a string: the first's)."""
+        namer = name if callable(name) else (lambda _: name)
+        text = self.template
+        for p in self.params:
+            text = text.replace("{" + p + "}", namer(p))
+        return text.replace("{param}", namer(self.param))
 
 
 @contextmanager
@@ -140,10 +147,14 @@ def caller_terms(spec: type, face: str) -> Iterator[None]:
         yield
     except ParamError as exc:
         known = {f.name: f for f in dataclasses.fields(spec)}
-        if exc.param not in known:
+        if any(p not in known for p in exc.params):
             raise
-        name = flag_of(known[exc.param]) if face == "cli" else f"{exc.param}="
-        raise ValueError(exc.worded(name)) from None
+        raise ValueError(exc.worded(lambda p: term(known[p], face))) from None
+
+
+def term(f: dataclasses.Field, face: str) -> str:
+    """How a caller names field ``f``: its flag (``--seg-dir``) on "cli", ``seg_dir=`` on "api"."""
+    return flag_of(f) if face == "cli" else f"{f.name}="
 
 
 def signature(spec: type, returns: Any = inspect.Signature.empty) -> inspect.Signature:
