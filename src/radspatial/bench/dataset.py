@@ -32,6 +32,7 @@ from radspatial.bench.stage import (
 from radspatial.core.errors import disk_error_line
 from radspatial.core.executor import check_workers, sigterm_as_interrupt
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import recorded_modality
 from radspatial.core.progress import Progress, steps_to
 from radspatial.core.records import ManifestRow, ObjectRow
@@ -118,7 +119,8 @@ def build_dataset(
     """
     check_workers(workers, executor)
     if on_error not in ON_ERROR:
-        raise ValueError(f"--on-error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+        known = ", ".join(ON_ERROR)
+        raise ParamError("on_error", f"{{param}} must be one of {known}, got {on_error!r}")
     ids = [c.case_id for c in cases]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})

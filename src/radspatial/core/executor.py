@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from radspatial.core.jobspec import ParamError
 from radspatial.core.progress import Progress
 
 EXECUTORS = ("local", "ray")
@@ -92,9 +93,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def check_workers(workers: int, executor: str) -> None:
     if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+        raise ParamError("workers", f"{{param}} must be >= 1, got {workers}")
     if executor not in EXECUTORS:
-        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        known = ", ".join(EXECUTORS)
+        raise ParamError("executor", f"{{param}} must be one of {known}, got {executor!r}")
 
 
 def run_ordered(

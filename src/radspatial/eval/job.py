@@ -164,13 +164,14 @@ def _executor_options(job: Any, spec: str) -> dict:
     replicas, address = getattr(job, "replicas", None), getattr(job, "ray_address", None)
     if executor != "ray":
         if replicas is not None or address is not None:
-            raise ValueError("--replicas and --ray-address need --executor ray")
+            why = "{replicas} and {ray_address} need {executor} ray"
+            raise ParamError(("replicas", "ray_address", "executor"), why)
         return {}
     from radspatial.models.base import ray_backends, traits  # what each backend declares
 
     if traits(spec.partition(":")[0]).ray is None:
         runs = "/".join(ray_backends())
-        raise ValueError(f"{spec}: --executor ray applies to {runs} models only")
+        raise ParamError("executor", f"{spec}: {{param}} ray applies to {runs} models only")
     if replicas is not None and replicas < 1:
         raise ParamError("replicas", f"{{param}} must be >= 1, got {replicas}")
     return {"executor": "ray", "replicas": replicas, "address": address}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from radspatial.core.executor import EXECUTORS
+from radspatial.core.jobspec import ParamError
 from radspatial.core.registry import Registry
 
 
@@ -31,11 +32,13 @@ class Decoding:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ValueError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+            raise ParamError(
+                "temperature", f"{{param}} must be a finite number >= 0, got {self.temperature}"
+            )
         if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1:
-            raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+            raise ParamError("max_tokens", f"{{param}} must be >= 1, got {self.max_tokens}")
         if self.family is not None:
             from radspatial.models.families import get_family
 
@@ -196,7 +199,8 @@ def create_backend(
     ``vllm:`` through Ray Data; the spec, and so every call key, stays the same.
     """
     if executor not in EXECUTORS:
-        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        known = ", ".join(EXECUTORS)
+        raise ParamError("executor", f"{{param}} must be one of {known}, got {executor!r}")
     if executor != "local":  # ray: models/ray_replicas.py
         return REMOTE_BACKENDS.get(executor)(spec, decoding=decoding or Decoding(), **options)
     for name in ("replicas", "address"):
