@@ -1,8 +1,8 @@
 """A backend is one module: a backend defined outside the package (written to a temporary
 folder, imported from there) answers a real eval run through the command line and the Python
 API. Its options are its factory's keyword parameters (``--model-args`` is checked against
-them, one line naming the option and the backend); its traits (Ray, oracles) are what it
-declares when it registers, and the command line and the report read them."""
+them, one line naming the option and the backend); its traits (Ray, oracles, remote) are what it
+declares when it registers, and the command line, the runner and the report read them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example, main
 from radspatial.core.io import read_jsonl
 from radspatial.imaging.volumes import Case
-from radspatial.models.base import BACKENDS, is_oracle, list_backends
+from radspatial.models.base import BACKENDS, is_oracle, is_remote, list_backends
 from radspatial.models.options import MODEL_ARGS_HELP, backend_contract
 
 # the whole recipe: one module, one factory; nothing in radspatial names it
@@ -57,6 +57,16 @@ def create_fixed(
 ):
     """``fixed`` or ``fixed:<name>``; options: reply (the text), repeat (times, >= 1)."""
     return Fixed("fixed:" + rest if rest else "fixed", reply, repeat)
+
+
+def _far(rest):  # a relay whose spec says where it sends the items
+    return not rest.startswith("here")
+
+
+@register_backend("relay", remote=_far)
+def create_relay(rest: str, *, decoding, concurrency: int = 1):
+    """``relay:<where>``: answers "no" as if a server at <where> had (a recipe, no network)."""
+    return Fixed("relay:" + rest, "no", 1)
 '''
 
 
@@ -70,6 +80,7 @@ def plugin(tmp_path_factory):
     spec.loader.exec_module(module)  # registers "fixed"
     yield module
     BACKENDS.remove("fixed")
+    BACKENDS.remove("relay")
     del sys.modules["fixed_backend"]
 
 
@@ -126,6 +137,29 @@ def test_traits_are_read_from_the_backend_not_from_names(plugin):
     assert is_oracle("openai-compat:fixed:truth@http://127.0.0.1:1/v1")  # served behind HTTP
     assert is_oracle("agent:mask") and is_oracle("baseline:standard-view@bench")
     assert not is_oracle("agent:markers") and not is_oracle("hf:/models/x")
+
+
+def test_remote_is_a_trait_the_backend_declares_per_spec(plugin, data, tmp_path, capsys):
+    """Whether a run sends the items off this machine is the backend's ``remote`` trait (here a
+    function of the spec), read by the command line's note and run.json; no name or URL check."""
+    assert is_remote("relay:far.example") and not is_remote("relay:here")
+    assert not is_remote("fixed") and not is_remote("fixed:truth")
+    assert is_remote("openai:gpt-4o") and not is_remote("hf:/models/x")
+    assert not is_remote("openai-compat:m@http://127.0.0.1:9/v1")
+    assert is_remote("openai-compat:m@https://api.example.org/v1")
+    for where, remote in (("far.example", True), ("here", False)):
+        out = tmp_path / where
+        argv = ["eval", "--data", str(data), "--model", f"relay:{where}", "--out", str(out)]
+        assert main([*argv, "--runs", "1", "--judge", "fixed"]) == 0
+        err = capsys.readouterr().err
+        assert ("relay:far.example sends the dataset's images" in err) is remote, err
+        assert "fixed sends" not in err
+        run = json.loads((out / "run.json").read_text())
+        assert run.get("remote") is (True if remote else None)
+        assert "judge_remote" not in run
+    api = radspatial.evaluate(data, "fixed", tmp_path / "api", runs=1, judge="relay:far")
+    assert json.loads((api.out / "run.json").read_text())["judge_remote"] is True
+    assert "remote" not in json.loads((api.out / "run.json").read_text())
 
 
 def test_the_help_names_what_each_builtin_factory_takes():

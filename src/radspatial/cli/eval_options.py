@@ -29,6 +29,22 @@ def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
         return job_backend_options(args, spec)
 
 
+def note_remote(specs: list[str], judge: str | None) -> None:
+    """One stderr line per model (or judge) whose backend sends the items off this machine
+    (its ``remote`` trait: ``openai:``, ``openai-compat:`` to another host), before it runs."""
+    from radspatial.core.redact import redact
+    from radspatial.core.textsafe import log_text
+    from radspatial.models.base import is_remote
+
+    for spec in [*specs, *([judge] if judge else [])]:
+        if is_remote(spec):
+            print(
+                f"radspatial: note: {log_text(redact(spec))} sends the dataset's images and "
+                "questions to a server off this machine",
+                file=sys.stderr,
+            )
+
+
 def run_dir_for(out: Path, spec: str) -> Path:
     """One run folder per model under ``out``: the spec with ``:/@`` and spaces made ``_``."""
     from radspatial.core.redact import redact  # a password in a URL never names a folder

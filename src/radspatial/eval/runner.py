@@ -49,6 +49,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
     reads_truth,
+    remote_provenance,
 )
 from radspatial.models.families import Family, clean_reply, family_of, settings
 
@@ -281,6 +282,7 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
             "data": str(data),
             "model": redact(config.model),
             "backend": redact_json(backend.describe()),
+            **remote_provenance(config.model, config.judge),
             "runs": config.runs,
             "concurrency": config.concurrency,
             "limit": config.limit,

@@ -8,6 +8,7 @@ from radspatial.models.base import (
     Request,
     create_backend,
     is_oracle,
+    is_remote,
     list_backends,
     register_backend,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "Request",
     "create_backend",
     "is_oracle",
+    "is_remote",
     "list_backends",
     "register_backend",
 ]

@@ -109,27 +109,38 @@ def _package_modules() -> tuple[str, ...]:
 BACKENDS: Registry[BackendFactory] = Registry("backend", _package_modules())
 
 
+Remote = bool | Callable[[str], bool]  # a backend's ``remote`` trait: fixed, or per spec
+
+
 @dataclass(frozen=True)
 class Traits:
     """What a backend declares about itself when it registers, read before one is built (by
-    the command line, the report): ``ray``: how ``--executor ray`` runs it ("replicas": copies
-    on Ray actors, "data": Ray Data's batch processor; None: not at all); ``oracles``: the
-    specs after the prefix that read the truth instead of the image (references, never
-    results)."""
+    the command line, the runner, the report): ``ray``: how ``--executor ray`` runs it
+    ("replicas": copies on Ray actors, "data": Ray Data's batch processor; None: not at all);
+    ``oracles``: the specs after the prefix that read the truth instead of the image
+    (references, never results); ``remote``: whether it sends the items (images, questions)
+    off this machine: True, False, or a function of the spec after the prefix where the spec
+    says (``openai-compat:m@http://127.0.0.1:8000/v1`` stays here, ``...@https://host/v1``
+    does not)."""
 
     ray: str | None = None
     oracles: tuple[str, ...] = ()
+    remote: Remote = False
+
+    def sends_off(self, rest: str) -> bool:
+        """Whether the spec ``<prefix>:<rest>`` sends the items off this machine."""
+        return bool(self.remote(rest)) if callable(self.remote) else self.remote is True
 
 
 def register_backend(
-    prefix: str, *, ray: str | None = None, oracles: tuple[str, ...] = ()
+    prefix: str, *, ray: str | None = None, oracles: tuple[str, ...] = (), remote: Remote = False
 ) -> Callable[[BackendFactory], BackendFactory]:
     """Decorator on a factory for specs ``<prefix>`` or ``<prefix>:<rest>``, called as
     ``factory(rest, decoding=..., concurrency=..., **options)``; its keyword-only parameters
     are its options (``models/options.py``), the keywords here its :class:`Traits`."""
 
     def deco(factory: BackendFactory) -> BackendFactory:
-        factory.traits = Traits(ray, oracles)  # type: ignore[attr-defined]
+        factory.traits = Traits(ray, oracles, remote)  # type: ignore[attr-defined]
         return BACKENDS.add(prefix, factory)
 
     return deco
@@ -138,6 +149,23 @@ def register_backend(
 def traits(prefix: str) -> Traits:
     """The traits the backend registered as ``prefix`` declares (none for an unknown one)."""
     return getattr(BACKENDS.get(prefix), "traits", Traits()) if prefix in BACKENDS else Traits()
+
+
+def is_remote(spec: str) -> bool:
+    """Whether evaluating model ``spec`` sends the dataset's images and questions off this
+    machine, as its backend declares (``Traits.remote``): ``openai:`` always, ``openai-compat:``
+    unless its URL's host is this machine; ``hf:``, ``vllm:``, baselines and the agent never.
+    An unknown prefix is not remote (it cannot be run)."""
+    prefix, _, rest = spec.partition(":")
+    return traits(prefix).sends_off(rest)
+
+
+def remote_provenance(model: str, judge: str | None = None) -> dict[str, bool]:
+    """run.json's record of where the items went: ``remote`` / ``judge_remote`` true when the
+    model / the judge sends them off this machine (:func:`is_remote`); absent when not, so a
+    local run's run.json is as it was before the trait."""
+    found = {"remote": is_remote(model), "judge_remote": bool(judge) and is_remote(judge or "")}
+    return {k: True for k, v in found.items() if v}
 
 
 def ray_backends() -> list[str]:

@@ -88,7 +88,16 @@ def _backend(
     return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **options)
 
 
-@register_backend("openai-compat")
+def compat_is_remote(rest: str) -> bool:
+    """``openai-compat``'s ``remote`` trait: its URL's host is not this machine (a spec that
+    names no URL counts as remote: nothing says where it would go)."""
+    try:
+        return not is_loopback(parse_compat_spec(rest)[1])
+    except ValueError:
+        return True
+
+
+@register_backend("openai-compat", remote=compat_is_remote)
 def create_openai_compat(
     rest: str,
     *,
@@ -110,7 +119,7 @@ def create_openai_compat(
     """
     model, base_url = parse_compat_spec(rest)
     api_key = _key_from_env(api_key_env, f"openai-compat:{rest}") if api_key_env else None
-    if api_key and base_url.startswith("http:") and not is_loopback(base_url):
+    if api_key and base_url.startswith("http:") and compat_is_remote(rest):
         print(
             f"radspatial: warning: the API key from {api_key_env} will be sent unencrypted "
             f"over plain http to {urlsplit(base_url).hostname}; use https",
@@ -120,7 +129,7 @@ def create_openai_compat(
     return _backend(endpoint, decoding, concurrency, locals())
 
 
-@register_backend("openai")
+@register_backend("openai", remote=True)
 def create_openai(
     rest: str,
     *,
