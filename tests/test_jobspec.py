@@ -15,20 +15,34 @@ from radspatial.bench.job import GenerateJob
 from radspatial.cli import build_parser
 from radspatial.core import jobspec
 from radspatial.eval.job import EvalJob
+from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.reports.job import ReportJob, SparTableJob
 
 # (command, API function, spec, keywords only the API has: each says why in its help)
 FACES = [
     ("generate", api.generate, GenerateJob, {"verbose"}),
     ("eval", api.evaluate, EvalJob, {"progress"}),
+    ("report", api.report, ReportJob, set()),
+    ("spar-table", api.spar_table, SparTableJob, set()),
+    ("export mirp", api.export_mirp, ExportMirpJob, set()),
+    ("export hf", api.export_hf, ExportHFJob, set()),
 ]
 
 
-def _subparser(name: str) -> argparse.ArgumentParser:
-    return build_parser()._subparsers._group_actions[0].choices[name]
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in command.split():
+        parser = parser._subparsers._group_actions[0].choices[name]
+    return parser
 
 
 def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    """Every option and positional argument of ``parser`` by its dest (help left out)."""
+    return {
+        a.dest: a
+        for a in parser._actions
+        if a.dest != "help" and not isinstance(a, argparse._SubParsersAction)
+    }
 
 
 @pytest.mark.parametrize(("command", "fn", "spec", "api_only"), FACES, ids=[f[0] for f in FACES])
@@ -151,3 +165,73 @@ def test_the_api_and_the_cli_write_the_same_dataset(tmp_path, capsys):
     assert config["planes"] == ["coronal"] and config["per_slice"] == 2
     assert config["window"] == [350.0, 50.0] and config["png_level"] == 1
     assert config["group"] is False
+
+
+def test_positional_arguments_stay_positional_on_both_faces():
+    """``report RUN [RUN ...] --out OUT`` on the command line; ``report(runs, out)`` in Python."""
+    runs = _flags(_subparser("report"))["runs"]
+    assert not runs.option_strings and runs.nargs == "+"
+    assert list(inspect.signature(api.report).parameters)[:2] == ["runs", "out"]
+    assert list(inspect.signature(api.export_hf).parameters)[:2] == ["data", "out"]
+    assert list(inspect.signature(api.export_mirp).parameters)[:2] == ["run", "out"]
+
+
+def test_export_errors_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):
+    """The same refusal from ``formats/hf_export``, worded by each face; nothing is written."""
+    from radspatial.cli import main
+
+    data = tmp_path / "ds"
+    api.generate(data, size=64, setups=["rq1"], as_count=0)
+    with pytest.raises(ValueError, match=r"^max_shard_mb= must be a finite number > 0, got 0"):
+        api.export_hf(data, tmp_path / "api", max_shard_mb=0)
+    with pytest.raises(ValueError, match=r"^license= 'a b': not a licence id"):
+        api.export_hf(data, tmp_path / "api", license="a b")
+    argv = ["export", "hf", "--data", str(data), "--out", str(tmp_path / "cli")]
+    assert main([*argv, "--max-shard-mb", "0"]) == 2
+    assert "--max-shard-mb must be a finite number > 0, got 0.0" in capsys.readouterr().err
+    assert main([*argv, "--license", "a b"]) == 2
+    assert "--license 'a b': not a licence id" in capsys.readouterr().err
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
+
+
+@pytest.mark.parametrize(
+    ("keywords", "api_words", "flags", "cli_words"),
+    [
+        ({"workers": 0}, "workers= must be >= 1, got 0", ["--workers", "0"],
+         "--workers must be >= 1, got 0"),
+        ({"on_error": "x"}, "on_error= must be one of stop, skip", None, None),
+    ],
+)  # fmt: skip
+def test_dataset_checks_name_the_parameter_in_the_caller_s_terms(
+    tmp_path, capsys, keywords, api_words, flags, cli_words
+):
+    from radspatial.cli import main
+
+    with pytest.raises(ValueError, match="^" + api_words):
+        api.generate(tmp_path / "api", **keywords)
+    if flags:
+        assert main(["generate", "--out", str(tmp_path / "cli"), *flags]) == 2
+        assert cli_words in capsys.readouterr().err
+
+
+def test_decoding_and_executor_checks_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):
+    from radspatial.cli import main
+
+    run = tmp_path / "run"
+    for keywords, words in (
+        ({"temperature": -1}, "temperature= must be a finite number >= 0"),
+        ({"max_tokens": 0}, "max_tokens= must be >= 1, got 0"),
+        ({"replicas": 2}, "replicas= and ray_address= need executor= ray"),
+        ({"executor": "ray"}, "baseline:yes: executor= ray applies to hf/vllm models only"),
+    ):
+        with pytest.raises(ValueError, match="^" + words):
+            api.evaluate(tmp_path, "baseline:yes", run, **keywords)
+    argv = ["eval", "--data", str(tmp_path), "--model", "baseline:yes", "--out", str(run)]
+    for flags, words in (
+        (["--temperature", "-1"], "--temperature must be a finite number >= 0"),
+        (["--max-tokens", "0"], "--max-tokens must be >= 1, got 0"),
+        (["--replicas", "2"], "--replicas and --ray-address need --executor ray"),
+    ):
+        assert main([*argv, *flags]) == 2
+        assert words in capsys.readouterr().err
+    assert not run.exists()

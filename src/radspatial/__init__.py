@@ -6,6 +6,7 @@ stays instant:
 - ``generate(out, ...)``: a MIRP-style benchmark from CT + organ masks (or the bundled CT);
 - ``evaluate(data, model, out, ...)``: one model on a dataset, results in a run folder;
 - ``report(runs, out)``: tables, figures and the browsable ``index.html``;
+- ``spar_table(runs, out)``: SPAR-VQA over dataset seeds as SPAR-Bench's Table 2;
 - ``Agent(localizer)``: the modular agent (``.answer(image, question)``);
 - ``write_phantoms``, ``mirror_case``: synthetic and counterfactual cases;
 - ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
@@ -25,7 +26,8 @@ _LAZY = {
     "report": "radspatial.api:report",
     "EvalRun": "radspatial.api:EvalRun",
     "export_hf": "radspatial.api:export_hf",
-    "export_mirp": "radspatial.formats.mirp_export:export_mirp",
+    "export_mirp": "radspatial.api:export_mirp",
+    "spar_table": "radspatial.api:spar_table",
     "Agent": "radspatial.agent.core:Agent",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.bench.counterfactual:mirror_case",

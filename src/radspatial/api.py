@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +21,13 @@ from typing import TYPE_CHECKING, Any
 from radspatial.bench.job import GenerateJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
+from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.reports.job import ReportJob, SparTableJob
 
 if TYPE_CHECKING:
     from radspatial.bench.dataset import DatasetSummary
+    from radspatial.formats.hf_export import HFExport
+    from radspatial.formats.mirp_export import MirpExport
     from radspatial.reports.build import ReportSummary
 
 PathLike = str | Path
@@ -116,21 +119,48 @@ def evaluate(job: EvalJob) -> EvalRun:
     return EvalRun(Path(job.out), job.model, metrics, rows)
 
 
-def report(runs: Sequence[PathLike], out: PathLike) -> ReportSummary:
+@api_function(ReportJob)
+def report(job: ReportJob) -> ReportSummary:
     """Write the report of eval run folders ``runs`` into ``out``: ``summary.md``,
-    ``summary.json``, figures and ``index.html`` (tables, figures, item gallery).
+    ``summary.json``, figures and ``index.html`` (tables, figures, item gallery); ``review``: a
+    human review marks file (JSONL), as ``radspatial report --review`` takes it.
 
     Example:
         >>> report(["runs/prior", "runs/yes"], "report").index_html  # doctest: +SKIP
         PosixPath('report/index.html')
     """
-    from radspatial.reports.build import build_report
+    from radspatial.reports.job import run_report
 
-    return build_report([Path(r) for r in runs], Path(out))
+    with caller_terms(ReportJob, "api"):
+        return run_report(job)
 
 
-def export_hf(data: PathLike, out: PathLike, **options: Any) -> Any:
-    """A generated dataset as Hugging Face parquet shards + dataset card (``hf_export``)."""
-    from radspatial.formats.hf_export import export_hf as _export
+@api_function(SparTableJob)
+def spar_table(job: SparTableJob) -> Path:
+    """SPAR-VQA over dataset seeds as SPAR-Bench's Table 2, from eval run folders ``runs`` (one
+    per seed and model) into ``out`` (.md and .json); returns the .md path."""
+    from radspatial.reports.job import run_spar_table
 
-    return _export(Path(data), Path(out), **options)
+    with caller_terms(SparTableJob, "api"):
+        return run_spar_table(job)
+
+
+@api_function(ExportMirpJob)
+def export_mirp(job: ExportMirpJob) -> MirpExport:
+    """An eval run folder ``run`` in MIRP's inference-output layout under ``out``, as
+    ``radspatial export mirp`` writes it (MIRP's evaluation scripts run on it)."""
+    from radspatial.formats.job import run_export_mirp
+
+    with caller_terms(ExportMirpJob, "api"):
+        return run_export_mirp(job)
+
+
+@api_function(ExportHFJob)
+def export_hf(job: ExportHFJob) -> HFExport:
+    """A generated dataset ``data`` as Hugging Face parquet shards + dataset card under ``out``,
+    with the options of ``radspatial export hf`` (``license``, ``name``, ``max_shard_mb``,
+    ``overwrite``)."""
+    from radspatial.formats.job import run_export_hf
+
+    with caller_terms(ExportHFJob, "api"):
+        return run_export_hf(job)

@@ -1,4 +1,6 @@
-"""``radspatial eval`` and ``radspatial report``: runs of models on a dataset, and their report."""
+"""``radspatial eval``, ``report`` and ``spar-table``: runs of models on a dataset, and their
+report; each command's options are its job spec's (``eval/job.EvalJob``,
+``reports/job.ReportJob`` / ``SparTableJob``), as the Python API takes them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from radspatial.cli.common import Command
 from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.eval.job import EvalJob
+from radspatial.reports.job import ReportJob, SparTableJob
 
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -124,23 +127,16 @@ def _print_errors(rows: list[dict]) -> None:
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", type=Path, help="run folders written by radspatial eval")
-    p.add_argument("--out", type=Path, required=True, help="report folder")
-    p.add_argument(
-        "--review",
-        type=Path,
-        help="human review marks (JSONL, e.g. downloaded from the gallery; "
-        "docs/open_questions.md): folded in beside the automatic grades, never over them "
-        "(default: none)",
-    )
+    add_arguments(p, ReportJob)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.core.progress import heartbeat
-    from radspatial.reports.build import build_report
+    from radspatial.reports.job import run_report
 
-    with heartbeat("report") as note:
-        summary = build_report(args.runs, args.out, review=args.review, log=note)
+    job = from_namespace(ReportJob, args)
+    with heartbeat("report") as note, caller_terms(ReportJob, "cli"):
+        summary = run_report(job, log=note)
     print(f"report: {summary.summary_md}")
     print(f"html: {summary.index_html}")
     for fig in summary.figures:
@@ -153,20 +149,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _spar_table_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "runs",
-        nargs="+",
-        type=Path,
-        help="eval run folders, one per dataset seed (generate --questions spar --seed S) and "
-        "model; grouped by model",
-    )
-    p.add_argument("--out", type=Path, required=True, help="table path (writes .md and .json)")
+    add_arguments(p, SparTableJob)
 
 
 def cmd_spar_table(args: argparse.Namespace) -> int:
-    from radspatial.reports.spar_table import write_seed_table
+    from radspatial.reports.job import run_spar_table
 
-    md = write_seed_table(args.runs, args.out)
+    with caller_terms(SparTableJob, "cli"):
+        md = run_spar_table(from_namespace(SparTableJob, args))
     print(md.read_text(), end="")
     print(f"table: {md}")
     return 0

@@ -1,40 +1,31 @@
-"""``radspatial export`` mirp / hf: a dataset or run in another tool's layout."""
+"""``radspatial export`` mirp / hf: a dataset or run in another tool's layout; their options are
+the job specs' (``formats/job``: ``ExportMirpJob``, ``ExportHFJob``), as ``radspatial.export_mirp``
+and ``radspatial.export_hf`` take them."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from radspatial.cli.common import Command, add_output, pass_on
+from radspatial.cli.common import Command
 from radspatial.cli.lmms import EXPORT_LMMS
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.formats.job import ExportHFJob, ExportMirpJob
 
 
 def _mirp_arguments(m: argparse.ArgumentParser) -> None:
-    m.add_argument("--run", type=Path, required=True, help="run folder written by radspatial eval")
-    add_output(m, "output folder")
+    add_arguments(m, ExportMirpJob)
 
 
 def _hf_arguments(h: argparse.ArgumentParser) -> None:
-    h.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
-    add_output(h, "output folder")
-    h.add_argument(
-        "--license",
-        help="licence id for the card, e.g. cc-by-4.0 (default: apache-2.0 for the bundled "
-        "example CT, else 'other' and the card says it is not stated)",
-    )
-    h.add_argument("--name", help="dataset name in the card (default: the --data folder name)")
-    h.add_argument(
-        "--max-shard-mb", type=float, default=256.0, help="image bytes per parquet shard (MB)"
-    )
+    add_arguments(h, ExportHFJob)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     from radspatial.core.textsafe import log_text
-    from radspatial.formats.hf_export import export_hf
+    from radspatial.formats.job import run_export_hf
 
-    done = export_hf(
-        args.data, args.out, **pass_on(args, "license", "name", "max_shard_mb", "overwrite")
-    )
+    with caller_terms(ExportHFJob, "cli"):
+        done = run_export_hf(from_namespace(ExportHFJob, args))
     print(f"Hugging Face dataset: {done.out.resolve()}")
     print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")
     print(f"  columns: {log_text(', '.join(done.columns))}")  # a manifest's own keys
@@ -43,9 +34,10 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 
 
 def cmd_export_mirp(args: argparse.Namespace) -> int:
-    from radspatial.formats.mirp_export import export_mirp
+    from radspatial.formats.job import run_export_mirp
 
-    done = export_mirp(args.run, args.out, overwrite=args.overwrite)
+    with caller_terms(ExportMirpJob, "cli"):
+        done = run_export_mirp(from_namespace(ExportMirpJob, args))
     print(f"MIRP layout: {done.out.resolve()}")
     print(f"  {len(done.folders)} setup/marker folder(s): {', '.join(done.folders)}")
     print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) left out")

@@ -36,6 +36,7 @@ def option(
     cli: bool = True,
     api: bool = True,
     positional: bool = False,
+    argument: bool = False,
     exclusive: str | None = None,
     csv: bool = False,
     annotation: str | None = None,
@@ -44,13 +45,15 @@ def option(
     """A job spec field. ``flag``: its command-line option (default ``--<name-with-dashes>``);
     ``help``: text, or a function giving it when help is printed (a registry's names);
     ``cli``/``api``: which faces have it (a field on one face only is declared here, and the
-    parity test lists them); ``positional``: the API takes it by position too;
+    parity test lists them); ``positional``: the API takes it by position too; ``argument``:
+    on the command line a positional argument (``report RUN [RUN ...]``), not a flag;
     ``exclusive``: options sharing this name are mutually exclusive; ``csv``: the API's list
     is read as the flag's comma list; ``annotation``: the API's type where it differs from the
     field's. ``argparse_keywords`` (type, choices, action, metavar, nargs, const) go to
     ``add_argument``; ``type`` also reads an API string as the command line would."""
     meta = dict(
-        help=help, flag=flag, cli=cli, api=api, positional=positional, exclusive=exclusive,
+        help=help, flag=flag, cli=cli, api=api, positional=positional, argument=argument,
+        exclusive=exclusive,
         csv=csv, annotation=annotation, argparse=argparse_keywords,
     )  # fmt: skip
     return dataclasses.field(default=default, metadata={"jobspec": meta})
@@ -66,6 +69,9 @@ def fields(spec: type, face: str = "cli") -> list[dataclasses.Field]:
 
 
 def flag_of(f: dataclasses.Field) -> str:
+    """How the command line names field ``f``: its flag, or a positional argument's name."""
+    if _meta(f)["argument"]:
+        return f.name.upper()
     return _meta(f)["flag"] or "--" + f.name.replace("_", "-")
 
 
@@ -86,7 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser, spec: type) -> None:
             if meta["exclusive"] not in groups:
                 groups[meta["exclusive"]] = parser.add_mutually_exclusive_group()
             target = groups[meta["exclusive"]]
-        target.add_argument(flag_of(f), **keywords)
+        if meta["argument"]:  # argparse names a positional by its dest, never required=
+            keywords.pop("required", None)
+            target.add_argument(keywords.pop("dest"), **keywords)
+        else:
+            target.add_argument(flag_of(f), **keywords)
 
 
 def from_namespace(spec: type, args: argparse.Namespace, **overrides: Any) -> Any:

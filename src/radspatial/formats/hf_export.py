@@ -29,6 +29,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json, read_json_lines
+from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import modality_of
 from radspatial.core.records import ManifestRow
 from radspatial.core.safepath import inside
@@ -162,9 +163,12 @@ def export_hf(
     if not manifest.is_file() or not info_path.is_file():
         raise ValueError(f"{data}: not a radspatial dataset (needs manifest.jsonl, dataset.json)")
     if not (math.isfinite(max_shard_mb) and max_shard_mb > 0):
-        raise ValueError(f"--max-shard-mb must be a finite number > 0, got {max_shard_mb}")
+        why = f"{{param}} must be a finite number > 0, got {max_shard_mb}"
+        raise ParamError("max_shard_mb", why)
     if license is not None and not _LICENCE.fullmatch(license):
-        raise ValueError(f"--license {license!r}: not a licence id (letters, digits, .+-)")
+        raise ParamError(
+            "license", f"{{param}} {license!r}: not a licence id (letters, digits, .+-)"
+        )
     info = _dataset_info(info_path)
     modality = str(modality_of(info.get("config", {}).get("modality")))
     rows = []
