@@ -16,6 +16,7 @@ from radspatial.cli import build_parser
 from radspatial.core import jobspec
 from radspatial.eval.job import EvalJob
 from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
 
 # (command, API function, spec, keywords only the API has: each says why in its help)
@@ -26,6 +27,7 @@ FACES = [
     ("spar-table", api.spar_table, SparTableJob, set()),
     ("export mirp", api.export_mirp, ExportMirpJob, set()),
     ("export hf", api.export_hf, ExportHFJob, set()),
+    ("phantom", api.phantom, PhantomJob, {"progress"}),
 ]
 
 
@@ -235,3 +237,24 @@ def test_decoding_and_executor_checks_name_the_parameter_in_the_caller_s_terms(t
         assert main([*argv, *flags]) == 2
         assert words in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_the_phantom_api_and_cli_write_the_same_phantoms(tmp_path, capsys):
+    """``radspatial.phantom`` reads its values as the flags are read (a comma list or a list),
+    and writes the files ``radspatial phantom`` writes; a refused count is named per face."""
+    from radspatial.cli import main
+
+    flags = ["--shape", "24,24,8", "--variant", "normal,situs_inversus", "--n", "2", "--seed", "3"]
+    assert main(["phantom", "--out", str(tmp_path / "cli"), *flags]) == 0
+    api.phantom(tmp_path / "api", shape=(24, 24, 8), variant="normal,situs_inversus", n=2,
+                seed=3, progress=False)  # fmt: skip
+    cli, py = tmp_path / "cli", tmp_path / "api"
+    files = sorted(p.relative_to(cli) for p in cli.rglob("*") if p.is_file())
+    assert len(files) >= 5 and files == sorted(
+        p.relative_to(py) for p in py.rglob("*") if p.is_file()
+    )
+    assert all((cli / f).read_bytes() == (py / f).read_bytes() for f in files if f.suffix == ".gz")
+    with pytest.raises(ValueError, match=r"^n= must be >= 1, got 0$"):
+        api.phantom(tmp_path / "none", n=0)
+    assert main(["phantom", "--out", str(tmp_path / "none"), "--n", "0"]) == 2
+    assert "--n must be >= 1, got 0" in capsys.readouterr().err

@@ -8,7 +8,8 @@ stays instant:
 - ``report(runs, out)``: tables, figures and the browsable ``index.html``;
 - ``spar_table(runs, out)``: SPAR-VQA over dataset seeds as SPAR-Bench's Table 2;
 - ``Agent(localizer)``: the modular agent (``.answer(image, question)``);
-- ``write_phantoms``, ``mirror_case``: synthetic and counterfactual cases;
+- ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
+  synthetic and counterfactual cases;
 - ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
 - ``export_mirp``, ``export_hf``: MIRP's layout, Hugging Face datasets;
 - ``parse_answer``, ``bundled_example``.
@@ -29,6 +30,7 @@ _LAZY = {
     "export_mirp": "radspatial.api:export_mirp",
     "spar_table": "radspatial.api:spar_table",
     "Agent": "radspatial.agent.core:Agent",
+    "phantom": "radspatial.api:phantom",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.bench.counterfactual:mirror_case",
     "build_probes": "radspatial.probes.build:build_probes",

@@ -22,6 +22,7 @@ from radspatial.bench.job import GenerateJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
 from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
 
 if TYPE_CHECKING:
@@ -164,3 +165,20 @@ def export_hf(job: ExportHFJob) -> HFExport:
 
     with caller_terms(ExportHFJob, "api"):
         return run_export_hf(job)
+
+
+@api_function(PhantomJob)
+def phantom(job: PhantomJob) -> Path:
+    """Synthetic CT phantoms with TotalSegmentator masks into ``out``, with the options and
+    defaults of ``radspatial phantom`` (``n``, ``seed``, ``shape``, ``spacing``, ``variant``: a
+    name, a list or a comma list, ``workers``, ``executor``, ``ray_address``); returns the path
+    of ``out/cases.csv`` for ``generate(cases=...)``. ``write_phantoms`` is the library
+    function underneath (docs/phantoms.md).
+
+    Example:
+        >>> cases = phantom("phantoms", n=2, shape=(96, 96, 24))  # doctest: +SKIP
+    """
+    from radspatial.phantoms.job import run_phantom
+
+    with caller_terms(PhantomJob, "api"):
+        return run_phantom(job)

@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.bench.job import question_types
-from radspatial.core.jobspec import csv_list, csv_lower, window
+from radspatial.core.jobspec import csv_list, csv_lower, spacing, triple, window
 
-__all__ = ["csv_list", "csv_lower", "question_types", "window"]  # argument types, also here
+__all__ = [
+    "csv_list",
+    "csv_lower",
+    "question_types",
+    "spacing",
+    "triple",
+    "window",
+]  # argument types, also here
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -135,30 +142,6 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
     non-empty one unless told."""
     p.add_argument("--out", type=Path, required=True, help=what)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-
-
-def triple(kind: type):
-    def parse(text: str) -> tuple:
-        error = argparse.ArgumentTypeError(f"expected three comma-separated values, got {text!r}")
-        try:
-            values = tuple(kind(v) for v in text.split(","))
-        except ValueError:
-            raise error from None
-        if len(values) != 3:
-            raise error
-        return values
-
-    return parse
-
-
-def spacing(text: str) -> tuple[float, float, float]:
-    """Voxel spacing sx,sy,sz in mm: three finite numbers above 0."""
-    import math
-
-    values = triple(float)(text)
-    if not all(math.isfinite(v) and 0 < v <= 1000 for v in values):
-        raise argparse.ArgumentTypeError(f"expected three finite mm values > 0, got {text!r}")
-    return values
 
 
 def fractions(text: str) -> tuple[float, float, float]:

@@ -1,4 +1,6 @@
-"""``radspatial phantom`` and ``radspatial counterfactual``: synthetic and edited volumes."""
+"""``radspatial phantom`` and ``radspatial counterfactual``: synthetic and edited volumes;
+``phantom``'s options are its job spec's (``phantoms/job.PhantomJob``), as ``radspatial.phantom``
+takes them."""
 
 from __future__ import annotations
 
@@ -6,35 +8,20 @@ import argparse
 from pathlib import Path
 
 import radspatial.cli.common as common
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.phantoms.job import PhantomJob
 
 
 def _phantom_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--n", type=int, default=1, help="number of phantoms")
-    p.add_argument("--seed", type=int, default=0, help="seed; phantom i depends on (seed, i)")
-    p.add_argument("--shape", type=common.triple(int), default=(512, 512, 200), help="X,Y,Z voxels")
-    p.add_argument("--spacing", type=common.spacing, help="sx,sy,sz mm (default ~0.8,0.8,2.5)")
-    p.add_argument(
-        "--variant",
-        type=common.csv_list,
-        default=("normal",),
-        help="anatomy variant(s), comma-separated from normal, situs_inversus, displaced, or "
-        "'mixed' (all three); phantom i gets variant i mod the list's length, e.g. "
-        "normal,situs_inversus with --n 4: normal, situs_inversus, normal, situs_inversus",
-    )
-    common.add_executor_options(p, workers="phantoms built in parallel")
+    add_arguments(p, PhantomJob)
 
 
 def cmd_phantom(args: argparse.Namespace) -> int:
-    from radspatial.phantoms import write_phantoms
+    from radspatial.phantoms.job import run_phantom
 
-    variant = args.variant[0] if len(args.variant) == 1 else args.variant
-    cases = write_phantoms(
-        args.out,
-        **common.pass_on(args, "n", "seed", "shape", "spacing"),
-        variant=variant,
-        **common.executor_args(args),
-    )
+    job = from_namespace(PhantomJob, args)
+    with caller_terms(PhantomJob, "cli"):
+        cases = run_phantom(job)
     print(f"phantoms: {args.out} ({args.n} case(s))")
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
     return 0

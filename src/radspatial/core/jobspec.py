@@ -225,3 +225,29 @@ def window(text: str) -> tuple[float, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"wants W,L (e.g. 400,40), got {text!r}") from None
     return (w, level)
+
+
+def triple(kind: type) -> Callable[[str], tuple]:
+    """``X,Y,Z``: three comma-separated values of ``kind`` (a volume's shape in voxels)."""
+
+    def parse(text: str) -> tuple:
+        error = argparse.ArgumentTypeError(f"expected three comma-separated values, got {text!r}")
+        try:
+            values = tuple(kind(v) for v in text.split(","))
+        except ValueError:
+            raise error from None
+        if len(values) != 3:
+            raise error
+        return values
+
+    return parse
+
+
+def spacing(text: str) -> tuple[float, float, float]:
+    """Voxel spacing sx,sy,sz in mm: three finite numbers above 0."""
+    import math
+
+    values = triple(float)(text)
+    if not all(math.isfinite(v) and 0 < v <= 1000 for v in values):
+        raise argparse.ArgumentTypeError(f"expected three finite mm values > 0, got {text!r}")
+    return values

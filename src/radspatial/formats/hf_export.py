@@ -138,6 +138,17 @@ def _shards(rows: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, A
     return groups
 
 
+def _check_options(max_shard_mb: float, license: str | None) -> None:
+    """The shard size and licence id, refused naming their parameter (``core/jobspec``)."""
+    if not (math.isfinite(max_shard_mb) and max_shard_mb > 0):
+        why = f"{{param}} must be a finite number > 0, got {max_shard_mb}"
+        raise ParamError("max_shard_mb", why)
+    if license is not None and not _LICENCE.fullmatch(license):
+        raise ParamError(
+            "license", f"{{param}} {license!r}: not a licence id (letters, digits, .+-)"
+        )
+
+
 def export_hf(
     data: Path,
     out: Path,
@@ -162,13 +173,7 @@ def export_hf(
     manifest, info_path = data / "manifest.jsonl", data / "dataset.json"
     if not manifest.is_file() or not info_path.is_file():
         raise ValueError(f"{data}: not a radspatial dataset (needs manifest.jsonl, dataset.json)")
-    if not (math.isfinite(max_shard_mb) and max_shard_mb > 0):
-        why = f"{{param}} must be a finite number > 0, got {max_shard_mb}"
-        raise ParamError("max_shard_mb", why)
-    if license is not None and not _LICENCE.fullmatch(license):
-        raise ParamError(
-            "license", f"{{param}} {license!r}: not a licence id (letters, digits, .+-)"
-        )
+    _check_options(max_shard_mb, license)
     info = _dataset_info(info_path)
     modality = str(modality_of(info.get("config", {}).get("modality")))
     rows = []

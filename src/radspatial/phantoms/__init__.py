@@ -1,10 +1,27 @@
 """Synthetic abdominal CT phantoms with TotalSegmentator-v2 masks, and counterfactual variants.
 
 ``make_phantom`` builds one phantom in memory; ``write_phantoms`` writes a folder of NIfTI
-pairs plus ``cases.csv`` for ``radspatial generate --cases``. See docs/phantoms.md.
+pairs plus ``cases.csv`` for ``radspatial generate --cases``. See docs/phantoms.md. The names
+are imported on first use, so the command line can read ``phantoms/job`` (the ``phantom``
+command's options) without numpy.
 """
 
-from radspatial.phantoms.build import VARIANTS, Phantom, make_phantom
-from radspatial.phantoms.io import write_phantoms
+from __future__ import annotations
 
+from importlib import import_module
+
+_LAZY = {
+    "VARIANTS": "radspatial.phantoms.build",
+    "Phantom": "radspatial.phantoms.build",
+    "make_phantom": "radspatial.phantoms.build",
+    "write_phantoms": "radspatial.phantoms.io",
+}
 __all__ = ["VARIANTS", "Phantom", "make_phantom", "write_phantoms"]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'radspatial.phantoms' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

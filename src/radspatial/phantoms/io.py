@@ -19,6 +19,7 @@ import numpy as np
 from radspatial.bench.counterfactual import EXTENSION_NAMES
 from radspatial.core.executor import run_all, sigterm_as_interrupt
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
+from radspatial.core.jobspec import ParamError
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
 
 LABELS_FILE = "labels.json"
@@ -100,7 +101,7 @@ def write_phantoms(
     Ray task (``address`` or RAY_ADDRESS, else a local Ray); the files are the same.
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise ParamError("n", f"{{param}} must be >= 1, got {n}")
     out = Path(out)
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
         raise ValueError(f"{out}: not empty and not a phantom folder; choose a new or empty --out")
