@@ -11,7 +11,7 @@ import json
 import pytest
 
 from radspatial import api
-from radspatial.bench.job import GenerateJob
+from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.cli import build_parser
 from radspatial.core import jobspec
 from radspatial.eval.job import EvalJob
@@ -28,6 +28,7 @@ FACES = [
     ("export mirp", api.export_mirp, ExportMirpJob, set()),
     ("export hf", api.export_hf, ExportHFJob, set()),
     ("phantom", api.phantom, PhantomJob, {"progress"}),
+    ("counterfactual mirror", api.mirror_case, MirrorJob, set()),
 ]
 
 
@@ -176,6 +177,7 @@ def test_positional_arguments_stay_positional_on_both_faces():
     assert list(inspect.signature(api.report).parameters)[:2] == ["runs", "out"]
     assert list(inspect.signature(api.export_hf).parameters)[:2] == ["data", "out"]
     assert list(inspect.signature(api.export_mirp).parameters)[:2] == ["run", "out"]
+    assert list(inspect.signature(api.mirror_case).parameters) == ["ct", "seg", "out", "labels"]
 
 
 def test_export_errors_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):

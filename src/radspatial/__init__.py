@@ -32,7 +32,7 @@ _LAZY = {
     "Agent": "radspatial.agent.core:Agent",
     "phantom": "radspatial.api:phantom",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
-    "mirror_case": "radspatial.bench.counterfactual:mirror_case",
+    "mirror_case": "radspatial.api:mirror_case",
     "build_probes": "radspatial.probes.build:build_probes",
     "train_probe": "radspatial.probes.train:train_probe",
     "evaluate_probe": "radspatial.probes.evaluate:evaluate_probe",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from radspatial.bench.job import GenerateJob
+from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
 from radspatial.formats.job import ExportHFJob, ExportMirpJob
@@ -182,3 +182,15 @@ def phantom(job: PhantomJob) -> Path:
 
     with caller_terms(PhantomJob, "api"):
         return run_phantom(job)
+
+
+@api_function(MirrorJob)
+def mirror_case(job: MirrorJob) -> tuple[Path, Path]:
+    """The case ``ct`` + ``seg`` mirrored left-right (paired structures relabelled to their new
+    side) as NIfTI in ``out``, plus ``out/cases.csv`` listing the original and the mirror, as
+    ``radspatial counterfactual mirror`` writes them; returns the mirrored CT's and mask's
+    paths. ``labels``: the mask's label table (default: TotalSegmentator's)."""
+    from radspatial.bench.job import run_mirror
+
+    with caller_terms(MirrorJob, "api"):
+        return run_mirror(job)

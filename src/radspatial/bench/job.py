@@ -1,5 +1,6 @@
 """The ``generate`` job spec: every option of ``radspatial generate`` and ``radspatial.generate``,
-declared once (``core/jobspec``), and :func:`run_generate`, which both faces call.
+declared once (``core/jobspec``), and :func:`run_generate`, which both faces call; and the
+``counterfactual mirror`` one (:class:`MirrorJob`, ``radspatial.mirror_case``).
 
 Light on purpose: the command line builds its parser from this module, so nothing heavy is
 imported at module level.
@@ -200,3 +201,26 @@ def run_generate(
         executor=job.executor, address=job.ray_address, on_error=job.on_error, log=log,
     )  # fmt: skip
     return summary, config
+
+
+# fmt: off
+@dataclass(frozen=True, kw_only=True)
+class MirrorJob:
+    """What one ``counterfactual mirror`` is asked: a case, mirrored left-right into ``out``."""
+
+    ct: Path = option(type=Path, positional=True, annotation=_PATH.removesuffix(" | None"),
+        help="CT: NIfTI file or DICOM series folder")
+    seg: Path = option(type=Path, positional=True, annotation=_PATH.removesuffix(" | None"),
+        help="multilabel mask (NIfTI) on the CT grid")
+    labels: str | None = option(None, help="label table of --seg (default: totalsegmentator)")
+    out: Path = option(type=Path, positional=True, annotation=_PATH.removesuffix(" | None"),
+        help="output folder")
+# fmt: on
+
+
+def run_mirror(job: MirrorJob) -> tuple[Path, Path]:
+    """Writes the mirrored case and ``cases.csv`` (``bench/counterfactual.mirror_case``);
+    returns the mirrored CT's and mask's paths."""
+    from radspatial.bench.counterfactual import mirror_case
+
+    return mirror_case(Path(job.ct), Path(job.seg), Path(job.out), labels=job.labels)

@@ -1,13 +1,14 @@
 """``radspatial phantom`` and ``radspatial counterfactual``: synthetic and edited volumes;
-``phantom``'s options are its job spec's (``phantoms/job.PhantomJob``), as ``radspatial.phantom``
-takes them."""
+``phantom``'s and ``counterfactual mirror``'s options are their job specs'
+(``phantoms/job.PhantomJob``, ``bench/job.MirrorJob``), as ``radspatial.phantom`` and
+``radspatial.mirror_case`` take them."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import radspatial.cli.common as common
+from radspatial.bench.job import MirrorJob
 from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.phantoms.job import PhantomJob
 
@@ -28,16 +29,14 @@ def cmd_phantom(args: argparse.Namespace) -> int:
 
 
 def _counterfactual_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ct", type=Path, required=True, help="CT: NIfTI file or DICOM series folder")
-    p.add_argument("--seg", type=Path, required=True, help="multilabel mask (NIfTI) on the CT grid")
-    p.add_argument("--labels", help="label table of --seg (default: totalsegmentator)")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
+    add_arguments(p, MirrorJob)
 
 
 def cmd_counterfactual(args: argparse.Namespace) -> int:
-    from radspatial.bench.counterfactual import mirror_case
+    from radspatial.bench.job import run_mirror
 
-    ct, seg = mirror_case(args.ct, args.seg, args.out, labels=args.labels)
+    with caller_terms(MirrorJob, "cli"):
+        ct, seg = run_mirror(from_namespace(MirrorJob, args))
     print(f"mirrored CT: {ct}")
     print(f"mirrored mask: {seg}")
     cases = args.out / "cases.csv"
