@@ -227,6 +227,7 @@ def test_decoding_and_executor_checks_name_the_parameter_in_the_caller_s_terms(t
         ({"max_tokens": 0}, "max_tokens= must be >= 1, got 0"),
         ({"replicas": 2}, "replicas= and ray_address= need executor= ray"),
         ({"executor": "ray"}, "baseline:yes: executor= ray applies to hf/vllm models only"),
+        ({"price": "input=1"}, "price= needs both input= and output=, got 'input=1'"),
     ):
         with pytest.raises(ValueError, match="^" + words):
             api.evaluate(tmp_path, "baseline:yes", run, **keywords)
@@ -238,6 +239,9 @@ def test_decoding_and_executor_checks_name_the_parameter_in_the_caller_s_terms(t
     ):
         assert main([*argv, *flags]) == 2
         assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):  # argparse's own refusal names the flag once
+        main([*argv, "--price", "input=1"])
+    assert "argument --price: needs both input= and output=" in capsys.readouterr().err
     assert not run.exists()
 
 

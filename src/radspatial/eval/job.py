@@ -35,7 +35,8 @@ def price(text: str) -> Price:
     try:
         return parse_price(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        # argparse names the flag itself, the API the keyword (``core/jobspec._read``)
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--price ")) from None
 
 
 PROTOCOL_HELP = (
