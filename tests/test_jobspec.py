@@ -264,3 +264,32 @@ def test_the_phantom_api_and_cli_write_the_same_phantoms(tmp_path, capsys):
         api.phantom(tmp_path / "none", n=0)
     assert main(["phantom", "--out", str(tmp_path / "none"), "--n", "0"]) == 2
     assert "--n must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("keywords", "flags", "api_words", "cli_words"),
+    [
+        ({"model_args": "x"}, ["--model-args", "x"], "model_args=: expected key=value",
+         "--model-args: expected key=value"),
+        ({"model_args": "colour=red"}, ["--model-args", "colour=red"],
+         "baseline:yes: model_args= colour is not an option here",
+         "baseline:yes: --model-args colour is not an option here"),
+        ({"timeout": 5}, ["--timeout", "5"], "baseline:yes: timeout= applies to openai",
+         "baseline:yes: --timeout applies to openai"),
+        ({"hf_allow_download": True}, ["--hf-allow-download"],
+         "baseline:yes: hf_allow_download= applies to hf models only",
+         "baseline:yes: --hf-allow-download applies to hf models only"),
+    ],
+)  # fmt: skip
+def test_backend_options_name_the_parameter_in_the_caller_s_terms(
+    tmp_path, capsys, keywords, flags, api_words, cli_words
+):
+    from radspatial.cli import main
+
+    run = tmp_path / "run"
+    with pytest.raises(ValueError, match="^" + api_words):
+        api.evaluate(tmp_path, "baseline:yes", run, **keywords)
+    argv = ["eval", "--data", str(tmp_path), "--model", "baseline:yes", "--out", str(run)]
+    assert main([*argv, *flags]) == 2
+    assert cli_words in capsys.readouterr().err
+    assert not run.exists()

@@ -17,6 +17,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from radspatial.core.jobspec import ParamError
+
 
 class Decoding(Protocol):
     """The decoding settings these functions read (``models/base.Decoding``)."""
@@ -72,7 +74,8 @@ def family_of(spec: str, named: str | None = None) -> Family | None:
             return None
         if named not in _BY_NAME:
             known = ", ".join((*_BY_NAME, OURS))
-            raise ValueError(f"--model-args family={named}: unknown family (known: {known})")
+            why = f"{{param}} family={named}: unknown family (known: {known})"
+            raise ParamError("model_args", why)
         return _BY_NAME[named]
     return next((f for f in FAMILIES if re.search(f.pattern, spec, re.IGNORECASE)), None)
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from radspatial.core.jobspec import ParamError
+
 Check = Callable[[Any], str | None]  # the value -> what is wrong with it ("must be ..."), or None
 
 MODEL_ARGS_HELP = (
@@ -131,9 +133,9 @@ def parse_model_args(text: str | None) -> dict[str, bool | int | float | str]:
         key, eq, value = part.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise ValueError(f"--model-args: expected key=value, got {part.strip()!r}")
+            raise ParamError("model_args", f"{{param}}: expected key=value, got {part.strip()!r}")
         if key in out:
-            raise ValueError(f"--model-args: {key} given twice")
+            raise ParamError("model_args", f"{{param}}: {key} given twice")
         out[key] = _value(value.strip())
     return out
 
@@ -150,6 +152,11 @@ def _flag_home(key: str) -> tuple[str, str]:
     return flag, "/".join(takers) or "no"
 
 
+def _field(flag: str) -> str:
+    """The job field a backend flag sets (``--hf-allow-download``: ``hf_allow_download``)."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def backend_options(
     spec: str, model_args: Mapping[str, object] | None = None, flags: Mapping[str, object] = {}
 ) -> dict:
@@ -162,14 +169,16 @@ def backend_options(
     for key, value in flags.items():
         flag, takers = _flag_home(key)
         if not any_key and key not in known:
-            raise ValueError(f"{spec}: {flag} applies to {takers} models only")
+            raise ParamError(_field(flag), f"{spec}: {{param}} applies to {takers} models only")
         if key in model_args and model_args[key] != value:
-            raise ValueError(f"{flag} and --model-args {key}= disagree")
+            why = f"{{param}} and {{model_args}} {key}= disagree"
+            raise ParamError((_field(flag), "model_args"), why)
     given = {**model_args, **flags}
     bad = [k for k in given if k not in known and not any_key]
     if bad:
         names = ", ".join(known) or "none"
-        raise ValueError(f"{spec}: --model-args {bad[0]} is not an option here (known: {names})")
+        why = f"{spec}: {{param}} {bad[0]} is not an option here (known: {names})"
+        raise ParamError("model_args", why)
     out = {}
     for key, value in given.items():  # a key no parameter declares: **options, as given
         option = known.get(key)
