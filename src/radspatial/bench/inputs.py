@@ -53,7 +53,7 @@ def resolve_cases(given: CaseInputs) -> list[Case]:
     else:
         cases = [_bundled(given)]
     if modality_of(given.modality) != DEFAULT_MODALITY and given.ct is None and given.cases is None:
-        why = f"{{modality}} {given.modality.lower()}: the bundled example is a CT"
+        why = f"{{modality}} {str(given.modality).lower()}: the bundled example is a CT"
         raise ParamError("modality", why)
     return cases
 

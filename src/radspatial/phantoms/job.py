@@ -51,7 +51,7 @@ def run_phantom(job: PhantomJob) -> Path:
 
     variant = job.variant[0] if len(job.variant) == 1 else job.variant
     return write_phantoms(
-        Path(job.out), n=job.n, seed=job.seed, shape=tuple(job.shape), spacing=job.spacing,
+        Path(job.out), n=job.n, seed=job.seed, shape=job.shape, spacing=job.spacing,
         variant=variant, workers=job.workers, progress=job.progress, executor=job.executor,
         address=job.ray_address,
     )  # fmt: skip
