@@ -15,7 +15,13 @@ from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.cli import build_parser
 from radspatial.core import jobspec
 from radspatial.eval.job import EvalJob
-from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.formats.job import (
+    ExportHFJob,
+    ExportLmmsJob,
+    ExportMirpJob,
+    ImportInspectJob,
+    ImportLmmsJob,
+)
 from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
 
@@ -29,6 +35,9 @@ FACES = [
     ("export hf", api.export_hf, ExportHFJob, set()),
     ("phantom", api.phantom, PhantomJob, {"progress"}),
     ("counterfactual mirror", api.mirror_case, MirrorJob, set()),
+    ("export lmms-eval", api.export_lmms, ExportLmmsJob, set()),
+    ("import lmms-eval", api.import_lmms, ImportLmmsJob, set()),
+    ("import inspect", api.import_inspect, ImportInspectJob, set()),
 ]
 
 
@@ -190,6 +199,13 @@ def test_export_errors_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys
         api.export_hf(data, tmp_path / "api", max_shard_mb=0)
     with pytest.raises(ValueError, match=r"^license= 'a b': not a licence id"):
         api.export_hf(data, tmp_path / "api", license="a b")
+    with pytest.raises(ValueError, match=r"^name= must be letters, digits and _"):
+        api.export_lmms(data, tmp_path / "api", name="a-b")
+    with pytest.raises(ValueError, match=r"^protocol= must be one of radspatial, mirp"):
+        api.export_lmms(data, tmp_path / "api", protocol="x")
+    lmms = ["export", "lmms-eval", "--data", str(data), "--out", str(tmp_path / "cli")]
+    assert main([*lmms, "--name", "a-b"]) == 2
+    assert "--name must be letters, digits and _" in capsys.readouterr().err
     argv = ["export", "hf", "--data", str(data), "--out", str(tmp_path / "cli")]
     assert main([*argv, "--max-shard-mb", "0"]) == 2
     assert "--max-shard-mb must be a finite number > 0, got 0.0" in capsys.readouterr().err

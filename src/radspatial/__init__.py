@@ -11,7 +11,8 @@ stays instant:
 - ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
   synthetic and counterfactual cases;
 - ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
-- ``export_mirp``, ``export_hf``: MIRP's layout, Hugging Face datasets;
+- ``export_mirp``, ``export_hf``, ``export_lmms``: MIRP's layout, Hugging Face datasets,
+  lmms-eval tasks; ``import_lmms``, ``import_inspect``: other tools' logs as run folders;
 - ``parse_answer``, ``bundled_example``.
 """
 
@@ -27,6 +28,9 @@ _LAZY = {
     "report": "radspatial.api:report",
     "EvalRun": "radspatial.api:EvalRun",
     "export_hf": "radspatial.api:export_hf",
+    "export_lmms": "radspatial.api:export_lmms",
+    "import_lmms": "radspatial.api:import_lmms",
+    "import_inspect": "radspatial.api:import_inspect",
     "export_mirp": "radspatial.api:export_mirp",
     "spar_table": "radspatial.api:spar_table",
     "Agent": "radspatial.agent.core:Agent",

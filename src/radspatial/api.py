@@ -21,13 +21,22 @@ from typing import TYPE_CHECKING, Any
 from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
-from radspatial.formats.job import ExportHFJob, ExportMirpJob
+from radspatial.formats.job import (
+    ExportHFJob,
+    ExportLmmsJob,
+    ExportMirpJob,
+    ImportInspectJob,
+    ImportLmmsJob,
+)
 from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
 
 if TYPE_CHECKING:
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.formats.hf_export import HFExport
+    from radspatial.formats.inspect_import import InspectImport
+    from radspatial.formats.lmms_export import LmmsExport
+    from radspatial.formats.lmms_import import LmmsImport
     from radspatial.formats.mirp_export import MirpExport
     from radspatial.reports.build import ReportSummary
 
@@ -194,3 +203,34 @@ def mirror_case(job: MirrorJob) -> tuple[Path, Path]:
 
     with caller_terms(MirrorJob, "api"):
         return run_mirror(job)
+
+
+@api_function(ExportLmmsJob)
+def export_lmms(job: ExportLmmsJob) -> LmmsExport:
+    """A generated dataset ``data`` as an lmms-eval task folder ``out`` (one task per setup and
+    the group ``name``; ``protocol`` "radspatial" or "mirp"), as ``radspatial export lmms-eval``
+    writes it (docs/lmms_eval.md)."""
+    from radspatial.formats.job import run_export_lmms
+
+    with caller_terms(ExportLmmsJob, "api"):
+        return run_export_lmms(job)
+
+
+@api_function(ImportLmmsJob)
+def import_lmms(job: ImportLmmsJob) -> LmmsImport:
+    """lmms-eval sample logs ``samples`` of an exported task as the run folder ``out``, each
+    row scored again against the dataset ``data``, as ``radspatial import lmms-eval`` does."""
+    from radspatial.formats.job import run_import_lmms
+
+    with caller_terms(ImportLmmsJob, "api"):
+        return run_import_lmms(job)
+
+
+@api_function(ImportInspectJob)
+def import_inspect(job: ImportInspectJob) -> InspectImport:
+    """inspect_ai logs ``log`` of a ``radspatial/<task>`` run on ``data`` as the run folder
+    ``out``, each reply scored again, as ``radspatial import inspect`` does (docs/inspect.md)."""
+    from radspatial.formats.job import run_import_inspect
+
+    with caller_terms(ImportInspectJob, "api"):
+        return run_import_inspect(job)

@@ -1,36 +1,26 @@
 """``radspatial import inspect``: inspect_ai logs of a ``radspatial/<task>`` run as a run folder
 (docs/inspect.md). The tasks themselves are inspect's to run: ``inspect eval radspatial/bench
--T data=DATASET --model ...`` (``eval/inspect_tasks.py``)."""
+-T data=DATASET --model ...`` (``eval/inspect_tasks.py``). Its options are the job spec's
+(``formats/job.ImportInspectJob``), as ``radspatial.import_inspect`` takes them."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from radspatial.cli.common import Command, add_output, pass_on
+from radspatial.cli.common import Command
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.formats.job import ImportInspectJob
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--log",
-        type=Path,
-        required=True,
-        help="an inspect log (.eval or .json), or its --log-dir folder",
-    )
-    p.add_argument(
-        "--data",
-        type=Path,
-        required=True,
-        help="the dataset the task ran on (-T data=...): every reply is scored again against it",
-    )
-    add_output(p, "run folder to write")
-    p.add_argument("--model", help="model name in metrics.json (default: the log's model)")
+    add_arguments(p, ImportInspectJob)
 
 
 def cmd_import_inspect(args: argparse.Namespace) -> int:
-    from radspatial.formats.inspect_import import import_inspect
+    from radspatial.formats.job import run_import_inspect
 
-    done = import_inspect(args.log, args.data, args.out, **pass_on(args, "model", "overwrite"))
+    with caller_terms(ImportInspectJob, "cli"):
+        done = run_import_inspect(from_namespace(ImportInspectJob, args))
     lines = [
         f"run folder: {done.out.resolve()}",
         f"  {done.n_rows} rows from {len(done.files)} inspect log(s); {done.n_errors} failed",

@@ -1,13 +1,16 @@
 """``radspatial export lmms-eval`` and ``radspatial import lmms-eval``: a dataset as an lmms-eval
-task folder, and lmms-eval's sample logs back as a run folder (docs/lmms_eval.md)."""
+task folder, and lmms-eval's sample logs back as a run folder (docs/lmms_eval.md); their
+options are the job specs' (``formats/job``), as ``radspatial.export_lmms`` / ``import_lmms``
+take them."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from radspatial.cli.common import Command, add_output, pass_on
+from radspatial.cli.common import Command
 from radspatial.cli.inspect_cmd import IMPORT_INSPECT
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.formats.job import ExportLmmsJob, ImportLmmsJob
 
 
 def _say(head: str, *details: str) -> int:
@@ -17,48 +20,28 @@ def _say(head: str, *details: str) -> int:
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, required=True, help="dataset folder (radspatial generate)")
-    add_output(p, "task folder to write")
-    p.add_argument("--name", default="radspatial", help="group name; the tasks are NAME_<setup>")
-    p.add_argument(
-        "--protocol",
-        choices=("radspatial", "mirp"),
-        default="radspatial",
-        help="prompt protocol: ours, or MIRP's (its examples, text first, its parser)",
-    )
+    add_arguments(p, ExportLmmsJob)
 
 
 def cmd_export_lmms(args: argparse.Namespace) -> int:
-    from radspatial.formats.lmms_export import export_lmms
+    from radspatial.formats.job import run_export_lmms
 
-    done = export_lmms(args.data, args.out, **pass_on(args, "name", "protocol", "overwrite"))
+    with caller_terms(ExportLmmsJob, "cli"):
+        done = run_export_lmms(from_namespace(ExportLmmsJob, args))
     group = f"group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)"
     run = f"run: lmms-eval --include_path {done.out} --tasks {done.name} --log_samples ..."
     return _say(f"lmms-eval task folder: {done.out.resolve()}", group, run)
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--samples",
-        type=Path,
-        required=True,
-        help="an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder",
-    )
-    add_output(p, "run folder to write")
-    p.add_argument("--model", help="model name in metrics.json (default: the log's folder)")
-    p.add_argument(
-        "--data",
-        type=Path,
-        required=True,
-        help="the dataset the task was exported from: every logged row is scored again "
-        "against its answers (a row that differs is refused)",
-    )
+    add_arguments(p, ImportLmmsJob)
 
 
 def cmd_import_lmms(args: argparse.Namespace) -> int:
-    from radspatial.formats.lmms_import import import_lmms
+    from radspatial.formats.job import run_import_lmms
 
-    done = import_lmms(args.samples, args.out, **pass_on(args, "model", "data", "overwrite"))
+    with caller_terms(ImportLmmsJob, "cli"):
+        done = run_import_lmms(from_namespace(ImportLmmsJob, args))
     return _say(
         f"run folder: {done.out.resolve()}",
         f"{done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed",

@@ -1,6 +1,7 @@
-"""The ``export mirp`` and ``export hf`` job specs: every option of ``radspatial export mirp|hf``
-and of ``radspatial.export_mirp`` / ``radspatial.export_hf``, declared once (``core/jobspec``),
-and the runs both faces call.
+"""The job specs of the commands that read or write other tools' formats: every option of
+``radspatial export mirp|hf|lmms-eval`` and ``radspatial import lmms-eval|inspect`` and of
+``radspatial.export_mirp`` / ``export_hf`` / ``export_lmms`` / ``import_lmms`` /
+``import_inspect``, declared once (``core/jobspec``), and the runs both faces call.
 
 Light on purpose: the command line builds its parser from this module, so nothing heavy is
 imported at module level.
@@ -16,6 +17,9 @@ from radspatial.core.jobspec import option
 
 if TYPE_CHECKING:
     from radspatial.formats.hf_export import HFExport
+    from radspatial.formats.inspect_import import InspectImport
+    from radspatial.formats.lmms_export import LmmsExport
+    from radspatial.formats.lmms_import import LmmsImport
     from radspatial.formats.mirp_export import MirpExport
 
 _PATH = "str | Path"
@@ -48,6 +52,48 @@ class ExportHFJob:
         help="dataset name in the card (default: the --data folder name)")
     max_shard_mb: float = option(256.0, type=float,
         help="image bytes per parquet shard (MB)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportLmmsJob:
+    """What one ``export lmms-eval`` is asked: a dataset, written as an lmms-eval task folder."""
+
+    data: Path = option(type=Path, positional=True, annotation=_PATH,
+        help="dataset folder (radspatial generate)")
+    out: Path = option(type=Path, positional=True, annotation=_PATH, help="task folder to write")
+    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    name: str = option("radspatial", help="group name; the tasks are NAME_<setup>")
+    protocol: str = option("radspatial", choices=("radspatial", "mirp"),
+        help="prompt protocol: ours, or MIRP's (its examples, text first, its parser)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportLmmsJob:
+    """What one ``import lmms-eval`` is asked: sample logs, scored again against the dataset."""
+
+    samples: Path = option(type=Path, positional=True, annotation=_PATH,
+        help="an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder")
+    out: Path = option(type=Path, positional=True, annotation=_PATH, help="run folder to write")
+    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    model: str | None = option(None,
+        help="model name in metrics.json (default: the log's folder)")
+    data: Path = option(type=Path, annotation=_PATH,
+        help="the dataset the task was exported from: every logged row is scored again "
+        "against its answers (a row that differs is refused)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportInspectJob:
+    """What one ``import inspect`` is asked: inspect logs, scored again against the dataset."""
+
+    log: Path = option(type=Path, positional=True, annotation=_PATH,
+        help="an inspect log (.eval or .json), or its --log-dir folder")
+    data: Path = option(type=Path, positional=True, annotation=_PATH,
+        help="the dataset the task ran on (-T data=...): every reply is scored again against it")
+    out: Path = option(type=Path, positional=True, annotation=_PATH, help="run folder to write")
+    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    model: str | None = option(None,
+        help="model name in metrics.json (default: the log's model)")
 # fmt: on
 
 
@@ -66,3 +112,32 @@ def run_export_hf(job: ExportHFJob) -> HFExport:
         Path(job.data), Path(job.out), license=job.license, name=job.name,
         max_shard_mb=job.max_shard_mb, overwrite=job.overwrite,
     )  # fmt: skip
+
+
+def run_export_lmms(job: ExportLmmsJob) -> LmmsExport:
+    """Writes the dataset as an lmms-eval task folder (``formats/lmms_export``)."""
+    from radspatial.formats.lmms_export import export_lmms
+
+    return export_lmms(
+        Path(job.data), Path(job.out), name=job.name, protocol=job.protocol,
+        overwrite=job.overwrite,
+    )  # fmt: skip
+
+
+def run_import_lmms(job: ImportLmmsJob) -> LmmsImport:
+    """Writes the run folder from lmms-eval's sample logs (``formats/lmms_import``)."""
+    from radspatial.formats.lmms_import import import_lmms
+
+    return import_lmms(
+        Path(job.samples), Path(job.out), data=Path(job.data), model=job.model,
+        overwrite=job.overwrite,
+    )  # fmt: skip
+
+
+def run_import_inspect(job: ImportInspectJob) -> InspectImport:
+    """Writes the run folder from inspect_ai logs (``formats/inspect_import``)."""
+    from radspatial.formats.inspect_import import import_inspect
+
+    return import_inspect(
+        Path(job.log), Path(job.data), Path(job.out), model=job.model, overwrite=job.overwrite
+    )

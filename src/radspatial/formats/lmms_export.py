@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial import __version__
+from radspatial.core.jobspec import ParamError
 from radspatial.formats.lmms_tasks import TASK_FILE, metric_names
 
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -135,9 +136,11 @@ def export_lmms(
     from radspatial.formats.lmms_tasks import scored_here
 
     if not NAME_RE.fullmatch(name):
-        raise ValueError(f"--name must be letters, digits and _ (a letter first), got {name!r}")
+        why = f"{{param}} must be letters, digits and _ (a letter first), got {name!r}"
+        raise ParamError("name", why)
     if protocol not in PROTOCOLS:
-        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        why = f"{{param}} must be one of {', '.join(PROTOCOLS)}, got {protocol!r}"
+        raise ParamError("protocol", why)
     items = [i for i in load_items(Path(data)) if scored_here(i.question_type)]
     if not items:
         raise ValueError(f"{data}: no yes/no questions (lmms-eval tasks hold yes/no types only)")
