@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs_atlas, organs_checks, unet, unet_fast
+from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, unet_fast
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
@@ -122,18 +122,23 @@ class OrgansLocalizer:
             if match is not None and cls is not None:
                 extra = {"label_id": int(label_id), "class": int(cls), "via": via}
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-                f = self._with_atlas(f, opinion, match.body_radius, extra)
+                f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
             out.append(f)
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
 
-    def _with_atlas(self, f: Found | None, opinion, radius: float, extra: dict) -> Found | None:
+    def _with_atlas(
+        self, f: Found | None, opinion, radius: float, extra: dict, confirmed: bool = True
+    ) -> Found | None:
         """The network's localization with the atlas's opinion (``organs_atlas.combine``); one
         scored under the floor counts as missed (``AtlasRules.weak_to_atlas``): the atlas's
-        centre, with its uncertainty, is used when the atlas holds the structure."""
+        centre, with its uncertainty, is used when the atlas holds the structure and (with
+        ``AtlasRules.confirm_view``) its orientation is ``confirmed`` by the anatomy."""
         rules = self.atlas_rules
         weak = f is not None and f.score < self.min_score and rules.weak_to_atlas
         out = organs_atlas.combine(None if weak else f, opinion, radius, rules, extra)
+        if out is not None and out.method == "atlas" and rules.confirm_view and not confirmed:
+            out = None  # the atlas's orientation is not the anatomy's: no atlas-only centre
         if not weak:
             return out
         if out is None:
@@ -147,7 +152,11 @@ class OrgansLocalizer:
             return None
         lut = np.array([c[0] for c in model.classes], np.int64)
         ids = np.where(body, lut[pred.labels], 0)
-        return organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
+        m = organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
+        if m is None or not self.atlas_rules.confirm_view:
+            return m
+        axes = organs_view.anatomy_axes(ids, body, model.id_of_name, m.body_radius)
+        return replace(m, views=organs_view.allowed_views(*axes))
 
     def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to
