@@ -114,13 +114,14 @@ def reason_class(text: str) -> str:
 
 
 def agents() -> dict:
-    """The current path (no view confirmation) and plain ``agent`` as it ships now."""
+    """Plain ``agent`` as it ships (no view confirmation) and with the view confirmation."""
     from radspatial.agent.core import Agent
     from radspatial.agent.organs_atlas import AtlasRules
 
-    current = Agent("auto")
+    current, confirm = Agent("auto"), Agent("auto")
     current.localizer.organs.atlas_rules = AtlasRules(confirm_view=False)
-    return {"current": current, "confirm_view": Agent("auto")}
+    confirm.localizer.organs.atlas_rules = AtlasRules(confirm_view=True)
+    return {"current": current, "confirm_view": confirm}
 
 
 def sample(sets: list[dict], per_set: int, seed: int):

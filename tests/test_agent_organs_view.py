@@ -63,7 +63,7 @@ def test_the_spine_alone_leaves_the_mirror_open_and_nothing_leaves_every_view():
 def test_an_atlas_only_centre_needs_the_confirmed_view():
     from radspatial.agent.organs import OrgansLocalizer
 
-    loc = OrgansLocalizer(atlas=True)
+    loc = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(confirm_view=True))
     extra = {"label_id": 5, "class": 5, "via": "name"}
     atlas = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
     assert loc._with_atlas(None, atlas, 50.0, extra, True).method == "atlas"
@@ -72,7 +72,7 @@ def test_an_atlas_only_centre_needs_the_confirmed_view():
     assert loc._with_atlas(weak, atlas, 50.0, extra, False) is weak  # abstains on its score
     strong = Found((50.0, 50.0), 0.9, "organs", {"checks": {}})
     assert loc._with_atlas(strong, atlas, 50.0, extra, False).xy == (50.0, 50.0)
-    off = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(confirm_view=False))
+    off = OrgansLocalizer(atlas=True)  # the shipped default: off (it failed its rule)
     assert off._with_atlas(None, atlas, 50.0, extra, False).method == "atlas"
 
 

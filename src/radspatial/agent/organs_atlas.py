@@ -68,9 +68,9 @@ class AtlasRules:
     floor: float = 0.25  # body radii: uncertainty of a centre taken from the atlas alone
     max_apart: float = 0.5  # body radii: network vs atlas centre beyond this -> abstain
     weak_to_atlas: bool = True  # a network centre scored under the floor counts as missed
-    # a centre taken from the atlas alone needs the atlas's orientation to be the one view the
-    # network's anatomy allows (organs_view; issue #34 round 3)
-    confirm_view: bool = True
+    # on: a centre from the atlas alone needs the atlas's orientation to be the one view the
+    # network's anatomy allows (organs_view); off: it failed its rule (docs/agent.md, #34 r3)
+    confirm_view: bool = False
 
 
 @dataclass(frozen=True)
