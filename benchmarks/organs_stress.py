@@ -136,13 +136,26 @@ def sample(sets: list[dict], per_set: int, seed: int):
             yield s, it
 
 
+def lopo_agents(root: Path) -> dict:
+    """Per label-map patient, plain ``agent`` with the shipped weights and an atlas of every
+    other anatomy (``root/no_<name>``: weights + ``train atlas --volumes`` without it)."""
+    from radspatial.agent.core import Agent
+
+    return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
+
+
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
-    """Every sampled item through every agent of ``named`` (interleaved, same process)."""
+    """Every sampled item through every agent of ``named`` (interleaved, same process); a
+    value that is a dict maps set names to agents (sets it lacks are skipped)."""
     rows = []
     for s, it in sample(sets, per_set, seed):
         image = np.asarray(Image.open(s["path"] / it["image"]).convert("RGB"))
         pair = "/".join(sorted(it[k]["name"] for k in ("object1", "object2")))
         for tag, agent in named.items():
+            if isinstance(agent, dict):
+                if s["set"] not in agent:
+                    continue
+                agent = agent[s["set"]]
             t0 = time.process_time()
             res = agent.answer(image, it["question"])
             cpu = time.process_time() - t0
@@ -173,6 +186,8 @@ def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
         for s, it in items[:10]:
             image = np.asarray(Image.open(s["path"] / it["image"]).convert("RGB"))
             for tag, agent in named.items():
+                if isinstance(agent, dict):
+                    continue
                 t0 = time.process_time()
                 agent.answer(image, it["question"])
                 times[tag].append(1000 * (time.process_time() - t0))
@@ -231,6 +246,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--time", type=int, metavar="REPEATS", help="only CPU time, REPEATS rounds")
     p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
+    p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
     a = p.parse_args()
     import torch
 
@@ -238,6 +254,8 @@ def main() -> None:
     sizes = tuple(int(s) for s in a.sizes.split(","))
     sets = build(a.out, a.seed, sizes, tuple(a.windows.split(",")))
     named = agents()
+    if a.lopo:
+        named["lopo_atlas"] = lopo_agents(a.lopo)
     if a.time:
         print(cpu_ratio(named, sets, a.time))
         return
