@@ -114,14 +114,20 @@ def reason_class(text: str) -> str:
 
 
 def agents() -> dict:
-    """Plain ``agent`` as it ships (no view confirmation) and with the view confirmation."""
+    """Plain ``agent`` before round 3 (no view rule), with the view confirmation (first
+    candidate, not shipped) and with the sides rule (second candidate)."""
     from radspatial.agent.core import Agent
     from radspatial.agent.organs_atlas import AtlasRules
 
-    current, confirm = Agent("auto"), Agent("auto")
-    current.localizer.organs.atlas_rules = AtlasRules(confirm_view=False)
-    confirm.localizer.organs.atlas_rules = AtlasRules(confirm_view=True)
-    return {"current": current, "confirm_view": confirm}
+    out = {}
+    for tag, rules in (
+        ("current", AtlasRules(confirm_view=False, need_sides=False)),
+        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False)),
+        ("need_sides", AtlasRules(confirm_view=False, need_sides=True)),
+    ):
+        out[tag] = Agent("auto")
+        out[tag].localizer.organs.atlas_rules = rules
+    return out
 
 
 def sample(sets: list[dict], per_set: int, seed: int):
@@ -247,13 +253,14 @@ def main() -> None:
     p.add_argument("--time", type=int, metavar="REPEATS", help="only CPU time, REPEATS rounds")
     p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
     p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
+    p.add_argument("--agents", default="current,need_sides", help="current,confirm_view,need_sides")
     a = p.parse_args()
     import torch
 
     torch.set_num_threads(a.threads)
     sizes = tuple(int(s) for s in a.sizes.split(","))
     sets = build(a.out, a.seed, sizes, tuple(a.windows.split(",")))
-    named = agents()
+    named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
     if a.lopo:
         named["lopo_atlas"] = lopo_agents(a.lopo)
     if a.time:

@@ -83,3 +83,49 @@ def test_the_match_records_the_views_the_anatomy_allows():
 
     assert replace(m, views=(3,)).view_confirmed
     assert not replace(m, views=(3, 7)).view_confirmed
+
+
+def test_sides_are_shown_only_by_asymmetric_organs_in_the_atlas_view():
+    ids, body = _standard()
+    radius = organs_checks.body_radius(body)
+    for k in range(8):
+        ids_k = organs_atlas._dihedral_np(ids, k)
+        _, right = organs_view.anatomy_axes(
+            ids_k, organs_atlas._dihedral_np(body, k), IDS.get, radius
+        )
+        assert organs_view.sides_shown(right, k)
+        axes = organs_view.VIEW_AXES  # its mirror: the same posterior, the sides swapped
+        (mirror,) = [j for j in range(8) if j != k and (axes[j, 0] == axes[k, 0]).all()]
+        assert not organs_view.sides_shown(right, mirror)
+    bare, _ = _standard(with_sides=False)  # spine only: a mirrored view looks the same
+    _, right = organs_view.anatomy_axes(bare, body, IDS.get, radius)
+    assert right is None and not organs_view.sides_shown(right, 0)
+    assert organs_view.lateral("iliopsoas_left") and not organs_view.lateral("liver")
+
+
+def test_a_lateral_structure_abstains_when_the_sides_are_not_shown(monkeypatch):
+    """The localizer's gate, end to end on a real image: the match reports the sides as
+    not shown, so a structure with a side abstains with the reason and one without is kept."""
+    from dataclasses import replace
+
+    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.types import Context, Ref
+    from radspatial.training import organs_data
+
+    sm = organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz"
+    if not sm.is_file():
+        import pytest
+
+        pytest.skip("../shared/data not here")
+    vol = organs_data.patient_a(organs_data.shared_data())
+    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    image = np.repeat(grey[:, :, None], 3, axis=2)
+    rules = organs_atlas.AtlasRules(need_sides=True)
+    loc = OrgansLocalizer(atlas=True, atlas_rules=rules)
+    refs = [Ref(name="liver"), Ref(name="autochthon_left")]
+    real = loc._match
+    monkeypatch.setattr(loc, "_match", lambda *a: replace(real(*a), sides=False))
+    liver, left = loc.locate(image, refs, Context())
+    assert left is not None and left.details["abstain_reason"] == organs_view.SIDES_NOT_SHOWN
+    assert liver is None or liver.details.get("abstain_reason") != organs_view.SIDES_NOT_SHOWN

@@ -10,7 +10,9 @@ from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a do
 structure (None). The answer is the centroid of the largest component of the class (see
 :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
 ``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
-re-orientation agreement, body region, plausibility); the reason goes to the trace.
+re-orientation agreement, body region, plausibility), and, with the atlas, on a structure with
+a side when no asymmetric organ shows the patient's right (:mod:`radspatial.agent.organs_view`);
+the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
 the model folder's atlas when it has one (the shipped weights do: ``organs+atlas``); a marker
@@ -123,6 +125,9 @@ class OrgansLocalizer:
                 extra = {"label_id": int(label_id), "class": int(cls), "via": via}
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
                 f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
+                if f is not None and not match.sides and organs_view.lateral(model.classes[cls][1]):
+                    why = organs_view.SIDES_NOT_SHOWN
+                    f = replace(f, details={**f.details, "abstain_reason": why})
             out.append(f)
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
@@ -153,10 +158,13 @@ class OrgansLocalizer:
         lut = np.array([c[0] for c in model.classes], np.int64)
         ids = np.where(body, lut[pred.labels], 0)
         m = organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
-        if m is None or not self.atlas_rules.confirm_view:
+        rules = self.atlas_rules
+        if m is None or not (rules.confirm_view or rules.need_sides):
             return m
         axes = organs_view.anatomy_axes(ids, body, model.id_of_name, m.body_radius)
-        return replace(m, views=organs_view.allowed_views(*axes))
+        views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
+        sides = organs_view.sides_shown(axes[1], m.orientation) or not rules.need_sides
+        return replace(m, views=views, sides=sides)
 
     def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to

@@ -71,6 +71,9 @@ class AtlasRules:
     # on: a centre from the atlas alone needs the atlas's orientation to be the one view the
     # network's anatomy allows (organs_view); off: it failed its rule (docs/agent.md, #34 r3)
     confirm_view: bool = False
+    # a structure with a side needs the patient's right shown by non-lateralised anatomy and
+    # agreeing with the atlas's orientation (organs_view.sides_shown; #34 round 3, 2nd)
+    need_sides: bool = True
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class Match:
     box: tuple[int, int, int, int]  # y0, y1, x0, x1 in the 128 px frame
     body_radius: float  # 128 px frame
     views: tuple[int, ...] = tuple(range(8))  # views the network's anatomy allows (organs_view)
+    sides: bool = True  # the patient's right is shown and agrees with ``orientation``
 
     @property
     def view_confirmed(self) -> bool:

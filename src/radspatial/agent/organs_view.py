@@ -4,19 +4,25 @@ The atlas (``organs_atlas.match``) chooses its orientation by how well its slice
 and labels match the query under each of the 8 views. Off the training patients' levels
 (thorax, pelvis, other scanners) that choice was wrong on 46 % of the label-map patients'
 items (docs/agent.md, issue #34 round 3), and every confidently wrong answer there came from
-a wrong orientation. This module gives an independent, geometric estimate:
+a wrong orientation. This module estimates the view from the network's labels alone (the
+atlas's grey match plays no part; the labels also steer the atlas, so the two are not
+independent):
 
 - *posterior*: the direction from the body's centroid to the spine's (vertebrae, spinal
-  cord, autochthon muscles: the network finds them at every level); this fixes the rotation
-  up to a left-right mirror;
+  cord, autochthon muscles); this fixes the rotation up to a left-right mirror;
 - *patient's right*: the direction from the left-sided organs (spleen, stomach) to the liver,
   or from the midline to the liver alone; this fixes the mirror.
 
 :func:`allowed_views` returns the views consistent with what was found (8 when nothing is, 2
-when only the spine is: the mirror stays open). Views are numbered as
-``organs_checks.dihedral`` / ``organs_atlas._dihedral_np`` number them, relative to the atlas's
-stored (standard, radiological) view, in which posterior is down and the patient's right is
-on the image's left. Pure functions on arrays.
+when only the spine is: the mirror stays open); gating atlas-only centres on it
+(``AtlasRules.confirm_view``) failed its rule and is off. :func:`sides_shown` is what ships
+(``AtlasRules.need_sides``): a structure with a side (:func:`lateral`) is located only when
+the patient's right is found and agrees with the atlas's orientation; on a slice without
+asymmetric organs a mirrored view is the same image, and the sides are a guess.
+
+Views are numbered as ``organs_checks.dihedral`` and ``organs_atlas._dihedral_np`` number
+them, relative to the atlas's stored (standard, radiological) view, in which posterior is
+down and the patient's right is on the image's left. Pure functions on arrays.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ RIGHT = ("liver",)
 LEFT = ("spleen", "stomach")
 MIN_OFFSET = 0.2  # body radii: a centroid this far from the reference to give a direction
 MIN_PX = 8  # pixels of a class before it counts
+SIDES_NOT_SHOWN = "sides not shown: no liver vs spleen / stomach to fix the patient's right"
 
 
 def _unit_views() -> np.ndarray:
@@ -102,3 +109,14 @@ def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tup
         return tuple(ok)
     both = [k for k in ok if VIEW_AXES[k, 1] @ right > cos45]
     return tuple(both) if both else tuple(range(8))
+
+
+def lateral(name: str) -> bool:
+    """A structure with a side (``..._left`` / ``..._right``)."""
+    return name.endswith(("_left", "_right"))
+
+
+def sides_shown(right: np.ndarray | None, view: int) -> bool:
+    """The patient's right was found (``anatomy_axes``) and agrees, within 45 degrees, with
+    the right of ``view`` (the atlas's orientation)."""
+    return right is not None and float(VIEW_AXES[view, 1] @ right) > np.sqrt(0.5)
