@@ -10,7 +10,9 @@ from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a do
 structure (None). The answer is the centroid of the largest component of the class (see
 :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
 ``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
-re-orientation agreement, body region, plausibility); the reason goes to the trace.
+re-orientation agreement, body region, plausibility), and, with the atlas, on a structure with
+a side when no asymmetric organ shows the patient's right (:mod:`radspatial.agent.organs_view`);
+the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
 the model folder's atlas when it has one (the shipped weights do: ``organs+atlas``); a marker
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs_atlas, organs_checks, unet, unet_fast
+from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, unet_fast
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label
@@ -122,18 +124,26 @@ class OrgansLocalizer:
             if match is not None and cls is not None:
                 extra = {"label_id": int(label_id), "class": int(cls), "via": via}
                 opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-                f = self._with_atlas(f, opinion, match.body_radius, extra)
+                f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
+                if f is not None and not match.sides and organs_view.lateral(model.classes[cls][1]):
+                    why = organs_view.SIDES_NOT_SHOWN
+                    f = replace(f, details={**f.details, "abstain_reason": why})
             out.append(f)
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
 
-    def _with_atlas(self, f: Found | None, opinion, radius: float, extra: dict) -> Found | None:
+    def _with_atlas(
+        self, f: Found | None, opinion, radius: float, extra: dict, confirmed: bool = True
+    ) -> Found | None:
         """The network's localization with the atlas's opinion (``organs_atlas.combine``); one
         scored under the floor counts as missed (``AtlasRules.weak_to_atlas``): the atlas's
-        centre, with its uncertainty, is used when the atlas holds the structure."""
+        centre, with its uncertainty, is used when the atlas holds the structure and (with
+        ``AtlasRules.confirm_view``) its orientation is ``confirmed`` by the anatomy."""
         rules = self.atlas_rules
         weak = f is not None and f.score < self.min_score and rules.weak_to_atlas
         out = organs_atlas.combine(None if weak else f, opinion, radius, rules, extra)
+        if out is not None and out.method == "atlas" and rules.confirm_view and not confirmed:
+            out = None  # the atlas's orientation is not the anatomy's: no atlas-only centre
         if not weak:
             return out
         if out is None:
@@ -147,7 +157,14 @@ class OrgansLocalizer:
             return None
         lut = np.array([c[0] for c in model.classes], np.int64)
         ids = np.where(body, lut[pred.labels], 0)
-        return organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
+        m = organs_atlas.match(str(self.atlas_dir), gray, body, ids, self.atlas_config)
+        rules = self.atlas_rules
+        if m is None or not (rules.confirm_view or rules.need_sides):
+            return m
+        axes = organs_view.anatomy_axes(ids, body, model.id_of_name, m.body_radius)
+        views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
+        sides = organs_view.sides_shown(axes[1], m.orientation) or not rules.need_sides
+        return replace(m, views=views, sides=sides)
 
     def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to

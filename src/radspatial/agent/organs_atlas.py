@@ -68,6 +68,12 @@ class AtlasRules:
     floor: float = 0.25  # body radii: uncertainty of a centre taken from the atlas alone
     max_apart: float = 0.5  # body radii: network vs atlas centre beyond this -> abstain
     weak_to_atlas: bool = True  # a network centre scored under the floor counts as missed
+    # on: a centre from the atlas alone needs the atlas's orientation to be the one view the
+    # network's anatomy allows (organs_view); off: it failed its rule (docs/agent.md, #34 r3)
+    confirm_view: bool = False
+    # a structure with a side needs the patient's right shown by non-lateralised anatomy and
+    # agreeing with the atlas's orientation (organs_view.sides_shown; #34 round 3, 2nd)
+    need_sides: bool = True
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,13 @@ class Match:
     similarity: tuple[float, ...]
     box: tuple[int, int, int, int]  # y0, y1, x0, x1 in the 128 px frame
     body_radius: float  # 128 px frame
+    views: tuple[int, ...] = tuple(range(8))  # views the network's anatomy allows (organs_view)
+    sides: bool = True  # the patient's right is shown and agrees with ``orientation``
+
+    @property
+    def view_confirmed(self) -> bool:
+        """The anatomy allows one view only, and it is the atlas's orientation."""
+        return self.views == (self.orientation,)
 
 
 @functools.lru_cache(maxsize=4)
@@ -162,10 +175,16 @@ def _bank(folder: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def match(
-    folder: str, grey128: np.ndarray, body128: np.ndarray, net_ids128: np.ndarray, cfg: AtlasConfig
+    folder: str,
+    grey128: np.ndarray,
+    body128: np.ndarray,
+    net_ids128: np.ndarray,
+    cfg: AtlasConfig,
+    views: tuple[int, ...] = tuple(range(8)),
 ) -> Match | None:
-    """The ``cfg.k`` best atlas slices under the best orientation, affinely registered to the
-    query; None without a body. ``net_ids128``: the network's label ids (0 background)."""
+    """The ``cfg.k`` best atlas slices under the best orientation among ``views`` (default
+    all 8), affinely registered to the query; None without a body. ``net_ids128``: the
+    network's label ids (0 background)."""
     box = body_box(body128)
     if box is None:
         return None
@@ -184,7 +203,7 @@ def match(
     n = len(feats) // 8
     per_k = sim.reshape(8, n)
     top = np.sort(per_k, axis=1)[:, ::-1][:, : cfg.k].mean(axis=1)
-    k_best = int(np.argmax(top))
+    k_best = max(views, key=lambda k: top[k])
     order = np.argsort(per_k[k_best])[::-1][: cfg.k]
     atlas = load_atlas(folder)
     grey = _dihedral_np(atlas.grey[order], k_best).astype(np.float32)

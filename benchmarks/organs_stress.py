@@ -1,0 +1,279 @@
+"""Plain ``agent`` on RQ1 items off patient B's standard setting: other windows, sizes, anatomies.
+
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/organs_stress.py --out /tmp/stress
+    .venv/bin/python benchmarks/organs_stress.py --out /tmp/stress --per-set 40 --json r.json
+
+Held out from the shipped weights and atlas (which trained on patients A and C only,
+``src/radspatial/data/organs/config.json``):
+
+- ``B``: patient B (``totalseg_example/ct_dicom``, contrast-enhanced) at several display
+  windows and image sizes, RQ1 items made by the project's generator (each item in one of the
+  8 views, as ``generate`` draws them);
+- ``amos``, ``s0327``, ``s0328``: the label-map patients (AMOS, TotalSegmentator dataset), whose
+  CT images we do not have, drawn as CT volumes by ``training.organs_synth`` (one set of
+  parameters per volume, as one scan has one contrast phase), written as NIfTI, then generated
+  like any user's CT. Their grey values are synthetic: these sets test anatomy, field of view
+  and view handling, not real texture.
+
+Every item's trace is kept: the answer, the abstention reason (numbers stripped to a
+category), and the set / window / size / view / pair, tabulated with Wilson 95 % CIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+# (tag, (width, level)): soft tissue, MIRP-like, CTA-like bright vessels, bone
+WINDOWS = {
+    "W400L40": (400, 40),
+    "W350L50": (350, 50),
+    "W600L150": (600, 150),
+    "W1500L300": (1500, 300),
+}
+
+
+def synth_volume(name: str, out: Path, seed: int, step_mm: float = 10.0) -> tuple[Path, Path]:
+    """A CT-like NIfTI drawn from label-map patient ``name`` (slices ``step_mm`` apart) and its
+    label map (grouped TotalSegmentator ids), both canonical RAS+."""
+    import nibabel as nib
+
+    from radspatial.core.runtime import keyed_rng
+    from radspatial.training import organs_data, organs_labelmaps, organs_synth
+
+    ct_path, seg_path = out / f"{name}_s{seed}_ct.nii.gz", out / f"{name}_s{seed}_seg.nii.gz"
+    if ct_path.is_file() and seg_path.is_file():
+        return ct_path, seg_path
+    lvol = organs_labelmaps.label_volume(name)
+    names = organs_labelmaps.ts_names()
+    zs = organs_labelmaps.slice_ids(lvol, step_mm)
+    seg = lvol.seg[:, :, zs].copy()
+    seg[seg == organs_data.IGNORE] = 0
+    classes = tuple(organs_synth.intensity_class(names[i]) for i in np.unique(seg) if i in names)
+    p = organs_synth.draw_params(keyed_rng(seed, f"stress-{name}"), classes, lvol.complete)
+    p = replace(p, fov=2.0)  # the whole body in view
+    ct = np.zeros(seg.shape, np.float32)
+    for k in range(seg.shape[2]):
+        # the label slice as stored (x, y); apply() works on any 2D grid of mm / px
+        ct[:, :, k] = organs_synth.apply(seg[:, :, k], names, lvol.spacing[0], p)
+    aff = np.diag([lvol.spacing[0], lvol.spacing[1], step_mm, 1.0])
+    out.mkdir(parents=True, exist_ok=True)
+    nib.save(nib.Nifti1Image(ct.astype(np.int16), aff), ct_path)
+    nib.save(nib.Nifti1Image(seg.astype(np.int16), aff), seg_path)
+    (out / f"{name}_s{seed}_params.json").write_text(json.dumps({"enhancement": p.enhancement}))
+    return ct_path, seg_path
+
+
+def build(
+    out: Path, seed: int, sizes: tuple[int, ...], windows: tuple[str, ...], volume_seed: int = 0
+) -> list[dict]:
+    """Generate every set with generator seed ``seed`` (cached in ``out``; the synthetic
+    volumes drawn with ``volume_seed``); returns [{set, window, size, path}]."""
+    from radspatial.bench.config import GenerateConfig
+    from radspatial.bench.dataset import build_dataset
+    from radspatial.imaging.volumes import Case
+
+    ts = SHARED / "totalseg_example"
+    cases = {"B": Case("B", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")}
+    for name in ("amos", "s0327", "s0328"):
+        ct, seg = synth_volume(name, out / "volumes", volume_seed)
+        cases[name] = Case(name, ct, seg, "totalsegmentator")
+    sets = []
+    for cname, case in cases.items():
+        for wtag in windows if cname == "B" else ("W400L40",):
+            for size in sizes:
+                path = out / f"{cname}_{wtag}_{size}_s{seed}"
+                cfg = GenerateConfig(
+                    setups=("rq1",), size=size, as_count=0, seed=seed, window=WINDOWS[wtag]
+                )
+                if not (path / "manifest.jsonl").is_file():
+                    build_dataset([case], cfg, path, overwrite=True)
+                sets.append({"set": cname, "window": wtag, "size": size, "path": path})
+    return sets
+
+
+def reason_class(text: str) -> str:
+    """An abstention reason with numbers and names stripped: a category to count."""
+    r = text.removeprefix("abstain: ")
+    r = re.sub(r"\([^)]*\)", "", r)
+    r = re.sub(r"[-+]?\d+(\.\d+)?", "#", r)
+    r = re.sub(r"^(subject|reference)( \([^)]*\))?", r"\1", r)
+    return re.sub(r"\s+", " ", r).strip()[:70]
+
+
+def agents() -> dict:
+    """Plain ``agent`` before round 3 (no view rule), with the view confirmation (first
+    candidate, not shipped) and with the sides rule (second candidate)."""
+    from radspatial.agent.core import Agent
+    from radspatial.agent.organs_atlas import AtlasRules
+
+    out = {}
+    for tag, rules in (
+        ("current", AtlasRules(confirm_view=False, need_sides=False)),
+        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False)),
+        ("need_sides", AtlasRules(confirm_view=False, need_sides=True)),
+    ):
+        out[tag] = Agent("auto")
+        out[tag].localizer.organs.atlas_rules = rules
+    return out
+
+
+def sample(sets: list[dict], per_set: int, seed: int):
+    """(set, item) pairs: ``per_set`` items of each set, drawn with ``seed``."""
+    rng = np.random.default_rng(seed)
+    for s in sets:
+        lines = (s["path"] / "manifest.jsonl").read_text().splitlines()
+        items = [json.loads(x) for x in lines]
+        if len(items) > per_set:
+            items = [items[i] for i in sorted(rng.choice(len(items), per_set, replace=False))]
+        for it in items:
+            yield s, it
+
+
+def lopo_agents(root: Path) -> dict:
+    """Per label-map patient, plain ``agent`` with the shipped weights and an atlas of every
+    other anatomy (``root/no_<name>``: weights + ``train atlas --volumes`` without it)."""
+    from radspatial.agent.core import Agent
+
+    return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
+
+
+def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
+    """Every sampled item through every agent of ``named`` (interleaved, same process); a
+    value that is a dict maps set names to agents (sets it lacks are skipped)."""
+    rows = []
+    for s, it in sample(sets, per_set, seed):
+        image = np.asarray(Image.open(s["path"] / it["image"]).convert("RGB"))
+        pair = "/".join(sorted(it[k]["name"] for k in ("object1", "object2")))
+        for tag, agent in named.items():
+            if isinstance(agent, dict):
+                if s["set"] not in agent:
+                    continue
+                agent = agent[s["set"]]
+            t0 = time.process_time()
+            res = agent.answer(image, it["question"])
+            cpu = time.process_time() - t0
+            rows.append(
+                {
+                    "agent": tag,
+                    "set": s["set"],
+                    "window": s["window"],
+                    "size": s["size"],
+                    "view": it["transform"],
+                    "pair": pair,
+                    "id": it["id"],
+                    "truth": it["answer"],
+                    "answer": res.answer,
+                    "reason": None if res.answer is not None else reason_class(res.text),
+                    "reply": res.text,
+                    "cpu_s": round(cpu, 4),
+                }  # fmt: skip
+            )
+    return rows
+
+
+def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
+    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio."""
+    items = [(s, it) for s, it in sample(sets, 10, 0) if s["set"] == "B" and s["size"] == 512]
+    times: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeats):
+        for s, it in items[:10]:
+            image = np.asarray(Image.open(s["path"] / it["image"]).convert("RGB"))
+            for tag, agent in named.items():
+                if isinstance(agent, dict):
+                    continue
+                t0 = time.process_time()
+                agent.answer(image, it["question"])
+                times[tag].append(1000 * (time.process_time() - t0))
+    med = {t: float(np.median(v)) for t, v in times.items()}
+    ref = med["current"]
+    return "\n".join(
+        f"{t}: median {m:.1f} ms CPU per 512 px slice (n={len(times[t])}), ratio {m / ref:.3f}"
+        for t, m in med.items()
+    )
+
+
+def table(rows: list[dict], key: str) -> list[str]:
+    from radspatial.eval.metrics import wilson_interval
+
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[str(r[key]) if key != "all" else "all"].append(r)
+    out = [f"| {key} | n | answered [CI] | right / answered [CI] | wrong |", "|---" * 5 + "|"]
+    for k, rs in sorted(groups.items()):
+        n, ans = len(rs), sum(r["answer"] is not None for r in rs)
+        right = sum(r["answer"] == r["truth"] for r in rs)
+        lo, hi = wilson_interval(ans, n)
+        alo, ahi = wilson_interval(right, ans) if ans else (0.0, 1.0)
+        out.append(
+            f"| {k} | {n} | {ans} ({100 * ans / n:.0f} % [{100 * lo:.0f}-{100 * hi:.0f}]) "
+            f"| {right}/{ans} [{100 * alo:.0f}-{100 * ahi:.0f}] | {ans - right} |"
+        )
+    return out
+
+
+def report(rows: list[dict], keys=("all", "set", "window", "size", "view", "pair")) -> str:
+    lines = []
+    for key in keys:
+        lines += table(rows, key) + [""]
+    reasons = Counter(r["reason"] for r in rows if r["reason"])
+    lines.append("abstention reasons:")
+    lines += [f"  {n:4d}  {r}" for r, n in reasons.most_common(15)]
+    wrong = [r for r in rows if r["answer"] is not None and r["answer"] != r["truth"]]
+    lines.append(f"wrong answers: {len(wrong)}")
+    lines += [f"  {w['set']} {w['window']} {w['size']} {w['view']} {w['id']}" for w in wrong]
+    cpu = sorted(r["cpu_s"] for r in rows if r["size"] == 512)
+    if cpu:
+        med = 1000 * cpu[len(cpu) // 2]
+        lines.append(f"CPU per 512 px item, median {med:.1f} ms (n={len(cpu)})")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path("/tmp/organs_stress"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-set", type=int, default=30, help="items sampled per set")
+    p.add_argument("--sizes", default="512,256")
+    p.add_argument("--windows", default=",".join(WINDOWS))
+    p.add_argument("--json", type=Path, help="write every item's row here")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--time", type=int, metavar="REPEATS", help="only CPU time, REPEATS rounds")
+    p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
+    p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
+    p.add_argument("--agents", default="current,need_sides", help="current,confirm_view,need_sides")
+    a = p.parse_args()
+    import torch
+
+    torch.set_num_threads(a.threads)
+    sizes = tuple(int(s) for s in a.sizes.split(","))
+    sets = build(a.out, a.seed, sizes, tuple(a.windows.split(",")))
+    named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
+    if a.lopo:
+        named["lopo_atlas"] = lopo_agents(a.lopo)
+    if a.time:
+        print(cpu_ratio(named, sets, a.time))
+        return
+    rows = run(named, sets, a.per_set, a.seed)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    keys = ("all", "set", "window", "size", "view") + (("pair",) if a.pairs else ())
+    for tag in named:
+        print(f"## {tag}")
+        print(report([r for r in rows if r["agent"] == tag], keys))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Issue #34 round 3: the slice's view from the anatomy the network found, and the atlas-only
+centres it gates (docs/agent.md, "Round 3 of issue #34")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from radspatial.agent import organs_atlas, organs_checks, organs_view
+from radspatial.agent.types import Found
+
+IDS = {"vertebrae": 1, "liver": 2, "spleen": 3}
+
+
+def _standard(with_sides: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A 64 px body in the atlas's standard view: spine at the bottom (posterior), liver on
+    the image's left (the patient's right), spleen on the right; not symmetric under any of
+    the 8 views."""
+    y, x = np.mgrid[:64, :64]
+    body = (x - 32) ** 2 / 28**2 + (y - 32) ** 2 / 20**2 <= 1
+    ids = np.zeros((64, 64), np.int64)
+    ids[(x - 32) ** 2 + (y - 46) ** 2 <= 16] = IDS["vertebrae"]
+    if with_sides:
+        ids[(x - 16) ** 2 + (y - 30) ** 2 <= 64] = IDS["liver"]
+        ids[(x - 50) ** 2 + (y - 36) ** 2 <= 16] = IDS["spleen"]
+    return ids, body
+
+
+def _views(ids: np.ndarray, body: np.ndarray, k: int) -> tuple[int, ...]:
+    ids_k = organs_atlas._dihedral_np(ids, k)
+    body_k = organs_atlas._dihedral_np(body, k)
+    axes = organs_view.anatomy_axes(
+        ids_k, body_k, IDS.get, organs_checks.body_radius(np.ascontiguousarray(body_k))
+    )
+    return organs_view.allowed_views(*axes)
+
+
+def test_every_view_of_an_asymmetric_slice_is_found_as_the_atlas_would_transform_it():
+    ids, body = _standard()
+    for k in range(8):
+        assert _views(ids, body, k) == (k,)
+
+
+def test_a_wrong_flip_is_caught():
+    """The same slice mirrored left-right is another view: a rule that ignored the sides
+    (or flipped them the wrong way) would allow the unmirrored one."""
+    ids, body = _standard()
+    mirrored = (ids[:, ::-1], body[:, ::-1])
+    assert _views(*mirrored, 0) == (4,)  # the flip of view 0 is view 4 (rot 0, then flip)
+    assert 0 not in _views(*mirrored, 0)
+    swapped = ids.copy()  # liver and spleen exchanged: the patient's right is on the right
+    swapped[ids == IDS["liver"]], swapped[ids == IDS["spleen"]] = IDS["spleen"], IDS["liver"]
+    assert _views(swapped, body, 0) != (0,)
+
+
+def test_the_spine_alone_leaves_the_mirror_open_and_nothing_leaves_every_view():
+    ids, body = _standard(with_sides=False)
+    for k in range(8):
+        views = _views(ids, body, k)
+        assert len(views) == 2 and k in views
+    assert _views(np.zeros_like(ids), body, 0) == tuple(range(8))
+
+
+def test_an_atlas_only_centre_needs_the_confirmed_view():
+    from radspatial.agent.organs import OrgansLocalizer
+
+    loc = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(confirm_view=True))
+    extra = {"label_id": 5, "class": 5, "via": "name"}
+    atlas = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
+    assert loc._with_atlas(None, atlas, 50.0, extra, True).method == "atlas"
+    assert loc._with_atlas(None, atlas, 50.0, extra, False) is None
+    weak = Found((50.0, 50.0), 0.3, "organs", {"checks": {}})
+    assert loc._with_atlas(weak, atlas, 50.0, extra, False) is weak  # abstains on its score
+    strong = Found((50.0, 50.0), 0.9, "organs", {"checks": {}})
+    assert loc._with_atlas(strong, atlas, 50.0, extra, False).xy == (50.0, 50.0)
+    off = OrgansLocalizer(atlas=True)  # the shipped default: off (it failed its rule)
+    assert off._with_atlas(None, atlas, 50.0, extra, False).method == "atlas"
+
+
+def test_the_match_records_the_views_the_anatomy_allows():
+    m = organs_atlas.Match(np.zeros((1, 2, 2)), None, (0,), 3, (1.0,), (0, 2, 0, 2), 1.0)
+    assert not m.view_confirmed  # no anatomy: every view allowed
+    from dataclasses import replace
+
+    assert replace(m, views=(3,)).view_confirmed
+    assert not replace(m, views=(3, 7)).view_confirmed
+
+
+def test_sides_are_shown_only_by_asymmetric_organs_in_the_atlas_view():
+    ids, body = _standard()
+    radius = organs_checks.body_radius(body)
+    for k in range(8):
+        ids_k = organs_atlas._dihedral_np(ids, k)
+        _, right = organs_view.anatomy_axes(
+            ids_k, organs_atlas._dihedral_np(body, k), IDS.get, radius
+        )
+        assert organs_view.sides_shown(right, k)
+        axes = organs_view.VIEW_AXES  # its mirror: the same posterior, the sides swapped
+        (mirror,) = [j for j in range(8) if j != k and (axes[j, 0] == axes[k, 0]).all()]
+        assert not organs_view.sides_shown(right, mirror)
+    bare, _ = _standard(with_sides=False)  # spine only: a mirrored view looks the same
+    _, right = organs_view.anatomy_axes(bare, body, IDS.get, radius)
+    assert right is None and not organs_view.sides_shown(right, 0)
+    assert organs_view.lateral("iliopsoas_left") and not organs_view.lateral("liver")
+
+
+def test_a_lateral_structure_abstains_when_the_sides_are_not_shown(monkeypatch):
+    """The localizer's gate, end to end on a real image: the match reports the sides as
+    not shown, so a structure with a side abstains with the reason and one without is kept."""
+    from dataclasses import replace
+
+    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.types import Context, Ref
+    from radspatial.training import organs_data
+
+    sm = organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz"
+    if not sm.is_file():
+        import pytest
+
+        pytest.skip("../shared/data not here")
+    vol = organs_data.patient_a(organs_data.shared_data())
+    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    image = np.repeat(grey[:, :, None], 3, axis=2)
+    rules = organs_atlas.AtlasRules(need_sides=True)
+    loc = OrgansLocalizer(atlas=True, atlas_rules=rules)
+    refs = [Ref(name="liver"), Ref(name="autochthon_left")]
+    real = loc._match
+    monkeypatch.setattr(loc, "_match", lambda *a: replace(real(*a), sides=False))
+    liver, left = loc.locate(image, refs, Context())
+    assert left is not None and left.details["abstain_reason"] == organs_view.SIDES_NOT_SHOWN
+    assert liver is None or liver.details.get("abstain_reason") != organs_view.SIDES_NOT_SHOWN
