@@ -121,6 +121,7 @@ def _items_mirp(root: Path):
 
 def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
     from radspatial.core.labels import normalize_name
+    from radspatial.questions import get_question_type
 
     counts: Counter = Counter()
     by_type: dict[str, Counter] = defaultdict(Counter)
@@ -129,7 +130,9 @@ def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
     for it in items:
         image = np.asarray(Image.open(it["image"]).convert("RGB"))
         result = agent.answer(image, it["question"])
-        ok = result.answer == it["answer"]
+        # graded as eval grades the agent's reply: read by the item's type, then compared
+        grade = get_question_type(it["type"]).grade(result.text, it["answer"], it["question"])
+        ok = bool(grade.correct)
         for c in (counts, by_type[it["type"]]):
             c["n"] += 1
             c["correct"] += int(ok)
