@@ -307,8 +307,7 @@ class ResultRow:
     plane: str | None = None  # the item's plane; absent: axial
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
-    # read from a row written before the three frames had names (``expected_canonical``, no
-    # ``expected_anatomical``): the frame metrics derive the anatomical answer
+    # a row from before the frames had names: the frame metrics derive the anatomical answer
     legacy_frames: bool = field(default=False, compare=False)
 
     @property
@@ -321,18 +320,14 @@ class ResultRow:
 
     @property
     def outcome(self) -> int | None:
-        """The row as metrics count it: 1 right, 0 wrong, None no answer (the rules found an
-        open reply invalid or left it undecided, or the judge found it invalid)."""
-        if not self.answered:
-            return None
-        return 1 if self.correct else 0
+        """1 right, 0 wrong, None no answer (``answered``), as metrics count the row."""
+        return (1 if self.correct else 0) if self.answered else None
 
     def scored(self, target: str = "expected") -> tuple[Any, Any] | None:
-        """``(answer asked, answer read)`` as the accuracy metrics score the row against
-        ``target`` (``expected``, ``expected_standard`` or ``expected_anatomical``), None where
-        the row is not scored in that frame. A yes/no row gives its 0/1 answers; an open row is
-        right, wrong or without an answer in the shown image only: ``(1, outcome)`` (its other
-        frames are open answers' own, in the ``open`` metrics)."""
+        """``(answer asked, answer read)`` as accuracy scores the row against ``target`` (an
+        ``expected*`` field), None where it is not scored in that frame: yes/no rows their 0/1
+        answers, open rows ``(1, outcome)`` in the shown image only (their other frames are in
+        the ``open`` metrics)."""
         if self.open is not None:
             return (1, self.outcome) if target == "expected" else None
         asked = getattr(self, target)
