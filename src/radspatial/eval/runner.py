@@ -374,6 +374,7 @@ def _write_results(
     """results.jsonl (after the judge, if any) and metrics.json (with the calls' ``usage``);
     the rows as written."""
     from radspatial.core.metrics_blocks import Usage
+    from radspatial.core.metrics_open import JudgeSummary
     from radspatial.eval.aggregate import compute_metrics
 
     judge = None
@@ -388,6 +389,7 @@ def _write_results(
     metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
     metrics = metrics.with_blocks(usage=Usage.from_json(usage, "usage"))
     if judge is not None:
-        metrics = metrics.with_blocks(judge={k: v for k, v in judge.items() if k != "prompt"})
+        without_prompt = {k: v for k, v in judge.items() if k != "prompt"}
+        metrics = metrics.with_blocks(judge=JudgeSummary.from_json(without_prompt, "judge"))
     atomic_write_json(out / "metrics.json", redact_json(metrics.to_json()))
     return written

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
 
+from radspatial.core.metrics_open import Accuracy, OpenTypeMetrics
 from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 
 
-def _acc(flags: list[bool]) -> dict[str, Any]:
+def _acc(flags: list[bool]) -> Accuracy:
     n, k = len(flags), sum(flags)
     if not n:
-        return {"n": 0}
+        return Accuracy(n=0)
     lo, hi = wilson_interval(k, n)
-    return {"n": n, "accuracy": round(k / n, 6), "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
+    return Accuracy(n, round(k / n, 6), round(lo, 6), round(hi, 6))
 
 
-def open_metrics(rows: Sequence[ResultRow]) -> dict[str, Any]:
+def open_metrics(rows: Sequence[ResultRow]) -> dict[str, OpenTypeMetrics]:
     """The ``open`` block of ``metrics.json``: per open question type (rows with an
     ``OpenGrade``; failed calls left out), accuracy in each frame, the invalid rate (no answer:
     ``ResultRow.outcome`` None), chance and who graded."""
@@ -30,21 +30,24 @@ def open_metrics(rows: Sequence[ResultRow]) -> dict[str, Any]:
     for r in rows:
         if r.open is not None and not r.error:
             groups[r.question_type].append(r)
-    out: dict[str, Any] = {}
+    out: dict[str, OpenTypeMetrics] = {}
     for qtype, sub in sorted(groups.items()):
         chance = chance_levels().get(qtype)
         if chance is None:  # per item (identification): mean of 1 / options
             chance = _item_chance(sub)
         grades = [r.open for r in sub if r.open is not None]
-        out[qtype] = {
-            "chance": None if chance is None else round(chance, 6),
+        frames = {
             "image": _acc([bool(r.correct) for r in sub]),
             "standard": _acc([bool(r.correct_standard) for r in sub]),
             "anatomical": _acc([bool(r.correct_anatomical) for r in sub]),
-            "invalid_rate": round(sum(r.outcome is None for r in sub) / len(sub), 6),
-            "graded_by": dict(sorted(Counter(g.source for g in grades).items())),
-            "rules_status": dict(sorted(Counter(g.status for g in grades).items())),
         }
+        out[qtype] = OpenTypeMetrics(
+            chance=None if chance is None else round(chance, 6),
+            frames=frames,
+            invalid_rate=round(sum(r.outcome is None for r in sub) / len(sub), 6),
+            graded_by=dict(sorted(Counter(g.source for g in grades).items())),
+            rules_status=dict(sorted(Counter(g.status for g in grades).items())),
+        )
     return out
 
 
