@@ -11,6 +11,7 @@ from synth import write_case
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
+from radspatial.core.records import ResultRow
 from radspatial.eval.aggregate import compute_metrics, group_metrics
 from radspatial.eval.items import load_items
 from radspatial.eval.prompts import MIRP, PromptTemplate, load_template
@@ -284,17 +285,17 @@ def test_metrics_by_hand():
     rows += [
         _row(i, 1, e, p) for i, (e, p) in enumerate(zip([1, 1, 0, 0], [1, 1, 0, 0], strict=True))
     ]
-    g = group_metrics(rows, 2)
-    assert g["n_items"] == 4 and g["runs"] == 2
-    assert g["accuracy_mean"] == pytest.approx(0.75)
-    assert g["accuracy_std"] == pytest.approx(0.353553, abs=1e-6)  # std of [0.5, 1.0], ddof=1
-    assert g["f1_mean"] == pytest.approx(0.75)
-    assert g["invalid_rate"] == pytest.approx(0.125)  # 1/4 then 0/4
+    g = group_metrics([ResultRow.from_json(r) for r in rows], 2)
+    assert g.n_items == 4 and g.runs == 2
+    assert g.accuracy_mean == pytest.approx(0.75)
+    assert g.accuracy_std == pytest.approx(0.353553, abs=1e-6)  # std of [0.5, 1.0], ddof=1
+    assert g.f1_mean == pytest.approx(0.75)
+    assert g.invalid_rate == pytest.approx(0.125)  # 1/4 then 0/4
     # yes-rate over valid answers: run 0 1/3, run 1 2/4 -> mean 0.416667
-    assert g["yes_rate"] == pytest.approx((1 / 3 + 0.5) / 2, abs=1e-6)
+    assert g.yes_rate == pytest.approx((1 / 3 + 0.5) / 2, abs=1e-6)
     # Wilson 95% on 6/8 pooled: 0.4093 .. 0.9285
-    assert g["ci_low"] == pytest.approx(0.4093, abs=1e-3)
-    assert g["ci_high"] == pytest.approx(0.9285, abs=1e-3)
+    assert g.ci_low == pytest.approx(0.4093, abs=1e-3)
+    assert g.ci_high == pytest.approx(0.9285, abs=1e-3)
     m = compute_metrics(rows, model="m", runs=2)
     # run 0 vs run 1: items q1 and q3 right only in run 1 -> b = 0, c = 2, exact p = 0.5
     agree = m.run_agreement["0_vs_1"]

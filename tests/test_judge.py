@@ -11,7 +11,7 @@ import pytest
 from fake_server import FakeChatServer
 
 from radspatial.core.datafiles import DataFileError
-from radspatial.core.records import outcome
+from radspatial.core.records import ResultRow
 from radspatial.grading.judge import JUDGE_CALLS, apply_judge, parse_verdict
 
 # (judge reply, understood, grade): 1 correct, 0 incorrect, None invalid
@@ -45,14 +45,14 @@ def test_verdicts(text, understood, grade):
     assert parse_verdict(text) == (understood, grade)
 
 
-def _rows() -> list[dict]:
+def _rows() -> list[ResultRow]:
     """Two open rows the rules left undecided (answers in the patient's frame)."""
     base = {"question": "Which side of the image is the liver on?", "question_type": "laterality",
-            "expected": "left", "parsed": None,
-            "grade": {"status": "undecided", "reason": "", "source": "none"},
+            "expected": "left", "parsed": None, "run": 0, "setup": "rq1", "marker": "none",
+            "correct": False, "grade": {"status": "undecided", "reason": "", "source": "none"},
             "error": None}  # fmt: skip
-    return [{**base, "id": "a", "reply": "the patient's right"},
-            {**base, "id": "b", "reply": "the patient's left"}]  # fmt: skip
+    return [ResultRow.from_json({**base, "id": "a", "reply": "the patient's right"}),
+            ResultRow.from_json({**base, "id": "b", "reply": "the patient's left"})]  # fmt: skip
 
 
 def _negated(body: dict) -> str:
@@ -64,8 +64,8 @@ def test_judge_negation_cache_and_password(tmp_path):
     with FakeChatServer(answer=_negated) as server:
         url = server.base_url.replace("http://", f"http://judge:{secret}@")
         rows, summary = apply_judge(_rows(), tmp_path, f"openai-compat:j@{url}")
-    assert [outcome(r) for r in rows] == [0, 0] and not any(r["correct"] for r in rows)
-    assert all(r["parsed"] is None and r["grade"]["source"] == "judge" for r in rows)
+    assert [r.outcome for r in rows] == [0, 0] and not any(r.correct for r in rows)
+    assert all(r.parsed is None and r.open and r.open.source == "judge" for r in rows)
     assert summary["n_judge_failed"] == 0
     written = (tmp_path / "judge.json").read_text()
     assert secret not in written and "***@" in written
@@ -79,7 +79,7 @@ def test_judge_negation_cache_and_password(tmp_path):
             raise AssertionError("every verdict is cached")
 
     rows, _ = apply_judge(_rows(), tmp_path, f"openai-compat:j@{url}", backend=NoCalls())
-    assert [outcome(r) for r in rows] == [0, 0]
+    assert [r.outcome for r in rows] == [0, 0]
     # a field the judge never writes is refused, naming the file
     log.write_text("".join(json.dumps({**r, "grade_override": 1}) + "\n" for r in records))
     with pytest.raises(DataFileError, match=r"judge_calls\.jsonl: .*unknown 'grade_override'"):

@@ -142,6 +142,7 @@ def test_hooks_give_radspatial_eval_numbers_prompts_and_rows(task, radspatial_ru
 
 
 def test_frame_accuracies_are_eval_rows_scored_in_that_frame(task, radspatial_run):
+    from radspatial.core.records import ResultRow
     from radspatial.eval.aggregate import group_metrics
 
     ours = list(read_jsonl(radspatial_run / "results.jsonl"))
@@ -149,7 +150,8 @@ def test_frame_accuracies_are_eval_rows_scored_in_that_frame(task, radspatial_ru
         _, agg = _simulate(task, setup)
         rows = [r for r in ours if r["setup"] == setup]
         for frame in ("standard", "anatomical"):
-            want = group_metrics(rows, 1, target=f"expected_{frame}")["accuracy_mean"]
+            typed = [ResultRow.from_json(r) for r in rows]
+            want = group_metrics(typed, 1, target=f"expected_{frame}").accuracy_mean
             assert agg[f"accuracy_{frame}"] == pytest.approx(want, abs=1e-6)
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from radspatial.core.datafiles import DataFileError
-from radspatial.core.records import metric_row
+from radspatial.core.records import ResultRow, read_results
 from radspatial.eval.aggregate import group_metrics
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.grading.judge import apply_judge, cohen_kappa, load_calibration, parse_verdict
@@ -248,28 +249,33 @@ def test_baselines_at_chance_and_in_their_frames(bundled, tmp_path):
 
 def test_f1_and_yes_rate_come_from_yes_no_items_only():
     """An open item holds its answers ("left" asked, "right" read); metrics count it as right or
-    wrong (``metric_row``): in accuracy, its CI and the invalid rate, never in F1 or the yes
-    rate (a grade is not a "yes")."""
-    yes_no = [{"run": 0, "expected": e, "parsed": p} for e, p in ((1, 1), (0, 1), (1, 1), (0, 0))]
+    wrong (``ResultRow.scored``): in accuracy, its CI and the invalid rate, never in F1 or the
+    yes rate (a grade is not a "yes": the yes/no types' metric hook gives those)."""
+
+    def row(i: int, expected, parsed, **kw) -> ResultRow:
+        item = {"id": f"q{i}", "run": 0, "setup": "rq1", "marker": "none", "question": "Q?"}
+        item |= {"expected": expected, "parsed": parsed, "correct": parsed == expected, **kw}
+        return ResultRow.from_json(item)
+
+    yes_no = [row(i, e, p) for i, (e, p) in enumerate(((1, 1), (0, 1), (1, 1), (0, 0)))]
     grade = {"status": "answer", "reason": "one side", "source": "rules"}
     graded = [
-        metric_row(
-            {"run": 0, "expected": "left", "parsed": p, "correct": p == "left", "grade": grade}
-        )
-        for p in ("left", "right")
+        row(9 + k, "left", p, grade=grade, question_type="laterality")
+        for k, p in enumerate(("left", "right"))
     ]
-    assert [g["parsed"] for g in graded] == [1, 0] and graded[0]["expected"] == 1
+    assert [g.scored() for g in graded] == [(1, 1), (1, 0)]
+    assert graded[0].scored("expected_standard") is None
     plain = group_metrics(yes_no, 1)
-    assert plain["f1_mean"] == pytest.approx(0.8) and plain["yes_rate"] == 0.75
-    assert "answers" not in plain and "f1" in plain["per_run"][0]
+    assert plain.f1_mean == pytest.approx(0.8) and plain.yes_rate == 0.75
+    assert plain.answers is None and plain.per_run[0].f1 is not None
     mixed = group_metrics(yes_no + graded, 1)
-    assert mixed["accuracy_mean"] == pytest.approx(4 / 6) and mixed["n_items"] == 6
-    assert mixed["f1_mean"] == pytest.approx(0.8) and mixed["yes_rate"] == 0.75
-    assert mixed["answers"] == "mixed" and mixed["per_run"][0]["f1"] == pytest.approx(0.8)
+    assert mixed.accuracy_mean == pytest.approx(4 / 6) and mixed.n_items == 6
+    assert mixed.f1_mean == pytest.approx(0.8) and mixed.yes_rate == 0.75
+    assert mixed.answers == "mixed" and mixed.per_run[0].f1 == pytest.approx(0.8)
     only_open = group_metrics(graded, 1)
-    assert only_open["accuracy_mean"] == 0.5 and only_open["answers"] == "open"
-    assert only_open["f1_mean"] is None and only_open["yes_rate"] is None
-    assert only_open["per_run"][0]["f1"] is None and only_open["per_run"][0]["yes_rate"] is None
+    assert only_open.accuracy_mean == 0.5 and only_open.answers == "open"
+    assert only_open.f1_mean is None and only_open.yes_rate is None
+    assert only_open.per_run[0].f1 is None and only_open.per_run[0].yes_rate is None
 
 
 # ------------------------------------------------------------------ judge and review
@@ -292,13 +298,13 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
 
     run = tmp_path / "run"
     run_eval(bundled, run, EvalConfig("baseline:random", runs=1), progress=False)
-    rows = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    rows = read_results(run / "results.jsonl")
     # replace a few replies by ones the rules cannot read, then judge through a real server
-    odd = [r for r in rows if r["question_type"] == D][:4]
-    for r, reply in zip(odd, ["north", "east", "to the north", "patient's left"], strict=True):
-        r["reply"] = reply
-        read = normalize(reply, D, r["question"])
-        r["grade"] = {**r["grade"], "status": read.status, "reason": read.reason}
+    odd = [k for k, r in enumerate(rows) if r.question_type == D][:4]
+    for k, reply in zip(odd, ["north", "east", "to the north", "patient's left"], strict=True):
+        read = normalize(reply, D, rows[k].question)
+        grade = replace(rows[k].open, status=read.status, reason=read.reason)
+        rows[k] = replace(rows[k], reply=reply, open=grade)
     with FakeChatServer(answer=_judge_answer) as server:
         spec = f"openai-compat:judge@{server.base_url}"
         judged, summary = apply_judge(rows, run, spec)
@@ -307,8 +313,8 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
         assert summary["n_judged"] == 4
         assert summary["rules_vs_judge"]["kappa"] is not None
         assert 0.5 < summary["calibration"]["judge_accuracy"] <= 1.0
-        north_east = [r for r in judged if r["reply"] in ("north", "east")]
-        assert all(r["grade"]["source"] == "judge" for r in north_east)
+        north_east = [r for r in judged if r.reply in ("north", "east")]
+        assert all(r.open and r.open.source == "judge" for r in north_east)
         # cache: the same call again asks nothing
         apply_judge(rows, run, spec)
         assert server.calls == first_calls

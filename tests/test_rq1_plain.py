@@ -13,15 +13,17 @@ import pytest
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example, main
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 from radspatial.eval.rq1_plain import plain_rq1, plain_rq1_line, plain_rq1_markdown
 from radspatial.imaging.volumes import Case
 from radspatial.questions import QuestionRules
 
 
-def _row(i: int, parsed, expected=1, **extra) -> dict:
-    row = {"id": f"q{i}", "run": 0, "setup": "rq1", "expected": expected, "parsed": parsed}
-    return {**row, **extra}
+def _row(i: int, parsed, expected=1, **extra) -> ResultRow:
+    row = {"id": f"q{i}", "run": 0, "setup": "rq1", "marker": "none", "question": "Q?"}
+    row |= {"expected": expected, "parsed": parsed, "correct": parsed == expected}
+    return ResultRow.from_json({**row, **extra})
 
 
 def test_block_counts_abstentions_wrong_and_reports_coverage_with_cis():

@@ -141,8 +141,13 @@ def test_format_doc_lists_exactly_the_usage_and_cluster_fields():
         for t in tables
         if "| field |" in t
     ]
-    rows = [{"id": "rq1/none/ex_slice001/q0", "parsed": 1, "expected": 1}] * 2
-    rows += [{"id": "rq1/none/ex_slice002/q0", "parsed": 0, "expected": 1}] * 2
+    from radspatial.core.records import ResultRow
+
+    def row(slice_: str, parsed: int) -> ResultRow:
+        item = f"rq1/none/ex_slice{slice_}/q0"
+        return ResultRow(item, 0, "rq1", "none", "Q?", 1, parsed == 1, parsed=parsed)
+
+    rows = [row("001", 1)] * 2 + [row("002", 0)] * 2
     assert documented[0] == set(clustered_fields(rows, "expected"))
     block = usage_block([{"latency_s": 1.0, "meta": {}}], parse_price("input=1,output=1"))
     assert documented[1] == set(block)

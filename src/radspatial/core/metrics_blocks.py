@@ -80,6 +80,7 @@ class RunScores(_Flat):
     yes_rate: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # a plugin type's metric hook's
 
     _TYPES = {"n": _COUNT, "n_valid": _COUNT, "correct": _COUNT} | {
         k: _NUM for k in ("accuracy", "f1", "invalid_rate", "yes_rate", "ci_low", "ci_high")

@@ -7,9 +7,9 @@ imports) add the ``usage`` and ``judge`` blocks and write ``to_json()``; the rep
 the keys and values written (the file is written with sorted keys); ``from_json`` reads every
 earlier version (a block it lacks is None or empty; ``errors`` is the old name of
 ``n_errors``) and refuses a malformed file with one ``DataFileError`` line naming the file and
-the field. Blocks another stage owns the shape of (``mirp``: eval/mirp.py, ``open`` and
-``judge``: grading/) are checked to be objects and kept as read; keys this version does not
-know are kept in ``extra`` and written back.
+the field. The block another stage owns the shape of (``mirp``: eval/mirp.py) is checked to
+be an object and kept as read (``open`` and ``judge`` are ``core/metrics_open.py``'s records);
+keys this version does not know are kept in ``extra`` and written back.
 
     >>> m = Metrics.from_json({"model": "m", "runs": 1, "overall": {"n_items": 0}}, "x.json")
     >>> m.overall.empty, m.n_errors, m.by_setup
@@ -35,6 +35,7 @@ from radspatial.core.metrics_blocks import (
     Usage,
     _check,
 )
+from radspatial.core.metrics_open import JudgeSummary, OpenTypeMetrics
 
 METRICS_FILE = "metrics.json"
 # the ``by_*`` sections: key -> group ("rq1/numbers", "relative_position|rq2/dots", ...)
@@ -45,7 +46,7 @@ BY_SECTIONS: tuple[str, ...] = (
     "by_relation",
 )
 BY_SECTIONS += ("by_transform", "by_setup_transform", "by_variant", "by_pair")
-_OPAQUE = ("mirp", "open", "judge")  # objects whose shape their own stage owns
+_OPAQUE = ("mirp",)  # an object whose shape its own stage owns (eval/mirp.py)
 
 
 def _mapping(obj: Any, where: str, read: Callable[[Any, str], Any]) -> dict[str, Any]:
@@ -77,11 +78,11 @@ class Metrics:
     run_agreement: Mapping[str, Agreement] = field(default_factory=dict)
     mirp: Mapping[str, Any] = field(default_factory=dict)  # eval/mirp.mirp_block
     subgroups: Mapping[str, Mapping[str, Share]] = field(default_factory=dict)
-    open: Mapping[str, Any] | None = None  # grading/summary.open_metrics; open items only
+    open: Mapping[str, OpenTypeMetrics] | None = None  # grading/summary.open_metrics
     by_plane: Mapping[str, Metrics] | None = None  # coronal/sagittal items only
     consistency: Mapping[str, Consistency] | None = None  # consistency groups only
     usage: Usage | None = None  # eval/usage.usage_block (added by the runner)
-    judge: Mapping[str, Any] | None = None  # eval --judge only
+    judge: JudgeSummary | None = None  # eval --judge only
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a newer version
     # read from a file that named the failed calls ``errors``
     legacy_errors: bool = field(default=False, compare=False)
@@ -114,9 +115,10 @@ class Metrics:
             name: {k: c.to_json() for k, c in cells.items()}
             for name, cells in self.subgroups.items()
         }
-        for name in ("open", "judge"):
-            if getattr(self, name) is not None:
-                out[name] = dict(getattr(self, name))
+        if self.open is not None:
+            out["open"] = {k: t.to_json() for k, t in self.open.items()}
+        if self.judge is not None:
+            out["judge"] = self.judge.to_json()
         if self.by_plane is not None:
             out["by_plane"] = {p: m.to_json() for p, m in self.by_plane.items()}
         if self.consistency is not None:
@@ -131,6 +133,8 @@ class Metrics:
         counts = {"runs": (int,), "n_rows": (int,), "n_errors": (int,), "errors": (int,)}
         blocks: tuple[str, ...] = (
             *_OPAQUE,
+            "open",
+            "judge",
             *BY_SECTIONS,
             "by_question_type",
             "overall",
@@ -171,7 +175,10 @@ def _blocks(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
         lambda cells, w: _mapping(cells, w, Share.from_json),
     )
     out["mirp"] = obj.get("mirp") or {}
-    out["open"], out["judge"] = obj.get("open"), obj.get("judge")
+    if obj.get("open") is not None:
+        out["open"] = _mapping(obj["open"], f"{where}: open", OpenTypeMetrics.from_json)
+    if obj.get("judge") is not None:
+        out["judge"] = JudgeSummary.from_json(obj["judge"], f"{where}: judge")
     if obj.get("rq1_plain") is not None:
         out["rq1_plain"] = PlainRQ1.from_json(obj["rq1_plain"], f"{where}: rq1_plain")
     if obj.get("usage") is not None:

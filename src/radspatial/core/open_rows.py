@@ -3,13 +3,12 @@
 An open question type's row holds the answers asked (``expected*``) and read (``parsed``) as
 the words, names or numbers they are; :class:`OpenGrade` adds how the reply was graded (the
 rules' reading ``status`` and ``reason``, the ``source``: ``rules``, ``judge`` or ``none``),
-the options a uniform guess picks from and the judge's verdict. ``metric_row`` is how the
-yes/no metrics count such a row: right, wrong, or no answer.
+the options a uniform guess picks from and the judge's verdict. Metrics count such a row as
+right, wrong, or no answer (``ResultRow.outcome`` and ``ResultRow.scored``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,24 +91,3 @@ def open_values(values: dict[str, Any], row: dict, where: str) -> dict[str, Any]
     values["structures_asked"] = tuple(row.get("structures_asked") or ())
     values["open"] = OpenGrade.from_json(row, where)
     return values
-
-
-def outcome(row: Mapping[str, Any]) -> int | None:
-    """An open row's grade as metrics count it: 1 correct, 0 incorrect, None no answer (the
-    rules found it invalid or left it undecided, or the judge found it invalid)."""
-    if row.get("correct"):
-        return 1
-    grade = row.get("grade") or {}
-    if grade.get("source") == "judge":
-        return None if (row.get("judge") or {}).get("verdict") == "invalid" else 0
-    return 0 if grade.get("status") == "answer" else None
-
-
-def metric_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A results row as the yes/no metrics count it: a yes/no row as it is; an open row as
-    right/wrong/no answer against its shown-image answer (``expected`` 1, ``parsed`` its
-    ``outcome``; the other frames are open answers' own, in ``open`` metrics)."""
-    if "grade" not in row:
-        return dict(row)
-    frames = {"expected_standard": None, "expected_anatomical": None, "parsed_mirp": None}
-    return {**row, "expected": 1, "parsed": outcome(row), **frames}

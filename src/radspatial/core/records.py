@@ -28,9 +28,9 @@ from radspatial.core.datafiles import (
     check_names,
     read_json_lines,
 )
-from radspatial.core.open_rows import OpenGrade, metric_row, open_values, outcome
+from radspatial.core.open_rows import OpenGrade, open_values
 
-__all__ = ["OpenGrade", "metric_row", "outcome"]  # results rows' open part: core/open_rows.py
+__all__ = ["OpenGrade"]  # results rows' open part: core/open_rows.py
 
 Point = tuple[float, float]
 # the question type of a row that names none (rows written before there were other types);
@@ -307,14 +307,31 @@ class ResultRow:
     plane: str | None = None  # the item's plane; absent: axial
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
+    # a row from before the frames had names: the frame metrics derive the anatomical answer
+    legacy_frames: bool = field(default=False, compare=False)
 
     @property
     def answered(self) -> bool:
         """Whether the reply counts as an answer: yes/no read as 0/1; an open reply graded right
-        or wrong (``open_rows.outcome``). Metrics count the others as invalid."""
+        or wrong (``outcome``). Metrics count the others as invalid."""
         if self.open is None:
             return self.parsed is not None
         return self.open.answered(self.correct)
+
+    @property
+    def outcome(self) -> int | None:
+        """1 right, 0 wrong, None no answer (``answered``), as metrics count the row."""
+        return (1 if self.correct else 0) if self.answered else None
+
+    def scored(self, target: str = "expected") -> tuple[Any, Any] | None:
+        """``(answer asked, answer read)`` as accuracy scores the row against ``target`` (an
+        ``expected*`` field), None where it is not scored in that frame: yes/no rows their 0/1
+        answers, open rows ``(1, outcome)`` in the shown image only (their other frames are in
+        the ``open`` metrics)."""
+        if self.open is not None:
+            return (1, self.outcome) if target == "expected" else None
+        asked = getattr(self, target)
+        return None if asked is None else (asked, self.parsed)
 
     def to_json(self) -> dict[str, Any]:
         """The row as written (yes/no rows: the keys and order they always had; open rows add
@@ -354,6 +371,7 @@ class ResultRow:
         if "expected_standard" not in row and "expected_canonical" in row:
             old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
             values["expected_standard"] = old.get("expected_canonical")
+            values["legacy_frames"] = "expected_anatomical" not in row
         values["structures_asked"] = tuple(row.get("structures_asked") or ())
         return cls(**values)
 
@@ -371,7 +389,7 @@ def read_results(path: Path) -> list[ResultRow]:
 # the fields each file's rows may carry, in the order written (docs/format.md documents each)
 MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy_frames")
 OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
-RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name != "open")
+RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name not in ("open", "legacy_frames"))
 OPEN_RESULT_FIELDS = ("grade", "options", "judge")  # what OpenGrade.to_json adds
 
 

@@ -12,9 +12,9 @@ apart (``n_errors``).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
 from itertools import combinations
 from typing import Any
 
@@ -26,128 +26,121 @@ from radspatial.core.metrics_blocks import (
     TypeGroup,
 )
 from radspatial.core.metrics_record import Metrics
-from radspatial.core.records import DEFAULT_TYPE, ResultRow, metric_row
+from radspatial.core.records import ResultRow
 from radspatial.eval.clusters import clustered_fields
-from radspatial.eval.metrics import binary_metrics, mcnemar, mean_std, wilson_interval
+from radspatial.eval.metric_hooks import METRIC_HOOKS, per_run, rounded
+from radspatial.eval.metrics import mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
 from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
-from radspatial.questions import chance_levels, is_mirp_type
+from radspatial.questions import QUESTION_TYPES, chance_levels, get_question_type, is_mirp_type
 from radspatial.questions.frames import AXES, anatomical_from_standard
 
-Row = dict[str, Any]
-_RELPOS = DEFAULT_TYPE  # a row that names no type
 
-
-def _nan_to_none(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, 6)
-
-
-def _is_open(row: Row) -> bool:
-    """An open answer (a word or a count), counted by ``metric_row`` as right/wrong/none."""
-    return "grade" in row
-
-
-def _per_run(rows: Sequence[Row], runs: int, target: str) -> dict[int, Any]:
-    """Run index -> binary metrics of its scored rows (runs without any left out)."""
-    out = {}
-    for run in range(runs):
-        sub = [r for r in rows if r["run"] == run and r[target] is not None]
-        if sub:
-            out[run] = binary_metrics([r[target] for r in sub], [r["parsed"] for r in sub])
-    return out
-
-
-def group_metrics(rows: Sequence[Row], runs: int, *, target: str = "expected") -> dict[str, Any]:
-    """Metrics of one group of rows (all runs), scored against ``target``.
+def group_metrics(
+    rows: Sequence[ResultRow], runs: int, *, target: str = "expected", where: str = "group"
+) -> GroupMetrics:
+    """Metrics of one group of rows (all runs), scored against ``target``
+    (``ResultRow.scored``).
 
     One answer model for yes/no and open questions: accuracy, its CI and the invalid rate count
-    every item (an open item is right when its grade is 1); F1 and the yes rate are properties
-    of yes/no answers, so a group with open items takes them from its yes/no items alone
-    (None where it has none) and says so in ``answers`` ("open" or "mixed")."""
-    by_run = _per_run(rows, runs, target)
+    every item (an open item is right when its grade is 1). What else the group reports, its
+    rows' question types add (``eval/metric_hooks``: F1 and the yes rate for yes/no types,
+    from their items alone); a group with open items says so in ``answers`` ("open" or
+    "mixed")."""
+    by_run = per_run(rows, runs, target)
     if not by_run:
-        return {"n_items": 0}
-    per_run = list(by_run.values())
-    n_open = sum(_is_open(r) for r in rows)
-    by_run_binary = (
-        by_run if not n_open else _per_run([r for r in rows if not _is_open(r)], runs, target)
-    )
-    binary = list(by_run_binary.values())
-    acc_mean, acc_std = mean_std([m.accuracy for m in per_run])
-    f1_mean, f1_std = mean_std([m.f1 for m in binary]) if binary else (math.nan, math.nan)
-    correct_total, n_total = sum(m.correct for m in per_run), sum(m.n for m in per_run)
+        return GroupMetrics(n_items=0)
+    runs_scored = list(by_run.values())
+    acc_mean, acc_std = mean_std([m.accuracy for m in runs_scored])
+    correct_total, n_total = sum(m.correct for m in runs_scored), sum(m.n for m in runs_scored)
     lo, hi = wilson_interval(correct_total, n_total)
-    yes = [m.yes_rate for m in binary if not math.isnan(m.yes_rate)]
-    out = {
-        "n_items": per_run[0].n,
-        "runs": len(per_run),
-        "accuracy_mean": _nan_to_none(acc_mean),
-        "accuracy_std": _nan_to_none(acc_std),
-        "f1_mean": _nan_to_none(f1_mean),
-        "f1_std": _nan_to_none(f1_std),
-        "ci_low": _nan_to_none(lo),  # Wilson 95% on all runs' answers pooled
-        "ci_high": _nan_to_none(hi),
+    n_open = sum(r.open is not None for r in rows)
+    run_values: dict[int, dict[str, Any]] = {
+        run: {k: m.to_json()[k] for k in _RUN_FIELDS} for run, m in by_run.items()
+    }
+    out: dict[str, Any] = {
+        "n_items": runs_scored[0].n,
+        "runs": len(runs_scored),
+        "accuracy_mean": rounded(acc_mean),
+        "accuracy_std": rounded(acc_std),
+        "ci_low": rounded(lo),  # Wilson 95% on all runs' answers pooled
+        "ci_high": rounded(hi),
         # cluster-robust beside it where items share a slice or consistency group (clusters.py)
         **clustered_fields(rows, target),
-        "invalid_rate": _nan_to_none(sum(m.invalid_rate for m in per_run) / len(per_run)),
-        "yes_rate": _nan_to_none(sum(yes) / len(yes)) if yes else None,
-        "per_run": [m.to_json() for m in per_run],
+        "invalid_rate": rounded(sum(m.invalid_rate for m in runs_scored) / len(runs_scored)),
     }
     if n_open:
         out["answers"] = "open" if n_open == len(rows) else "mixed"
-        for run, m in zip(by_run, out["per_run"], strict=True):  # a run's yes/no items alone
-            yes_no = by_run_binary[run].to_json() if run in by_run_binary else {}
-            m["f1"], m["yes_rate"] = yes_no.get("f1"), yes_no.get("yes_rate")
+    for name, sub in _hook_rows(rows).items():
+        added = METRIC_HOOKS.get(name)(sub, runs, target)
+        out.update(added.group)
+        for run, values in run_values.items():
+            values.update(dict.fromkeys(added.run_fields) | dict(added.per_run.get(run, {})))
+    out["per_run"] = list(run_values.values())
+    return GroupMetrics.from_json(out, where)
+
+
+# the fields of a run's scores that count every item (the hooks add the others)
+_RUN_FIELDS = ("n", "n_valid", "correct", "accuracy", "invalid_rate", "ci_low", "ci_high")
+
+
+def _hook_rows(rows: Sequence[ResultRow]) -> dict[str, list[ResultRow]]:
+    """Hook name -> the rows whose question type names it (``QuestionType.metric_hooks``; a
+    type no longer registered: the yes/no default for its yes/no rows)."""
+    hooks: dict[str, tuple[str, ...]] = {}
+    out: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in rows:
+        if r.question_type not in hooks:
+            known = r.question_type in QUESTION_TYPES
+            hooks[r.question_type] = (
+                get_question_type(r.question_type).metric_hooks()
+                if known
+                else (() if r.open is not None else ("yes_no",))
+            )
+        for name in hooks[r.question_type]:
+            out[name].append(r)
     return out
 
 
-def _by(rows: Sequence[Row], key: Callable[[Row], str | None], runs: int) -> dict[str, Any]:
-    groups: dict[str, list[Row]] = defaultdict(list)
+def _by(
+    rows: Sequence[ResultRow], key: Callable[[ResultRow], str | None], runs: int, where: str
+) -> dict[str, GroupMetrics]:
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
         k = key(r)
         if k is not None:
             groups[k].append(r)
-    return {k: group_metrics(v, runs) for k, v in sorted(groups.items())}
+    return {k: group_metrics(v, runs, where=f"{where} {k}") for k, v in sorted(groups.items())}
 
 
-def _setup_transform(r: Row) -> str | None:
-    return f"{r['setup']}/{r['marker']}/{r['transform']}" if r["transform"] else None
+def _setup_transform(r: ResultRow) -> str | None:
+    return f"{r.setup}/{r.marker}/{r.transform}" if r.transform else None
 
 
 # the ``by_*`` sections of metrics.json: name -> the group key of a row (None: left out)
-_SECTIONS: dict[str, Callable[[Row], str | None]] = {
-    "by_setup_marker": lambda r: f"{r['setup']}/{r['marker']}",
-    "by_setup": lambda r: r["setup"],
-    "by_question_type_setup_marker": (
-        lambda r: f"{r.get('question_type', _RELPOS)}|{r['setup']}/{r['marker']}"
-    ),
-    "by_relation": lambda r: r["relation"],
-    "by_transform": lambda r: r["transform"],
+_SECTIONS: dict[str, Callable[[ResultRow], str | None]] = {
+    "by_setup_marker": lambda r: f"{r.setup}/{r.marker}",
+    "by_setup": lambda r: r.setup,
+    "by_question_type_setup_marker": lambda r: f"{r.question_type}|{r.setup}/{r.marker}",
+    "by_relation": lambda r: r.relation,
+    "by_transform": lambda r: r.transform,
     "by_setup_transform": _setup_transform,
-    "by_variant": lambda r: r["variant"],
-    "by_pair": lambda r: r["pair"],
+    "by_variant": lambda r: r.variant,
+    "by_pair": lambda r: r.pair,
 }
 
 
-def _frame_rows(rows: Sequence[Row]) -> list[Row]:
-    """Rows with the standard and anatomical answers (older runs: ``expected_canonical`` is
-    the standard view; the anatomical answer follows from it)."""
-    out = []
-    for r in rows:
-        if "expected_standard" not in r and "expected_canonical" in r:
-            std = r["expected_canonical"]
-            r = {
-                **r,
-                "expected_standard": std,
-                "expected_anatomical": anatomical_from_standard(r["relation"], std),
-            }
-        out.append(r)
-    return out
+def _frame_row(r: ResultRow) -> ResultRow:
+    """The row with its anatomical answer (a row of a run before the frames had names:
+    ``expected_canonical`` is the standard view; the anatomical answer follows from it)."""
+    if not r.legacy_frames or r.relation is None:
+        return r
+    return replace(r, expected_anatomical=anatomical_from_standard(r.relation, r.expected_standard))
 
 
-def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
+def frame_metrics(rows: Sequence[ResultRow], runs: int) -> dict[str, FrameMetrics]:
     """Correctness in three frames per relation axis, on all items and where frames disagree.
 
     ``image``: the shown (rotated/flipped) image; ``standard``: the same words read in standard
@@ -158,123 +151,125 @@ def frame_metrics(rows: Sequence[Row], runs: int) -> dict[str, Any]:
     scores high on ``anatomical`` and low on ``image`` there. Left/right is MIRP's; above/below
     (anterior/posterior) is our extension.
     """
-    out: dict[str, Any] = {}
-    rows = _frame_rows(rows)
+    out: dict[str, FrameMetrics] = {}
+    rows = [_frame_row(r) for r in rows]
     for axis in AXES:
         sub = [
             r
             for r in rows
-            if r["relation"] in axis.relations
-            and r.get("expected_standard") is not None
-            and r.get("expected_anatomical") is not None
+            if r.relation in axis.relations
+            and r.scored("expected_standard") is not None
+            and r.scored("expected_anatomical") is not None
         ]
         if not sub:
             continue
-        conflict = [r for r in sub if r["expected"] != r["expected_anatomical"]]
-        aligned = [r for r in sub if r["expected"] == r["expected_anatomical"]]
-        view = [r for r in sub if r["expected"] != r["expected_standard"]]
-        out[axis.name] = {
-            "image": group_metrics(sub, runs),
-            "standard": group_metrics(sub, runs, target="expected_standard"),
-            "anatomical": group_metrics(sub, runs, target="expected_anatomical"),
-            "aligned_image": group_metrics(aligned, runs),
-            "conflict_image": group_metrics(conflict, runs),
-            "conflict_anatomical": group_metrics(conflict, runs, target="expected_anatomical"),
-            "view_conflict_image": group_metrics(view, runs),
-            "view_conflict_standard": group_metrics(view, runs, target="expected_standard"),
+        conflict = [r for r in sub if r.expected != r.expected_anatomical]
+        aligned = [r for r in sub if r.expected == r.expected_anatomical]
+        view = [r for r in sub if r.expected != r.expected_standard]
+        views = {
+            "image": (sub, "expected"),
+            "standard": (sub, "expected_standard"),
+            "anatomical": (sub, "expected_anatomical"),
+            "aligned_image": (aligned, "expected"),
+            "conflict_image": (conflict, "expected"),
+            "conflict_anatomical": (conflict, "expected_anatomical"),
+            "view_conflict_image": (view, "expected"),
+            "view_conflict_standard": (view, "expected_standard"),
         }
+        out[axis.name] = FrameMetrics(
+            {
+                k: group_metrics(v, runs, target=t, where=f"frames {axis.name}: {k}")
+                for k, (v, t) in views.items()
+            }
+        )
     return out
 
 
-def _is_headline(r: Row) -> bool:
-    return is_mirp_type(r.get("question_type")) and r["setup"] in ("rq1", "rq2", "rq3")
+def _is_headline(r: ResultRow) -> bool:
+    return is_mirp_type(r.question_type) and r.setup in ("rq1", "rq2", "rq3")
 
 
-def run_agreement(rows: Sequence[Row], runs: int) -> dict[str, Any]:
+def run_agreement(rows: Sequence[ResultRow], runs: int) -> dict[str, Agreement]:
     """McNemar's test between each pair of runs on the same items."""
     by_run: dict[int, dict[str, bool]] = defaultdict(dict)
     for r in rows:
-        by_run[r["run"]][r["id"]] = bool(r["correct"])
+        by_run[r.run][r.id] = bool(r.correct)
     out = {}
     for a, b in combinations(range(runs), 2):
         ids = sorted(set(by_run[a]) & set(by_run[b]))
         if ids:
             t = mcnemar([by_run[a][i] for i in ids], [by_run[b][i] for i in ids])
-            out[f"{a}_vs_{b}"] = {
-                "b": t.b,
-                "c": t.c,
-                "statistic": t.statistic,
-                "p_value": t.p_value,
-                "method": t.method,
-            }
+            out[f"{a}_vs_{b}"] = Agreement(t.b, t.c, t.statistic, t.p_value, t.method)
     return out
 
 
-def _groups(section: dict[str, Any]) -> dict[str, GroupMetrics]:
-    return {k: GroupMetrics.from_json(g, f"group {k}") for k, g in section.items()}
-
-
-def _frames(axes: dict[str, Any]) -> dict[str, FrameMetrics]:
-    return {axis: FrameMetrics.from_json(f, f"frames {axis}") for axis, f in axes.items()}
-
-
-def _typed_rows(rows: Sequence[Row]) -> list[ResultRow]:
-    return [r if isinstance(r, ResultRow) else ResultRow.from_json(r) for r in rows]
+def typed_rows(rows: Sequence[ResultRow | Mapping[str, Any]]) -> list[ResultRow]:
+    """Result rows as records (a row read from a file or built as JSON: ``from_json``)."""
+    return [r if isinstance(r, ResultRow) else ResultRow.from_json(dict(r)) for r in rows]
 
 
 def compute_metrics(
-    rows: Sequence[Row], *, model: str, runs: int, by_plane: bool = True
+    rows: Sequence[ResultRow | Mapping[str, Any]],
+    *,
+    model: str,
+    runs: int,
+    by_plane: bool = True,
 ) -> Metrics:
-    """Every metric of one run folder (``metrics.json``: ``Metrics.to_json()``). Items of
+    """Every metric of one run folder (``metrics.json``: ``Metrics.to_json()``) from its result
+    rows (``ResultRow``; rows as JSON objects are read with ``ResultRow.from_json``). Items of
     coronal/sagittal slices add ``by_plane`` (these metrics again per plane) and consistency
     groups ``consistency`` (``eval/consistency.py``); MIRP's block is computed on axial items
     only (MIRP's slices and definitions)."""
-    errors = sum(1 for r in rows if r.get("error"))
-    rows = [r for r in rows if not r.get("error")]  # no answer: neither right nor wrong
-    rows = [metric_row(r) for r in rows]  # open rows: right, wrong or no answer
-    axial = [r for r in rows if not r.get("plane")]
+    typed = typed_rows(rows)
+    errors = sum(1 for r in typed if r.error)
+    typed = [r for r in typed if not r.error]  # no answer: neither right nor wrong
+    axial = [r for r in typed if not r.plane]
     chance = chance_levels()
+    types = _by(typed, lambda r: r.question_type, runs, "type")
     return Metrics(
         model=model,
         runs=runs,
-        n_rows=len(rows) + errors,
+        n_rows=len(typed) + errors,
         n_errors=errors,
-        overall=GroupMetrics.from_json(group_metrics(rows, runs), "overall"),
-        headline=GroupMetrics.from_json(
-            group_metrics([r for r in rows if _is_headline(r)], runs), "headline"
-        ),
+        overall=group_metrics(typed, runs, where="overall"),
+        headline=group_metrics([r for r in typed if _is_headline(r)], runs, where="headline"),
         # coverage and accuracy on answered, with CIs
-        rq1_plain=PlainRQ1.from_json(plain_rq1(rows, runs), "rq1_plain"),
-        **{name: _groups(_by(rows, key, runs)) for name, key in _SECTIONS.items()},
+        rq1_plain=PlainRQ1.from_json(plain_rq1(typed, runs), "rq1_plain"),
+        **{name: _by(typed, key, runs, name) for name, key in _SECTIONS.items()},
         by_question_type={
-            k: TypeGroup.from_json({**v, "chance": chance.get(k)}, f"type {k}")
-            for k, v in _by(rows, lambda r: r.get("question_type", _RELPOS), runs).items()
+            k: TypeGroup(**_fields(g), chance=chance.get(k)) for k, g in types.items()
         },
         frames={
-            setup: _frames(frame_metrics([r for r in rows if r["setup"] == setup], runs))
+            setup: frame_metrics([r for r in typed if r.setup == setup], runs)
             for setup in ("rq1", "rq2", "rq3")
-            if any(r["setup"] == setup for r in rows)
+            if any(r.setup == setup for r in typed)
         },
-        run_agreement={k: Agreement.from_json(v, k) for k, v in run_agreement(rows, runs).items()},
-        mirp=mirp_block(axial, runs) if all("parsed_mirp" in r for r in axial) else {},
-        subgroups=subgroup_metrics(_typed_rows(rows)),
-        open=open_metrics(rows) if any(_is_open(r) for r in rows) else None,
-        **_plane_and_group_metrics(rows, model, runs, by_plane),
+        run_agreement=run_agreement(typed, runs),
+        mirp=mirp_block(axial, runs),
+        subgroups=subgroup_metrics(typed),
+        open=open_metrics(typed) if any(r.open is not None for r in typed) else None,
+        **_plane_and_group_metrics(typed, model, runs, by_plane),
     )
 
 
-def _plane_and_group_metrics(rows: Sequence[Row], model: str, runs: int, by_plane: bool) -> dict:
+def _fields(g: GroupMetrics) -> dict[str, Any]:
+    return {f.name: getattr(g, f.name) for f in fields(g)}
+
+
+def _plane_and_group_metrics(
+    rows: Sequence[ResultRow], model: str, runs: int, by_plane: bool
+) -> dict[str, Any]:
     from radspatial.eval.consistency import consistency_metrics
 
     out: dict[str, Any] = {}
-    if by_plane and any(r.get("plane") for r in rows):
-        planes: dict[str, list[Row]] = defaultdict(list)
+    if by_plane and any(r.plane for r in rows):
+        planes: dict[str, list[ResultRow]] = defaultdict(list)
         for r in rows:
-            planes[r.get("plane") or "axial"].append(r)
+            planes[r.plane or "axial"].append(r)
         out["by_plane"] = {
             p: compute_metrics(sub, model=model, runs=runs, by_plane=False)
             for p, sub in sorted(planes.items())
         }
-    if any(r.get("group") for r in rows):
-        out["consistency"] = consistency_metrics(_typed_rows(rows))
+    if any(r.group for r in rows):
+        out["consistency"] = consistency_metrics(rows)
     return out

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from radspatial.core.records import ResultRow
+
 _SLICE_RE = re.compile(r"^(?P<slice>.+?_slice\d+)")
 Z95 = 1.959964
 
@@ -38,13 +40,17 @@ def cluster_of(row: Mapping[str, Any]) -> str | None:
         >>> cluster_of({"id": "rq2/numbers/ex_slice040_size/q1"})
         'slice:ex_slice040'
     """
-    if row.get("group"):
-        return f"group:{row['group']}"
-    parts = str(row.get("id", "")).split("/")
+    return cluster_key(str(row.get("id", "")), row.get("group"), row.get("plane"))
+
+
+def cluster_key(item_id: str, group: str | None, plane: str | None) -> str | None:
+    """``cluster_of`` from an item's id, consistency group and plane."""
+    if group:
+        return f"group:{group}"
+    parts = item_id.split("/")
     if len(parts) < 4:
         return None
     match = _SLICE_RE.match(parts[2])
-    plane = row.get("plane")
     name = match["slice"] if match else parts[2]
     return f"slice:{name}" if not plane else f"slice:{plane}/{name}"
 
@@ -88,15 +94,19 @@ def clustered_interval(
     return ClusteredCI(mean, se, low, high, n, g)
 
 
-def clustered_fields(rows: Sequence[Mapping[str, Any]], target: str) -> dict[str, Any]:
-    """``group_metrics``' clustered entries for rows scored against ``target`` (invalid answers
-    wrong), all runs pooled: empty unless some cluster holds more than one answer."""
-    scored = [r for r in rows if r.get(target) is not None]
-    ids = [cluster_of(r) for r in scored]
+def clustered_fields(rows: Sequence[ResultRow], target: str) -> dict[str, Any]:
+    """``group_metrics``' clustered entries for rows scored against ``target``
+    (``ResultRow.scored``; invalid answers wrong), all runs pooled: empty unless some cluster
+    holds more than one answer."""
+    values, ids = [], []
+    for r in rows:
+        if (pair := r.scored(target)) is not None:
+            values.append(float(pair[1] == pair[0]))
+            ids.append(cluster_key(r.id, r.group, r.plane))
     named = [c for c in ids if c is not None]
     if len(set(named)) == len(named):  # no cluster repeats: the Wilson interval is the one
         return {}
-    ci = clustered_interval([float(r["parsed"] == r[target]) for r in scored], ids)
+    ci = clustered_interval(values, ids)
     if ci is None:
         return {}
     return {

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import BinaryMetrics, binary_metrics
 from radspatial.questions import is_mirp_type
 
@@ -104,53 +105,55 @@ def _stats(per_run: list[BinaryMetrics], n: int) -> dict[str, Any]:
     }
 
 
-def _scored(by_run: list[list[dict[str, Any]]], target: str) -> dict[str, Any]:
+def _scored(by_run: list[list[ResultRow]], target: str) -> dict[str, Any]:
     """MIRP's statistics of the guesses against ``target`` per run. The guesses never are None:
     binary_metrics scores them as sklearn does (F1 of "yes", 0 without true positives), which is
     what MIRP's scripts compute."""
-    per_run = [binary_metrics([r[target] for r in b], [mirp_guess(r) for r in b]) for b in by_run]
+    per_run = [
+        binary_metrics([getattr(r, target) for r in b], [mirp_guess(r) for r in b]) for b in by_run
+    ]
     return _stats(per_run, len(by_run[0]))
 
 
-def mirp_guess(row: dict[str, Any]) -> int:
+def mirp_guess(row: ResultRow) -> int:
     """The 0/1 MIRP's scripts score: the parsed reply, else the wrong image-frame answer."""
-    parsed = row.get("parsed_mirp")
-    return int(parsed) if parsed is not None else 1 - int(row["expected"])
+    parsed = row.parsed_mirp
+    return int(parsed) if parsed is not None else 1 - int(row.expected)
 
 
-def in_anatomy_subset(row: dict[str, Any]) -> bool:
+def in_anatomy_subset(row: ResultRow) -> bool:
     """RQ1 left/right questions MIRP's anatomy script can score (names with known centres)."""
     return (
-        row["setup"] == "rq1"
-        and row.get("expected_anatomical") is not None
-        and ANATOMY_QUESTION.search(row["question"]) is not None
+        row.setup == "rq1"
+        and row.expected_anatomical is not None
+        and ANATOMY_QUESTION.search(row.question) is not None
     )
 
 
-def in_anatomy_image_subset(row: dict[str, Any]) -> bool:
+def in_anatomy_image_subset(row: ResultRow) -> bool:
     """RQ1 questions MIRP's anatomy script scores in the image frame: every question whose text
     says "left" or "right" anywhere (its own selection, names such as "left kidney" included)."""
-    words = row["question"].lower()
-    return row["setup"] == "rq1" and ("left" in words or "right" in words)
+    words = row.question.lower()
+    return row.setup == "rq1" and ("left" in words or "right" in words)
 
 
-def mirp_block(rows: Sequence[dict[str, Any]], runs: int) -> dict[str, Any]:
+def mirp_block(rows: Sequence[ResultRow], runs: int) -> dict[str, Any]:
     """MIRP's statistics per setup and marker (relative position only, as in the paper):
     ``{"RQ1/none": {"image": {...}, "anatomy_left_right": {...}, "anatomy_image": {...}},
     "RQ2/dots": {...}, ...}``. RQ3(1) is the RQ1 pair ``anatomy_image`` (image frame) and
     ``anatomy_left_right`` (anatomical frame), each on the anatomy script's own subset."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
-        if is_mirp_type(r.get("question_type")):
-            groups[group_key(r["setup"], r["marker"])].append(r)
+        if is_mirp_type(r.question_type):
+            groups[group_key(r.setup, r.marker)].append(r)
     out: dict[str, Any] = {}
     for key in sorted(groups):
-        by_run = [[r for r in groups[key] if r["run"] == k] for k in range(runs)]
+        by_run = [[r for r in groups[key] if r.run == k] for k in range(runs)]
         by_run = [b for b in by_run if b]
         if not by_run:
             continue
         block: dict[str, Any] = {"image": _scored(by_run, "expected")}
-        unsure = [sum(1 for r in b if r.get("parsed_mirp") is None) for b in by_run]
+        unsure = [sum(1 for r in b if r.parsed_mirp is None) for b in by_run]
         block["image"]["unsure"] = unsure
         subsets = {  # RQ3(1): the anatomy script's two selections
             "anatomy_left_right": (in_anatomy_subset, "expected_anatomical"),

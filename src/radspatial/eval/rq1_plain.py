@@ -12,7 +12,9 @@ Wilson 95 % interval and its n (all runs' answers pooled):
 
 Calls that failed (``error``: no reply at all) are left out, as in every other metric.
 
-    >>> b = plain_rq1([{"setup": "rq1", "expected": 1, "parsed": None}], runs=1)
+    >>> from radspatial.core.records import ResultRow
+    >>> row = ResultRow("rq1/none/a_slice001/q0", 0, "rq1", "none", "Is ...?", 1, False)
+    >>> b = plain_rq1([row], runs=1)
     >>> b["n"], b["answered"], b["accuracy"]
     (1, 0, 0.0)
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 from radspatial.questions import is_mirp_type
 
@@ -32,13 +35,13 @@ DEFINITION = (
 )
 
 
-def _is_plain_rq1(row: Mapping[str, Any]) -> bool:
+def _is_plain_rq1(row: ResultRow) -> bool:
     return (
-        row.get("setup") == "rq1"
-        and is_mirp_type(row.get("question_type"))
-        and row.get("plane") in (None, "", "axial")
-        and not row.get("error")
-        and row.get("expected") in (0, 1)
+        row.setup == "rq1"
+        and is_mirp_type(row.question_type)
+        and row.plane in (None, "", "axial")
+        and not row.error
+        and row.expected in (0, 1)
     )
 
 
@@ -49,19 +52,19 @@ def _share(k: int, n: int) -> tuple[float | None, list[float | None]]:
     return round(k / n, 6), [round(lo, 6), round(hi, 6)]
 
 
-def plain_rq1(rows: Sequence[Mapping[str, Any]], runs: int) -> dict[str, Any]:
+def plain_rq1(rows: Sequence[ResultRow], runs: int) -> dict[str, Any]:
     """The ``rq1_plain`` block of ``metrics.json`` (``{"n": 0, ...}`` without RQ1 items)."""
     sub = [r for r in rows if _is_plain_rq1(r)]
     n = len(sub)
-    answered = sum(r.get("parsed") is not None for r in sub)
-    correct = sum(r.get("parsed") is not None and r["parsed"] == r["expected"] for r in sub)
+    answered = sum(r.parsed is not None for r in sub)
+    correct = sum(r.parsed is not None and r.parsed == r.expected for r in sub)
     acc, acc_ci = _share(correct, n)
     cov, cov_ci = _share(answered, n)
     on_answered, on_answered_ci = _share(correct, answered)
     return {
         "definition": DEFINITION,
         "n": n,  # answers over all runs (items x runs)
-        "n_items": len({r.get("id") for r in sub}) if sub else 0,
+        "n_items": len({r.id for r in sub}) if sub else 0,
         "runs": runs,
         "answered": answered,
         "correct": correct,

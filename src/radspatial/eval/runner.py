@@ -31,6 +31,7 @@ from radspatial.core.io import (
 )
 from radspatial.core.jobspec import ParamError
 from radspatial.core.progress import Progress
+from radspatial.core.records import ResultRow
 from radspatial.core.redact import redact, redact_json
 from radspatial.core.safepath import check_disjoint, check_image_bytes
 from radspatial.core.textsafe import utf8_clean
@@ -266,7 +267,7 @@ def _run_locked(
     ]
     # each call once (items asking alike share one), with the usage it had when it returned
     usage = usage_block((done[k] for k in where if k in done), config.price)
-    rows = _write_results(out, config, [r.to_json() for r in records], usage)
+    rows = _write_results(out, config, list(records), usage)
     n_err = sum(1 for r in rows if r["error"])
     status = "complete" if n_err == 0 else "incomplete"
     info = {**run_info, "status": status, "n_errors": n_err, "usage": usage}
@@ -370,24 +371,27 @@ def _call_all(
 
 
 def _write_results(
-    out: Path, config: EvalConfig, rows: list[dict], usage: dict[str, Any]
+    out: Path, config: EvalConfig, rows: list[ResultRow], usage: dict[str, Any]
 ) -> list[dict]:
     """results.jsonl (after the judge, if any) and metrics.json (with the calls' ``usage``);
     the rows as written."""
     from radspatial.core.metrics_blocks import Usage
+    from radspatial.core.metrics_open import JudgeSummary
     from radspatial.eval.aggregate import compute_metrics
 
     judge = None
-    if config.judge and any("grade" in r for r in rows):  # open rows
+    if config.judge and any(r.open is not None for r in rows):  # open rows
         from radspatial.grading.judge import apply_judge
 
         rows, judge = apply_judge(
             rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
         )
-    atomic_write_jsonl(out / "results.jsonl", rows)
+    written = [r.to_json() for r in rows]
+    atomic_write_jsonl(out / "results.jsonl", written)
     metrics = compute_metrics(rows, model=redact(config.model), runs=config.runs)
     metrics = metrics.with_blocks(usage=Usage.from_json(usage, "usage"))
     if judge is not None:
-        metrics = metrics.with_blocks(judge={k: v for k, v in judge.items() if k != "prompt"})
+        without_prompt = {k: v for k, v in judge.items() if k != "prompt"}
+        metrics = metrics.with_blocks(judge=JudgeSummary.from_json(without_prompt, "judge"))
     atomic_write_json(out / "metrics.json", redact_json(metrics.to_json()))
-    return rows
+    return written

@@ -28,7 +28,7 @@ from typing import Any
 
 from radspatial import __version__
 from radspatial.core.answers import YES_NO
-from radspatial.core.records import ManifestRow
+from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.questions import answer_kind
 
@@ -112,7 +112,11 @@ def _score(
     from radspatial.eval.aggregate import group_metrics
 
     rows = [r for r in rows if not r.get("error") and (marker is None or r["marker"] == marker)]
-    got = group_metrics(rows, 1, target=target).get(value)
+    # a logged row holds the scored fields (SCORE_FIELDS) of a yes/no result row
+    typed = [
+        ResultRow(question="", correct=False, **{k: r.get(k) for k in SCORE_FIELDS}) for r in rows
+    ]
+    got = getattr(group_metrics(typed, 1, target=target), value)
     return float("nan") if got is None else float(got)
 
 

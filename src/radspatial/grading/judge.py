@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.io import atomic_write_json, jsonl_line, open_append, read_call_log
-from radspatial.core.records import outcome
+from radspatial.core.records import OpenGrade, ResultRow
 from radspatial.core.redact import redact, redact_json
 from radspatial.grading.normalize import normalize, rule_grade
 from radspatial.grading.verdict import parse_verdict
@@ -159,22 +160,23 @@ def _label(grade: int | None) -> str:
 
 
 def apply_judge(
-    rows: list[dict[str, Any]],
+    rows: Sequence[ResultRow],
     out: Path,
     spec: str,
     *,
     judge_all: bool = False,
     concurrency: int = 4,
     backend: Any = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[ResultRow], dict[str, Any]]:
     """Judge the open rows the rules left undecided (all open rows with ``judge_all``); return
-    the rows (judged ones take the judge's grade: ``correct`` and the grade's ``source`` =
-    ``judge``; the rules' reading stays in ``parsed`` and the grade's ``status``) and the judge
-    summary written to ``out/judge.json``."""
-    open_rows = [r for r in rows if "grade" in r and not r.get("error")]
-    chosen = [r for r in open_rows if judge_all or r["grade"]["status"] == "undecided"]
+    the rows in their order (judged ones take the judge's grade: ``correct`` and the grade's
+    ``source`` = ``judge``; the rules' reading stays in ``parsed`` and the grade's ``status``;
+    the verdict in ``OpenGrade.judge``) and the judge summary written to ``out/judge.json``."""
+    open_rows = [i for i, r in enumerate(rows) if r.open is not None and not r.error]
+    chosen = [i for i in open_rows if judge_all or _grade(rows[i]).status == "undecided"]
     cases = [
-        _case(r["question"], r["expected"], r["reply"] or "", r["question_type"]) for r in chosen
+        _case(rows[i].question, rows[i].expected, rows[i].reply or "", rows[i].question_type)
+        for i in chosen
     ]
     calibration = load_calibration()
     calib_cases = [
@@ -182,7 +184,10 @@ def apply_judge(
     ]
     done = run_judge(cases + calib_cases, out, spec, concurrency=concurrency, backend=backend)
     pairs: tuple[list[str], list[str]] = ([], [])  # (rules, judge) labels where both decided
-    n_failed = _take_verdicts(chosen, cases, done, pairs)
+    judged, n_failed = _take_verdicts([rows[i] for i in chosen], cases, done, pairs)
+    rows = list(rows)
+    for i, row in zip(chosen, judged, strict=True):
+        rows[i] = row
     calib = _grade_calibration(calibration, calib_cases, done, pairs)
     known = [c for c in calib if c["judge"] != "failed"]
     summary = {
@@ -217,27 +222,37 @@ def _case(question: str, expected: Any, reply: str, qtype: str) -> dict[str, Any
     return {"question": question, "expected": expected, "reply": reply, "qtype": qtype}
 
 
+def _grade(row: ResultRow) -> OpenGrade:
+    if row.open is None:
+        raise ValueError(f"result row {row.id!r} (run {row.run}) is not an open row")
+    return row.open
+
+
 def _take_verdicts(
-    chosen: list[dict[str, Any]],
+    chosen: list[ResultRow],
     cases: list[dict[str, Any]],
     done: dict[str, dict],
     pairs: tuple[list[str], list[str]],
-) -> int:
-    """Give each judged row the judge's grade; returns how many the judge failed to grade."""
-    n_failed = 0
+) -> tuple[list[ResultRow], int]:
+    """Each judged row with the judge's grade, and how many the judge failed to grade."""
+    n_failed, judged = 0, []
     for row, case in zip(chosen, cases, strict=True):
         rec = done.get(case["key"])
+        grade = _grade(row)
         if rec is None or not rec.get("understood"):
             n_failed += 1
-            row["judge"] = {"verdict": None, "reply": rec.get("reply") if rec else None}
+            failed = {"verdict": None, "reply": rec.get("reply") if rec else None}
+            judged.append(replace(row, open=replace(grade, judge=failed)))
             continue
-        grade = rec["grade"]
-        if row["grade"]["status"] != "undecided":
-            pairs[0].append(_label(outcome(row)))
-            pairs[1].append(_label(grade))
-        row.update(correct=grade == 1, grade={**row["grade"], "source": "judge"})
-        row["judge"] = {"verdict": _label(grade), "key": case["key"]}
-    return n_failed
+        verdict = rec["grade"]
+        if grade.status != "undecided":
+            pairs[0].append(_label(row.outcome))
+            pairs[1].append(_label(verdict))
+        taken = {"verdict": _label(verdict), "key": case["key"]}
+        judged.append(
+            replace(row, correct=verdict == 1, open=replace(grade, source="judge", judge=taken))
+        )
+    return judged, n_failed
 
 
 def _grade_calibration(

@@ -6,7 +6,7 @@ An open row holds answers, not a fake yes/no: ``expected``, ``expected_standard`
 the type's reader found in the reply (None: none), ``correct*`` the comparisons, and its
 ``OpenGrade`` (``core.records``) how it was graded: the reading's ``status`` and ``reason``
 and the ``source`` (``rules`` | ``judge`` | ``none``). Metrics count an open row as right,
-wrong or without an answer (``core.records.metric_row``).
+wrong or without an answer (``ResultRow.outcome``).
 """
 
 from __future__ import annotations

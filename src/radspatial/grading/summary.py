@@ -6,43 +6,51 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Any
 
+from radspatial.core.metrics_open import Accuracy, OpenTypeMetrics
+from radspatial.core.records import ResultRow
 from radspatial.eval.metrics import wilson_interval
 
 
-def _acc(flags: list[bool]) -> dict[str, Any]:
+def _acc(flags: list[bool]) -> Accuracy:
     n, k = len(flags), sum(flags)
     if not n:
-        return {"n": 0}
+        return Accuracy(n=0)
     lo, hi = wilson_interval(k, n)
-    return {"n": n, "accuracy": round(k / n, 6), "ci_low": round(lo, 6), "ci_high": round(hi, 6)}
+    return Accuracy(n, round(k / n, 6), round(lo, 6), round(hi, 6))
 
 
-def open_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def open_metrics(rows: Sequence[ResultRow]) -> dict[str, OpenTypeMetrics]:
+    """The ``open`` block of ``metrics.json``: per open question type (rows with an
+    ``OpenGrade``; failed calls left out), accuracy in each frame, the invalid rate (no answer:
+    ``ResultRow.outcome`` None), chance and who graded."""
     from radspatial.questions import chance_levels
 
-    groups: dict[str, list[dict]] = defaultdict(list)
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
-        if "grade" in r and not r.get("error"):
-            groups[r["question_type"]].append(r)
-    out: dict[str, Any] = {}
+        if r.open is not None and not r.error:
+            groups[r.question_type].append(r)
+    out: dict[str, OpenTypeMetrics] = {}
     for qtype, sub in sorted(groups.items()):
         chance = chance_levels().get(qtype)
         if chance is None:  # per item (identification): mean of 1 / options
             chance = _item_chance(sub)
-        out[qtype] = {
-            "chance": None if chance is None else round(chance, 6),
-            "image": _acc([bool(r["correct"]) for r in sub]),
-            "standard": _acc([bool(r["correct_standard"]) for r in sub]),
-            "anatomical": _acc([bool(r["correct_anatomical"]) for r in sub]),
-            "invalid_rate": round(sum(r["parsed"] is None for r in sub) / len(sub), 6),
-            "graded_by": dict(sorted(Counter(r["grade"]["source"] for r in sub).items())),
-            "rules_status": dict(sorted(Counter(r["grade"]["status"] for r in sub).items())),
+        grades = [r.open for r in sub if r.open is not None]
+        frames = {
+            "image": _acc([bool(r.correct) for r in sub]),
+            "standard": _acc([bool(r.correct_standard) for r in sub]),
+            "anatomical": _acc([bool(r.correct_anatomical) for r in sub]),
         }
+        out[qtype] = OpenTypeMetrics(
+            chance=None if chance is None else round(chance, 6),
+            frames=frames,
+            invalid_rate=round(sum(r.outcome is None for r in sub) / len(sub), 6),
+            graded_by=dict(sorted(Counter(g.source for g in grades).items())),
+            rules_status=dict(sorted(Counter(g.status for g in grades).items())),
+        )
     return out
 
 
-def _item_chance(rows: list[dict]) -> float | None:
-    values = [1 / len(r["options"]) for r in rows if r.get("options")]
+def _item_chance(rows: list[ResultRow]) -> float | None:
+    values = [1 / len(r.open.options) for r in rows if r.open is not None and r.open.options]
     return sum(values) / len(values) if values else None

@@ -251,6 +251,12 @@ class QuestionType(Guesses, ABC):
         """The reply read and compared with ``expected`` (``Grade.graded``)."""
         return self.read_reply(reply, question).graded(self.canonical(expected))
 
+    def metric_hooks(self) -> tuple[str, ...]:
+        """The metrics its rows add to a group beside accuracy: names of ``eval/metric_hooks``'
+        hooks (default: ``yes_no``, F1 and the yes rate, for a yes/no type; none for an open
+        one). A plugin type adds its own by registering a hook and naming it here."""
+        return () if self.open_answer else ("yes_no",)
+
 
 TypeDefaults = QuestionType  # the name older plugins derive from (the optional members)
 

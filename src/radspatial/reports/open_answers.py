@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.metrics_blocks import Share
+from radspatial.core.metrics_open import OPEN_FRAMES, Accuracy
 from radspatial.core.textsafe import Markup, md_code, md_table
 
 DASH = "–"
@@ -16,10 +18,10 @@ def _pct(x: Any) -> str:
     return DASH if x is None else f"{100 * float(x):.1f}"
 
 
-def _ci(g: dict | None) -> str:
-    if not g or not g.get("n"):
+def _ci(g: Accuracy | Share) -> str:
+    if not g.n:
         return DASH
-    return Markup(f"{_pct(g['accuracy'])} [{_pct(g['ci_low'])}, {_pct(g['ci_high'])}]")
+    return Markup(f"{_pct(g.accuracy)} [{_pct(g.ci_low)}, {_pct(g.ci_high)}]")
 
 
 _table = md_table  # every cell escaped as literal markdown
@@ -43,11 +45,9 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
     rows = []
     for r in runs:
         for qtype, g in (r.metrics.open or {}).items():
-            graded = ", ".join(f"{k} {v}" for k, v in g.get("graded_by", {}).items())
-            rows.append(
-                [r.label, qtype, _pct(g.get("chance")), _ci(g["image"]), _ci(g["standard"])]
-                + [_ci(g["anatomical"]), _pct(g.get("invalid_rate")), graded]
-            )
+            graded = ", ".join(f"{k} {v}" for k, v in g.graded_by.items())
+            frames = [_ci(g.frame(f)) for f in OPEN_FRAMES]
+            rows.append([r.label, qtype, _pct(g.chance), *frames, _pct(g.invalid_rate), graded])
     if rows:
         header = ["Model", "Open type", "Chance", "Image [95% CI]", "Standard view"]
         header += ["Anatomical", "Invalid", "Graded by"]
@@ -59,10 +59,10 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
         jrows = [
             [
                 label,
-                j["judge"],
-                f"{j['n_judged']} of {j['n_open_rows']} ({_pct(j['judge_needed_rate'])}%)",
-                str(j["rules_vs_judge"]["kappa"]),
-                _pct(j["calibration"]["judge_accuracy"]),
+                j.judge,
+                f"{j.n_judged} of {j.n_open_rows} ({_pct(j.judge_needed_rate)}%)",
+                str(j.rules_vs_judge.kappa),
+                _pct(j.calibration.judge_accuracy),
             ]
             for label, j in judged
         ]
@@ -72,7 +72,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
         srows = []
         for r in runs:
             for key, g in r.metrics.subgroups.get(name, {}).items():
-                srows.append([r.label, key, str(g.n), _ci(g.to_json()), _pct(g.invalid_rate)])
+                srows.append([r.label, key, str(g.n), _ci(g), _pct(g.invalid_rate)])
         if srows:
             header = ["Model", title.capitalize(), "Answers", "Accuracy [95% CI]", "Invalid"]
             parts.append(f"\n## By {title}\n\n" + _table(header, srows))
