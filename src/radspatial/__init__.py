@@ -7,7 +7,8 @@ stays instant:
 - ``evaluate(data, model, out, ...)``: one model on a dataset, results in a run folder;
 - ``report(runs, out)``: tables, figures and the browsable ``index.html``;
 - ``spar_table(runs, out)``: SPAR-VQA over dataset seeds as SPAR-Bench's Table 2;
-- ``Agent(localizer)``: the modular agent (``.answer(image, question)``);
+- ``Agent(localizer)``: the modular agent (``.answer(image, question)``); ``answer(image,
+  question, ...)``: one answer, as ``radspatial agent``; ``serve(...)``: as ``radspatial serve``;
 - ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
   synthetic and counterfactual cases;
 - ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
@@ -34,6 +35,8 @@ _LAZY = {
     "export_mirp": "radspatial.api:export_mirp",
     "spar_table": "radspatial.api:spar_table",
     "Agent": "radspatial.agent.core:Agent",
+    "answer": "radspatial.api:answer",
+    "serve": "radspatial.api:serve",
     "phantom": "radspatial.api:phantom",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.api:mirror_case",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radspatial.agent.job import AnswerJob, ServeJob
 from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
@@ -32,6 +33,7 @@ from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
 
 if TYPE_CHECKING:
+    from radspatial.agent.core import AgentResult
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.formats.hf_export import HFExport
     from radspatial.formats.inspect_import import InspectImport
@@ -234,3 +236,33 @@ def import_inspect(job: ImportInspectJob) -> InspectImport:
 
     with caller_terms(ImportInspectJob, "api"):
         return run_import_inspect(job)
+
+
+@api_function(AnswerJob)
+def answer(job: AnswerJob) -> AgentResult:
+    """The modular agent's answer to ``question`` about the PNG/JPEG ``image``, with the
+    options of ``radspatial agent`` (``localizer``, ``model``, ``mask`` + ``labels`` for the
+    mask oracle, ``margin``; ``trace`` / ``overlay``: files to write the trace JSON / an overlay
+    PNG to); returns the ``AgentResult`` (``.trace``; ``agent.core.verdict`` words it). For many
+    questions build one ``radspatial.Agent`` and call its ``answer`` (the network loads once).
+
+    Example:
+        >>> result = answer("slice.png", "Is the liver left of the spleen?")  # doctest: +SKIP
+        >>> result.trace["decision"]  # doctest: +SKIP
+    """
+    from radspatial.agent.job import run_answer
+
+    with caller_terms(AnswerJob, "api"):
+        return run_answer(job)
+
+
+@api_function(ServeJob)
+def serve(job: ServeJob) -> None:
+    """Serve the agent as an OpenAI-compatible API until Ctrl-C, with the options of
+    ``radspatial serve`` (``host``, ``port``, ``api_key`` or ``api_key_env``, ``localizers``,
+    ``model``, ``threads``, ``max_connections``, ``max_pixels``, ``max_total_pixels``;
+    docs/server.md). ``agent/server.make_server`` builds a server without blocking."""
+    from radspatial.agent.job import run_serve
+
+    with caller_terms(ServeJob, "api"):
+        run_serve(job)

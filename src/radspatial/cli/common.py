@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.bench.job import question_types
-from radspatial.core.jobspec import csv_list, csv_lower, spacing, triple, window
+from radspatial.core.jobspec import csv_list, csv_lower, positive, spacing, triple, window
 
 __all__ = [
     "csv_list",
     "csv_lower",
+    "positive",
     "question_types",
     "spacing",
     "triple",
@@ -154,19 +155,6 @@ def fractions(text: str) -> tuple[float, float, float]:
             f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
         )
     return values
-
-
-def positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return value
-
-    return parse
 
 
 def add_executor_options(p: argparse.ArgumentParser, workers: str) -> None:

@@ -208,6 +208,21 @@ def api_function(spec: type) -> Callable[[Callable[[Any], Any]], Callable[..., A
     return wrap
 
 
+def positive(kind: type) -> Callable[[str], Any]:
+    """A number of ``kind`` above 0 (threads, connections, pixels)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
 def csv_lower(text: str) -> tuple[str, ...]:
     """Comma list of names, lower-cased (setups, markers, question types)."""
     return tuple(t.strip().lower() for t in text.split(",") if t.strip())

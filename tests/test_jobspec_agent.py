@@ -1,0 +1,75 @@
+"""The ``agent`` and ``serve`` job specs (issue 35): ``radspatial agent`` and
+``radspatial.answer`` give the same answer; a refused value is named in the caller's terms;
+``serve``'s key and port refusals too (no server is left running)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import socket
+
+import pytest
+
+from radspatial import api
+from radspatial.cli import main
+
+
+def _marked_slice(tmp_path):
+    """One generated RQ1 item: its image and question (the markers localizer reads it)."""
+    data = tmp_path / "ds"
+    api.generate(data, size=96, setups=["rq1"], as_count=0, questions="relative_position")
+    row = json.loads((data / "manifest.jsonl").read_text().splitlines()[0])
+    return data / row["image"], row["question"]
+
+
+def test_answer_and_agent_give_the_same_trace(tmp_path, capsys):
+    image, question = _marked_slice(tmp_path)
+    result = api.answer(image, question, localizer="markers", trace=tmp_path / "api.json")
+    argv = ["agent", "--image", str(image), "--question", question, "--localizer", "markers"]
+    assert main([*argv, "--trace", str(tmp_path / "cli.json")]) == 0
+    assert "answer: " in capsys.readouterr().out
+    written, printed = (json.loads((tmp_path / f).read_text()) for f in ("api.json", "cli.json"))
+    for trace in (written, printed, result.trace):
+        trace.pop("timings_ms")  # wall-clock, the one part that differs
+    assert written == printed == result.trace and written["decision"]
+    assert list(inspect.signature(api.answer).parameters)[:2] == ["image", "question"]
+
+
+def test_agent_refusals_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"^image= and question= are both needed$"):
+        api.answer(tmp_path / "x.png")
+    assert main(["agent", "--question", "Is A left of B?"]) == 2
+    assert "--image and --question are both needed" in capsys.readouterr().err
+    image, question = _marked_slice(tmp_path)
+    from PIL import Image
+
+    Image.new("L", (5, 7)).save(tmp_path / "mask.png")
+    with pytest.raises(ValueError, match=r"mask= is 7x5 .* the size of image= \(96x96\)"):
+        api.answer(image, question, localizer="mask", mask=tmp_path / "mask.png")
+    argv = ["agent", "--image", str(image), "--question", question, "--localizer", "mask"]
+    assert main([*argv, "--mask", str(tmp_path / "mask.png")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--mask is 7x5 (rows x columns), expected a one-channel label image the size of --image"
+        in err
+    )
+
+
+def test_serve_refusals_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RADSPATIAL_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ValueError, match=r"^api_key_env= RADSPATIAL_TEST_UNSET_KEY: that var"):
+        api.serve(api_key_env="RADSPATIAL_TEST_UNSET_KEY")
+    assert main(["serve", "--api-key-env", "RADSPATIAL_TEST_UNSET_KEY"]) == 2
+    assert "--api-key-env RADSPATIAL_TEST_UNSET_KEY: that variable" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^api_key= and api_key_env=: give one"):
+        api.serve(api_key="k", api_key_env="HOME")
+    with pytest.raises(ValueError, match=r"^threads= must be > 0"):
+        api.serve(threads="0")
+    with socket.socket() as taken:  # a bound port, kept bound: serving there is refused
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(ValueError, match=rf"^port= {port}: cannot serve on 127.0.0.1:{port}"):
+            api.serve(port=port, localizers=["markers"])
+        assert main(["serve", "--port", str(port), "--localizer", "markers"]) == 2
+        assert f"--port {port}: cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
