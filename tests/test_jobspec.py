@@ -317,3 +317,24 @@ def test_backend_options_name_the_parameter_in_the_caller_s_terms(
     assert main([*argv, *flags]) == 2
     assert cli_words in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_an_output_on_its_input_is_named_in_the_caller_s_terms(tmp_path, capsys):
+    """``core/safepath.check_disjoint``'s refusal is a ParamError: ``--out``/``--data`` on the
+    command line, ``out=``/``data=`` in Python; nothing is replaced."""
+    from radspatial.cli import main
+    from radspatial.core.safepath import OverlapError, PathEscapeError, check_disjoint
+
+    data = tmp_path / "ds"
+    api.generate(data, size=96, setups=["rq1"], as_count=0)
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(ValueError, match=r"^out= .*: lies inside the input data= .*\(choose an"):
+        api.export_hf(data, data / "hf")
+    with pytest.raises(ValueError, match=r"^out= .*: is the input data= "):
+        api.evaluate(data, "baseline:yes", data, runs=1)
+    assert main(["export", "hf", "--data", str(data), "--out", str(data / "hf")]) == 2
+    assert "--out " in (err := capsys.readouterr().err) and "the input --data " in err
+    assert sorted(p.name for p in data.iterdir()) == before
+    with pytest.raises(OverlapError) as refused:  # still a path refusal, for callers that ask
+        check_disjoint(data, {"run #1": data})
+    assert isinstance(refused.value, PathEscapeError) and "the input run #1 " in str(refused.value)

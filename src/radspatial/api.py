@@ -124,9 +124,9 @@ def evaluate(job: EvalJob) -> EvalRun:
     from radspatial.eval.job import eval_config
     from radspatial.eval.runner import run_eval
 
-    with caller_terms(EvalJob, "api"):
+    with caller_terms(EvalJob, "api"):  # a refusal below (out= on data=) in Python's terms
         config = eval_config(job)
-    rows = run_eval(Path(job.data), Path(job.out), config, progress=job.progress)
+        rows = run_eval(Path(job.data), Path(job.out), config, progress=job.progress)
     metrics = json.loads((Path(job.out) / "metrics.json").read_text())
     return EvalRun(Path(job.out), job.model, metrics, rows)
 
