@@ -25,6 +25,7 @@ from radspatial.formats.job import (
 )
 from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
+from radspatial.training.job import TrainUnetJob
 
 # (command, API function, spec, keywords only the API has: each says why in its help)
 FACES = [
@@ -41,6 +42,8 @@ FACES = [
     ("import inspect", api.import_inspect, ImportInspectJob, set()),
     ("agent", api.answer, AnswerJob, set()),
     ("serve", api.serve, ServeJob, set()),
+    ("train unet", api.train_unet, TrainUnetJob, {"progress"}),
+    ("agent train", api.train_unet, TrainUnetJob, {"progress"}),  # the deprecated name
 ]
 
 

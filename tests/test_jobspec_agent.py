@@ -73,3 +73,29 @@ def test_serve_refusals_name_the_parameter_in_the_caller_s_terms(tmp_path, capsy
             api.serve(port=port, localizers=["markers"])
         assert main(["serve", "--port", str(port), "--localizer", "markers"]) == 2
         assert f"--port {port}: cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_train_unet_refusals_name_the_parameter_before_torch_loads(tmp_path, capsys):
+    """``radspatial.train_unet`` and ``radspatial train unet`` refuse the same values, worded
+    per face, before training starts (nothing is written)."""
+    data = tmp_path / "ds"
+    data.mkdir()
+    with pytest.raises(ValueError, match=r"^out= .*: lies inside the input data= "):
+        api.train_unet(data, data / "m")
+    with pytest.raises(ValueError, match=r"^epochs= must be >= 1, got 0$"):
+        api.train_unet(data, tmp_path / "m", epochs=0)
+    with pytest.raises(ValueError, match=r"^size= 100 must be in 16\.\.1024 px and divisible"):
+        api.train_unet(data, tmp_path / "m", size="100")
+    argv = ["train", "unet", "--data", str(data), "--out", str(tmp_path / "m")]
+    assert main([*argv, "--size", "100"]) == 2
+    assert "--size 100 must be in 16..1024 px" in capsys.readouterr().err
+    assert main([*argv, "--threads", "0"]) == 2
+    assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists() and list(data.iterdir()) == []
+
+
+def test_the_unet_job_s_strides_are_the_trainer_s():
+    from radspatial.training.job import UNET_STRIDES
+    from radspatial.training.unet_train import TrainConfig
+
+    assert 2 ** (len(TrainConfig().channels) - 1) == UNET_STRIDES

@@ -9,6 +9,7 @@ stays instant:
 - ``spar_table(runs, out)``: SPAR-VQA over dataset seeds as SPAR-Bench's Table 2;
 - ``Agent(localizer)``: the modular agent (``.answer(image, question)``); ``answer(image,
   question, ...)``: one answer, as ``radspatial agent``; ``serve(...)``: as ``radspatial serve``;
+  ``train_unet(data, out, ...)``: as ``radspatial train unet``;
 - ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
   synthetic and counterfactual cases;
 - ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
@@ -37,6 +38,7 @@ _LAZY = {
     "Agent": "radspatial.agent.core:Agent",
     "answer": "radspatial.api:answer",
     "serve": "radspatial.api:serve",
+    "train_unet": "radspatial.api:train_unet",
     "phantom": "radspatial.api:phantom",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.api:mirror_case",

@@ -31,6 +31,7 @@ from radspatial.formats.job import (
 )
 from radspatial.phantoms.job import PhantomJob
 from radspatial.reports.job import ReportJob, SparTableJob
+from radspatial.training.job import TrainUnetJob
 
 if TYPE_CHECKING:
     from radspatial.agent.core import AgentResult
@@ -266,3 +267,16 @@ def serve(job: ServeJob) -> None:
 
     with caller_terms(ServeJob, "api"):
         run_serve(job)
+
+
+@api_function(TrainUnetJob)
+def train_unet(job: TrainUnetJob) -> dict[str, Any]:
+    """Train the unet localizer on ``data`` (a dataset generated with ``export_masks=True``)
+    into the model folder ``out``, with the options of ``radspatial train unet`` (``epochs``,
+    ``size``, ``seed``, ``threads``); returns the validation metrics (also ``out/metrics.json``).
+    ``training/unet_train.train_unet(data, out, TrainConfig(...))`` is the library function
+    underneath, with every training setting (docs/unet.md). Needs ``radspatial[agent]``."""
+    from radspatial.training.job import run_train_unet
+
+    with caller_terms(TrainUnetJob, "api"):
+        return run_train_unet(job)
