@@ -99,3 +99,19 @@ def test_the_unet_job_s_strides_are_the_trainer_s():
     from radspatial.training.unet_train import TrainConfig
 
     assert 2 ** (len(TrainConfig().channels) - 1) == UNET_STRIDES
+
+
+def test_demo_s_flags_are_its_job_spec_s_fields(tmp_path, capsys):
+    """``radspatial demo`` has a job spec (no Python function: the demo is generate, evaluate
+    and report in a row); a refused count stops it before anything is generated."""
+    from radspatial.cli import build_parser
+    from radspatial.cli.demo import DemoJob
+    from radspatial.core import jobspec
+
+    demo = build_parser()._subparsers._group_actions[0].choices["demo"]
+    flags = {a.dest: a for a in demo._actions if a.dest != "help"}
+    assert set(flags) == {f.name for f in jobspec.fields(DemoJob)}
+    assert flags["runs"].default == 3 and flags["model"].option_strings == ["--model"]
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--runs", "0"]) == 2
+    assert "--runs must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
