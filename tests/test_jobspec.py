@@ -24,6 +24,7 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
@@ -44,6 +45,9 @@ FACES = [
     ("serve", api.serve, ServeJob, set()),
     ("train unet", api.train_unet, TrainUnetJob, {"progress"}),
     ("agent train", api.train_unet, TrainUnetJob, {"progress"}),  # the deprecated name
+    ("probe build", api.probe_build, ProbeBuildJob, {"progress"}),
+    ("probe train", api.probe_train, ProbeTrainJob, {"progress"}),
+    ("probe eval", api.probe_eval, ProbeEvalJob, set()),
 ]
 
 

@@ -12,7 +12,8 @@ stays instant:
   ``train_unet(data, out, ...)``: as ``radspatial train unet``;
 - ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
   synthetic and counterfactual cases;
-- ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes;
+- ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes
+  (``probe_build``, ``probe_train``, ``probe_eval``: the same with ``radspatial probe``'s options);
 - ``export_mirp``, ``export_hf``, ``export_lmms``: MIRP's layout, Hugging Face datasets,
   lmms-eval tasks; ``import_lmms``, ``import_inspect``: other tools' logs as run folders;
 - ``parse_answer``, ``bundled_example``.
@@ -39,6 +40,9 @@ _LAZY = {
     "answer": "radspatial.api:answer",
     "serve": "radspatial.api:serve",
     "train_unet": "radspatial.api:train_unet",
+    "probe_build": "radspatial.api:probe_build",
+    "probe_train": "radspatial.api:probe_train",
+    "probe_eval": "radspatial.api:probe_eval",
     "phantom": "radspatial.api:phantom",
     "write_phantoms": "radspatial.phantoms:write_phantoms",
     "mirror_case": "radspatial.api:mirror_case",

@@ -30,6 +30,7 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
@@ -280,3 +281,35 @@ def train_unet(job: TrainUnetJob) -> dict[str, Any]:
 
     with caller_terms(TrainUnetJob, "api"):
         return run_train_unet(job)
+
+
+@api_function(ProbeBuildJob)
+def probe_build(job: ProbeBuildJob) -> dict[str, Any]:
+    """A SPAR probe dataset into ``out``, with the options of ``radspatial probe build``;
+    ``cases``: a cases CSV, a list of ``radspatial.imaging.volumes.Case``, or None (the bundled
+    CT). Returns its ``probes.json`` info (``n_cases`` added). ``build_probes(cases, out, ...)``
+    is the library function underneath (``slice_samples`` too; docs/probes.md)."""
+    from radspatial.probes.job import run_probe_build
+
+    with caller_terms(ProbeBuildJob, "api"):
+        return run_probe_build(job)
+
+
+@api_function(ProbeTrainJob)
+def probe_train(job: ProbeTrainJob) -> dict[str, Any]:
+    """Probe heads on ``encoder`` trained on the probe dataset ``data`` into ``out``, with the
+    options of ``radspatial probe train``; returns results.json (``train_probe`` underneath)."""
+    from radspatial.probes.job import run_probe_train
+
+    with caller_terms(ProbeTrainJob, "api"):
+        return run_probe_train(job)
+
+
+@api_function(ProbeEvalJob)
+def probe_eval(job: ProbeEvalJob) -> dict[str, Any]:
+    """Zero-shot transfer of the probe run ``model`` to the probe dataset ``data`` (written to
+    ``out`` when given), as ``radspatial probe eval`` (``evaluate_probe`` underneath)."""
+    from radspatial.probes.job import run_probe_eval
+
+    with caller_terms(ProbeEvalJob, "api"):
+        return run_probe_eval(job)

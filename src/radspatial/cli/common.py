@@ -11,11 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.bench.job import question_types
-from radspatial.core.jobspec import csv_list, csv_lower, positive, spacing, triple, window
+from radspatial.core.jobspec import (
+    csv_list,
+    csv_lower,
+    fractions,
+    positive,
+    spacing,
+    triple,
+    window,
+)
 
 __all__ = [
     "csv_list",
     "csv_lower",
+    "fractions",
     "positive",
     "question_types",
     "spacing",
@@ -143,18 +152,6 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
     non-empty one unless told."""
     p.add_argument("--out", type=Path, required=True, help=what)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-
-
-def fractions(text: str) -> tuple[float, float, float]:
-    """Three split fractions (train,val,test), each 0-1, summing to 1."""
-    import math
-
-    values = triple(float)(text)
-    if not all(math.isfinite(v) and 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
-        raise argparse.ArgumentTypeError(
-            f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
-        )
-    return values
 
 
 def add_executor_options(p: argparse.ArgumentParser, workers: str) -> None:

@@ -266,3 +266,15 @@ def spacing(text: str) -> tuple[float, float, float]:
     if not all(math.isfinite(v) and 0 < v <= 1000 for v in values):
         raise argparse.ArgumentTypeError(f"expected three finite mm values > 0, got {text!r}")
     return values
+
+
+def fractions(text: str) -> tuple[float, float, float]:
+    """Three split fractions (train,val,test), each 0-1, summing to 1."""
+    import math
+
+    values = triple(float)(text)
+    if not all(math.isfinite(v) and 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
+        raise argparse.ArgumentTypeError(
+            f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
+        )
+    return values

@@ -1,6 +1,7 @@
-"""The ``agent`` and ``serve`` job specs (issue 35): ``radspatial agent`` and
-``radspatial.answer`` give the same answer; a refused value is named in the caller's terms;
-``serve``'s key and port refusals too (no server is left running)."""
+"""The job specs of agent, serve, train unet, demo and probe (issue 35): ``radspatial agent``
+and ``radspatial.answer`` give the same answer, ``probe build`` and ``radspatial.probe_build``
+the same dataset; a refused value is named in the caller's terms (no server is left running,
+no model trained)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,23 @@ def test_demo_s_flags_are_its_job_spec_s_fields(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo"), "--runs", "0"]) == 2
     assert "--runs must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "demo").exists()
+
+
+def test_probe_build_api_and_cli_write_the_same_dataset(tmp_path, capsys):
+    """``radspatial.probe_build`` takes ``probe build``'s options (the bundled CT by default,
+    comma lists or lists); ``build_probes(cases, out, ...)`` underneath keeps its signature."""
+    import radspatial
+
+    flags = ["--size", "64", "--crop", "32", "--tasks", "orient", "--max-per-case", "4"]
+    assert main(["probe", "build", "--out", str(tmp_path / "cli"), *flags]) == 0
+    info = api.probe_build(tmp_path / "api", size=64, crop=32, tasks=["orient"], max_per_case=4,
+                           progress=False)  # fmt: skip
+    assert info["n_cases"] == 1 and set(info["tasks"]) == {"orient"}
+    cli, py = tmp_path / "cli", tmp_path / "api"
+    files = sorted(p.relative_to(cli) for p in cli.rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(py) for p in py.rglob("*") if p.is_file())
+    assert all((cli / f).read_bytes() == (py / f).read_bytes() for f in files)
+    assert list(inspect.signature(radspatial.build_probes).parameters)[:2] == ["cases", "out"]
+    with pytest.raises(ValueError, match=r"^splits= expected three fractions 0-1"):
+        api.probe_build(tmp_path / "bad", splits=(1, 1, 1))
+    assert list(inspect.signature(api.probe_train).parameters)[:2] == ["data", "out"]
