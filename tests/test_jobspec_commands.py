@@ -136,3 +136,15 @@ def test_probe_build_api_and_cli_write_the_same_dataset(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"^splits= expected three fractions 0-1"):
         api.probe_build(tmp_path / "bad", splits=(1, 1, 1))
     assert list(inspect.signature(api.probe_train).parameters)[:2] == ["data", "out"]
+
+
+def test_probe_eval_takes_the_batch_and_device_evaluate_probe_takes():
+    from radspatial.cli import build_parser
+    from radspatial.core.jobspec import from_namespace
+    from radspatial.probes.job import ProbeEvalJob
+
+    argv = ["probe", "eval", "--model", "m", "--data", "d", "--batch-size", "8", "--device", "cpu"]
+    job = from_namespace(ProbeEvalJob, build_parser().parse_args(argv))
+    assert (job.batch_size, job.device, job.split, job.out) == (8, "cpu", "test", None)
+    params = inspect.signature(api.probe_eval).parameters
+    assert params["batch_size"].default == 64 and params["device"].default == "cpu"
