@@ -148,3 +148,13 @@ def test_probe_eval_takes_the_batch_and_device_evaluate_probe_takes():
     assert (job.batch_size, job.device, job.split, job.out) == (8, "cpu", "test", None)
     params = inspect.signature(api.probe_eval).parameters
     assert params["batch_size"].default == 64 and params["device"].default == "cpu"
+
+
+def test_probe_build_checks_name_the_parameter_in_the_caller_s_terms(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"^crop= must be a multiple of 4 and >= 16, got 30$"):
+        api.probe_build(tmp_path / "api", crop=30)
+    with pytest.raises(ValueError, match=r"^tasks=: unknown probe task\(s\) \['nope'\]"):
+        api.probe_build(tmp_path / "api", tasks="nope")
+    assert main(["probe", "build", "--out", str(tmp_path / "cli"), "--size", "10"]) == 2
+    assert "--size must be >= 64 px, got 10" in capsys.readouterr().err
+    assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
