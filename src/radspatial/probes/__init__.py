@@ -7,7 +7,7 @@ command line can read ``probes/job`` (the probe commands' options) without numpy
 
 from __future__ import annotations
 
-from importlib import import_module
+from radspatial.core.lazy import lazy_names
 
 _LAZY = {
     "build_probes": "radspatial.probes.build",
@@ -20,9 +20,4 @@ _LAZY = {
 __all__ = ["TASK_NAMES", "ProbeSample", "TaskInfo", "build_probes", "load_probe_task", "probe_info"]
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'radspatial.probes' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("radspatial.probes", _LAZY)
