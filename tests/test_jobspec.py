@@ -24,7 +24,7 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
-from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTrainJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTableJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
@@ -48,6 +48,7 @@ FACES = [
     ("probe build", api.probe_build, ProbeBuildJob, {"progress"}),
     ("probe train", api.probe_train, ProbeTrainJob, {"progress"}),
     ("probe eval", api.probe_eval, ProbeEvalJob, set()),
+    ("probe table", api.probe_table, ProbeTableJob, set()),
 ]
 
 

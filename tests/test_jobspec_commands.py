@@ -158,3 +158,17 @@ def test_probe_build_checks_name_the_parameter_in_the_caller_s_terms(tmp_path, c
     assert main(["probe", "build", "--out", str(tmp_path / "cli"), "--size", "10"]) == 2
     assert "--size must be >= 64 px, got 10" in capsys.readouterr().err
     assert not (tmp_path / "api").exists() and not (tmp_path / "cli").exists()
+
+
+def test_probe_table_keeps_write_table_s_signature_and_gains_split():
+    """``radspatial.probe_table`` was ``write_table(result_dirs, out, *, split)``: the spec-built
+    function keeps that signature, and ``probe table --split`` reaches the same keyword."""
+    from radspatial.cli import build_parser
+    from radspatial.probes.table import write_table
+
+    ours, theirs = inspect.signature(api.probe_table), inspect.signature(write_table)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
+        (p.name, p.kind, p.default) for p in theirs.parameters.values()
+    ]
+    args = build_parser().parse_args(["probe", "table", "r1", "r2", "--out", "t", "--split", "val"])
+    assert [str(r) for r in args.result_dirs] == ["r1", "r2"] and args.split == "val"

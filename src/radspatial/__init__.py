@@ -12,8 +12,9 @@ stays instant:
   ``train_unet(data, out, ...)``: as ``radspatial train unet``;
 - ``phantom(out, ...)`` (as ``radspatial phantom``; ``write_phantoms`` underneath), ``mirror_case``:
   synthetic and counterfactual cases;
-- ``build_probes``, ``train_probe``, ``evaluate_probe``, ``probe_table``: SPAR encoder probes
-  (``probe_build``, ``probe_train``, ``probe_eval``: the same with ``radspatial probe``'s options);
+- ``probe_build``, ``probe_train``, ``probe_eval``, ``probe_table``: SPAR encoder probes, with
+  ``radspatial probe``'s options (``build_probes``, ``train_probe``, ``evaluate_probe``: the
+  library functions underneath);
 - ``export_mirp``, ``export_hf``, ``export_lmms``: MIRP's layout, Hugging Face datasets,
   lmms-eval tasks; ``import_lmms``, ``import_inspect``: other tools' logs as run folders;
 - ``parse_answer``, ``bundled_example``.
@@ -49,7 +50,7 @@ _LAZY = {
     "build_probes": "radspatial.probes.build:build_probes",
     "train_probe": "radspatial.probes.train:train_probe",
     "evaluate_probe": "radspatial.probes.evaluate:evaluate_probe",
-    "probe_table": "radspatial.probes.table:write_table",
+    "probe_table": "radspatial.api:probe_table",
     "parse_answer": "radspatial.eval.scoring:parse_answer",
     "bundled_example": "radspatial.core.runtime:bundled_example",
 }

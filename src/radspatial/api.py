@@ -30,7 +30,7 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
-from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTrainJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTableJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
@@ -313,3 +313,14 @@ def probe_eval(job: ProbeEvalJob) -> dict[str, Any]:
 
     with caller_terms(ProbeEvalJob, "api"):
         return run_probe_eval(job)
+
+
+@api_function(ProbeTableJob)
+def probe_table(job: ProbeTableJob) -> Path:
+    """Table 1 (``table1.md`` and ``table1.png``) of probe run or transfer folders
+    ``result_dirs`` into ``out``, for ``split``, as ``radspatial probe table`` writes it;
+    returns the markdown's path (``probes/table.write_table`` underneath)."""
+    from radspatial.probes.job import run_probe_table
+
+    with caller_terms(ProbeTableJob, "api"):
+        return run_probe_table(job)

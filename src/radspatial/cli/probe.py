@@ -4,7 +4,6 @@ options of build, train and eval are the job specs of ``probes/job``)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import radspatial.cli.common as common
 from radspatial.cli.probe_vlm import VLM_COMMAND
@@ -12,9 +11,11 @@ from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.probes.job import (
     ProbeBuildJob,
     ProbeEvalJob,
+    ProbeTableJob,
     ProbeTrainJob,
     run_probe_build,
     run_probe_eval,
+    run_probe_table,
     run_probe_train,
 )
 
@@ -32,8 +33,7 @@ def _eval_arguments(e: argparse.ArgumentParser) -> None:
 
 
 def _table_arguments(tb: argparse.ArgumentParser) -> None:
-    tb.add_argument("results", nargs="+", type=Path, help="probe run or transfer folders")
-    tb.add_argument("--out", type=Path, required=True, help="folder for table1.md and table1.png")
+    add_arguments(tb, ProbeTableJob)
 
 
 def cmd_probe_build(args: argparse.Namespace) -> int:
@@ -106,9 +106,9 @@ def cmd_probe_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_probe_table(args: argparse.Namespace) -> int:
-    from radspatial.probes.table import write_table
-
-    path = write_table(args.results, args.out)
+    job = from_namespace(ProbeTableJob, args)
+    with caller_terms(ProbeTableJob, "cli"):
+        path = run_probe_table(job)
     print(f"table: {path}")
     return 0
 

@@ -1,6 +1,6 @@
-"""The ``probe build``, ``probe train`` and ``probe eval`` job specs: every option of those
-commands and of ``radspatial.probe_build`` / ``probe_train`` / ``probe_eval``, declared once
-(``core/jobspec``), and the ``run_probe_*`` functions both faces call.
+"""The ``probe build``, ``train``, ``eval`` and ``table`` job specs: every option of those
+commands and of ``radspatial.probe_build`` / ``probe_train`` / ``probe_eval`` / ``probe_table``,
+declared once (``core/jobspec``), and the ``run_probe_*`` functions both faces call.
 
 The library functions underneath (``build_probes(cases, out, ...)``, ``train_probe``,
 ``evaluate_probe``) keep their signatures: they take a list of ``Case``s and settings with no
@@ -91,6 +91,19 @@ class ProbeEvalJob:
         help="folder for results.json (default: print only, write nothing)")
     batch_size: int = option(64, type=int, help="samples per forward pass")
     device: str = option("cpu", help="torch device, e.g. cuda:0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeTableJob:
+    """What one ``probe table`` (Table 1) is asked: the result folders, where, which split."""
+
+    result_dirs: tuple[Path, ...] = option(type=Path, argument=True, positional=True, nargs="+",
+        metavar="results", annotation="Sequence[str | Path]",
+        help="probe run or transfer folders")
+    out: Path = option(type=Path, positional=True, annotation="str | Path",
+        help="folder for table1.md and table1.png")
+    split: str = option("test", choices=["train", "val", "test"],
+        help="split whose results the table shows")
 # fmt: on
 
 
@@ -142,3 +155,10 @@ def run_probe_eval(job: ProbeEvalJob) -> dict[str, Any]:
     out = Path(job.out) if job.out is not None else None
     return evaluate_probe(Path(job.model), Path(job.data), out, split=job.split,
                           batch_size=job.batch_size, device=job.device)  # fmt: skip
+
+
+def run_probe_table(job: ProbeTableJob) -> Path:
+    """Table 1 of ``job``'s result folders (``probes/table.write_table``); the .md path."""
+    from radspatial.probes.table import write_table
+
+    return write_table([Path(d) for d in job.result_dirs], Path(job.out), split=job.split)
