@@ -11,6 +11,7 @@ import json
 import pytest
 
 from radspatial import api
+from radspatial.agent.job import AnswerJob, ServeJob
 from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.cli import build_parser
 from radspatial.core import jobspec
@@ -23,7 +24,9 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTableJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
+from radspatial.training.job import TrainUnetJob
 
 # (command, API function, spec, keywords only the API has: each says why in its help)
 FACES = [
@@ -38,6 +41,14 @@ FACES = [
     ("export lmms-eval", api.export_lmms, ExportLmmsJob, set()),
     ("import lmms-eval", api.import_lmms, ImportLmmsJob, set()),
     ("import inspect", api.import_inspect, ImportInspectJob, set()),
+    ("agent", api.answer, AnswerJob, set()),
+    ("serve", api.serve, ServeJob, set()),
+    ("train unet", api.train_unet, TrainUnetJob, {"progress"}),
+    ("agent train", api.train_unet, TrainUnetJob, {"progress"}),  # the deprecated name
+    ("probe build", api.probe_build, ProbeBuildJob, {"progress"}),
+    ("probe train", api.probe_train, ProbeTrainJob, {"progress"}),
+    ("probe eval", api.probe_eval, ProbeEvalJob, set()),
+    ("probe table", api.probe_table, ProbeTableJob, set()),
 ]
 
 
@@ -61,9 +72,14 @@ def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 def test_every_flag_is_a_keyword_and_back_with_the_same_default(command, fn, spec, api_only):
     flags = _flags(_subparser(command))
     params = inspect.signature(fn).parameters
+    cli_only = {f.name for f in jobspec.fields(spec, "cli")} - {
+        f.name for f in jobspec.fields(spec, "api")
+    }  # printing choices (agent --json)
     assert set(params) - set(flags) == api_only
-    assert set(flags) - set(params) == set()
+    assert set(flags) - set(params) == cli_only
     for dest, action in flags.items():
+        if dest in cli_only:
+            continue
         param = params[dest]
         if action.required:
             assert param.default is inspect.Parameter.empty, dest
@@ -309,3 +325,24 @@ def test_backend_options_name_the_parameter_in_the_caller_s_terms(
     assert main([*argv, *flags]) == 2
     assert cli_words in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_an_output_on_its_input_is_named_in_the_caller_s_terms(tmp_path, capsys):
+    """``core/safepath.check_disjoint``'s refusal is a ParamError: ``--out``/``--data`` on the
+    command line, ``out=``/``data=`` in Python; nothing is replaced."""
+    from radspatial.cli import main
+    from radspatial.core.safepath import OverlapError, PathEscapeError, check_disjoint
+
+    data = tmp_path / "ds"
+    api.generate(data, size=96, setups=["rq1"], as_count=0)
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(ValueError, match=r"^out= .*: lies inside the input data= .*\(choose an"):
+        api.export_hf(data, data / "hf")
+    with pytest.raises(ValueError, match=r"^out= .*: is the input data= "):
+        api.evaluate(data, "baseline:yes", data, runs=1)
+    assert main(["export", "hf", "--data", str(data), "--out", str(data / "hf")]) == 2
+    assert "--out " in (err := capsys.readouterr().err) and "the input --data " in err
+    assert sorted(p.name for p in data.iterdir()) == before
+    with pytest.raises(OverlapError) as refused:  # still a path refusal, for callers that ask
+        check_disjoint(data, {"run #1": data})
+    assert isinstance(refused.value, PathEscapeError) and "the input run #1 " in str(refused.value)

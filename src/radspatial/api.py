@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radspatial.agent.job import AnswerJob, ServeJob
 from radspatial.bench.job import GenerateJob, MirrorJob
 from radspatial.core.jobspec import api_function, caller_terms
 from radspatial.eval.job import EvalJob
@@ -29,9 +30,12 @@ from radspatial.formats.job import (
     ImportLmmsJob,
 )
 from radspatial.phantoms.job import PhantomJob
+from radspatial.probes.job import ProbeBuildJob, ProbeEvalJob, ProbeTableJob, ProbeTrainJob
 from radspatial.reports.job import ReportJob, SparTableJob
+from radspatial.training.job import TrainUnetJob
 
 if TYPE_CHECKING:
+    from radspatial.agent.core import AgentResult
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.formats.hf_export import HFExport
     from radspatial.formats.inspect_import import InspectImport
@@ -122,9 +126,9 @@ def evaluate(job: EvalJob) -> EvalRun:
     from radspatial.eval.job import eval_config
     from radspatial.eval.runner import run_eval
 
-    with caller_terms(EvalJob, "api"):
+    with caller_terms(EvalJob, "api"):  # a refusal below (out= on data=) in Python's terms
         config = eval_config(job)
-    rows = run_eval(Path(job.data), Path(job.out), config, progress=job.progress)
+        rows = run_eval(Path(job.data), Path(job.out), config, progress=job.progress)
     metrics = json.loads((Path(job.out) / "metrics.json").read_text())
     return EvalRun(Path(job.out), job.model, metrics, rows)
 
@@ -234,3 +238,89 @@ def import_inspect(job: ImportInspectJob) -> InspectImport:
 
     with caller_terms(ImportInspectJob, "api"):
         return run_import_inspect(job)
+
+
+@api_function(AnswerJob)
+def answer(job: AnswerJob) -> AgentResult:
+    """The modular agent's answer to ``question`` about the PNG/JPEG ``image``, with the
+    options of ``radspatial agent`` (``localizer``, ``model``, ``mask`` + ``labels`` for the
+    mask oracle, ``margin``; ``trace`` / ``overlay``: files to write the trace JSON / an overlay
+    PNG to); returns the ``AgentResult`` (``.trace``; ``agent.core.verdict`` words it). For many
+    questions build one ``radspatial.Agent`` and call its ``answer`` (the network loads once).
+
+    Example:
+        >>> result = answer("slice.png", "Is the liver left of the spleen?")  # doctest: +SKIP
+        >>> result.trace["decision"]  # doctest: +SKIP
+    """
+    from radspatial.agent.job import run_answer
+
+    with caller_terms(AnswerJob, "api"):
+        return run_answer(job)
+
+
+@api_function(ServeJob)
+def serve(job: ServeJob) -> None:
+    """Serve the agent as an OpenAI-compatible API until Ctrl-C, with the options of
+    ``radspatial serve`` (``host``, ``port``, ``api_key`` or ``api_key_env``, ``localizers``,
+    ``model``, ``threads``, ``max_connections``, ``max_pixels``, ``max_total_pixels``;
+    docs/server.md). ``agent/server.make_server`` builds a server without blocking."""
+    from radspatial.agent.job import run_serve
+
+    with caller_terms(ServeJob, "api"):
+        run_serve(job)
+
+
+@api_function(TrainUnetJob)
+def train_unet(job: TrainUnetJob) -> dict[str, Any]:
+    """Train the unet localizer on ``data`` (a dataset generated with ``export_masks=True``)
+    into the model folder ``out``, with the options of ``radspatial train unet`` (``epochs``,
+    ``size``, ``seed``, ``threads``); returns the validation metrics (also ``out/metrics.json``).
+    ``training/unet_train.train_unet(data, out, TrainConfig(...))`` is the library function
+    underneath, with every training setting (docs/unet.md). Needs ``radspatial[agent]``."""
+    from radspatial.training.job import run_train_unet
+
+    with caller_terms(TrainUnetJob, "api"):
+        return run_train_unet(job)
+
+
+@api_function(ProbeBuildJob)
+def probe_build(job: ProbeBuildJob) -> dict[str, Any]:
+    """A SPAR probe dataset into ``out``, with the options of ``radspatial probe build``;
+    ``cases``: a cases CSV, a list of ``radspatial.imaging.volumes.Case``, or None (the bundled
+    CT). Returns its ``probes.json`` info (``n_cases`` added). ``build_probes(cases, out, ...)``
+    is the library function underneath (``slice_samples`` too; docs/probes.md)."""
+    from radspatial.probes.job import run_probe_build
+
+    with caller_terms(ProbeBuildJob, "api"):
+        return run_probe_build(job)
+
+
+@api_function(ProbeTrainJob)
+def probe_train(job: ProbeTrainJob) -> dict[str, Any]:
+    """Probe heads on ``encoder`` trained on the probe dataset ``data`` into ``out``, with the
+    options of ``radspatial probe train``; returns results.json (``train_probe`` underneath)."""
+    from radspatial.probes.job import run_probe_train
+
+    with caller_terms(ProbeTrainJob, "api"):
+        return run_probe_train(job)
+
+
+@api_function(ProbeEvalJob)
+def probe_eval(job: ProbeEvalJob) -> dict[str, Any]:
+    """Zero-shot transfer of the probe run ``model`` to the probe dataset ``data`` (written to
+    ``out`` when given), as ``radspatial probe eval`` (``evaluate_probe`` underneath)."""
+    from radspatial.probes.job import run_probe_eval
+
+    with caller_terms(ProbeEvalJob, "api"):
+        return run_probe_eval(job)
+
+
+@api_function(ProbeTableJob)
+def probe_table(job: ProbeTableJob) -> Path:
+    """Table 1 (``table1.md`` and ``table1.png``) of probe run or transfer folders
+    ``result_dirs`` into ``out``, for ``split``, as ``radspatial probe table`` writes it;
+    returns the markdown's path (``probes/table.write_table`` underneath)."""
+    from radspatial.probes.job import run_probe_table
+
+    with caller_terms(ProbeTableJob, "api"):
+        return run_probe_table(job)

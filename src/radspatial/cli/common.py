@@ -1,21 +1,29 @@
 """What several subcommands share: the :class:`Command` record each command group declares
-its subcommands with (registered by :func:`add_commands`), the help formatting, argument types,
-option groups, and passing parsed flags on to the public functions."""
+its subcommands with (registered by :func:`add_commands`), the help formatting and the
+argument types (from ``core/jobspec``, where the commands' job specs declare their options)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from radspatial.bench.job import question_types
-from radspatial.core.jobspec import csv_list, csv_lower, spacing, triple, window
+from radspatial.core.jobspec import (
+    csv_list,
+    csv_lower,
+    fractions,
+    positive,
+    spacing,
+    triple,
+    window,
+)
 
 __all__ = [
     "csv_list",
     "csv_lower",
+    "fractions",
+    "positive",
     "question_types",
     "spacing",
     "triple",
@@ -130,61 +138,3 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
                 help=f"{names}: each has its own --help" + " (optional)" * optional,
             )
             add_commands(group, command.subcommands)
-
-
-def pass_on(args: argparse.Namespace, *names: str) -> dict[str, Any]:
-    """``{name: args.<name>}``: flags handed to a public function under the same name."""
-    return {name: getattr(args, name) for name in names}
-
-
-def add_output(p: argparse.ArgumentParser, what: str) -> None:
-    """``--out`` (required) and ``--overwrite``: a command that writes one folder and refuses a
-    non-empty one unless told."""
-    p.add_argument("--out", type=Path, required=True, help=what)
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
-
-
-def fractions(text: str) -> tuple[float, float, float]:
-    """Three split fractions (train,val,test), each 0-1, summing to 1."""
-    import math
-
-    values = triple(float)(text)
-    if not all(math.isfinite(v) and 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
-        raise argparse.ArgumentTypeError(
-            f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
-        )
-    return values
-
-
-def positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return value
-
-    return parse
-
-
-def add_executor_options(p: argparse.ArgumentParser, workers: str) -> None:
-    """``--workers`` (``workers``: its help), ``--executor`` and ``--ray-address``: how a
-    command's independent jobs run (see :func:`executor_args`)."""
-    p.add_argument("--workers", type=int, default=1, help=workers)
-    p.add_argument(
-        "--executor",
-        choices=["local", "ray"],
-        default="local",
-        help="local process pool, or Ray (pip install 'radspatial[ray]'): same output bytes",
-    )
-    p.add_argument(
-        "--ray-address",
-        help="Ray cluster to join (default: env RAY_ADDRESS, else a local Ray with --workers CPUs)",
-    )
-
-
-def executor_args(args: argparse.Namespace) -> dict[str, Any]:
-    """``--workers`` and :func:`add_executor_options`' flags as the public functions take them."""
-    return {"workers": args.workers, "executor": args.executor, "address": args.ray_address}

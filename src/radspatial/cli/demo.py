@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from radspatial.cli.common import Command, question_types
 from radspatial.cli.eval import _print_eval
+from radspatial.core.jobspec import ParamError, add_arguments, caller_terms, from_namespace, option
 from radspatial.core.runtime import bundled_example
 
 DEMO_MODELS = (
@@ -26,21 +28,24 @@ DEMO_SETUPS = {"agent:mask": ("rq1", "rq2", "rq3")}
 DEMO_SAMPLE = {"agent": (300, 1)}  # spec -> (items, runs)
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
-    p.add_argument("--runs", type=int, default=3, help="repeats of every item")
-    p.add_argument(
-        "--model",
-        action="append",
-        help=f"model spec to evaluate (repeatable; default: {', '.join(DEMO_MODELS)})",
-    )
-    p.add_argument(
-        "--questions",
-        type=question_types,
-        default="all",
+# fmt: off
+@dataclass(frozen=True, kw_only=True)
+class DemoJob:
+    """What one ``demo`` is asked (its job spec, ``core/jobspec``; the demo has no Python API
+    function: it is ``generate``, ``evaluate`` per model and ``report`` in a row)."""
+
+    out: Path = option(Path("runs/demo"), type=Path, help="output folder")
+    runs: int = option(3, type=int, help="repeats of every item")
+    model: tuple[str, ...] | None = option(None, action="append",
+        help=f"model spec to evaluate (repeatable; default: {', '.join(DEMO_MODELS)})")
+    questions: tuple[str, ...] = option("all", type=question_types,
         help="question types, comma-separated, or spar, open, all (every type: MIRP relative "
-        "position, the SPAR-VQA and the open types)",
-    )
+        "position, the SPAR-VQA and the open types)")
+# fmt: on
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    add_arguments(p, DemoJob)
 
 
 def _runnable(specs: tuple[str, ...]) -> list[str]:
@@ -61,7 +66,7 @@ def _stage(text: str) -> None:
     print(f"demo: {text}", file=sys.stderr, flush=True)
 
 
-def _evaluate(spec: str, data: Path, args: argparse.Namespace, step: str, start: float) -> Path:
+def _evaluate(spec: str, data: Path, job: DemoJob, step: str, start: float) -> Path:
     """One model's run folder under OUT/eval; a deterministic backend runs once."""
     import time
     from dataclasses import replace
@@ -69,8 +74,8 @@ def _evaluate(spec: str, data: Path, args: argparse.Namespace, step: str, start:
     from radspatial.eval.runner import EvalConfig, open_backend, run_eval
     from radspatial.models.base import is_deterministic
 
-    run_dir = args.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
-    limit, runs = DEMO_SAMPLE.get(spec, (None, args.runs))
+    run_dir = job.out / "eval" / spec.replace(":", "_").replace("/", "_").replace("@", "_")
+    limit, runs = DEMO_SAMPLE.get(spec, (None, job.runs))
     config = EvalConfig(model=spec, runs=runs, setups=DEMO_SETUPS.get(spec), limit=limit)
     backend = open_backend(config)
     once = is_deterministic(backend)
@@ -97,24 +102,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from radspatial.imaging.volumes import Case
     from radspatial.reports.build import build_report
 
+    job = from_namespace(DemoJob, args)
+    if job.runs < 1:
+        with caller_terms(DemoJob, "cli"):
+            raise ParamError("runs", f"{{param}} must be >= 1, got {job.runs}")
     ct, seg = bundled_example()
-    data = args.out / "dataset"
-    specs = list(args.model or _runnable(DEMO_MODELS))
+    data = job.out / "dataset"
+    specs = list(job.model or _runnable(DEMO_MODELS))
     n_steps = len(specs) + 2
     start = time.monotonic()
     _stage(f"[1/{n_steps}] generating the benchmark from the bundled CT into {data}")
     summary = build_dataset(
         [Case("example_ct_sm", ct, seg, "totalsegmentator")],
-        GenerateConfig(export_masks=True, question_types=args.questions),
+        GenerateConfig(export_masks=True, question_types=job.questions),
         data,
         overwrite=True,
     )
     print(f"dataset: {data} ({summary.n_questions} questions)", flush=True)
     run_dirs = []
     for k, spec in enumerate(specs, start=2):
-        run_dirs.append(_evaluate(spec, data, args, f"[{k}/{n_steps}]", start))
+        run_dirs.append(_evaluate(spec, data, job, f"[{k}/{n_steps}]", start))
     _stage(f"[{n_steps}/{n_steps}] writing the report ({time.monotonic() - start:.0f} s so far)")
-    report = build_report(run_dirs, args.out / "report", log=_stage)
+    report = build_report(run_dirs, job.out / "report", log=_stage)
     print(f"report: {report.summary_md}")
     for fig in report.figures:
         print(f"figure: {fig}")

@@ -41,7 +41,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         job = from_namespace(EvalJob, args, model=spec, out=out_dirs[spec])
         with caller_terms(EvalJob, "cli"):
             configs[spec] = eval_config(job, template)
-    opts.note_remote(specs, args.judge)
+    opts.note_remote(specs, args.judge, {s: c.backend_options for s, c in configs.items()})
     opts.show_retries()
     n_err = 0
     for spec in specs:

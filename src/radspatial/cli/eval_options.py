@@ -29,20 +29,26 @@ def backend_options(args: argparse.Namespace, spec: str | None = None) -> dict:
         return job_backend_options(args, spec)
 
 
-def note_remote(specs: list[str], judge: str | None) -> None:
+def note_remote(specs: list[str], judge: str | None, options: dict | None = None) -> None:
     """One stderr line per model (or judge) whose backend sends the items off this machine
-    (its ``remote`` trait: ``openai:``, ``openai-compat:`` to another host), before it runs."""
+    (its ``remote`` trait: ``openai:``, ``openai-compat:`` to another host), or whose backend
+    ``options`` (by spec) run it on a Ray cluster that may span machines, before it runs."""
     from radspatial.core.redact import redact
     from radspatial.core.textsafe import log_text
     from radspatial.models.base import is_remote
 
     for spec in [*specs, *([judge] if judge else [])]:
         if is_remote(spec):
-            print(
-                f"radspatial: note: {log_text(redact(spec))} sends the dataset's images and "
-                "questions to a server off this machine",
-                file=sys.stderr,
-            )
+            where = "a server off this machine"
+        elif is_remote(spec, (options or {}).get(spec) if spec in specs else None):
+            where = "the Ray cluster's machines"
+        else:
+            continue
+        print(
+            f"radspatial: note: {log_text(redact(spec))} sends the dataset's images and "
+            f"questions to {where}",
+            file=sys.stderr,
+        )
 
 
 def run_dir_for(out: Path, spec: str) -> Path:

@@ -1,104 +1,47 @@
-"""``radspatial probe`` build / train / eval / table: the SPAR probes of vision encoders."""
+"""``radspatial probe`` build / train / eval / table: the SPAR probes of vision encoders (the
+options of build, train and eval are the job specs of ``probes/job``)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import radspatial.cli.common as common
 from radspatial.cli.probe_vlm import VLM_COMMAND
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.probes.job import (
+    ProbeBuildJob,
+    ProbeEvalJob,
+    ProbeTableJob,
+    ProbeTrainJob,
+    run_probe_build,
+    run_probe_eval,
+    run_probe_table,
+    run_probe_train,
+)
 
 
 def _build_arguments(b: argparse.ArgumentParser) -> None:
-    b.add_argument(
-        "--cases", type=Path, help="cases CSV ct,seg[,labels,case_id,variant] (default: the "
-        "bundled example CT)"
-    )  # fmt: skip
-    common.add_output(b, "probe dataset folder to write")
-    b.add_argument("--seed", type=int, default=0, help="seed of every random draw")
-    b.add_argument("--size", type=int, default=224, help="whole-slice image side in px")
-    b.add_argument("--crop", type=int, default=96, help="organ crop side in px (multiple of 4)")
-    b.add_argument(
-        "--context", choices=["keep", "remove"], default="keep",
-        help="organ crops with the tissue around the organ (keep) or without it (remove: "
-        "SPAR-Bench's context-free tiles)",
-    )  # fmt: skip
-    b.add_argument(
-        "--splits", type=common.fractions, default=(0.7, 0.15, 0.15),
-        help="train,val,test fractions of the cases",
-    )  # fmt: skip
-    b.add_argument(
-        "--tasks", type=common.csv_list, help="comma-separated subset of tasks (default: all)"
-    )
-    b.add_argument(
-        "--max-per-case", type=int, help="at most this many samples per task and case "
-        "(default: no limit)"
-    )  # fmt: skip
-    common.add_executor_options(b, workers="cases built in parallel processes")
+    add_arguments(b, ProbeBuildJob)
 
 
 def _train_arguments(t: argparse.ArgumentParser) -> None:
-    t.add_argument("--data", type=Path, required=True, help="probe dataset (probe build)")
-    t.add_argument("--encoder", required=True, help="e.g. resnet-small, vit-tiny, resnet50, hf:DIR")
-    t.add_argument("--head", default="mlp", choices=["mlp", "transformer", "both"], help="head")
-    t.add_argument(
-        "--frozen", help="encoder checkpoint to freeze: our run folder or hf:DIR (default: "
-        "finetune the encoder from scratch)"
-    )  # fmt: skip
-    t.add_argument(
-        "--tasks", type=common.csv_list, help="comma-separated subset of tasks (default: all)"
-    )
-    t.add_argument("--epochs", type=int, help="training epochs (default: 30)")
-    t.add_argument("--batch-size", type=int, help="samples per step (default: 32)")
-    t.add_argument("--lr", type=float, help="peak learning rate (default: 0.001)")
-    t.add_argument("--seed", type=int, default=0, help="seed of initialisation and batches")
-    t.add_argument("--device", default="cpu", help="torch device, e.g. cuda:0")
-    t.add_argument("--out", type=Path, required=True, help="probe run folder to write")
+    add_arguments(t, ProbeTrainJob)
 
 
 def _eval_arguments(e: argparse.ArgumentParser) -> None:
-    e.add_argument("--model", type=Path, required=True, help="probe run folder (probe train)")
-    e.add_argument("--data", type=Path, required=True, help="probe dataset to evaluate on")
-    e.add_argument("--split", default="test", help="split of --data: train, val or test")
-    e.add_argument(
-        "--out", type=Path, help="folder for results.json (default: print only, write nothing)"
-    )
+    add_arguments(e, ProbeEvalJob)
 
 
 def _table_arguments(tb: argparse.ArgumentParser) -> None:
-    tb.add_argument("results", nargs="+", type=Path, help="probe run or transfer folders")
-    tb.add_argument("--out", type=Path, required=True, help="folder for table1.md and table1.png")
+    add_arguments(tb, ProbeTableJob)
 
 
 def cmd_probe_build(args: argparse.Namespace) -> int:
-    from radspatial.imaging.volumes import Case, read_cases_csv
-    from radspatial.probes import build_probes
-
-    if args.cases:
-        cases = read_cases_csv(args.cases)
-    else:
-        from radspatial.core.runtime import bundled_example
-
-        ct, seg = bundled_example()
-        cases = [Case("example_ct_sm", ct, seg, "totalsegmentator")]
-    info = build_probes(
-        cases,
-        args.out,
-        **common.pass_on(
-            args,
-            "seed",
-            "size",
-            "crop",
-            "context",
-            "splits",
-            "tasks",
-            "max_per_case",
-            "overwrite",
-        ),
-        **common.executor_args(args),
-    )
+    job = from_namespace(ProbeBuildJob, args)
+    with caller_terms(ProbeBuildJob, "cli"):
+        info = run_probe_build(job)
     tasks = info["tasks"]
-    print(f"probes: {args.out} ({len(tasks)} task(s), {len(cases)} case(s), seed {args.seed})")
+    print(f"probes: {job.out} ({len(tasks)} task(s), {info['n_cases']} case(s), seed {job.seed})")
     print(f"  {'task':<12} {'level':>5}  {'kind':<14} {'train':>6} {'val':>6} {'test':>6}  chance")
     for name, task in tasks.items():
         c = task["counts"]
@@ -142,37 +85,30 @@ def _print_probe_results(results: dict, splits: tuple[str, ...]) -> None:
 
 
 def cmd_probe_train(args: argparse.Namespace) -> int:
-    from radspatial.probes.train import train_probe
-
-    given = common.pass_on(args, "epochs", "batch_size", "lr")
-    options = {k: v for k, v in given.items() if v is not None}
-    results = train_probe(
-        args.data,
-        args.out,
-        **common.pass_on(args, "encoder", "head", "frozen", "tasks", "seed", "device"),
-        **options,
-    )
+    job = from_namespace(ProbeTrainJob, args)
+    with caller_terms(ProbeTrainJob, "cli"):
+        results = run_probe_train(job)
     n = len(results.get("tasks", {}))
-    mode = results.get("mode") or ("frozen" if args.frozen else "finetuned")
-    print(f"probe run: {args.out} ({args.encoder} + {args.head}, {mode}, {n} task(s) trained)")
+    mode = results.get("mode") or ("frozen" if job.frozen else "finetuned")
+    print(f"probe run: {job.out} ({job.encoder} + {job.head}, {mode}, {n} task(s) trained)")
     _print_probe_results(results, ("train", "val", "test"))
     return 0
 
 
 def cmd_probe_eval(args: argparse.Namespace) -> int:
-    from radspatial.probes.evaluate import evaluate_probe
-
-    results = evaluate_probe(args.model, args.data, args.out, split=args.split)
-    where = args.out or "(not written: no --out)"
-    print(f"transfer: {args.model} on {args.data}, split {args.split}; results: {where}")
-    _print_probe_results(results, (args.split,))
+    job = from_namespace(ProbeEvalJob, args)
+    with caller_terms(ProbeEvalJob, "cli"):
+        results = run_probe_eval(job)
+    where = job.out or "(not written: no --out)"
+    print(f"transfer: {job.model} on {job.data}, split {job.split}; results: {where}")
+    _print_probe_results(results, (job.split,))
     return 0
 
 
 def cmd_probe_table(args: argparse.Namespace) -> int:
-    from radspatial.probes.table import write_table
-
-    path = write_table(args.results, args.out)
+    job = from_namespace(ProbeTableJob, args)
+    with caller_terms(ProbeTableJob, "cli"):
+        path = run_probe_table(job)
     print(f"table: {path}")
     return 0
 

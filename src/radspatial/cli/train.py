@@ -2,7 +2,8 @@
 ``unet`` (the unet localizer on a dataset generated with ``--export-masks``), ``organs`` (the
 shipped organs network, ``training/organs_train``) and ``atlas`` (the ``organs+atlas``
 localizer's atlas, ``training/organs_atlas``). ``radspatial agent train`` still runs
-``train unet`` and says so (deprecated)."""
+``train unet`` and says so (deprecated). ``train unet``'s options are the job spec
+``training/job.TrainUnetJob``."""
 
 from __future__ import annotations
 
@@ -11,36 +12,21 @@ import sys
 from pathlib import Path
 
 from radspatial.cli.common import Command
+from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.training.job import TrainUnetJob, run_train_unet
 
 
 def unet_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, required=True, help="dataset generated with --export-masks")
-    p.add_argument("--out", type=Path, required=True, help="model folder to write")
-    p.add_argument("--epochs", type=int, help="epochs (default: the trainer's)")
-    p.add_argument("--size", type=int, help="network input size in px (default: the trainer's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    add_arguments(p, TrainUnetJob)
 
 
 def cmd_train_unet(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from radspatial.core.safepath import check_disjoint
-
-    check_disjoint(args.out, {"--data": args.data})  # before torch loads: a quick refusal
-    from radspatial.training.unet_train import TrainConfig, train_unet
-
-    config = TrainConfig(seed=args.seed)
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs)
-    if args.size is not None:
-        config = replace(config, size=args.size)
-    if args.threads is not None:
-        config = replace(config, threads=args.threads)
-    metrics = train_unet(args.data, args.out, config, progress=True)
-    print(f"model: {args.out}")
+    job = from_namespace(TrainUnetJob, args)
+    with caller_terms(TrainUnetJob, "cli"):
+        metrics = run_train_unet(job)
+    print(f"model: {job.out}")
     print(_train_summary(metrics))
-    print(f"metrics: {Path(args.out) / 'metrics.json'} (per structure: Dice, centroid error)")
+    print(f"metrics: {Path(job.out) / 'metrics.json'} (per structure: Dice, centroid error)")
     return 0
 
 

@@ -208,6 +208,21 @@ def api_function(spec: type) -> Callable[[Callable[[Any], Any]], Callable[..., A
     return wrap
 
 
+def positive(kind: type) -> Callable[[str], Any]:
+    """A number of ``kind`` above 0 (threads, connections, pixels)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
 def csv_lower(text: str) -> tuple[str, ...]:
     """Comma list of names, lower-cased (setups, markers, question types)."""
     return tuple(t.strip().lower() for t in text.split(",") if t.strip())
@@ -250,4 +265,16 @@ def spacing(text: str) -> tuple[float, float, float]:
     values = triple(float)(text)
     if not all(math.isfinite(v) and 0 < v <= 1000 for v in values):
         raise argparse.ArgumentTypeError(f"expected three finite mm values > 0, got {text!r}")
+    return values
+
+
+def fractions(text: str) -> tuple[float, float, float]:
+    """Three split fractions (train,val,test), each 0-1, summing to 1."""
+    import math
+
+    values = triple(float)(text)
+    if not all(math.isfinite(v) and 0 <= v <= 1 for v in values) or abs(sum(values) - 1) > 1e-6:
+        raise argparse.ArgumentTypeError(
+            f"expected three fractions 0-1 that sum to 1 (e.g. 0.7,0.15,0.15), got {text!r}"
+        )
     return values

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from radspatial.core.jobspec import ParamError
+
 
 class PathEscapeError(ValueError):
     """A path from a data file that is absolute or resolves outside its dataset folder."""
@@ -53,11 +55,19 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def check_disjoint(out: Path, inputs: dict[str, Path | None]) -> None:
-    """Refuse ``out`` when it is, contains or lies inside one of ``inputs`` (flag -> path), with
-    every symlink resolved: replacing ``out`` would delete or change that input."""
+class OverlapError(ParamError, PathEscapeError):
+    """An output that is, contains or lies inside an input: a :class:`ParamError` about the
+    output's and the input's parameters (worded in the caller's terms), and a path refusal."""
+
+
+def check_disjoint(out: Path, inputs: dict[str, Path | None], *, out_param: str = "out") -> None:
+    """Refuse ``out`` when it is, contains or lies inside one of ``inputs`` (parameter -> path),
+    with every symlink resolved: replacing ``out`` would delete or change that input. A key is
+    a job parameter (``data``; ``--data`` is read as ``data``) or a plain description (``run
+    #2``, ``case1 ct``); the refusal is an :class:`OverlapError` naming ``out_param`` and the
+    input's parameter, so each face words them (``--out``/``--data``, ``out=``/``data=``)."""
     real_out = _real(out)
-    for flag, path in inputs.items():
+    for key, path in inputs.items():
         if path is None:
             continue
         real_in = _real(path)
@@ -67,9 +77,13 @@ def check_disjoint(out: Path, inputs: dict[str, Path | None]) -> None:
                 if real_out == real_in
                 else ("lies inside" if real_in in real_out.parents else "contains")
             )
-            raise PathEscapeError(
-                f"--out {out}: {how} the input {flag} {path}; writing there would replace the "
-                "input (choose another --out)"
+            name = key[2:].replace("-", "_") if key.startswith("--") else key
+            param = name if name.isidentifier() else None
+            what = "{" + param + "}" if param else key
+            raise OverlapError(
+                (out_param, param) if param else out_param,
+                f"{{{out_param}}} {out}: {how} the input {what} {path}; writing there would "
+                f"replace the input (choose another {{{out_param}}})",
             )
 
 

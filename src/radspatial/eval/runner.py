@@ -283,7 +283,7 @@ def _run_info(data: Path, config: EvalConfig, backend: Backend, n_items: int) ->
             "data": str(data),
             "model": redact(config.model),
             "backend": redact_json(backend.describe()),
-            **remote_provenance(config.model, config.judge),
+            **remote_provenance(config.model, config.judge, config.backend_options),
             "runs": config.runs,
             "concurrency": config.concurrency,
             "limit": config.limit,

@@ -151,20 +151,62 @@ def traits(prefix: str) -> Traits:
     return getattr(BACKENDS.get(prefix), "traits", Traits()) if prefix in BACKENDS else Traits()
 
 
-def is_remote(spec: str) -> bool:
+def is_remote(spec: str, options: Mapping[str, Any] | None = None) -> bool:
     """Whether evaluating model ``spec`` sends the dataset's images and questions off this
-    machine, as its backend declares (``Traits.remote``): ``openai:`` always, ``openai-compat:``
-    unless its URL's host is this machine; ``hf:``, ``vllm:``, baselines and the agent never.
-    An unknown prefix is not remote (it cannot be run)."""
+    machine: as its backend declares (``Traits.remote``: ``openai:`` always, ``openai-compat:``
+    unless its URL's host is this machine; ``hf:``, ``vllm:``, baselines and the agent never),
+    or because ``options`` (its backend options) run it on a Ray cluster that may span
+    machines (``executor="ray"`` with a non-local ``address``: :func:`ray_sends_off`). An
+    unknown prefix is not remote (it cannot be run)."""
     prefix, _, rest = spec.partition(":")
-    return traits(prefix).sends_off(rest)
+    if traits(prefix).sends_off(rest):
+        return True
+    options = options or {}
+    return options.get("executor") == "ray" and ray_sends_off(options.get("address"))
 
 
-def remote_provenance(model: str, judge: str | None = None) -> dict[str, bool]:
+def ray_sends_off(address: str | None) -> bool:
+    """Whether Ray joined at ``address`` (None: what Ray itself reads, env ``RAY_ADDRESS``;
+    neither: a Ray started on this machine) may run work on other machines: an address whose
+    host is not this machine (``ray://head:10001``, ``10.0.0.5:6379``), or ``auto`` (the
+    running cluster it finds may have other nodes); ``local`` and a loopback host do not."""
+    import os
+
+    address = (address or os.environ.get("RAY_ADDRESS") or "").strip()
+    if address in ("", "local"):
+        return False
+    if address == "auto":
+        return True
+    return not is_loopback(address if "://" in address else "//" + address)
+
+
+def is_loopback(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:  # a malformed address: nothing says it stays here
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def remote_provenance(
+    model: str, judge: str | None = None, options: Mapping[str, Any] | None = None
+) -> dict[str, bool]:
     """run.json's record of where the items went: ``remote`` / ``judge_remote`` true when the
-    model / the judge sends them off this machine (:func:`is_remote`); absent when not, so a
-    local run's run.json is as it was before the trait."""
-    found = {"remote": is_remote(model), "judge_remote": bool(judge) and is_remote(judge or "")}
+    model (run with backend ``options``) / the judge sends them off this machine
+    (:func:`is_remote`); absent when not, so a local run's run.json is as it was before."""
+    found = {
+        "remote": is_remote(model, options),
+        "judge_remote": bool(judge) and is_remote(judge or ""),
+    }
     return {k: True for k, v in found.items() if v}
 
 

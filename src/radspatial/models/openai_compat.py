@@ -25,14 +25,13 @@ kept out of ``describe()``, ``repr`` and errors. Each retry is logged (logger
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import sys
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from radspatial.models.base import Decoding, register_backend
+from radspatial.models.base import Decoding, is_loopback, register_backend
 from radspatial.models.openai_client import Endpoint, OpenAIChatBackend, RetryPolicy
 from radspatial.models.options import Opt, at_least, positive
 
@@ -50,17 +49,6 @@ def parse_compat_spec(rest: str) -> tuple[str, str]:
             "e.g. 'openai-compat:qwen2-vl@http://127.0.0.1:8000/v1'"
         )
     return match["model"], match["url"].rstrip("/")
-
-
-def is_loopback(url: str) -> bool:
-    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # the options both HTTP backends take (their factories' keywords; models/options.py reads them)

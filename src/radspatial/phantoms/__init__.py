@@ -8,7 +8,7 @@ command's options) without numpy.
 
 from __future__ import annotations
 
-from importlib import import_module
+from radspatial.core.lazy import lazy_names
 
 _LAZY = {
     "VARIANTS": "radspatial.phantoms.build",
@@ -19,9 +19,4 @@ _LAZY = {
 __all__ = ["VARIANTS", "Phantom", "make_phantom", "write_phantoms"]
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'radspatial.phantoms' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("radspatial.phantoms", _LAZY)

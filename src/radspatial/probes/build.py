@@ -27,6 +27,7 @@ from pathlib import Path
 from radspatial.bench.generate import encode_png
 from radspatial.core.executor import run_all
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+from radspatial.core.jobspec import ParamError
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.staging import staged
 from radspatial.imaging.slices import (
@@ -81,21 +82,27 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         bad = sorted(set(self.tasks) - set(ALL_TASKS))
         if bad or not self.tasks:
-            raise ValueError(f"unknown probe task(s) {bad}; expected a subset of {ALL_TASKS}")
+            raise ParamError(
+                "tasks", f"{{param}}: unknown probe task(s) {bad}; expected a subset of {ALL_TASKS}"
+            )
         # Task order never depends on how they were asked for: output stays byte-identical.
         object.__setattr__(self, "tasks", tuple(t for t in ALL_TASKS if t in self.tasks))
         splits = tuple(float(f) for f in self.splits)
         if len(splits) != 3 or min(splits) < 0 or not sum(splits) > 0:
-            raise ValueError(f"splits must be 3 fractions >= 0 (train, val, test), got {splits}")
+            raise ParamError(
+                "splits", f"{{param}} must be 3 fractions >= 0 (train, val, test), got {splits}"
+            )
         object.__setattr__(self, "splits", splits)
         if self.size < 64:
-            raise ValueError(f"size must be >= 64 px, got {self.size}")
+            raise ParamError("size", f"{{param}} must be >= 64 px, got {self.size}")
         if self.crop < 4 * GRID or self.crop % GRID:
-            raise ValueError(
-                f"crop must be a multiple of {GRID} and >= {4 * GRID}, got {self.crop}"
+            raise ParamError(
+                "crop", f"{{param}} must be a multiple of {GRID} and >= {4 * GRID}, got {self.crop}"
             )
         if self.max_per_case is not None and self.max_per_case < 1:
-            raise ValueError(f"max_per_case must be >= 1 or None, got {self.max_per_case}")
+            raise ParamError(
+                "max_per_case", f"{{param}} must be >= 1 or None, got {self.max_per_case}"
+            )
         draws = {str(t): int(k) for t, k in dict(self.slice_samples).items()}
         bad = sorted(t for t, k in draws.items() if t not in MULTI_DRAW_TASKS or k < 1)
         if bad:
@@ -105,7 +112,9 @@ class ProbeConfig:
         object.__setattr__(self, "slice_samples", {t: draws[t] for t in sorted(draws)})
 
         if self.context not in CONTEXTS:
-            raise ValueError(f"context must be one of {CONTEXTS}, got {self.context!r}")
+            raise ParamError(
+                "context", f"{{param}} must be one of {CONTEXTS}, got {self.context!r}"
+            )
 
     def draws(self, task: str) -> int:
         return self.slice_samples.get(task, 1)
