@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from radspatial.core.metrics_blocks import GroupMetrics
 from radspatial.core.textsafe import Markup, md_code, md_table, md_text
 from radspatial.models.base import ORACLE_MARK
 from radspatial.reports.common import (
@@ -20,6 +21,7 @@ from radspatial.reports.common import (
     SETUPS,
     TRANSFORM_KEY,
     Group,
+    group_of,
 )
 from radspatial.reports.common import rank as _rank
 
@@ -33,14 +35,15 @@ def pct(x: Any) -> str:
     return DASH if v is None else f"{100 * v:.1f}"
 
 
-def acc(group: Group | None) -> str:
+def acc(group: Group | GroupMetrics | None) -> str:
     """``acc_mean ± std`` in %, a dash when the group is empty, or "abstains" when every
     answer was an abstention or invalid (a 0.0 there would read as always wrong)."""
-    if not group or not group.get("n_items"):
+    g = group_of(group)
+    if not g.n_items:
         return DASH
-    if group.get("invalid_rate") == 1.0:
+    if g.invalid_rate == 1.0:
         return "abstains"
-    mean, std = pct(group.get("accuracy_mean")), pct(group.get("accuracy_std"))
+    mean, std = pct(g.accuracy_mean), pct(g.accuracy_std)
     return mean if std == DASH else f"{mean} ± {std}"
 
 
