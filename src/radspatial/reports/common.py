@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from radspatial.core.metrics_blocks import GroupMetrics, TypeGroup
+from radspatial.core.metrics_blocks import FrameMetrics, GroupMetrics, TypeGroup
 from radspatial.core.records import DEFAULT_TYPE, SETUPS
 from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.questions.frames import AXES as FRAME_AXES
@@ -56,4 +56,22 @@ def type_groups(by: dict[str, Any]) -> dict[str, dict[str, TypeGroup]]:
     return {
         model: {name: TypeGroup.from_json(g, f"summary: {model}: {name}") for name, g in m.items()}
         for model, m in by.items()
+    }
+
+
+# model -> setup -> axis -> its frame groups (a summary's ``frames``)
+Frames = dict[str, dict[str, dict[str, FrameMetrics]]]
+
+
+def frame_groups(frames: dict[str, Any]) -> Frames:
+    """A summary's ``frames`` (model -> setup -> axis -> view -> group) as records."""
+    return {
+        model: {
+            setup: {
+                axis: FrameMetrics.from_json(f, f"summary: frames: {model}: {setup}: {axis}")
+                for axis, f in axes.items()
+            }
+            for setup, axes in setups.items()
+        }
+        for model, setups in frames.items()
     }
