@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from radspatial.core.metrics_blocks import FrameMetrics, GroupMetrics, TypeGroup
+from radspatial.core.metrics_blocks import Consistency, FrameMetrics, GroupMetrics, TypeGroup
 from radspatial.core.records import DEFAULT_TYPE, SETUPS
 from radspatial.imaging.markers import MARKER_STYLES
 from radspatial.questions.frames import AXES as FRAME_AXES
@@ -74,4 +74,14 @@ def frame_groups(frames: dict[str, Any]) -> Frames:
             for setup, axes in setups.items()
         }
         for model, setups in frames.items()
+    }
+
+
+def consistency_groups(by: dict[str, Any]) -> dict[str, dict[str, Consistency]]:
+    """A summary's ``consistency`` (model -> scope -> classes) as records."""
+    return {
+        model: {
+            k: Consistency.from_json(c, f"summary: consistency: {model}: {k}") for k, c in m.items()
+        }
+        for model, m in by.items()
     }
