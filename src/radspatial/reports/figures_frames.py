@@ -11,7 +11,6 @@ draw those planes with their own axis titles (``docs/planes.md``).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from radspatial.core.metrics_blocks import FrameMetrics, GroupMetrics
@@ -23,6 +22,7 @@ from radspatial.reports.plotting import (
     grouped_bars,
     legend_below,
     new_figure,
+    pct_of,
     png_bytes,
     style_axes,
     wrap_label,
@@ -81,12 +81,6 @@ def _view(axis: FrameMetrics | None, view: str) -> GroupMetrics | None:
     return None if axis is None else axis.get(view)
 
 
-def _pct(group: GroupMetrics | None, value: str) -> float:
-    """A view's mean or std in % (NaN: no items there)."""
-    v = getattr(group, value) if group is not None and group.n_items else None
-    return math.nan if v is None else 100 * float(v)
-
-
 def _draw(by_model: Frames, setup: str, plane: str, *, other_planes: bool) -> bytes:
     models = list(by_model)
     frames = {m: by_model[m].get(setup, {}) for m in models}
@@ -102,8 +96,8 @@ def _draw(by_model: Frames, setup: str, plane: str, *, other_planes: bool) -> by
             shown = [f for f in colours if any(_view(g, prefix + f) is not None for g in groups)]
             views = {f: [_view(g, prefix + f) for g in groups] for f in shown}
             series = [
-                (f"{frame} frame", [_pct(v, "accuracy_mean") for v in views[frame]],
-                 [_pct(v, "accuracy_std") for v in views[frame]], colours[frame])
+                (f"{frame} frame", [pct_of(v, "accuracy_mean") for v in views[frame]],
+                 [pct_of(v, "accuracy_std") for v in views[frame]], colours[frame])
                 for frame in shown
             ]  # fmt: skip
             grouped_bars(ax, len(models), series, values=True)
