@@ -62,7 +62,7 @@ def chances(
     """Each type's chance level as the runs' metrics record it (None: not recorded)."""
     out: dict[str, float | None] = {}
     for name in types:
-        levels = [g[name].chance for g in by.values() if name in g and g[name].chance]
+        levels = [chance for g in by.values() if name in g and (chance := g[name].chance)]
         out[name] = float(levels[0]) if levels else None
     return out
 

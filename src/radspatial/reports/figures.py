@@ -189,7 +189,7 @@ def draw_question_types(s: Summary) -> bytes | None:
     if len(cols) < 2 or not by:
         return None
     levels = _type_chances(by, cols)
-    typed = {m: {c: g.get(c) or TypeGroup() for c in cols} for m, g in by.items()}
+    typed: Groups = {m: {c: g.get(c) or TypeGroup() for c in cols} for m, g in by.items()}
     fig, ax = _accuracy_figure(typed, cols, 8.5, values=True, chance=levels)
     ticks = [_type_tick(c, lv) for c, lv in zip(cols, levels, strict=True)]
     ax.set_xticks(range(len(cols)), ticks, fontsize=8)
@@ -208,7 +208,7 @@ def _type_chances(by: dict[str, dict[str, TypeGroup]], cols: Sequence[str]) -> l
     """Each type's own chance level (%), as its metrics record it (nan: none recorded)."""
     out = []
     for c in cols:
-        levels = [g[c].chance for g in by.values() if c in g and g[c].chance]
+        levels = [chance for g in by.values() if c in g and (chance := g[c].chance)]
         out.append(100 * float(levels[0]) if levels else math.nan)
     return out
 

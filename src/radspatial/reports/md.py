@@ -158,7 +158,7 @@ def _frames_tables(s: dict[str, Any]) -> str:
             "coronal and sagittal slices above/below is superior/inferior (By plane, below).\n"
         )
     for axis, title in AXES.items():
-        rows = []
+        rows: list[list[Any]] = []
         for label, frames in frame_groups(s["frames"]).items():
             for setup in SETUPS:
                 f = frames.get(setup, {}).get(axis)

@@ -72,7 +72,7 @@ def groups_markdown(s: dict[str, Any]) -> str:
         if sub and len(s["planes"]) > 1:
             planes[plane] = consistency_groups(sub)
     header = ["Model", "Plane", "Setup", "Groups", *(TITLES[c] for c in CLASSES)]
-    rows = []
+    rows: list[list[Any]] = []
     for plane, models in planes.items():
         for label, by in models.items():
             for key, group in by.items():
