@@ -42,6 +42,28 @@ def _rows() -> list[dict]:
     ]
 
 
+def _records(rows: list[dict]) -> list:
+    """``rows`` as the result rows a judged run writes (open rows the judge decided)."""
+    from radspatial.core.records import OpenGrade, ResultRow
+
+    return [
+        ResultRow(
+            id=r["id"],
+            run=0,
+            setup="rq1",
+            marker="none",
+            question="Which side is the liver on?",
+            question_type=r["question_type"],
+            expected="left",
+            correct=r["correct"],
+            reply="left",
+            parsed=None,  # the rules read nothing: the judge decided
+            open=OpenGrade(status="undecided", source="judge", judge=r["judge"]),
+        )
+        for r in rows
+    ]
+
+
 def _marks(tmp_path: Path) -> Path:
     path = tmp_path / "marks.jsonl"
     lines = [
@@ -54,7 +76,7 @@ def _marks(tmp_path: Path) -> Path:
 
 
 def test_kappa_per_type_equals_the_hand_computed_value(tmp_path):
-    review = fold_review([("m", "spec", _rows())], read_marks(_marks(tmp_path)))
+    review = fold_review([("m", "spec", _records(_rows()))], read_marks(_marks(tmp_path)))
     agreement = review["models"]["m"]["judge_vs_review"]
     # laterality, judge invalid read as incorrect: judge C C C I I I, reviewer C C I I I C
     # observed 4/6; judge 3 C / 3 I, reviewer 3 C / 3 I -> chance 0.5; kappa (2/3-1/2)/(1/2)
@@ -79,7 +101,7 @@ def test_kappa_per_type_equals_the_hand_computed_value(tmp_path):
 
 def test_no_judged_rows_no_judge_section(tmp_path):
     rows = [{**r, "judge": None} for r in _rows()]
-    review = fold_review([("m", "spec", rows)], read_marks(_marks(tmp_path)))
+    review = fold_review([("m", "spec", _records(rows))], read_marks(_marks(tmp_path)))
     assert "judge_vs_review" not in review["models"]["m"]
     assert "LLM judge vs human review" not in open_markdown([], {"marks": "m", **review})
 
@@ -106,24 +128,7 @@ def test_report_review_flag_shows_the_table(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    from radspatial.core.records import OpenGrade, ResultRow
-
-    rows = [
-        ResultRow(
-            id=r["id"],
-            run=0,
-            setup="rq1",
-            marker="none",
-            question="Which side is the liver on?",
-            question_type=r["question_type"],
-            expected="left",
-            correct=r["correct"],
-            reply="left",
-            parsed=None,  # the rules read nothing: the judge decided
-            open=OpenGrade(status="undecided", source="judge", judge=r["judge"]),
-        ).to_json()
-        for r in _rows()
-    ]
+    rows = [r.to_json() for r in _records(_rows())]
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     metrics = compute_metrics(rows, model="m", runs=1).to_json()
     (run / "metrics.json").write_text(json.dumps(metrics))

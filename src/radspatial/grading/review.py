@@ -34,6 +34,7 @@ from radspatial.core.datafiles import (
     max_jsonl_bytes,
     read_text_bounded,
 )
+from radspatial.core.records import ResultRow
 from radspatial.grading.judge import cohen_kappa
 
 MARKS = ("correct", "incorrect", "ambiguous")
@@ -63,15 +64,15 @@ def read_marks(path: Path) -> list[dict[str, Any]]:
 
 
 def fold_review(
-    runs: list[tuple[str, str, list[dict]]], marks: list[dict[str, Any]]
+    runs: list[tuple[str, str, list[ResultRow]]], marks: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """``runs``: (label, model spec, result rows). Per model: reviewed vs automatic grades."""
     out: dict[str, Any] = {"n_marks": len(marks), "models": {}, "unmatched": 0}
     matched: set[int] = set()  # marks that matched some run (one matching two counts once)
     for label, spec, rows in runs:
-        by_key = {(r["id"], r["run"]): r for r in rows}
+        by_key = {(r.id, r.run): r for r in rows}
         pairs, disagree, ambiguous = [], [], 0
-        judged: list[tuple[dict, str]] = []  # (row, reviewer's mark) of non-ambiguous marks
+        judged: list[tuple[ResultRow, str]] = []  # (row, reviewer's mark) of non-ambiguous marks
         for k, m in enumerate(marks):
             if m.get("model") not in (None, label, spec):
                 continue
@@ -79,7 +80,7 @@ def fold_review(
             if row is None:
                 continue
             matched.add(k)
-            auto = "correct" if row["correct"] else "incorrect"
+            auto = "correct" if row.correct else "incorrect"
             if m["mark"] == "ambiguous":
                 ambiguous += 1
                 continue
@@ -92,8 +93,8 @@ def fold_review(
                         "run": m["run"],
                         "automatic": auto,
                         "reviewed": m["mark"],
-                        "grade_source": (row.get("grade") or {}).get("source", "rules"),
-                        "reply": row.get("reply"),
+                        "grade_source": "rules" if row.open is None else row.open.source,
+                        "reply": row.reply,
                         **{k: m[k] for k in ("reviewer", "note") if k in m},
                     }
                 )
@@ -130,15 +131,15 @@ def _agreement(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def judge_vs_review(judged: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+def judge_vs_review(judged: list[tuple[ResultRow, str]]) -> dict[str, Any]:
     """Judge verdicts vs reviewer marks on the reviewed rows the judge graded: per question
     type and ``all`` (empty when the judge graded none of them)."""
     by_type: dict[str, list[tuple[str, str]]] = {}
     for row, mark in judged:
-        verdict = (row.get("judge") or {}).get("verdict")
+        verdict = ((row.open.judge if row.open is not None else None) or {}).get("verdict")
         if verdict not in ("correct", "incorrect", "invalid"):
             continue  # not judged, or the judge's call failed
-        by_type.setdefault(str(row.get("question_type")), []).append((verdict, mark))
+        by_type.setdefault(str(row.question_type), []).append((verdict, mark))
     if not by_type:
         return {}
     out = {qtype: _agreement(pairs) for qtype, pairs in sorted(by_type.items())}

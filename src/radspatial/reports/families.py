@@ -10,10 +10,11 @@ number is read against the wrong chance.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from radspatial.reports.common import DASH, RELPOS
+from radspatial.core.metrics_blocks import TypeGroup
+from radspatial.reports.common import DASH, RELPOS, type_groups
 
 # family key -> title; the key is a question type's ``group`` (questions/), RELPOS its own
 FAMILIES = {
@@ -55,11 +56,13 @@ def answer_kind(name: str, chance: float | None) -> str:
     return f"1 of {round(1 / chance)}"
 
 
-def chances(by: dict[str, dict[str, Any]], types: Sequence[str]) -> dict[str, float | None]:
+def chances(
+    by: Mapping[str, Mapping[str, TypeGroup]], types: Sequence[str]
+) -> dict[str, float | None]:
     """Each type's chance level as the runs' metrics record it (None: not recorded)."""
     out: dict[str, float | None] = {}
     for name in types:
-        levels = [g[name]["chance"] for g in by.values() if (g.get(name) or {}).get("chance")]
+        levels = [chance for g in by.values() if name in g and (chance := g[name].chance)]
         out[name] = float(levels[0]) if levels else None
     return out
 
@@ -68,13 +71,14 @@ def family_tables(s: dict[str, Any], acc: Any, pct: Any, table: Any) -> str:
     """One markdown table per family with more than relative position: a row per type (its
     answer kind and chance level), a column per model; ``acc``, ``pct`` and ``table`` are the
     report's cell and table writers (``md``)."""
-    by = s.get("by_question_type") or {}
+    by = type_groups(s.get("by_question_type") or {})
     if not by:
         return ""
-    level = chances(by, s["question_types"])
+    types: list[str] = s["question_types"]
+    level = chances(by, types)
     models = list(by)
     parts = []
-    for key, names in split_families(s["question_types"]):
+    for key, names in split_families(types):
         rows = [
             [name, answer_kind(name, level[name]), pct(level[name])]
             + [acc(by[m].get(name)) for m in models]

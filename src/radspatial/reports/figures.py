@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
+from radspatial.core.metrics_blocks import Consistency, GroupMetrics, TypeGroup
 from radspatial.core.records import DEFAULT_TYPE
 from radspatial.core.textsafe import fig_text
 from radspatial.eval.consistency import CLASSES, TITLES
 from radspatial.imaging.planes import PLANES  # PLANES[0]: axial, MIRP's plane
+from radspatial.reports.common import consistency_groups, group_of, type_groups
 from radspatial.reports.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
 from radspatial.reports.plotting import (
     PALETTE,
@@ -33,6 +35,12 @@ from radspatial.reports.plotting import png_bytes as _png
 
 RELPOS = DEFAULT_TYPE  # MIRP's type, the headline's
 Summary = dict[str, Any]
+Groups = dict[str, dict[str, GroupMetrics]]  # model -> column -> group
+
+
+def _groups(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> Groups:
+    """A summary section's ``cols`` per model as records (absent: no items)."""
+    return {m: {c: group_of(g.get(c)) for c in cols} for m, g in by.items()}
 
 
 def _tick(key: str) -> str:
@@ -44,7 +52,7 @@ def _tick(key: str) -> str:
 
 
 def _accuracy_figure(
-    by: dict[str, dict[str, Any]],
+    by: Groups,
     cols: Sequence[str],
     min_width: float,
     *,
@@ -66,30 +74,24 @@ def _accuracy_figure(
     return fig, ax
 
 
-def _abstained(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> list[list[bool]]:
+def _abstained(by: Groups, cols: Sequence[str]) -> list[list[bool]]:
     """Per model and column: every answer invalid or an abstention (drawn "abst.", not 0)."""
-    return [
-        [bool((g.get(c) or {}).get("n_items")) and (g.get(c) or {}).get("invalid_rate") == 1.0
-         for c in cols]
-        for g in by.values()
-    ]  # fmt: skip
+    return [[bool(g[c].n_items) and g[c].invalid_rate == 1.0 for c in cols] for g in by.values()]
 
 
-def _setup_scope(s: Summary) -> tuple[list[str], dict[str, dict[str, Any]], str]:
+def _setup_scope(s: Summary) -> tuple[list[str], Groups, str]:
     """Columns, numbers and the scope of the setup figure: relative position (the questions of
     MIRP's Table 1, as in the report's table beside it) when the runs mix types, else the one
     type there is."""
     cols, by, types = s["setup_markers"], s["by_setup_marker"], s.get("question_types", [])
     per_type = s.get("by_question_type_setup_marker") or {}
     if len(types) > 1 and RELPOS in types and per_type:
-        by = {
-            m: {c: g.get(f"{RELPOS}|{c}", {"n_items": 0}) for c in cols}
-            for m, g in per_type.items()
-        }
-        cols = [c for c in cols if any((by[m][c] or {}).get("n_items") for m in by)]
-        return cols, by, "relative-position questions only (MIRP's)"
+        relpos = {m: {c: g.get(f"{RELPOS}|{c}") for c in cols} for m, g in per_type.items()}
+        typed = _groups(relpos, cols)
+        cols = [c for c in cols if any(typed[m][c].n_items for m in typed)]
+        return cols, typed, "relative-position questions only (MIRP's)"
     name = types[0].replace("_", " ") if len(types) == 1 else "every question type pooled"
-    return cols, by, f"{name} questions" if len(types) == 1 else name
+    return cols, _groups(by, cols), f"{name} questions" if len(types) == 1 else name
 
 
 def draw_accuracy_by_setup(s: Summary) -> bytes | str:
@@ -154,7 +156,8 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     image = None
     for ax, (title, by) in zip(axes, panels, strict=True):
-        grid = np.array([[pct_of(by[m].get(c), "accuracy_mean") for c in cols] for m in models])
+        typed = _groups(by, cols)
+        grid = np.array([[pct_of(typed[m][c], "accuracy_mean") for c in cols] for m in models])
         # diverging around chance: white = 50%, blue above, red below (systematic errors)
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100)
         for (r, c), v in np.ndenumerate(grid):
@@ -182,11 +185,12 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
 def draw_question_types(s: Summary) -> bytes | None:
     """Accuracy per question type (MIRP relative position and the SPAR-VQA types); None (not
     applicable, not listed) when the runs hold one question type only."""
-    cols, by = s.get("question_types", []), s.get("by_question_type", {})
+    cols, by = s.get("question_types", []), type_groups(s.get("by_question_type", {}))
     if len(cols) < 2 or not by:
         return None
     levels = _type_chances(by, cols)
-    fig, ax = _accuracy_figure(by, cols, 8.5, values=True, chance=levels)
+    typed: Groups = {m: {c: g.get(c) or TypeGroup() for c in cols} for m, g in by.items()}
+    fig, ax = _accuracy_figure(typed, cols, 8.5, values=True, chance=levels)
     ticks = [_type_tick(c, lv) for c, lv in zip(cols, levels, strict=True)]
     ax.set_xticks(range(len(cols)), ticks, fontsize=8)
     style_axes(ax)
@@ -200,11 +204,11 @@ def draw_question_types(s: Summary) -> bytes | None:
     return _png(fig)
 
 
-def _type_chances(by: dict[str, dict[str, Any]], cols: Sequence[str]) -> list[float]:
+def _type_chances(by: dict[str, dict[str, TypeGroup]], cols: Sequence[str]) -> list[float]:
     """Each type's own chance level (%), as its metrics record it (nan: none recorded)."""
     out = []
     for c in cols:
-        levels = [g[c].get("chance") for g in by.values() if (g.get(c) or {}).get("chance")]
+        levels = [chance for g in by.values() if c in g and (chance := g[c].chance)]
         out.append(100 * float(levels[0]) if levels else math.nan)
     return out
 
@@ -223,7 +227,8 @@ def _type_tick(name: str, chance: float) -> str:
 def draw_consistency(s: dict[str, Any]) -> bytes | None:
     """Stacked bars: each model's groups by class (all setups pooled); None without groups."""
 
-    data = {m: c["all"] for m, c in (s.get("consistency") or {}).items() if c.get("all")}
+    groups = consistency_groups(s.get("consistency") or {})
+    data: dict[str, Consistency] = {m: c["all"] for m, c in groups.items() if "all" in c}
     if not data:
         return None
     # wide enough for the title and the legend whatever the number of models (one model made
@@ -232,7 +237,7 @@ def draw_consistency(s: dict[str, Any]) -> bytes | None:
     ax = fig.add_subplot()
     bottoms = [0.0] * len(data)
     for colour, cls in zip(PALETTE, CLASSES, strict=False):
-        shares = [100 * (g[cls]["share"] or 0.0) for g in data.values()]
+        shares = [100 * (g.classes[cls].share or 0.0) for g in data.values()]
         ax.bar(range(len(data)), shares, 0.6, bottom=bottoms, color=colour, label=TITLES[cls])
         bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
     pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide

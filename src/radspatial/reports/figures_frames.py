@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.core.metrics_blocks import FrameMetrics, GroupMetrics
 from radspatial.imaging.planes import DEFAULT_PLANE, PLANE
-from radspatial.reports.common import AXES
+from radspatial.reports.common import AXES, Frames, frame_groups
 from radspatial.reports.plotting import (
     PALETTE,
     chance_line,
@@ -42,7 +43,12 @@ def _plane(s: Summary, plane: str) -> Summary | None:
     return by_plane.get(plane)
 
 
-def _first_setup(frames: dict[str, Any]) -> str | None:
+def _frames(sub: Summary | None) -> Frames:
+    """``sub``'s frames as records (none: no plane, or no frame data)."""
+    return frame_groups((sub or {}).get("frames") or {})
+
+
+def _first_setup(frames: Frames) -> str | None:
     for setup in SETUP_ORDER:
         if any(f.get(setup) for f in frames.values()):  # {} when no standard-view answer
             return setup
@@ -53,8 +59,7 @@ def draw_frames(s: Summary, setup: str | None = None) -> bytes | str | None:
     """``frames.png``: the axial items of the first setup with frame data (RQ1 when present);
     with ``setup`` (``frames_rq2.png``, ...), that setup when it has data and is not the first
     (None: not applicable, so each setup is drawn once)."""
-    sub = _plane(s, "axial")
-    frames = (sub or {}).get("frames") or {}
+    frames = _frames(_plane(s, "axial"))
     first = _first_setup(frames)
     if setup is not None and (setup == first or not any(f.get(setup) for f in frames.values())):
         return None
@@ -67,13 +72,16 @@ def draw_frames(s: Summary, setup: str | None = None) -> bytes | str | None:
 def draw_plane_frames(s: Summary, plane: str) -> bytes | None:
     """``frames_coronal.png`` / ``frames_sagittal.png``: that plane's first setup with frame
     data, its axes titled as they read there; None when the runs hold no such items."""
-    sub = _plane(s, plane) if s.get("by_plane") else None
-    frames = (sub or {}).get("frames") or {}
+    frames = _frames(_plane(s, plane) if s.get("by_plane") else None)
     setup = _first_setup(frames)
     return None if setup is None else _draw(frames, setup, plane, other_planes=True)
 
 
-def _draw(by_model: dict[str, Any], setup: str, plane: str, *, other_planes: bool) -> bytes:
+def _view(axis: FrameMetrics | None, view: str) -> GroupMetrics | None:
+    return None if axis is None else axis.get(view)
+
+
+def _draw(by_model: Frames, setup: str, plane: str, *, other_planes: bool) -> bytes:
     models = list(by_model)
     frames = {m: by_model[m].get(setup, {}) for m in models}
     fig = new_figure(min(max(9.0, 2.4 * len(models) + 2.0), 16.0), 7.0)
@@ -83,12 +91,13 @@ def _draw(by_model: dict[str, Any], setup: str, plane: str, *, other_planes: boo
     for row, (axis, axis_title) in enumerate(PLANE_AXES[plane].items()):
         for col, (prefix, which) in enumerate(panels):
             ax = axes[row][col]
-            groups = [frames[m].get(axis, {}) for m in models]
-            ns = [g.get(f"{prefix}image", {}).get("n_items", 0) for g in groups]
-            shown = [f for f in colours if any(g.get(prefix + f) for g in groups)]
+            groups = [frames[m].get(axis) for m in models]
+            ns = [(_view(g, f"{prefix}image") or GroupMetrics()).n_items for g in groups]
+            shown = [f for f in colours if any(_view(g, prefix + f) is not None for g in groups)]
+            views = {f: [_view(g, prefix + f) for g in groups] for f in shown}
             series = [
-                (f"{frame} frame", [pct_of(g.get(prefix + frame), "accuracy_mean") for g in groups],
-                 [pct_of(g.get(prefix + frame), "accuracy_std") for g in groups], colours[frame])
+                (f"{frame} frame", [pct_of(v, "accuracy_mean") for v in views[frame]],
+                 [pct_of(v, "accuracy_std") for v in views[frame]], colours[frame])
                 for frame in shown
             ]  # fmt: skip
             grouped_bars(ax, len(models), series, values=True)

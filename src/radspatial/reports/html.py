@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.io import place_file
-from radspatial.core.records import read_results
+from radspatial.core.records import ResultRow, read_results
 from radspatial.core.safepath import linkable
 
 MAX_REPLY_CHARS = 20_000  # per reply shown: 500 one-MB replies must not make a 500 MB page
@@ -175,9 +175,9 @@ def markdown_to_html(md: str) -> str:
 # ---------------------------------------------------------------- gallery
 
 
-def _rows(run_dir: Path) -> list[dict[str, Any]]:
+def _rows(run_dir: Path) -> list[ResultRow]:
     path = run_dir / "results.jsonl"
-    return [r.to_json() for r in read_results(path)] if path.is_file() else []
+    return read_results(path) if path.is_file() else []
 
 
 def gallery_items(
@@ -189,21 +189,19 @@ def gallery_items(
     roots = list(roots) if roots is not None else [None] * len(run_dirs)
     for label, run_dir, root in zip(labels, run_dirs, roots, strict=True):
         for row in _rows(Path(run_dir)):
-            item = items.setdefault(row["id"], {"row": row, "models": {}, "root": root})
+            item = items.setdefault(row.id, {"row": row, "models": {}, "root": root})
             model = item["models"].setdefault(label, {"runs": {}})
-            read = row.get("parsed") if "grade" in row else None
-            model["runs"][row["run"]] = (
-                row.get("parsed"), row.get("correct"), row.get("error"), read
-            )  # fmt: skip
-            if row["run"] == 0 or "reply" not in model:
-                model.update(reply=row.get("reply"), error=row.get("error"))
+            read = row.parsed if row.open is not None else None
+            model["runs"][row.run] = (row.parsed, row.correct, row.error, read)
+            if row.run == 0 or "reply" not in model:
+                model.update(reply=row.reply, error=row.error)
     return [items[k] for k in sorted(items, key=lambda k: (_setup_rank(items[k]["row"]), k))]
 
 
-def _setup_rank(row: dict[str, Any]) -> int:
+def _setup_rank(row: ResultRow) -> int:
     """RQ1-RQ3 (CT images) before the blank-image ablation."""
     order = ("rq1", "rq2", "rq3", "as")
-    return order.index(row.get("setup")) if row.get("setup") in order else len(order)
+    return order.index(row.setup) if row.setup in order else len(order)
 
 
 def _spread(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -213,7 +211,7 @@ def _spread(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for it in items:
         r = it["row"]
-        groups.setdefault((r.get("setup"), r.get("marker"), r.get("question_type")), []).append(it)
+        groups.setdefault((r.setup, r.marker, r.question_type), []).append(it)
     keep: list[dict[str, Any]] = []
     queues = [groups[k] for k in sorted(groups, key=str)]
     depth = 0
@@ -243,15 +241,13 @@ def _answer(v: Any) -> str:
     return _YES_NO.get(v, "–")
 
 
-def _expected_line(r: dict[str, Any]) -> str:
+def _expected_line(r: ResultRow) -> str:
     """The expected answer in the three frames: yes/no, or the open answer's words."""
-    if "grade" in r:  # open question: the answer's text or number per frame
-        frames = [r.get("expected"), r.get("expected_standard"), r.get("expected_anatomical")]
+    frames = [r.expected, r.expected_standard, r.expected_anatomical]
+    if r.open is not None:  # open question: the answer's text or number per frame
         a, b, c = (html.escape("–" if v is None else str(v)) for v in frames)
     else:
-        a, b, c = (
-            _answer(r.get(k)) for k in ("expected", "expected_standard", "expected_anatomical")
-        )
+        a, b, c = (_answer(v) for v in frames)
     return f"expected: image <b>{a}</b> · standard view <b>{b}</b> · anatomical <b>{c}</b>"
 
 
@@ -278,11 +274,11 @@ def _review_buttons(model: str, item_id: str) -> str:
 def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, dict[str, str]]:
     r = item["row"]
     esc = html.escape
-    src = _image_src(r.get("image"), out, item.get("root"))
+    src = _image_src(r.image, out, item.get("root"))
     img = (
-        f'<img loading="lazy" src="{esc(src)}" alt="{esc(r["id"])}">'
+        f'<img loading="lazy" src="{esc(src)}" alt="{esc(r.id)}">'
         if src
-        else f'<div class="missing">image not found: {esc(str(r.get("image")))}</div>'
+        else f'<div class="missing">image not found: {esc(str(r.image))}</div>'
     )
     expected = _expected_line(r)
     replies, answers, wrong = [], set(), False
@@ -292,7 +288,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
             replies.append(f'<div class="reply"><b>{esc(label)}</b>: not evaluated</div>')
             continue
         runs = [m["runs"][k] for k in sorted(m["runs"])]
-        marks = [_run_mark(run, open_item="grade" in r) for run in runs]
+        marks = [_run_mark(run, open_item=r.open is not None) for run in runs]
         p0 = m["runs"].get(0, runs[0])
         answers.add(p0[0] if not p0[2] else "error")
         wrong = wrong or (not p0[2] and not p0[1])
@@ -305,26 +301,26 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
             else ""
         )
         body = f"<details><summary>{short}</summary><pre>{esc(whole)}</pre></details>"
-        review = _review_buttons(label, r["id"])
+        review = _review_buttons(label, r.id)
         replies.append(
             f'<div class="reply"><b>{esc(label)}</b>: {" ".join(marks) or "–"}{review}{body}</div>'
         )
     data = {
-        "setup": str(r.get("setup") or ""),
-        "marker": str(r.get("marker") or ""),
-        "qtype": str(r.get("question_type") or ""),
-        "variant": str(r.get("variant") or ""),
-        "transform": str(r.get("transform") or ""),
+        "setup": str(r.setup or ""),
+        "marker": str(r.marker or ""),
+        "qtype": str(r.question_type or ""),
+        "variant": str(r.variant or ""),
+        "transform": str(r.transform or ""),
         "disagree": "1" if len(answers) > 1 else "0",
         "wrong": "1" if wrong else "0",
     }
     attrs = " ".join(f'data-{k}="{esc(v)}"' for k, v in data.items())
-    meta = f"{r.get('setup')} · {r.get('marker')} · {r.get('question_type')} · {r.get('variant')}"
-    if r.get("transform"):
-        meta += f" · {r.get('transform')}"
+    meta = f"{r.setup} · {r.marker} · {r.question_type} · {r.variant}"
+    if r.transform:
+        meta += f" · {r.transform}"
     card = (
-        f'<div class="item" {attrs}>{img}<div class="id">{esc(r["id"])} — {esc(meta)}</div>'
-        f'<div class="q">{esc(str(r.get("question")))}</div><div class="exp">{expected}</div>'
+        f'<div class="item" {attrs}>{img}<div class="id">{esc(r.id)} — {esc(meta)}</div>'
+        f'<div class="q">{esc(str(r.question))}</div><div class="exp">{expected}</div>'
         f"{''.join(replies)}</div>"
     )
     return card, data

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from radspatial.core.metrics_blocks import GroupMetrics, Share
 from radspatial.core.textsafe import Markup, md_code, md_table, md_text
 from radspatial.models.base import ORACLE_MARK
 from radspatial.reports.common import (
@@ -20,6 +21,8 @@ from radspatial.reports.common import (
     SETUPS,
     TRANSFORM_KEY,
     Group,
+    frame_groups,
+    group_of,
 )
 from radspatial.reports.common import rank as _rank
 
@@ -33,14 +36,15 @@ def pct(x: Any) -> str:
     return DASH if v is None else f"{100 * v:.1f}"
 
 
-def acc(group: Group | None) -> str:
+def acc(group: Group | GroupMetrics | None) -> str:
     """``acc_mean ± std`` in %, a dash when the group is empty, or "abstains" when every
     answer was an abstention or invalid (a 0.0 there would read as always wrong)."""
-    if not group or not group.get("n_items"):
+    g = group_of(group)
+    if not g.n_items:
         return DASH
-    if group.get("invalid_rate") == 1.0:
+    if g.invalid_rate == 1.0:
         return "abstains"
-    mean, std = pct(group.get("accuracy_mean")), pct(group.get("accuracy_std"))
+    mean, std = pct(g.accuracy_mean), pct(g.accuracy_std)
     return mean if std == DASH else f"{mean} ± {std}"
 
 
@@ -70,21 +74,17 @@ def _table1(s: dict[str, Any]) -> str:
     rows = []
     for m in s["models"]:
         label = m["label"]
-        o = s["headline"].get(label) or {}
+        o = group_of(s["headline"].get(label))
         by_qt = s["by_question_type_setup_marker"].get(label, {})
         by_sm = s["by_setup_marker"][label]
 
         def cell(c: str, by_qt: dict = by_qt, by_sm: dict = by_sm) -> str:
             return acc(by_qt.get(f"{RELPOS}|{c}") if by_qt else by_sm.get(c))
 
-        ci = (
-            Markup(f"[{pct(o.get('ci_low'))}, {pct(o.get('ci_high'))}]")
-            if o.get("n_items")
-            else DASH
-        )
+        ci = Markup(f"[{pct(o.ci_low)}, {pct(o.ci_high)}]") if o.n_items else DASH
         rows.append(
             [label, *(cell(c) for c in main), acc(o), ci, *(cell(c) for c in ablation)]
-            + [pct(o.get("invalid_rate")), pct(o.get("yes_rate"))]
+            + [pct(o.invalid_rate), pct(o.yes_rate)]
         )
     rows.append(["chance", *(["50.0"] * len(main)), "50.0", DASH, *(["50.0"] * len(ablation))])
     rows[-1] += [DASH, DASH]
@@ -158,12 +158,12 @@ def _frames_tables(s: dict[str, Any]) -> str:
             "coronal and sagittal slices above/below is superior/inferior (By plane, below).\n"
         )
     for axis, title in AXES.items():
-        rows = []
-        for label, frames in s["frames"].items():
+        rows: list[list[Any]] = []
+        for label, frames in frame_groups(s["frames"]).items():
             for setup in SETUPS:
                 f = frames.get(setup, {}).get(axis)
-                if f:
-                    n = f.get("conflict_image", {}).get("n_items", 0)
+                if f is not None and f.views:
+                    n = group_of(f.get("conflict_image")).n_items
                     cells = [acc(f.get(c)) for c in FRAME_COLUMNS]
                     rows.append([label, setup.upper(), *cells, n])
         if not rows:
@@ -218,11 +218,11 @@ def _variant_table(s: dict[str, Any]) -> str:
 
 
 def _ci(group: Group | None) -> str:
-    """``accuracy [low, high] (n)`` in % from a Wilson group, or a dash."""
-    if not group or not group.get("n"):
+    """``accuracy [low, high] (n)`` in % from a Wilson group (a ``Share``), or a dash."""
+    g = Share.from_json(group or {}, "summary: by_modality")
+    if not g.n:
         return DASH
-    lo, hi = pct(group["ci_low"]), pct(group["ci_high"])
-    return f"{pct(group['accuracy'])} [{lo}, {hi}] (n={group['n']})"
+    return f"{pct(g.accuracy)} [{pct(g.ci_low)}, {pct(g.ci_high)}] (n={g.n})"
 
 
 def _modality_tables(s: dict[str, Any]) -> str:
@@ -263,7 +263,7 @@ def _question_type_table(s: dict[str, Any]) -> str:
         body = [
             [qt, *(acc(by.get(f"{qt}|{c}")) for c in setups)]
             for qt in cols
-            if any(by.get(f"{qt}|{c}", {}).get("n_items") for c in setups)
+            if any(group_of(by.get(f"{qt}|{c}")).n_items for c in setups)
         ]
         header = ["Question type", *map(column_name, setups)]
         title = f"### {md_text(label)}: question type by setup and marker\n\n"

@@ -28,14 +28,14 @@ _table = md_table  # every cell escaped as literal markdown
 
 
 def review_for(runs: Sequence[Any], marks_path: Path) -> dict[str, Any]:
-    from radspatial.core.io import read_jsonl
+    from radspatial.core.records import read_results
     from radspatial.grading.review import fold_review, read_marks
 
     marks = read_marks(marks_path)
     data = []
     for r in runs:
         results = Path(r.path) / "results.jsonl"
-        rows = read_jsonl(results) if results.is_file() else []
+        rows = read_results(results) if results.is_file() else []
         data.append((r.label, str(r.metrics.model or r.label), rows))
     return {"marks": str(marks_path), **fold_review(data, marks)}
 

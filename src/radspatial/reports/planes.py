@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.core.metrics_blocks import Consistency
 from radspatial.eval.consistency import CLASSES, TITLES
 from radspatial.imaging.planes import PLANE
-from radspatial.reports.common import DASH
+from radspatial.reports.common import DASH, consistency_groups
 from radspatial.reports.md import (
     _frames_tables,
     _question_type_table,
@@ -54,28 +55,30 @@ def planes_markdown(s: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _cell(group: dict[str, Any], cls: str) -> str:
-    c = group.get(cls) or {}
-    if c.get("share") is None:
+def _cell(group: Consistency, cls: str) -> str:
+    c = group.classes.get(cls)
+    if c is None or c.share is None:
         return DASH
-    return f"{pct(c['share'])} [{pct(c['ci_low'])}, {pct(c['ci_high'])}]"
+    return f"{pct(c.share)} [{pct(c.ci_low)}, {pct(c.ci_high)}]"
 
 
 def groups_markdown(s: dict[str, Any]) -> str:
     if not s.get("consistency"):
         return ""
-    planes = {"all": s["consistency"]}  # and each plane's groups apart, where there are planes
+    # all planes pooled, and each plane's groups apart where there are planes
+    planes = {"all": consistency_groups(s["consistency"])}
     for plane in s.get("planes", []):
-        if (s["by_plane"][plane].get("consistency") or {}) and len(s["planes"]) > 1:
-            planes[plane] = s["by_plane"][plane]["consistency"]
+        sub = s["by_plane"][plane].get("consistency") or {}
+        if sub and len(s["planes"]) > 1:
+            planes[plane] = consistency_groups(sub)
     header = ["Model", "Plane", "Setup", "Groups", *(TITLES[c] for c in CLASSES)]
-    rows = []
+    rows: list[list[Any]] = []
     for plane, models in planes.items():
         for label, by in models.items():
             for key, group in by.items():
                 setup = "all" if key == "all" else column_name(key)
                 cells = [_cell(group, c) for c in CLASSES]
-                rows.append([label, plane, setup, group["n_groups"], *cells])
+                rows.append([label, plane, setup, group.n_groups, *cells])
     return (
         "\n## Consistency over the 8 variants (consistency groups)\n\n"
         "One slice, one pair, the same words, all 8 rotation/flip variants: a group, per run "

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from radspatial.core.metrics_blocks import GroupMetrics
 from radspatial.core.textsafe import fig_text
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies
@@ -32,8 +33,9 @@ def png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def pct_of(group: dict[str, Any] | None, key: str) -> float:
-    v = (group or {}).get(key) if (group or {}).get("n_items") else None
+def pct_of(group: GroupMetrics | None, value: str) -> float:
+    """A group's ``value`` (``accuracy_mean``, ``accuracy_std``) in % (NaN: no items)."""
+    v = getattr(group, value) if group is not None and group.n_items else None
     return math.nan if v is None else 100 * float(v)
 
 
