@@ -6,8 +6,9 @@ where the two Ray files then ran one after the other (they share a lock) while t
 had nothing left to do: the last ~10 of 31.5 minutes under load. Here:
 
 - the files that start a local Ray cluster (``RAY_FILES``) are **one** work unit, handed out
-  **first**: one worker runs them one after the other (never two Ray clusters at once, and no
-  worker waits on the Ray lock) while the other works through the rest;
+  **first**: one worker runs them one after the other on one shared local Ray (started once:
+  ``ray_session`` in tests/conftest.py; never two Ray clusters at once, and no worker waits on
+  the Ray lock) while the other works through the rest;
 - the other files go longest first by their measured cost (:data:`FILE_SECONDS`, busy seconds
   in a measured run; files not listed count :data:`SECONDS_PER_TEST` per test), so the last
   files handed out are short ones and both workers finish close together.
