@@ -7,7 +7,9 @@ generated dataset, a trained tiny model) are built once, as in a serial run; dat
 files use are built once per session (tests/shared_datasets.py). The files go out in the order
 of tests/spread.py: the files that start a local Ray cluster first, as one unit (one worker runs
 them one after the other), then the rest longest first. Ray files also hold a session-wide lock,
-so two never run at the same time however the suite is spread (``-n N``, ``--dist load``).
+so two never run at the same time however the suite is spread (``-n N``, ``--dist load``), and
+share one local Ray (``ray_session``): started by the first, stopped after the last of a run of
+consecutive Ray files (a Ray start costs seconds quiet, far more on a busy machine).
 ``-n 0`` (or ``-p no:xdist``) runs serially; an explicit ``-n N`` is left as given;
 ``RADSPATIAL_TEST_WORKERS`` sets the default.
 
@@ -21,7 +23,9 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import spread
@@ -34,6 +38,8 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 MAX_WORKERS = 4
 RAY_FILES = set(spread.RAY_FILES)  # files that start (or join) a local Ray: one at a time
+TESTS = Path(__file__).resolve().parent
+RAY_CPUS = 3  # the shared local Ray's CPUs (its resources: what Ray places, not cores)
 
 
 def _cores() -> int:
@@ -96,3 +102,37 @@ def one_ray_file_at_a_time(
     with (root / "ray.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[object]:
+    """The local Ray of the Ray files: started here if none runs, kept for the next Ray file,
+    stopped by :func:`pytest_runtest_teardown` after the last test of a run of Ray files. Its
+    workers import the test modules (``PYTHONPATH``: a task may be a test's function). 3 CPUs:
+    room for test_eval_ray.py's two shared replicas and one more a test starts beside them."""
+    import ray
+
+    if not ray.is_initialized():
+        path = os.pathsep.join([str(TESTS), *sys.path])
+        ray.init(
+            num_cpus=RAY_CPUS,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            runtime_env={"env_vars": {"PYTHONPATH": path}},
+        )
+    yield ray
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the fixtures' teardown: stop the shared local Ray when the next test is not in a
+    Ray file (or there is none)."""
+    result = yield
+    if "ray_session" in item.fixturenames and (
+        nextitem is None or nextitem.path.name not in RAY_FILES
+    ):
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+    return result

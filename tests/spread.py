@@ -6,8 +6,9 @@ where the two Ray files then ran one after the other (they share a lock) while t
 had nothing left to do: the last ~10 of 31.5 minutes under load. Here:
 
 - the files that start a local Ray cluster (``RAY_FILES``) are **one** work unit, handed out
-  **first**: one worker runs them one after the other (never two Ray clusters at once, and no
-  worker waits on the Ray lock) while the other works through the rest;
+  **first**: one worker runs them one after the other on one shared local Ray (started once:
+  ``ray_session`` in tests/conftest.py; never two Ray clusters at once, and no worker waits on
+  the Ray lock) while the other works through the rest;
 - the other files go longest first by their measured cost (:data:`FILE_SECONDS`, busy seconds
   in a measured run; files not listed count :data:`SECONDS_PER_TEST` per test), so the last
   files handed out are short ones and both workers finish close together.
@@ -22,54 +23,39 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 # test files whose tests start (or join) a local Ray cluster: one work unit, one at a time
-RAY_FILES = ("test_eval_ray.py", "test_generate_ray.py", "test_ray_data_vllm.py")
+# (test_ray_data_vllm.py starts none: without vLLM its backend stops before Ray is started)
+RAY_FILES = ("test_eval_ray.py", "test_generate_ray.py")
 RAY_UNIT = "tests/(the files that start Ray)"
 
-# Busy seconds of the files over 20 s in one run of the whole suite (2 workers, load 27 at its
-# start, 8 at its end; the Ray files excluded: they go first anyway). Only their order matters;
-# re-measure with ``--durations=0`` when a file grows or shrinks a lot.
+# Busy seconds (setup + call + teardown, from ``--durations=0``) of the files over 20 s in one run
+# of the whole suite (README command, 2 workers, three busy loops beside it plus other sessions:
+# load 4-17, median 9; 28.8 min; the Ray files excluded: they go first anyway, 20 of those
+# minutes). Only their order matters; re-measure when a file grows or shrinks a lot.
 FILE_SECONDS = {
-    "test_mirp.py": 294,
-    "test_researcher_ux.py": 293,
-    "test_generate_hardening.py": 231,
-    "test_cli_ux.py": 191,
-    "test_organs_synth.py": 149,
-    "test_agent_organs.py": 132,
-    "test_cli.py": 129,
-    "test_open_questions.py": 115,
-    "test_report.py": 106,
-    "test_agent_markers.py": 105,
-    "test_spar_vqa.py": 92,
-    "test_agent_server.py": 87,
-    "test_ux_round4.py": 85,
-    "test_records.py": 82,
-    "test_agent_unet_torch.py": 70,
-    "test_inspect.py": 67,
-    "test_generate_kill.py": 60,
-    "test_eval_hardening.py": 60,
-    "test_architecture.py": 54,
-    "test_agent_unet.py": 52,
-    "test_probe_build.py": 51,
-    "test_phantoms.py": 50,
-    "test_python_api.py": 45,
-    "test_generate.py": 40,
-    "test_agent_marker_sizes.py": 38,
-    "test_probe_vlm.py": 37,
-    "test_question_plugin.py": 36,
-    "test_agent.py": 33,
-    "test_lmms_eval.py": 33,
-    "test_marker_style.py": 30,
-    "test_marker_prompts.py": 29,
-    "test_hostile_runs.py": 29,
-    "test_spar_table2.py": 28,
-    "test_docs_blocks.py": 28,
-    "test_serve_stream.py": 27,
-    "test_mask_formats.py": 26,
-    "test_eval_bad_inputs.py": 25,
-    "test_eval_kill.py": 24,
-    "test_eval_cli.py": 22,
-    "test_mr.py": 21,
-    "test_eval.py": 20,
+    "test_organs_synth.py": 307,
+    "test_researcher_ux.py": 215,
+    "test_cli_ux.py": 177,
+    "test_generate_hardening.py": 138,
+    "test_mirp.py": 120,
+    "test_agent_unet_torch.py": 63,
+    "test_inspect.py": 58,
+    "test_agent_markers.py": 54,
+    "test_types.py": 53,
+    "test_cli.py": 53,
+    "test_report.py": 51,
+    "test_open_questions.py": 47,
+    "test_agent_organs.py": 40,
+    "test_agent_marker_sizes.py": 35,
+    "test_generate_kill.py": 35,
+    "test_ux_round4.py": 35,
+    "test_eval_hardening.py": 31,
+    "test_spar_vqa.py": 31,
+    "test_python_api.py": 30,
+    "test_agent_server.py": 28,
+    "test_architecture.py": 23,
+    "test_marker_prompts.py": 23,
+    "test_eval_kill.py": 23,
+    "test_question_plugin.py": 21,
 }
 SECONDS_PER_TEST = 0.5  # a file not listed above (most tests take well under a second)
 

@@ -1,7 +1,13 @@
-"""``eval --executor ray`` on a local Ray (2 CPUs, one session for the module) with the tiny
-random LLaVA: 2 replicas write the results of 1 local replica, a replica killed mid-run loses no
-call, a run with no replica left becomes errors that a resume retries, and kill -9 of a CLI
-driver leaves no process behind and resumes without repeating a finished call."""
+"""``eval --executor ray`` on the Ray files' shared local Ray (3 CPUs, tests/conftest.py) with the
+tiny random LLaVA: 2 replicas write the results of 1 local replica, a replica killed while it
+holds calls loses none and comes back, a run with no replica left becomes errors that a resume
+retries, and kill -9 of a CLI driver leaves no process behind and resumes without repeating a
+finished call.
+
+A replica start imports torch and loads the model (seconds quiet, far more on a busy machine),
+so the tests share one 2-replica backend (``replicas``) where a fresh one proves nothing more;
+the kill -9 test runs first and the check that every process of the killed driver ended runs
+last, so Ray's agents' own wait (up to a minute after their raylet died) overlaps the others."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -23,18 +30,13 @@ if importlib.util.find_spec("ray") is None:  # imported by the module fixture, n
 if importlib.util.find_spec("transformers") is None:  # not imported here: collecting stays quick
     pytest.skip("transformers is not installed", allow_module_level=True)
 
-TESTS = Path(__file__).resolve().parent
 DECODING = Decoding(max_tokens=6)
 LIMIT = 16
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
+def _ray(ray_session):
+    """The Ray files' shared local Ray (tests/conftest.py), up before any test here."""
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,16 @@ def reference(tiny, data, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def replicas(tiny):
+    """Two Ray replicas (batch 2), shared: every test leaves both answering."""
+    backend = create_backend(
+        f"hf:{tiny}", decoding=DECODING, executor="ray", replicas=2, batch_size=2
+    )
+    yield backend
+    backend.close()
+
+
 def _rows(path: Path) -> list[dict]:
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     return [{k: v for k, v in r.items() if k != "latency_s"} for r in rows]
@@ -92,12 +104,89 @@ def _calls(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "calls.jsonl").read_text().splitlines()]
 
 
-def test_two_ray_replicas_write_what_one_local_replica_writes(tiny, data, reference, tmp_path):
+def _session_procs(sid: int) -> list[str]:
+    """Live (not zombie) processes of session ``sid``: ``pid name`` each."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(f"{stat.parent.name} {name}")
+    return out
+
+
+class KilledDriver(NamedTuple):
+    sid: int  # the session id of the driver and of everything it started
+    out: Path  # its run folder
+    killed: float  # time.time() of the kill -9
+
+
+@pytest.fixture(scope="module")
+def killed_driver(tiny, data, tmp_path_factory) -> KilledDriver:
+    """A CLI ``eval --executor ray`` (its own local Ray) killed -9 after its first call."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    cmd = [sys.executable, "-m", "radspatial.cli", "eval", "--data", str(data), "--model",
+           f"hf:{tiny}", "--out", str(out), "--runs", "1", "--limit", str(LIMIT),
+           "--max-tokens", "6", "--executor", "ray", "--replicas", "1",
+           "--model-args", "batch_size=2"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # the driver and everything it starts share one session id
+        env=env,
+    )
+    calls = out / "calls.jsonl"
+    deadline = time.time() + 600  # a hang guard: a busy machine starts Ray and torch slowly
+    while time.time() < deadline and proc.poll() is None:
+        if calls.exists() and len(calls.read_bytes().splitlines()) >= 1:
+            os.kill(proc.pid, signal.SIGSTOP)  # frozen at once: it writes no further call
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    assert len(_session_procs(proc.pid)) > 3  # gcs, raylet, a replica ... really started
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return KilledDriver(proc.pid, out, time.time())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_the_driver_resumes_without_repeating_a_call(
+    killed_driver, data, tiny, reference, replicas
+):
+    from radspatial.eval.runner import run_eval
+
+    sid, out, killed = killed_driver
+    done = {c["key"] for c in _calls(out) if c["error"] is None}
+    assert 0 < len(done) < LIMIT and not (out / "results.jsonl").exists()
+    while holders := [p for p in _session_procs(sid) if "Replica" in p]:
+        # the model holders go before the resume starts; a hang guard, not a speed check
+        assert time.time() - killed < 600, holders
+        time.sleep(0.2)
+    # the resume runs while Ray's agents notice the dead raylet (up to a minute): it must not
+    # need them. On the shared replicas: the backend a rerun opens is the same code.
+    config = _config(tiny, executor="ray", replicas=2, batch_size=2)
+    run_eval(data, out, config, backend=replicas, progress=False)
+    keys = [c["key"] for c in _calls(out) if c["error"] is None]
+    assert len(keys) == len(set(keys)) == LIMIT  # no finished call was made twice
+    assert done <= set(keys)
+    assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
+
+
+def test_two_ray_replicas_write_what_one_local_replica_writes(
+    tiny, data, reference, replicas, tmp_path
+):
     from radspatial.eval.runner import run_eval
 
     out = tmp_path / "run"
     config = _config(tiny, batch_size=2, executor="ray", replicas=2)
-    run_eval(data, out, config, progress=False)
+    run_eval(data, out, config, backend=replicas, progress=False)
     assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
     assert _metrics(out) == _metrics(reference)
     calls = _calls(out)
@@ -123,42 +212,40 @@ def _requests(n: int) -> list[Request]:
     return out
 
 
-def test_a_replica_killed_mid_run_loses_no_call(tiny):
-    requests = _requests(10)
-    local = create_backend(f"hf:{tiny}", decoding=DECODING, batch_size=1)
+def test_a_replica_killed_mid_run_loses_no_call(tiny, replicas):
+    requests = _requests(10)  # 5 batches: replica 0 is handed 2 of the first 4
+    local = create_backend(f"hf:{tiny}", decoding=DECODING, batch_size=2)
     expected: dict[str, str | None] = {}
     local.generate(requests, lambda req, rep: expected.__setitem__(req.key, rep.text))
+    before = dict(replicas.stats)
+    victim = replicas.replica_pids()[0]
+    os.kill(victim, signal.SIGSTOP)  # it takes its batches but answers none ...
+    got: list[tuple[str, object]] = []
 
-    backend = create_backend(
-        f"hf:{tiny}", decoding=DECODING, executor="ray", replicas=2, batch_size=1
-    )
-    try:
-        victim = backend.replica_pids()[0]
-        got: list[tuple[str, object]] = []
+    def on_reply(req, rep) -> None:
+        got.append((req.key, rep))
+        if len(got) == 1:  # ... and dies holding them (an event, not a timing)
+            os.kill(victim, signal.SIGKILL)
 
-        def on_reply(req, rep) -> None:
-            got.append((req.key, rep))
-            if len(got) == 1:  # replica 0 holds a batch now (2 in flight per replica)
-                os.kill(victim, signal.SIGKILL)
-
-        backend.generate(requests, on_reply)
-        assert sorted(k for k, _ in got) == sorted(expected)  # every call answered once
-        assert all(rep.error is None for _, rep in got)
-        assert {k: rep.text for k, rep in got} == expected
-        assert backend.stats["replica_deaths"] == 1 and backend.stats["retried_batches"] >= 1
-        # Ray restarts the replica; once it answers a probe it takes work again.
-        again: list = []
-        backend.generate(requests[:6], lambda req, rep: again.append(rep))
-        deadline = time.time() + 600  # a restart imports torch and loads the model: slow when busy
-        while 0 not in {r.meta["replica"] for r in again} and time.time() < deadline:
-            backend.generate(requests[:6], lambda req, rep: again.append(rep))
-        assert 0 in {r.meta["replica"] for r in again}
-        assert victim not in backend.replica_pids()
-    finally:
-        backend.close()
+    replicas.generate(requests, on_reply)
+    assert sorted(k for k, _ in got) == sorted(expected)  # every call answered once
+    assert all(rep.error is None for _, rep in got)
+    assert {k: rep.text for k, rep in got} == expected
+    assert replicas.stats["replica_deaths"] == before["replica_deaths"] + 1
+    assert replicas.stats["retried_batches"] >= before["retried_batches"] + 2
+    # Ray restarts the replica; once it answers a probe it takes work again.
+    deadline = time.time() + 600  # a restart imports torch and loads the model: slow when busy
+    again: list = []
+    while 0 not in {r.meta["replica"] for r in again} and time.time() < deadline:
+        time.sleep(0.5)
+        replicas.generate(requests[:4], lambda req, rep: again.append(rep))
+    assert 0 in {r.meta["replica"] for r in again}
+    assert victim not in replicas.replica_pids()
 
 
-def test_no_replica_left_gives_errors_that_a_resume_retries(tiny, data, reference, tmp_path):
+def test_no_replica_left_gives_errors_that_a_resume_retries(
+    tiny, data, reference, replicas, tmp_path
+):
     from radspatial.eval.runner import run_eval
 
     out = tmp_path / "run"
@@ -175,7 +262,7 @@ def test_no_replica_left_gives_errors_that_a_resume_retries(tiny, data, referenc
     assert backend.stats["dropped_replicas"] == 1
     assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
 
-    run_eval(data, out, config, progress=False)  # the same command again, replicas alive
+    run_eval(data, out, config, backend=replicas, progress=False)  # again, replicas alive
     assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
@@ -184,68 +271,18 @@ def test_a_replica_that_cannot_load_the_model_is_a_one_line_error(tmp_path):
     (tmp_path / "not-a-model").mkdir()
     with pytest.raises(ValueError, match=r"a replica failed to start: .*cannot load the model"):
         create_backend(f"hf:{tmp_path / 'not-a-model'}", executor="ray", replicas=1)
-    with pytest.raises(ValueError, match="the Ray cluster has 2 CPU"):
-        create_backend(f"hf:{tmp_path}", executor="ray", replicas=3)
-
-
-def _session_procs(sid: int) -> list[str]:
-    """Live (not zombie) processes of session ``sid``: ``pid name`` each."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(f"{stat.parent.name} {name}")
-    return out
+    with pytest.raises(ValueError, match="the Ray cluster has 3 CPU"):
+        create_backend(f"hf:{tmp_path}", executor="ray", replicas=4)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_kill_9_of_the_driver_leaves_no_process_and_resumes(tiny, data, reference, tmp_path):
-    from radspatial.eval.runner import run_eval
-
-    out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "radspatial.cli", "eval", "--data", str(data), "--model",
-           f"hf:{tiny}", "--out", str(out), "--runs", "1", "--limit", str(LIMIT),
-           "--max-tokens", "6", "--executor", "ray", "--replicas", "2",
-           "--model-args", "batch_size=2"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # the driver and everything it starts share one session id
-        env=env,
-    )
-    calls = out / "calls.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if calls.exists() and len(calls.read_bytes().splitlines()) >= 1:
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    assert len(_session_procs(proc.pid)) > 3  # gcs, raylet, replicas ... really started
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = {c["key"] for c in _calls(out) if c["error"] is None}
-    assert 0 < len(done) < LIMIT and not (out / "results.jsonl").exists()
-
-    killed = time.time()
-    while replicas := [p for p in _session_procs(proc.pid) if "Replica" in p]:
-        # the model holders go before the resume starts; a hang guard, not a speed check
-        assert time.time() - killed < 600, replicas
-        time.sleep(0.2)
-    # the resume runs while Ray's agents notice the dead raylet (~45 s): it must not need them
-    run_eval(data, out, _config(tiny, executor="ray", replicas=2, batch_size=2), progress=False)
+def test_kill_9_of_the_driver_leaves_no_process(killed_driver):
+    """Last in the file: Ray's agents outlive their raylet by up to a minute (they try to tell
+    the dead GCS first), time the tests above use."""
+    sid, _, killed = killed_driver
     deadline = killed + 600  # hang guard: a busy machine reaps slowly
-    while _session_procs(proc.pid) and time.time() < deadline:
+    while _session_procs(sid) and time.time() < deadline:
         time.sleep(0.5)
-    assert _session_procs(proc.pid) == []
+    assert _session_procs(sid) == []
     print(f"every process of the killed driver gone after {time.time() - killed:.1f} s")
-    keys = [c["key"] for c in _calls(out) if c["error"] is None]
-    assert len(keys) == len(set(keys)) == LIMIT  # no finished call was made twice
-    assert _rows(out / "results.jsonl") == _rows(reference / "results.jsonl")

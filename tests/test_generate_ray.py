@@ -1,6 +1,6 @@
-"""Ray as the executor (local Ray, 2 CPUs, one session for the module): the same bytes as the
-local executor, retries of a failing task and of a dead worker, resume of a killed run, and
-``--on-error skip``; plus the local pool's retries."""
+"""Ray as the executor (the Ray files' shared local Ray: tests/conftest.py): the same
+bytes as the local executor, retries of a failing task and of a dead worker, resume of a killed
+run, and ``--on-error skip``; plus the local pool's retries."""
 
 from __future__ import annotations
 
@@ -24,23 +24,12 @@ from radspatial.imaging.volumes import Case, InputError
 if importlib.util.find_spec("ray") is None:  # imported by the module fixture, not here
     pytest.skip("ray is not installed", allow_module_level=True)
 
-TESTS = Path(__file__).resolve().parent
 CONFIG = GenerateConfig(seed=3, size=256, as_count=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    import ray
-
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level="ERROR",
-        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}},
-    )
-    yield
-    ray.shutdown()
+def _ray(ray_session):
+    """The Ray files' shared local Ray (tests/conftest.py), up before any test here."""
 
 
 def _tree(root: Path) -> dict[str, str]:
