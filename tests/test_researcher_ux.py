@@ -117,15 +117,17 @@ def test_report_marks_oracles_and_gallery_shows_words(bench, random_run, tmp_pat
 
 def test_figures_scope_and_chance_per_type(random_run):
     from radspatial.reports.build import load_runs, summarize
+    from radspatial.reports.common import type_groups
     from radspatial.reports.figures import _setup_scope, _type_chances
 
     s = summarize(load_runs([random_run]))
     cols, by, scope = _setup_scope(s)
     assert scope.startswith("relative-position questions only")
-    n = sum(by["baseline:random"][c]["n_items"] for c in cols)
+    n = sum(by["baseline:random"][c].n_items for c in cols)
     assert 0 < n < s["models"][0]["n_items"]  # relative position only, not every type pooled
     types = s["question_types"]
-    chances = dict(zip(types, _type_chances(s["by_question_type"], types), strict=True))
+    levels = _type_chances(type_groups(s["by_question_type"]), types)
+    chances = dict(zip(types, levels, strict=True))
     assert round(chances["direction"]) == 25 and round(chances["counting"]) == 33
     assert chances["relative_position"] == 50
 

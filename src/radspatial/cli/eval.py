@@ -20,6 +20,7 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import shlex
+    from functools import partial
 
     from radspatial.cli import eval_options as opts
     from radspatial.eval.job import eval_config
@@ -41,13 +42,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         job = from_namespace(EvalJob, args, model=spec, out=out_dirs[spec])
         with caller_terms(EvalJob, "cli"):
             configs[spec] = eval_config(job, template)
-    opts.note_remote(specs, args.judge, {s: c.backend_options for s, c in configs.items()})
     opts.show_retries()
     n_err = 0
-    for spec in specs:
+    for i, spec in enumerate(specs):
+        # said once the backend is open: a refused spec gets its one error line alone
+        note = partial(
+            opts.note_remote,
+            [spec],
+            args.judge if i == 0 else None,
+            {spec: configs[spec].backend_options},
+        )
         with sigterm_as_interrupt():
             try:
-                rows = run_eval(args.data, out_dirs[spec], configs[spec])
+                rows = run_eval(args.data, out_dirs[spec], configs[spec], on_open=note)
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)

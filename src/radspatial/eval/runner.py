@@ -195,8 +195,10 @@ def run_eval(
     *,
     backend: Backend | None = None,
     progress: bool = True,
+    on_open: Callable[[], None] | None = None,
 ) -> list[dict]:
-    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``."""
+    """Evaluate ``config.model`` on the dataset at ``data``; write results under ``out``.
+    ``on_open`` runs once the backend is open, before the first call (the CLI's remote note)."""
     data = Path(os.path.abspath(data))  # run.json and rows name it from any working folder
     items = load_items(
         data, setups=config.setups, markers=config.markers, question_types=config.question_types
@@ -209,6 +211,7 @@ def run_eval(
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
         done = read_call_log(out / CALLS)
+        opened = backend is None  # closed here only if opened here (e.g. Ray replicas)
         if backend is None:
             try:
                 backend = open_backend(config)
@@ -218,13 +221,13 @@ def run_eval(
                     with contextlib.suppress(OSError):
                         out.rmdir()
                 raise
-            try:
-                return _run_locked(data, out, config, items, backend, done, progress)
-            finally:
-                close = getattr(backend, "close", None)  # e.g. Ray replicas; opened here only
-                if close is not None:
-                    close()
-        return _run_locked(data, out, config, items, backend, done, progress)
+        try:
+            if on_open is not None:
+                on_open()
+            return _run_locked(data, out, config, items, backend, done, progress)
+        finally:
+            if opened and (close := getattr(backend, "close", None)) is not None:
+                close()
 
 
 def open_backend(config: EvalConfig) -> Backend:
