@@ -192,3 +192,15 @@ def test_a_plugin_type_without_a_rule_makes_the_agent_abstain():
     assert result.answer is None
     assert result.text == "abstain: no rule to decide wobbly questions"
     assert result.trace["parsed"]["kind"] == "wobbly"
+
+
+def test_a_type_that_proposes_questions_without_wording_them_is_refused_when_registered():
+    class Mute(questions_pkg.KeepVariant):
+        name, n_objects, chance = "mute", 1, 0.5
+
+        def propose(self, facts, target, rng, rules):
+            return None
+
+    with pytest.raises(TypeError, match="'mute' proposes questions: it must define text"):
+        questions_pkg.register_question_type(Mute())
+    assert "mute" not in QUESTION_TYPES

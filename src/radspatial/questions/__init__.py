@@ -195,7 +195,7 @@ class QuestionType(Guesses, ABC):
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:
         """The question as asked (a type that proposes questions must word them)."""
-        raise NotImplementedError(f"question type {self.name!r} words no questions")
+        raise TypeError(f"question type {self.name!r} proposes questions it cannot word")
 
     def parse(self, asked: Asked) -> ParsedQuestion | None:
         """The question parsed (``questions/parsing.py`` offers its parts), None if it is not one of
@@ -295,6 +295,9 @@ def register_question_type(qt: QuestionType) -> QuestionType:
         raise TypeError(
             f"a question type derives from questions.QuestionType and has a name: {qt!r}"
         )
+    kind = type(qt)
+    if kind.propose is not QuestionType.propose and kind.text is QuestionType.text:
+        raise TypeError(f"question type {qt.name!r} proposes questions: it must define text()")
     return QUESTION_TYPES.add(qt.name, qt)
 
 
