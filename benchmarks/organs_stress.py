@@ -150,6 +150,15 @@ def lopo_agents(root: Path) -> dict:
     return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
 
 
+def folder_agents(dirs: list[Path], tags: list[str]) -> dict:
+    """Plain ``agent`` (shipped rules) with each model folder: other weights, same checks."""
+    from radspatial.agent.core import Agent
+
+    if len(tags) != len(dirs):
+        raise SystemExit(f"--tag: {len(tags)} given for {len(dirs)} --model-dir")
+    return {t: Agent("auto", model_dir=d) for d, t in zip(dirs, tags, strict=True)}
+
+
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
     """Every sampled item through every agent of ``named`` (interleaved, same process); a
     value that is a dict maps set names to agents (sets it lacks are skipped)."""
@@ -185,7 +194,7 @@ def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
 
 
 def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
-    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio."""
+    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio to the first."""
     items = [(s, it) for s, it in sample(sets, 10, 0) if s["set"] == "B" and s["size"] == 512]
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(repeats):
@@ -198,7 +207,7 @@ def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
                 agent.answer(image, it["question"])
                 times[tag].append(1000 * (time.process_time() - t0))
     med = {t: float(np.median(v)) for t, v in times.items()}
-    ref = med["current"]
+    ref = med[next(iter(med))]
     return "\n".join(
         f"{t}: median {m:.1f} ms CPU per 512 px slice (n={len(times[t])}), ratio {m / ref:.3f}"
         for t, m in med.items()
@@ -254,6 +263,14 @@ def main() -> None:
     p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
     p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
     p.add_argument("--agents", default="current,need_sides", help="current,confirm_view,need_sides")
+    p.add_argument(
+        "--model-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="also plain agent with this model folder (weights + atlas); repeatable",
+    )
+    p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
     a = p.parse_args()
     import torch
 
@@ -263,6 +280,7 @@ def main() -> None:
     named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
     if a.lopo:
         named["lopo_atlas"] = lopo_agents(a.lopo)
+    named.update(folder_agents(a.model_dir, a.tag))
     if a.time:
         print(cpu_ratio(named, sets, a.time))
         return
