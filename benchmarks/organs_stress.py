@@ -150,13 +150,26 @@ def lopo_agents(root: Path) -> dict:
     return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
 
 
-def folder_agents(dirs: list[Path], tags: list[str]) -> dict:
-    """Plain ``agent`` (shipped rules) with each model folder: other weights, same checks."""
+def folder_agents(dirs: list[Path], tags: list[str], mirror: bool = False) -> dict:
+    """Plain ``agent`` (shipped rules) with each model folder: other weights, same checks;
+    with ``mirror`` also each with ``AtlasRules.mirror_sides`` on (tag + "+mirror")."""
     from radspatial.agent.core import Agent
 
     if len(tags) != len(dirs):
         raise SystemExit(f"--tag: {len(tags)} given for {len(dirs)} --model-dir")
-    return {t: Agent("auto", model_dir=d) for d, t in zip(dirs, tags, strict=True)}
+    out = {}
+    for d, t in zip(dirs, tags, strict=True):
+        out[t] = Agent("auto", model_dir=d)
+        if mirror:
+            out[f"{t}+mirror"] = with_rules(Agent("auto", model_dir=d), mirror_sides=True)
+    return out
+
+
+def with_rules(agent, **change):
+    """``agent`` with its atlas rules changed (``AtlasRules`` fields)."""
+    loc = agent.localizer.organs
+    loc.atlas_rules = replace(loc.atlas_rules, **change)
+    return agent
 
 
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
@@ -194,7 +207,8 @@ def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
 
 
 def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
-    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio to the first."""
+    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio to
+    the first."""
     items = [(s, it) for s, it in sample(sets, 10, 0) if s["set"] == "B" and s["size"] == 512]
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(repeats):
@@ -271,6 +285,7 @@ def main() -> None:
         help="also plain agent with this model folder (weights + atlas); repeatable",
     )
     p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
+    p.add_argument("--mirror", action="store_true", help="also each agent with mirror_sides on")
     a = p.parse_args()
     import torch
 
@@ -280,7 +295,9 @@ def main() -> None:
     named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
     if a.lopo:
         named["lopo_atlas"] = lopo_agents(a.lopo)
-    named.update(folder_agents(a.model_dir, a.tag))
+    if a.mirror and "need_sides" in named:
+        named["need_sides+mirror"] = with_rules(agents()["need_sides"], mirror_sides=True)
+    named.update(folder_agents(a.model_dir, a.tag, a.mirror))
     if a.time:
         print(cpu_ratio(named, sets, a.time))
         return
