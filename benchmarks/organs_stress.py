@@ -264,6 +264,49 @@ def report(rows: list[dict], keys=("all", "set", "window", "size", "view", "pair
     return "\n".join(lines)
 
 
+def figure(rows: list[dict], out: Path, agents: list[str] | None = None) -> None:
+    """Coverage (bars) and wrong answers per set, one bar per agent, Wilson 95 % CIs; the
+    label-map sets' grey is synthetic (their panel says so)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from radspatial.eval.metrics import wilson_interval
+
+    agents = agents or list(dict.fromkeys(r["agent"] for r in rows))
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, len(sets) * (1.4 + 0.3 * len(agents))), 3.8))
+    width = 0.8 / len(agents)
+    for j, tag in enumerate(agents):
+        xs, cov, err, wrong = [], [], [[], []], []
+        for i, name in enumerate(sets):
+            rs = [r for r in rows if r["agent"] == tag and r["set"] == name]
+            if not rs:
+                continue
+            ans = sum(r["answer"] is not None for r in rs)
+            lo, hi = wilson_interval(ans, len(rs))
+            c = ans / len(rs)
+            xs.append(i + (j - (len(agents) - 1) / 2) * width)
+            cov.append(100 * c)
+            err[0].append(100 * (c - lo))
+            err[1].append(100 * (hi - c))
+            wrong.append(sum(r["answer"] is not None and r["answer"] != r["truth"] for r in rs))
+        bars = ax.bar(xs, cov, width, yerr=err, capsize=2, label=tag)
+        for b, w in zip(bars, wrong, strict=True):
+            if w:
+                ax.text(b.get_x() + b.get_width() / 2, 2, f"{w}x", ha="center", fontsize=6,
+                        color="white", rotation=90)  # fmt: skip
+    ax.set_xticks(range(len(sets)))
+    ax.set_xticklabels([s if s == "B" else f"{s}\n(synthetic grey)" for s in sets], fontsize=8)
+    ax.set_ylabel("coverage % (answered / asked)")
+    ax.set_ylim(0, 100)
+    ax.set_title("plain agent, RQ1 (white: wrong answers)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("/tmp/organs_stress"))
@@ -286,7 +329,17 @@ def main() -> None:
     )
     p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
     p.add_argument("--mirror", action="store_true", help="also each agent with mirror_sides on")
+    p.add_argument("--figure", type=Path, help="with --from-json: the coverage figure (png)")
+    p.add_argument("--from-json", type=Path, help="tabulate / plot rows written by --json")
     a = p.parse_args()
+    if a.from_json:
+        rows = json.loads(a.from_json.read_text())
+        if a.figure:
+            figure(rows, a.figure)
+        for tag in dict.fromkeys(r["agent"] for r in rows):
+            print(f"## {tag}")
+            print(report([r for r in rows if r["agent"] == tag], ("all", "set")))
+        return
     import torch
 
     torch.set_num_threads(a.threads)
