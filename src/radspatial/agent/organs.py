@@ -29,31 +29,14 @@ import numpy as np
 
 from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, unet_fast
 from radspatial.agent.mirror import MIRROR
+from radspatial.agent.organs_names import resolve
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
-from radspatial.core.labels import load_table
-from radspatial.imaging.markers import marker_label
 
 MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
 
 def shipped_model_dir() -> Path:
     return Path(str(resources.files("radspatial.data") / "organs"))
-
-
-def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
-    """(label id, how): the name first, then a marker whose text names a label (numbers,
-    letters: ``MarkerStyle.label_of``); dots -> None."""
-    if ref.name:
-        return model.id_of_name(ref.name), "name"
-    by_text = marker_label(ref.marker, ref.text)
-    if by_text is None:
-        return None, "no-structure-named"
-    label_id, how = by_text
-    if label_id is None:
-        return None, f"bad-{ref.marker}"
-    table = load_table("totalsegmentator", group=True)
-    name = table.names.get(table.apply(label_id))
-    return (None if name is None else model.id_of_name(name)), how
 
 
 class OrgansLocalizer:
