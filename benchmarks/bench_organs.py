@@ -362,7 +362,7 @@ def main() -> None:
 
             options["checks"] = with_copies(a.variants)
         agent = Agent(a.localizer, **options)
-        if a.mirror_sides:  # the #34 round 4 candidate (agent/mirror.py)
+        if a.mirror_sides:  # #34 round 4 (agent/mirror.py; now the default)
             from dataclasses import replace
 
             loc = getattr(agent.localizer, "organs", agent.localizer)

@@ -121,9 +121,9 @@ def agents() -> dict:
 
     out = {}
     for tag, rules in (
-        ("current", AtlasRules(confirm_view=False, need_sides=False)),
-        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False)),
-        ("need_sides", AtlasRules(confirm_view=False, need_sides=True)),
+        ("current", AtlasRules(confirm_view=False, need_sides=False, mirror_sides=False)),
+        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False, mirror_sides=False)),
+        ("need_sides", AtlasRules(confirm_view=False, need_sides=True, mirror_sides=False)),
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -160,7 +160,8 @@ def folder_agents(dirs: list[Path], tags: list[str], mirror: bool = False) -> di
     out = {}
     for d, t in zip(dirs, tags, strict=True):
         out[t] = Agent("auto", model_dir=d)
-        if mirror:
+        if mirror:  # the pair: off (round 3's rules) and on (the default since round 4)
+            out[t] = with_rules(out[t], mirror_sides=False)
             out[f"{t}+mirror"] = with_rules(Agent("auto", model_dir=d), mirror_sides=True)
     return out
 
@@ -328,7 +329,7 @@ def main() -> None:
         help="also plain agent with this model folder (weights + atlas); repeatable",
     )
     p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
-    p.add_argument("--mirror", action="store_true", help="also each agent with mirror_sides on")
+    p.add_argument("--mirror", action="store_true", help="mirror_sides off and on")
     p.add_argument("--figure", type=Path, help="with --from-json: the coverage figure (png)")
     p.add_argument("--from-json", type=Path, help="tabulate / plot rows written by --json")
     a = p.parse_args()

@@ -3,7 +3,7 @@
 On a slice without asymmetric anatomy (pelvis, legs, often the neck) a left-right mirrored
 view is the same picture: whether "the left femur" is the femur on the image's left or right
 is not in the pixels, so the localizer marks each structure with a side as not trusted
-(``organs_view.SIDES_NOT_SHOWN``). With ``AtlasRules.mirror_sides`` it also locates the
+(``organs_view.SIDES_NOT_SHOWN``). With ``AtlasRules.mirror_sides`` (on) it also locates the
 structure's counterpart on the other side (``details[MIRROR]``). The agent then decides the
 question twice: as the network labelled the slice, and with *every* sided structure swapped
 for its counterpart (the mirrored reading of the same image). Whichever reading is the
