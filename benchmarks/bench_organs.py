@@ -340,6 +340,7 @@ def main() -> None:
     p.add_argument("--agent-time", action="store_true", help="only plain agent's time per slice")
     p.add_argument("--variants", type=int, help="test-time copies (default: the shipped 4)")
     p.add_argument("--json", type=Path)
+    p.add_argument("--mirror-sides", action="store_true", help="AtlasRules(mirror_sides=True)")
     a = p.parse_args()
     if a.threads:
         import torch
@@ -361,6 +362,11 @@ def main() -> None:
 
             options["checks"] = with_copies(a.variants)
         agent = Agent(a.localizer, **options)
+        if a.mirror_sides:  # #34 round 4 (agent/mirror.py; now the default)
+            from dataclasses import replace
+
+            loc = getattr(agent.localizer, "organs", agent.localizer)
+            loc.atlas_rules = replace(loc.atlas_rules, mirror_sides=True)
         if a.time_only:
             reports[tag] = {"cpu_512px": cpu_time(agent, a.repeats)}
             print(tag, "cpu_512px", reports[tag]["cpu_512px"])

@@ -121,9 +121,9 @@ def agents() -> dict:
 
     out = {}
     for tag, rules in (
-        ("current", AtlasRules(confirm_view=False, need_sides=False)),
-        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False)),
-        ("need_sides", AtlasRules(confirm_view=False, need_sides=True)),
+        ("current", AtlasRules(confirm_view=False, need_sides=False, mirror_sides=False)),
+        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False, mirror_sides=False)),
+        ("need_sides", AtlasRules(confirm_view=False, need_sides=True, mirror_sides=False)),
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -148,6 +148,29 @@ def lopo_agents(root: Path) -> dict:
     from radspatial.agent.core import Agent
 
     return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
+
+
+def folder_agents(dirs: list[Path], tags: list[str], mirror: bool = False) -> dict:
+    """Plain ``agent`` (shipped rules) with each model folder: other weights, same checks;
+    with ``mirror`` also each with ``AtlasRules.mirror_sides`` on (tag + "+mirror")."""
+    from radspatial.agent.core import Agent
+
+    if len(tags) != len(dirs):
+        raise SystemExit(f"--tag: {len(tags)} given for {len(dirs)} --model-dir")
+    out = {}
+    for d, t in zip(dirs, tags, strict=True):
+        out[t] = Agent("auto", model_dir=d)
+        if mirror:  # the pair: off (round 3's rules) and on (the default since round 4)
+            out[t] = with_rules(out[t], mirror_sides=False)
+            out[f"{t}+mirror"] = with_rules(Agent("auto", model_dir=d), mirror_sides=True)
+    return out
+
+
+def with_rules(agent, **change):
+    """``agent`` with its atlas rules changed (``AtlasRules`` fields)."""
+    loc = agent.localizer.organs
+    loc.atlas_rules = replace(loc.atlas_rules, **change)
+    return agent
 
 
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
@@ -185,7 +208,8 @@ def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
 
 
 def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
-    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio."""
+    """Median CPU ms per 512 px patient-B slice of each agent, interleaved, and the ratio to
+    the first."""
     items = [(s, it) for s, it in sample(sets, 10, 0) if s["set"] == "B" and s["size"] == 512]
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(repeats):
@@ -198,7 +222,7 @@ def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
                 agent.answer(image, it["question"])
                 times[tag].append(1000 * (time.process_time() - t0))
     med = {t: float(np.median(v)) for t, v in times.items()}
-    ref = med["current"]
+    ref = med[next(iter(med))]
     return "\n".join(
         f"{t}: median {m:.1f} ms CPU per 512 px slice (n={len(times[t])}), ratio {m / ref:.3f}"
         for t, m in med.items()
@@ -241,6 +265,49 @@ def report(rows: list[dict], keys=("all", "set", "window", "size", "view", "pair
     return "\n".join(lines)
 
 
+def figure(rows: list[dict], out: Path, agents: list[str] | None = None) -> None:
+    """Coverage (bars) and wrong answers per set, one bar per agent, Wilson 95 % CIs; the
+    label-map sets' grey is synthetic (their panel says so)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from radspatial.eval.metrics import wilson_interval
+
+    agents = agents or list(dict.fromkeys(r["agent"] for r in rows))
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, len(sets) * (1.4 + 0.3 * len(agents))), 3.8))
+    width = 0.8 / len(agents)
+    for j, tag in enumerate(agents):
+        xs, cov, err, wrong = [], [], [[], []], []
+        for i, name in enumerate(sets):
+            rs = [r for r in rows if r["agent"] == tag and r["set"] == name]
+            if not rs:
+                continue
+            ans = sum(r["answer"] is not None for r in rs)
+            lo, hi = wilson_interval(ans, len(rs))
+            c = ans / len(rs)
+            xs.append(i + (j - (len(agents) - 1) / 2) * width)
+            cov.append(100 * c)
+            err[0].append(100 * (c - lo))
+            err[1].append(100 * (hi - c))
+            wrong.append(sum(r["answer"] is not None and r["answer"] != r["truth"] for r in rs))
+        bars = ax.bar(xs, cov, width, yerr=err, capsize=2, label=tag)
+        for b, w in zip(bars, wrong, strict=True):
+            if w:
+                ax.text(b.get_x() + b.get_width() / 2, 2, f"{w}x", ha="center", fontsize=6,
+                        color="white", rotation=90)  # fmt: skip
+    ax.set_xticks(range(len(sets)))
+    ax.set_xticklabels([s if s == "B" else f"{s}\n(synthetic grey)" for s in sets], fontsize=8)
+    ax.set_ylabel("coverage % (answered / asked)")
+    ax.set_ylim(0, 100)
+    ax.set_title("plain agent, RQ1 (white: wrong answers)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("/tmp/organs_stress"))
@@ -254,7 +321,26 @@ def main() -> None:
     p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
     p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
     p.add_argument("--agents", default="current,need_sides", help="current,confirm_view,need_sides")
+    p.add_argument(
+        "--model-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="also plain agent with this model folder (weights + atlas); repeatable",
+    )
+    p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
+    p.add_argument("--mirror", action="store_true", help="mirror_sides off and on")
+    p.add_argument("--figure", type=Path, help="with --from-json: the coverage figure (png)")
+    p.add_argument("--from-json", type=Path, help="tabulate / plot rows written by --json")
     a = p.parse_args()
+    if a.from_json:
+        rows = json.loads(a.from_json.read_text())
+        if a.figure:
+            figure(rows, a.figure)
+        for tag in dict.fromkeys(r["agent"] for r in rows):
+            print(f"## {tag}")
+            print(report([r for r in rows if r["agent"] == tag], ("all", "set")))
+        return
     import torch
 
     torch.set_num_threads(a.threads)
@@ -263,6 +349,9 @@ def main() -> None:
     named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
     if a.lopo:
         named["lopo_atlas"] = lopo_agents(a.lopo)
+    if a.mirror and "need_sides" in named:
+        named["need_sides+mirror"] = with_rules(agents()["need_sides"], mirror_sides=True)
+    named.update(folder_agents(a.model_dir, a.tag, a.mirror))
     if a.time:
         print(cpu_ratio(named, sets, a.time))
         return

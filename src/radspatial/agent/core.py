@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from radspatial.agent import trust
+from radspatial.agent import mirror, trust
 from radspatial.agent.types import (
     Context,
     Decision,
@@ -157,15 +157,22 @@ class Agent:
         refs = qtype.to_locate(parsed, context)
         refused = trust.refusal(self.localizer, refs, context) if refs else None
         found = [] if refused or not refs else self.localizer.locate(image, refs, context)
+        found, readings = mirror.split(found)
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found) if found else []
         t2 = time.perf_counter()
+        scene = Scene(image, context, self.rules)
+
+        def judge(seen: list) -> tuple[Decision, list]:
+            decision, checks = trust.check_found(qtype, refs, seen)
+            return decision or qtype.verify(parsed, seen, scene), checks
+
         if refused:  # the image was not looked at: nothing to check
             decision, trace["checks"] = Decision(None, refused, trust.REFUSED), []
         else:
-            decision, trace["checks"] = trust.check_found(qtype, refs, found)
-        if decision is None:
-            decision = qtype.verify(parsed, found, Scene(image, context, self.rules))
+            decision, trace["checks"] = judge(found)
+        if readings is not None and decision.answer is None:
+            decision, trace["sides"] = mirror.decide(decision, readings, lambda r: judge(r)[0])
         decision = trust.with_fallback_notes(decision, found)
         timings["verify_ms"] = _ms(t2)
         return decision

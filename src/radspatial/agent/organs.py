@@ -1,17 +1,16 @@
 """The shipped ``organs`` localizer and the ``auto`` pipeline (markers when a ref has one).
 
 ``organs``: a MONAI 2D U-Net trained by the project on the real labelled CT in ../shared
-(:mod:`radspatial.training.organs_data`), with the 8 rotation/flip variants, zoom, shift, narrow and
-wide windows, gamma, blur and noise as augmentation (:mod:`radspatial.training.organs_train`).
-Its weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json with data, seed,
-config, command and
-sha256), so it works out of the box with no download. A ref's structure comes from its name, or
-from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot names no
-structure (None). The answer is the centroid of the largest component of the class (see
-:func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
-``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time
-re-orientation agreement, body region, plausibility), and, with the atlas, on a structure with
-a side when no asymmetric organ shows the patient's right (:mod:`radspatial.agent.organs_view`);
+(:mod:`radspatial.training.organs_data`), with the 8 rotation/flip variants, zoom, shift,
+windows, gamma, blur and noise as augmentation (:mod:`radspatial.training.organs_train`). Its
+weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json: data, seed, config,
+command, sha256), so it works out of the box with no download. A ref's structure comes from its
+name, or from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot
+names no structure (None). The answer is the centroid of the largest component of the class
+(see :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
+``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time re-
+orientation agreement, body region, plausibility), and, with the atlas, on a structure with a
+side when no asymmetric organ shows the patient's right (:mod:`radspatial.agent.organs_view`);
 the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
@@ -29,31 +28,15 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, unet_fast
+from radspatial.agent.mirror import MIRROR
+from radspatial.agent.organs_names import resolve
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
-from radspatial.core.labels import load_table
-from radspatial.imaging.markers import marker_label
 
 MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
 
 def shipped_model_dir() -> Path:
     return Path(str(resources.files("radspatial.data") / "organs"))
-
-
-def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
-    """(label id, how): the name first, then a marker whose text names a label (numbers,
-    letters: ``MarkerStyle.label_of``); dots -> None."""
-    if ref.name:
-        return model.id_of_name(ref.name), "name"
-    by_text = marker_label(ref.marker, ref.text)
-    if by_text is None:
-        return None, "no-structure-named"
-    label_id, how = by_text
-    if label_id is None:
-        return None, f"bad-{ref.marker}"
-    table = load_table("totalsegmentator", group=True)
-    name = table.names.get(table.apply(label_id))
-    return (None if name is None else model.id_of_name(name)), how
 
 
 class OrgansLocalizer:
@@ -111,26 +94,36 @@ class OrgansLocalizer:
     ) -> list[Found | None]:
         model = self.model
         resolved = [resolve(r, model) for r in refs]
-        if all(label_id is None for label_id, _ in resolved) or _featureless(image):
+        if all(label_id is None for label_id, _ in resolved) or organs_checks.featureless(image):
             return [None] * len(refs)  # nothing to look for, or nothing to look at
         pred, votes, gray = predict_small(model, image, self.checks.variants)
         body = organs_checks.body_of(gray)
         sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
         match = self._match(model, pred, gray, body)
-        out: list[Found | None] = []
-        for label_id, via in resolved:
-            cls = None if label_id is None else model.class_of(label_id)
-            f = None if cls is None else self._one(model, pred, votes, body, cls, via)
-            if match is not None and cls is not None:
-                extra = {"label_id": int(label_id), "class": int(cls), "via": via}
-                opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-                f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
-                if f is not None and not match.sides and organs_view.lateral(model.classes[cls][1]):
-                    why = organs_view.SIDES_NOT_SHOWN
-                    f = replace(f, details={**f.details, "abstain_reason": why})
-            out.append(f)
+        seen = (model, pred, votes, body, match)
+        out = [self._structure(seen, label_id, via) for label_id, via in resolved]
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
+
+    def _structure(self, seen: tuple, label_id: int | None, via: str, mirror: bool = True):
+        """One structure (128 px frame) with the atlas's opinion; a sided one on a slice that
+        hides the sides abstains (and may carry its counterpart: ``agent/mirror.py``)."""
+        model, pred, votes, body, match = seen
+        cls = None if label_id is None else model.class_of(label_id)
+        f = None if cls is None else self._one(model, pred, votes, body, cls, via)
+        if match is None or cls is None:
+            return f
+        extra = {"label_id": int(label_id), "class": int(cls), "via": via}
+        opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
+        f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
+        name = model.classes[cls][1]
+        if f is None or match.sides or not organs_view.lateral(name):
+            return f
+        details = {**f.details, "abstain_reason": organs_view.SIDES_NOT_SHOWN}
+        if self.atlas_rules.mirror_sides and mirror and not f.details.get("abstain_reason"):
+            other = model.id_of_name(organs_view.counterpart(name))
+            details[MIRROR] = None if other is None else self._structure(seen, other, via, False)
+        return replace(f, details=details)
 
     def _with_atlas(
         self, f: Found | None, opinion, radius: float, extra: dict, confirmed: bool = True
@@ -203,6 +196,8 @@ def _to_image(
     cls = found.details["class"]
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
     details = dict(found.details)
+    if details.get(MIRROR) is not None:
+        details[MIRROR] = _to_image(details[MIRROR], pred, sx, sy, floor, radius_px)
     u = details.get(organs_atlas.UNCERTAINTY)
     if u is not None:
         details[organs_atlas.UNCERTAINTY] = round(float(u), 3)
@@ -233,12 +228,6 @@ def _untrained_plane(context: Context) -> str | None:
     if plane == "axial":
         return None
     return f"the organs localizer is not trained on {plane} slices (axial only)"
-
-
-def _featureless(image: np.ndarray) -> bool:
-    """A blank or nearly uniform image (no body to find organs in): grey spread under 2 levels."""
-    grey = image[::4, ::4, :3].mean(axis=2) if image.ndim == 3 else image[::4, ::4]
-    return float(np.std(grey)) < 2.0
 
 
 def _bbox(region: np.ndarray, xy: tuple[float, float], sx: float, sy: float) -> list[int]:

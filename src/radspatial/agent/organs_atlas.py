@@ -74,6 +74,9 @@ class AtlasRules:
     # a structure with a side needs the patient's right shown by non-lateralised anatomy and
     # agreeing with the atlas's orientation (organs_view.sides_shown; #34 round 3, 2nd)
     need_sides: bool = True
+    # on a slice that does not show the sides, answer when the question's answer is the same
+    # with every side swapped (agent/mirror.py; #34 round 4: its rule was met, on)
+    mirror_sides: bool = True
 
 
 @dataclass(frozen=True)

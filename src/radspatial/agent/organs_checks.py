@@ -184,3 +184,9 @@ def region_stats(region: np.ndarray, body: np.ndarray) -> tuple[float, float]:
     radius = float(np.sqrt(area / np.pi))
     d = float(np.hypot(xs.mean() - bx.mean(), ys.mean() - by.mean())) if xs.size else 0.0
     return float(xs.size) / area, d / radius
+
+
+def featureless(image: np.ndarray) -> bool:
+    """A blank or nearly uniform image (no body to find organs in): grey spread under 2 levels."""
+    grey = image[::4, ::4, :3].mean(axis=2) if image.ndim == 3 else image[::4, ::4]
+    return float(np.std(grey)) < 2.0

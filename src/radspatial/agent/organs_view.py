@@ -36,6 +36,7 @@ RIGHT = ("liver",)
 LEFT = ("spleen", "stomach")
 MIN_OFFSET = 0.2  # body radii: a centroid this far from the reference to give a direction
 MIN_PX = 8  # pixels of a class before it counts
+SIDES_PREFIX = "sides not shown"
 SIDES_NOT_SHOWN = "sides not shown: no liver vs spleen / stomach to fix the patient's right"
 
 
@@ -109,6 +110,13 @@ def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tup
         return tuple(ok)
     both = [k for k in ok if VIEW_AXES[k, 1] @ right > cos45]
     return tuple(both) if both else tuple(range(8))
+
+
+def counterpart(name: str) -> str:
+    """The same structure on the other side (``femur_left`` -> ``femur_right``)."""
+    if name.endswith("_left"):
+        return name.removesuffix("_left") + "_right"
+    return name.removesuffix("_right") + "_left"
 
 
 def lateral(name: str) -> bool:

@@ -1,0 +1,73 @@
+"""Answers that do not depend on which side is the patient's right (issue #34 round 4).
+
+On a slice without asymmetric anatomy (pelvis, legs, often the neck) a left-right mirrored
+view is the same picture: whether "the left femur" is the femur on the image's left or right
+is not in the pixels, so the localizer marks each structure with a side as not trusted
+(``organs_view.SIDES_NOT_SHOWN``). With ``AtlasRules.mirror_sides`` (on) it also locates the
+structure's counterpart on the other side (``details[MIRROR]``). The agent then decides the
+question twice: as the network labelled the slice, and with *every* sided structure swapped
+for its counterpart (the mirrored reading of the same image). Whichever reading is the
+patient's, one of the two is it; when both pass every other check and give the same answer,
+that answer holds either way ("Is the left femur below the left gluteus maximus?" in a view
+where both femurs lie at one height). When they differ, or either abstains, the agent
+abstains as before. Pure functions on ``Found`` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from radspatial.agent import organs_view
+from radspatial.questions.records import Decision, Found
+
+MIRROR = "mirror"  # details key: the counterpart's Found (None: not found)
+SAME_EITHER_WAY = (
+    "the slice does not show the patient's right; the same answer with every side swapped"
+)
+
+
+def _trusted(f: Found | None) -> Found | None:
+    """``f`` without its mirror and without the sides abstention (any other reason stays)."""
+    if f is None:
+        return None
+    details = {k: v for k, v in f.details.items() if k != MIRROR}
+    if str(details.get("abstain_reason", "")).startswith(organs_view.SIDES_PREFIX):
+        details.pop("abstain_reason")
+    return replace(f, details=details)
+
+
+def split(
+    found: Sequence[Found | None],
+) -> tuple[list[Found | None], tuple[list[Found | None], list[Found | None]] | None]:
+    """(what was found, its mirror key removed; the two readings, or None when no structure
+    carries a mirror). Reading 0: the network's sides; reading 1: every sided structure
+    replaced by its counterpart. Both without the sides abstention."""
+    plain = [None if f is None else replace(f, details=_without(f.details)) for f in found]
+    if not any(f is not None and MIRROR in f.details for f in found):
+        return plain, None
+    as_labelled = [_trusted(f) for f in found]
+    swapped = [
+        _trusted(f.details[MIRROR]) if f is not None and MIRROR in f.details else _trusted(f)
+        for f in found
+    ]
+    return plain, (as_labelled, swapped)
+
+
+def _without(details: dict) -> dict:
+    return {k: v for k, v in details.items() if k != MIRROR}
+
+
+def decide(
+    decision: Decision,
+    readings: tuple[list[Found | None], list[Found | None]],
+    judge: Callable[[list[Found | None]], Decision],
+) -> tuple[Decision, dict]:
+    """The answer both readings agree on, else ``decision`` (the sides abstention); and the
+    trace's record of both. ``judge``: the shared checks + the type's verify on one reading."""
+    first, second = (judge(r) for r in readings)
+    same = first.answer is not None and first.answer == second.answer
+    record = {"readings": [first.to_json(), second.to_json()], "used": same}
+    if not same:
+        return decision, record
+    return replace(first, reason=f"{first.reason} ({SAME_EITHER_WAY})"), record
