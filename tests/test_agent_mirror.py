@@ -122,3 +122,45 @@ def test_the_localizer_carries_the_counterpart_on_a_real_slice(monkeypatch):
         # the standard view: the patient's left autochthon on the image's right, and the
         # counterpart on the other side of the midline (a copy of the same centre would fail)
         assert left.xy[0] > 128 > right.xy[0]
+
+
+def test_a_reason_of_its_own_survives_the_sides_and_blocks_a_reading():
+    """A counterpart that the localizer itself distrusts (unstable, implausible, ...) keeps
+    that reason: the swapped reading abstains, so the question does."""
+    unstable = _found(400.0, 300.0, abstain_reason="unstable: found in 1/2 copies")
+    femur = _found(100.0, 300.0, abstain_reason=SIDES, **{mirror.MIRROR: unstable})
+    res = Agent(_Slice({**PELVIS, "femur_left": femur})).answer(
+        IMAGE, "Is the left femur below the left gluteus maximus?"
+    )
+    assert res.answer is None
+    assert res.trace["sides"]["readings"][1]["answer"] is None
+
+
+def test_the_localizer_keeps_a_structures_own_reason_under_the_sides(monkeypatch):
+    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.training import organs_data
+
+    if not (organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz").is_file():
+        pytest.skip("../shared/data not here")
+    vol = organs_data.patient_a(organs_data.shared_data())
+    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    image = np.repeat(grey[:, :, None], 3, axis=2)
+    loc = OrgansLocalizer(atlas=True)
+    real_match, real_one = loc._match, loc._one
+    monkeypatch.setattr(loc, "_match", lambda *a: replace(real_match(*a), sides=False))
+    right_id = loc.model.id_of_name("autochthon_right")
+
+    def one(model, pred, votes, body, cls, via):  # the right autochthon: distrusted itself
+        f = real_one(model, pred, votes, body, cls, via)
+        if f is not None and model.classes[cls][0] == right_id:
+            f = replace(f, details={**f.details, "abstain_reason": "implausible: test"})
+        return f
+
+    monkeypatch.setattr(loc, "_one", one)
+    left, right = loc.locate(
+        image, [Ref(name="autochthon_left"), Ref(name="autochthon_right")], Context()
+    )
+    assert right.details["abstain_reason"] == "implausible: test"  # not overwritten by sides
+    assert left.details[mirror.MIRROR].details["abstain_reason"] == "implausible: test"
+    assert mirror.split([left])[1][1][0].details["abstain_reason"] == "implausible: test"

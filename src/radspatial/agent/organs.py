@@ -119,8 +119,9 @@ class OrgansLocalizer:
         name = model.classes[cls][1]
         if f is None or match.sides or not organs_view.lateral(name):
             return f
-        details = {**f.details, "abstain_reason": organs_view.SIDES_NOT_SHOWN}
-        if self.atlas_rules.mirror_sides and mirror and not f.details.get("abstain_reason"):
+        before = f.details.get("abstain_reason")  # a reason of its own comes first
+        details = {**f.details, "abstain_reason": before or organs_view.SIDES_NOT_SHOWN}
+        if self.atlas_rules.mirror_sides and mirror and not before:
             other = model.id_of_name(organs_view.counterpart(name))
             details[MIRROR] = None if other is None else self._structure(seen, other, via, False)
         return replace(f, details=details)
