@@ -46,6 +46,18 @@ PELVIS = {
 }
 
 
+def _patient_a_slice() -> np.ndarray:
+    """Patient A's slice 10 from the top, 256 px, soft-tissue window, RGB."""
+    from radspatial.training import organs_data
+
+    if not (organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz").is_file():
+        pytest.skip("../shared/data not here")
+    vol = organs_data.patient_a(organs_data.shared_data())
+    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
 def test_split_takes_the_counterparts_out_and_builds_both_readings():
     plain, readings = mirror.split([PELVIS["femur_left"], _found(10.0, 10.0)])
     assert mirror.MIRROR not in plain[0].details and plain[0].details["abstain_reason"] == SIDES
@@ -96,14 +108,8 @@ def test_the_localizer_carries_the_counterpart_on_a_real_slice(monkeypatch):
     """End to end on patient A: with the sides reported not shown, the left autochthon
     abstains and carries the right one, on the other side of the spine (on by default)."""
     from radspatial.agent.organs import OrgansLocalizer
-    from radspatial.training import organs_data
 
-    if not (organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz").is_file():
-        pytest.skip("../shared/data not here")
-    vol = organs_data.patient_a(organs_data.shared_data())
-    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
-    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
-    image = np.repeat(grey[:, :, None], 3, axis=2)
+    image = _patient_a_slice()
     refs = [Ref(name="autochthon_left"), Ref(name="liver")]
     assert organs_atlas.AtlasRules().mirror_sides  # shipped on (#34 round 4, its rule met)
     for on in (False, True):
@@ -138,14 +144,8 @@ def test_a_reason_of_its_own_survives_the_sides_and_blocks_a_reading():
 
 def test_the_localizer_keeps_a_structures_own_reason_under_the_sides(monkeypatch):
     from radspatial.agent.organs import OrgansLocalizer
-    from radspatial.training import organs_data
 
-    if not (organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz").is_file():
-        pytest.skip("../shared/data not here")
-    vol = organs_data.patient_a(organs_data.shared_data())
-    hu = organs_data.render_hu(vol.ct, vol.ct.shape[2] - 10, vol.spacing, 256)
-    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
-    image = np.repeat(grey[:, :, None], 3, axis=2)
+    image = _patient_a_slice()
     loc = OrgansLocalizer(atlas=True)
     real_match, real_one = loc._match, loc._one
     monkeypatch.setattr(loc, "_match", lambda *a: replace(real_match(*a), sides=False))

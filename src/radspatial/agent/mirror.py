@@ -31,7 +31,7 @@ def _trusted(f: Found | None) -> Found | None:
     """``f`` without its mirror and without the sides abstention (any other reason stays)."""
     if f is None:
         return None
-    details = {k: v for k, v in f.details.items() if k != MIRROR}
+    details = _without(f.details)
     if str(details.get("abstain_reason", "")).startswith(organs_view.SIDES_PREFIX):
         details.pop("abstain_reason")
     return replace(f, details=details)
@@ -47,10 +47,7 @@ def split(
     if not any(f is not None and MIRROR in f.details for f in found):
         return plain, None
     as_labelled = [_trusted(f) for f in found]
-    swapped = [
-        _trusted(f.details[MIRROR]) if f is not None and MIRROR in f.details else _trusted(f)
-        for f in found
-    ]
+    swapped = [_trusted(f.details.get(MIRROR, f) if f is not None else None) for f in found]
     return plain, (as_labelled, swapped)
 
 

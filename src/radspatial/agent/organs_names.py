@@ -9,6 +9,8 @@ structure.
 
 from __future__ import annotations
 
+import functools
+
 from radspatial.agent import unet
 from radspatial.agent.types import Ref
 from radspatial.core.labels import load_table, normalize_name
@@ -32,13 +34,23 @@ def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
 
 def grouped(label_id: int, model: unet.UNetModel) -> int | None:
     """A TotalSegmentator id, through MIRP's grouping, as the model's label id (or None)."""
-    table = load_table("totalsegmentator", group=True)
+    table = _grouped_table()
     name = table.names.get(table.apply(label_id))
     return None if name is None else model.id_of_name(name)
 
 
+@functools.lru_cache(maxsize=1)
+def _grouped_table():  # noqa: ANN202 - a LabelTable, read-only here
+    return load_table("totalsegmentator", group=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _totalseg_ids() -> dict[str, int]:
+    """Normalised TotalSegmentator name -> its (ungrouped) id."""
+    names = load_table("totalsegmentator", group=False).names
+    return {normalize_name(n): i for i, n in names.items()}
+
+
 def _by_name_grouped(name: str, model: unet.UNetModel) -> int | None:
-    key = normalize_name(name)
-    full = load_table("totalsegmentator", group=False).names
-    label = next((i for i, n in full.items() if normalize_name(n) == key), None)
+    label = _totalseg_ids().get(normalize_name(name))
     return None if label is None else grouped(label, model)
