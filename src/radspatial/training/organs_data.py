@@ -11,7 +11,13 @@ Training volumes (every real labelled CT the project may train on, in ``../share
   background), only the air outside the body is background. The NRRD is read here with pynrrd
   (LPS labelmap on the CT grid; checked against the CT's grid).
 
-Held out, never read here: DICOM patient B (``totalseg_example/ct_dicom``) and ``mirp_sample``.
+- patient B, the DICOM series ``totalseg_example/ct_dicom`` (20 slices, 0.98 mm) with its
+  TotalSegmentator v2 labels ``example_seg_dicom.nii.gz``, only when named (``"b"``): the
+  shipped weights up to issue #34 round 4 held B out as their real test patient, and
+  :data:`DEFAULT_VOLUMES` still does (a model trained on B has no real patient B to be tested
+  on; its config.json says what it held out).
+
+Never read here: ``mirp_sample``.
 
 :func:`plausibility` summarises the training labels per structure in terms that survive the
 8 rotation / flip variants and the display's zoom: the area as a fraction of the body's area
@@ -119,24 +125,51 @@ def patient_c(root: Path) -> TrainVolume:
     return TrainVolume("patient_c", ct, seg, spacing, source)
 
 
+def patient_b(root: Path) -> TrainVolume:
+    """The DICOM series (LPS on disk) with its NIfTI TotalSegmentator labels (RAS), both read
+    to canonical RAS+ by the generator's loader, which checks they share one grid."""
+    from radspatial.imaging.volumes import Case, load_case
+
+    ts = root / "totalseg_example"
+    folder, seg = ts / "ct_dicom", ts / "example_seg_dicom.nii.gz"
+    vol = load_case(Case("patient_b", folder, seg, "totalsegmentator"))
+    source: dict[str, Any] = {"ct": "ct_dicom/*.dcm"}
+    for i, f in enumerate(sorted(p for p in folder.iterdir() if p.is_file())):
+        source[f"ct_{i}_sha256"] = sha256_file(f)
+    source |= {"seg": seg.name, "seg_sha256": sha256_file(seg)}
+    return TrainVolume("patient_b", vol.ct, vol.seg, vol.spacing, source)
+
+
 def body_mask_volume(ct: np.ndarray) -> np.ndarray:
     return np.stack([body_mask(ct[:, :, z] > BODY_HU) for z in range(ct.shape[2])], axis=2)
 
 
-def training_volumes(root: Path | None = None, names: tuple[str, ...] = ("a", "c")):
+DEFAULT_VOLUMES = ("a", "c")
+READERS = {"a": patient_a, "b": patient_b, "c": patient_c}
+VOLUME_NAMES = {"a": "patient_a", "b": "patient_b", "c": "patient_c"}
+HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom"}  # a patient's files when not trained on
+
+
+def training_volumes(root: Path | None = None, names: tuple[str, ...] = DEFAULT_VOLUMES):
     root = Path(root) if root else shared_data()
-    readers = {"a": patient_a, "c": patient_c}
-    return [readers[n](root) for n in names]
+    unknown = [n for n in names if n not in READERS]
+    if unknown:
+        raise ValueError(f"unknown training volume(s) {unknown}; known: {sorted(READERS)}")
+    return [READERS[n](root) for n in names]
+
+
+def held_out(names: tuple[str, ...]) -> list[str]:
+    """The shared files a model trained on ``names`` never read (its real test data)."""
+    return [f for key, f in HELD_OUT_FILES.items() if key not in names] + ["mirp_sample"]
 
 
 def parse_exclude(specs: tuple[str, ...]) -> dict[str, set[int]]:
     """``("a:86-97", "c:1")`` -> {"patient_a": {86, ..., 97}, "patient_c": {1}} (z indices of
     the canonical RAS grid, inclusive ranges)."""
-    names = {"a": "patient_a", "c": "patient_c"}
     out: dict[str, set[int]] = {}
     for spec in specs:
         key, _, ranges = spec.partition(":")
-        zs = out.setdefault(names.get(key, key), set())
+        zs = out.setdefault(VOLUME_NAMES.get(key, key), set())
         for part in ranges.split("+"):
             lo, _, hi = part.partition("-")
             zs.update(range(int(lo), int(hi or lo) + 1))

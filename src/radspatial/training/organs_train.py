@@ -314,7 +314,7 @@ def _record(
                 "slices": int(n_synth),
             },
             "real": real_source,
-            "held_out_never_used": ["totalseg_example/ct_dicom", "mirp_sample"],
+            "held_out_never_used": organs_data.held_out(tuple(config.volumes)),
         },
         "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
         "training": {
