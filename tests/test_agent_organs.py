@@ -328,3 +328,30 @@ def test_organs_train_tiny_run_writes_a_loadable_recorded_model(tmp_path):
     image[32:96, 32:96] = 120
     found = loc.locate(image, [Ref(name="liver"), Ref(name="unicorn_gland")], CTX)
     assert len(found) == 2 and found[1] is None
+
+
+def test_patient_b_trains_only_when_named_and_config_says_what_was_held_out(tmp_path):
+    from radspatial.training import organs_data
+    from radspatial.training.organs_train import OrgansConfig, train_organs
+
+    assert organs_data.held_out(organs_data.DEFAULT_VOLUMES) == [
+        "totalseg_example/ct_dicom",
+        "mirp_sample",
+    ]
+    with pytest.raises(ValueError, match="unknown training volume"):
+        organs_data.training_volumes(None, ("a", "z"))
+    config = OrgansConfig(
+        n_phantoms=0, size=64, steps=2, batch_size=2, threads=1, volumes=("b", "c")
+    )
+    record = train_organs(tmp_path / "m", config, progress=False)
+    volumes = record["data"]["real"]["volumes"]
+    assert [v["name"] for v in volumes] == ["patient_b", "patient_c"]
+    assert volumes[0]["seg_sha256"].startswith("98af7f65") and volumes[0]["slices"] == 20
+    assert len([k for k in volumes[0] if k.startswith("ct_") and k.endswith("_sha256")]) == 20
+    assert record["data"]["held_out_never_used"] == ["mirp_sample"]
+    # the DICOM (LPS on disk) is read RAS+ like its NIfTI labels: the liver lies at larger x
+    # (the patient's right) than the spleen, and their labels sit on soft tissue, not air
+    b = organs_data.patient_b(organs_data.shared_data())
+    liver, spleen = (np.argwhere(b.seg == i)[:, 0].mean() for i in (5, 1))
+    assert liver > spleen + 100
+    assert np.median(b.ct[b.seg == 5]) > 0

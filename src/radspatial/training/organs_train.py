@@ -33,7 +33,7 @@ from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
 from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr
-from radspatial.training.organs_data import render_hu, render_lab
+from radspatial.training.organs_data import held_out, render_hu, render_lab
 
 __all__ = ["OrgansConfig", "augment", "elastic_field", "one_cycle_lr", "train_organs"]
 
@@ -314,7 +314,7 @@ def _record(
                 "slices": int(n_synth),
             },
             "real": real_source,
-            "held_out_never_used": organs_data.held_out(tuple(config.volumes)),
+            "held_out_never_used": held_out(tuple(config.volumes)),
         },
         "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
         "training": {
