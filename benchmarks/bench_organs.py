@@ -341,6 +341,7 @@ def main() -> None:
     p.add_argument("--variants", type=int, help="test-time copies (default: the shipped 4)")
     p.add_argument("--json", type=Path)
     p.add_argument("--mirror-sides", action="store_true", help="AtlasRules(mirror_sides=True)")
+    p.add_argument("--min-match", type=float, help="AtlasRules(min_match=X): atlas-only floor")
     a = p.parse_args()
     if a.threads:
         import torch
@@ -362,11 +363,14 @@ def main() -> None:
 
             options["checks"] = with_copies(a.variants)
         agent = Agent(a.localizer, **options)
-        if a.mirror_sides:  # #34 round 4 (agent/mirror.py; now the default)
+        change = {"mirror_sides": True} if a.mirror_sides else {}  # #34 r4, now the default
+        if a.min_match is not None:  # #34 round 5
+            change["min_match"] = a.min_match
+        if change:
             from dataclasses import replace
 
             loc = getattr(agent.localizer, "organs", agent.localizer)
-            loc.atlas_rules = replace(loc.atlas_rules, mirror_sides=True)
+            loc.atlas_rules = replace(loc.atlas_rules, **change)
         if a.time_only:
             reports[tag] = {"cpu_512px": cpu_time(agent, a.repeats)}
             print(tag, "cpu_512px", reports[tag]["cpu_512px"])

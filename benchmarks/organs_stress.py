@@ -114,8 +114,9 @@ def reason_class(text: str) -> str:
 
 
 def agents() -> dict:
-    """Plain ``agent`` before round 3 (no view rule), with the view confirmation (first
-    candidate, not shipped) and with the sides rule (second candidate)."""
+    """Plain ``agent`` before round 3 (no view rule), with the view confirmation (round 3's
+    first candidate, not shipped), with the sides rule (its second), as shipped (the
+    defaults) and with the atlas match floor (round 5's second candidate)."""
     from radspatial.agent.core import Agent
     from radspatial.agent.organs_atlas import AtlasRules
 
@@ -124,6 +125,8 @@ def agents() -> dict:
         ("current", AtlasRules(confirm_view=False, need_sides=False, mirror_sides=False)),
         ("confirm_view", AtlasRules(confirm_view=True, need_sides=False, mirror_sides=False)),
         ("need_sides", AtlasRules(confirm_view=False, need_sides=True, mirror_sides=False)),
+        ("shipped", AtlasRules()),  # the defaults (round 4: need_sides and mirror_sides on)
+        ("match_floor", AtlasRules(min_match=0.95)),  # round 5, second candidate
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -320,7 +323,11 @@ def main() -> None:
     p.add_argument("--time", type=int, metavar="REPEATS", help="only CPU time, REPEATS rounds")
     p.add_argument("--pairs", action="store_true", help="also tabulate by structure pair")
     p.add_argument("--lopo", type=Path, help="folder of no_<patient> model folders (atlas LOPO)")
-    p.add_argument("--agents", default="current,need_sides", help="current,confirm_view,need_sides")
+    p.add_argument(
+        "--agents",
+        default="current,need_sides",
+        help="of current,confirm_view,need_sides,shipped,match_floor",
+    )
     p.add_argument(
         "--model-dir",
         type=Path,

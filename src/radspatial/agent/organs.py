@@ -115,7 +115,9 @@ class OrgansLocalizer:
             return f
         extra = {"label_id": int(label_id), "class": int(cls), "via": via}
         opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-        f = self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed)
+        f = self._with_atlas(
+            f, opinion, match.body_radius, extra, match.view_confirmed, match.score
+        )
         name = model.classes[cls][1]
         if f is None or match.sides or not organs_view.lateral(name):
             return f
@@ -127,17 +129,25 @@ class OrgansLocalizer:
         return replace(f, details=details)
 
     def _with_atlas(
-        self, f: Found | None, opinion, radius: float, extra: dict, confirmed: bool = True
+        self,
+        f: Found | None,
+        opinion,
+        radius: float,
+        extra: dict,
+        confirmed: bool = True,
+        similarity: float = float("inf"),
     ) -> Found | None:
         """The network's localization with the atlas's opinion (``organs_atlas.combine``); one
         scored under the floor counts as missed (``AtlasRules.weak_to_atlas``): the atlas's
-        centre, with its uncertainty, is used when the atlas holds the structure and (with
-        ``AtlasRules.confirm_view``) its orientation is ``confirmed`` by the anatomy."""
+        centre, with its uncertainty, is used when the atlas holds the structure, its match's
+        ``similarity`` reaches ``AtlasRules.min_match`` and (with ``AtlasRules.confirm_view``)
+        its orientation is ``confirmed`` by the anatomy."""
         rules = self.atlas_rules
         weak = f is not None and f.score < self.min_score and rules.weak_to_atlas
         out = organs_atlas.combine(None if weak else f, opinion, radius, rules, extra)
-        if out is not None and out.method == "atlas" and rules.confirm_view and not confirmed:
-            out = None  # the atlas's orientation is not the anatomy's: no atlas-only centre
+        alone = out is not None and out.method == "atlas"
+        if alone and ((rules.confirm_view and not confirmed) or similarity < rules.min_match):
+            out = None  # an orientation or a match the image does not bear out: no centre
         if not weak:
             return out
         if out is None:

@@ -77,6 +77,9 @@ class AtlasRules:
     # on a slice that does not show the sides, answer when the question's answer is the same
     # with every side swapped (agent/mirror.py; #34 round 4: its rule was met, on)
     mirror_sides: bool = True
+    # a centre from the atlas alone needs the match's similarity (``Match.score``) at least
+    # this (0: any match; #34 round 5 measures 0.95)
+    min_match: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,12 @@ class Match:
     body_radius: float  # 128 px frame
     views: tuple[int, ...] = tuple(range(8))  # views the network's anatomy allows (organs_view)
     sides: bool = True  # the patient's right is shown and agrees with ``orientation``
+
+    @property
+    def score(self) -> float:
+        """Mean similarity of the kept slices (grey rank correlation + weighted label
+        agreement, as ranked): how well the best orientation's slices fit the query."""
+        return float(np.mean(self.similarity)) if self.similarity else 0.0
 
     @property
     def view_confirmed(self) -> bool:
