@@ -115,18 +115,27 @@ def reason_class(text: str) -> str:
 
 def agents() -> dict:
     """Plain ``agent`` before round 3 (no view rule), with the view confirmation (round 3's
-    first candidate, not shipped), with the sides rule (its second), as shipped (the
-    defaults) and with the atlas match floor (round 5's second candidate)."""
+    first candidate, not shipped), with the sides rule (its second), as shipped after round 4
+    (no match floor), with the atlas match floor (round 5's second candidate, since shipped)
+    and as shipped now (the defaults)."""
     from radspatial.agent.core import Agent
     from radspatial.agent.organs_atlas import AtlasRules
 
     out = {}
+    before = {"min_match": 0.0}  # the rounds before 5 had no match floor
     for tag, rules in (
-        ("current", AtlasRules(confirm_view=False, need_sides=False, mirror_sides=False)),
-        ("confirm_view", AtlasRules(confirm_view=True, need_sides=False, mirror_sides=False)),
-        ("need_sides", AtlasRules(confirm_view=False, need_sides=True, mirror_sides=False)),
-        ("shipped", AtlasRules()),  # the defaults (round 4: need_sides and mirror_sides on)
-        ("match_floor", AtlasRules(min_match=0.95)),  # round 5, second candidate
+        ("current", AtlasRules(confirm_view=False, need_sides=False, mirror_sides=False, **before)),
+        (
+            "confirm_view",
+            AtlasRules(confirm_view=True, need_sides=False, mirror_sides=False, **before),
+        ),
+        (
+            "need_sides",
+            AtlasRules(confirm_view=False, need_sides=True, mirror_sides=False, **before),
+        ),
+        ("round4", AtlasRules(**before)),  # shipped after round 4
+        ("match_floor", AtlasRules(min_match=0.95)),  # round 5's second candidate
+        ("shipped", AtlasRules()),  # the defaults
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -326,7 +335,7 @@ def main() -> None:
     p.add_argument(
         "--agents",
         default="current,need_sides",
-        help="of current,confirm_view,need_sides,shipped,match_floor",
+        help="of current,confirm_view,need_sides,round4,match_floor,shipped",
     )
     p.add_argument(
         "--model-dir",

@@ -78,8 +78,8 @@ class AtlasRules:
     # with every side swapped (agent/mirror.py; #34 round 4: its rule was met, on)
     mirror_sides: bool = True
     # a centre from the atlas alone needs the match's similarity (``Match.score``) at least
-    # this (0: any match; #34 round 5 measures 0.95)
-    min_match: float = 0.0
+    # this (0: any match); #34 round 5: its rule was met on a fresh set, on
+    min_match: float = 0.95
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""Issue #34 round 5: a centre from the atlas alone needs a match the image bears out
+(``AtlasRules.min_match`` on ``Match.score``; docs/agent.md, "Round 5")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from radspatial.agent import organs_atlas, organs_checks
+from radspatial.agent.organs import OrgansLocalizer, predict_small
+from radspatial.agent.types import Found
+
+EXTRA = {"label_id": 5, "class": 5, "via": "name"}
+ATLAS = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
+
+
+def test_an_atlas_only_centre_needs_the_match_floor_and_network_centres_do_not():
+    floor = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(min_match=0.95))
+    assert floor._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.97).method == "atlas"
+    assert floor._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.90) is None
+    weak = Found((50.0, 50.0), 0.3, "organs", {"checks": {}})
+    assert floor._with_atlas(weak, ATLAS, 50.0, EXTRA, True, 0.90) is weak  # its own score
+    used = floor._with_atlas(weak, ATLAS, 50.0, EXTRA, True, 0.97)
+    assert used.method == "atlas" and used.details["network"]["score"] == 0.3
+    strong = Found((58.0, 50.0), 0.9, "organs", {"checks": {}})
+    assert floor._with_atlas(strong, ATLAS, 50.0, EXTRA, True, 0.10).xy == (58.0, 50.0)
+    assert OrgansLocalizer(atlas=True).atlas_rules.min_match == 0.95  # the default since r5
+    off = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(min_match=0.0))
+    assert off._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.10).method == "atlas"
+
+
+def test_match_score_is_the_mean_similarity_of_the_kept_slices():
+    m = organs_atlas.Match(np.zeros((2, 2, 2)), None, (0, 1), 3, (1.0, 0.8), (0, 2, 0, 2), 1.0)
+    assert m.score == pytest.approx(0.9)
+
+
+def _patient_b_slice(z: int, size: int = 256) -> np.ndarray:
+    """Patient B's slice ``z`` (held out from the shipped weights and atlas), soft-tissue
+    window, RGB, in the generator's display geometry."""
+    from radspatial.training import organs_data
+
+    if not (organs_data.shared_data() / "totalseg_example" / "ct_dicom").is_dir():
+        pytest.skip("../shared/data not here")
+    vol = organs_data.patient_b(organs_data.shared_data())
+    hu = organs_data.render_hu(vol.ct, z, vol.spacing, size)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2)
+
+
+def _match(loc: OrgansLocalizer, image: np.ndarray) -> organs_atlas.Match | None:
+    model = loc.model
+    pred, _, gray = predict_small(model, image, loc.checks.variants)
+    return loc._match(model, pred, gray, organs_checks.body_of(gray))
+
+
+def test_a_real_unseen_slice_matches_above_the_floor_in_its_own_view_only():
+    """The atlas matches patient B (unseen) in the view it is shown in, well above the floor;
+    a body with no anatomy inside (soft tissue and noise) matches below it."""
+    loc = OrgansLocalizer(atlas=True)
+    image = _patient_b_slice(10)
+    for k in (0, 1, 6):  # a quarter turn, a flip and a turn: a wrong flip would be caught
+        m = _match(
+            loc,
+            np.ascontiguousarray(
+                organs_atlas._dihedral_np(image.transpose(2, 0, 1), k).transpose(1, 2, 0)
+            ),
+        )
+        assert m is not None and m.orientation == k and m.score >= 0.95, (k, m and m.score)
+    y, x = np.mgrid[:256, :256]
+    blob = np.where((x - 128) ** 2 / 100**2 + (y - 128) ** 2 / 70**2 <= 1, 140, 0)
+    noise = np.random.default_rng(0).normal(0, 6, blob.shape) * (blob > 0)
+    flat = np.repeat(np.clip(blob + noise, 0, 255).astype(np.uint8)[:, :, None], 3, axis=2)
+    m = _match(loc, flat)
+    assert m is None or m.score < 0.95
