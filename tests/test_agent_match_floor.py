@@ -16,7 +16,8 @@ ATLAS = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
 
 def test_an_atlas_only_centre_needs_the_match_floor_and_network_centres_do_not():
     floor = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(min_match=0.95))
-    assert floor._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.97).method == "atlas"
+    alone = floor._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.97)
+    assert alone.method == "atlas" and alone.details["atlas"]["match_score"] == 0.97
     assert floor._with_atlas(None, ATLAS, 50.0, EXTRA, True, 0.90) is None
     weak = Found((50.0, 50.0), 0.3, "organs", {"checks": {}})
     assert floor._with_atlas(weak, ATLAS, 50.0, EXTRA, True, 0.90) is weak  # its own score

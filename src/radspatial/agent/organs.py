@@ -148,6 +148,9 @@ class OrgansLocalizer:
         alone = out is not None and out.method == "atlas"
         if alone and ((rules.confirm_view and not confirmed) or similarity < rules.min_match):
             out = None  # an orientation or a match the image does not bear out: no centre
+        if out is not None and "atlas" in out.details and np.isfinite(similarity):
+            opinion = {**out.details["atlas"], "match_score": round(float(similarity), 3)}
+            out = replace(out, details={**out.details, "atlas": opinion})  # for the trace
         if not weak:
             return out
         if out is None:
