@@ -73,3 +73,30 @@ def test_a_real_unseen_slice_matches_above_the_floor_in_its_own_view_only():
     flat = np.repeat(np.clip(blob + noise, 0, 255).astype(np.uint8)[:, :, None], 3, axis=2)
     m = _match(loc, flat)
     assert m is None or m.score < 0.95
+
+
+def test_a_centre_from_the_atlas_has_no_extent_so_count_and_size_abstain():
+    """The atlas says where a structure is, not how large or in how many pieces: an
+    atlas-only centre reports no area and no components (before: 0 px and the network's
+    stray fragments, which answered "0 regions" or "smaller" with confidence)."""
+    from radspatial.agent import unet
+    from radspatial.agent.organs import _to_image
+    from radspatial.questions.count import verify_count
+    from radspatial.questions.size import verify_size
+
+    labels = np.zeros((128, 128), np.int64)
+    labels[10:14, 10:14] = 5  # a stray network fragment of the class
+    pred = unet.Prediction(np.zeros((6, 128, 128), np.float32), labels)
+    details = {"class": 5, "label_id": 5, "area_px": 0, "atlas": {"support": 1.0}}
+    alone = _to_image(Found((60.0, 52.0), 1.0, "atlas", details), pred, 4.0, 4.0, 0.5, 100.0)
+    assert alone.method == "atlas" and alone.xy == (241.5, 209.5)
+    assert alone.details["area_px"] is None and alone.details["component_areas"] is None
+    assert verify_count(1, alone).answer is None
+    assert verify_count(0, alone).answer is None  # not "0 regions": unknown
+    net = _to_image(
+        Found((12.0, 12.0), 0.9, "organs", {**details, "area_px": 16}), pred, 4, 4, 0.5, 100
+    )
+    assert net.method == "organs" and net.details["area_px"] == 256.0
+    assert net.details["component_areas"] == [256.0]
+    assert verify_size("larger_than", net, alone).answer is None
+    assert verify_size("larger_than", net, net).answer is None  # same area: within tolerance

@@ -206,8 +206,11 @@ def _to_image(
     found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float
 ) -> Found:
     """Network pixels -> image pixels (pixel centres), with areas, box and the uncertainty
-    (``uncertainty_px``, from body radii: ``radius_px``) in image pixels."""
+    (``uncertainty_px``, from body radii: ``radius_px``) in image pixels. A centre from the
+    atlas (``method`` "atlas") says where, not how large or in how many pieces: its area and
+    components are unknown (None), and types that measure them abstain."""
     cls = found.details["class"]
+    alone = found.method == "atlas"
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
     details = dict(found.details)
     if details.get(MIRROR) is not None:
@@ -218,12 +221,12 @@ def _to_image(
         details["uncertainty_px"] = round(float(u) * radius_px, 1)
     details = {
         **details,
-        "area_px": round(found.details["area_px"] * sx * sy, 1),
-        "component_areas": _component_areas(pred.labels == cls, sx * sy),
+        "area_px": None if alone else round(found.details["area_px"] * sx * sy, 1),
+        "component_areas": None if alone else _component_areas(pred.labels == cls, sx * sy),
         "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
         "abstain_below": floor,
     }
-    return Found((x, y), found.score, "organs", details)
+    return Found((x, y), found.score, found.method if alone else "organs", details)
 
 
 def _atlas_dir(atlas: bool | str | Path, model_dir: Path) -> Path | None:

@@ -113,7 +113,8 @@ def verify_count(
         return Decision(None, "structure not found", rule)
     areas = found.details.get("component_areas")
     if areas is None:
-        return Decision(None, "the localizer gives no components (use mask or unet)", rule)
+        why = "no components (a localizer without them, or a centre from the atlas)"
+        return Decision(None, why, rule)
     regions = count_regions([float(a) for a in areas], min_component_px)
     measured: dict[str, Any] = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
     if regions is None:

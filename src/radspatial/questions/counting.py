@@ -80,7 +80,7 @@ class Counting(OpenType):
         assert f is not None
         areas = f.details.get("component_areas")
         if areas is None:
-            return Decision(None, "the localizer gives no component areas", "")
+            return Decision(None, "no component areas (none given, or a centre from the atlas)", "")
         min_px = scene.rules.min_component_px
         n = count_regions(areas, min_px)
         if n is None:

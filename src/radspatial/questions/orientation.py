@@ -147,7 +147,7 @@ def _posterior_point(
 ) -> tuple[tuple[float, float], str] | None:
     """The spine's area-weighted centre, else the midpoint of a posterior muscle pair."""
     if spine:
-        weights = [max(f.details.get("area_px", 1), 1) for f in spine]
+        weights = [max(f.details.get("area_px") or 1, 1) for f in spine]  # None: unknown
         total = sum(weights)
         x = sum(w * f.xy[0] for w, f in zip(weights, spine, strict=True)) / total
         y = sum(w * f.xy[1] for w, f in zip(weights, spine, strict=True)) / total

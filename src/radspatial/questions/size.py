@@ -119,7 +119,8 @@ def verify_size(
     assert first is not None and second is not None
     areas = [f.details.get("area_px") for f in (first, second)]
     if areas[0] is None or areas[1] is None:
-        return Decision(None, "the localizer gives no areas (use mask or unet)", rule)
+        why = "no areas (a localizer without them, or a centre from the atlas)"
+        return Decision(None, why, rule)
     a1, a2 = float(areas[0]), float(areas[1])
     measured = {"area_px": [round(a1, 1), round(a2, 1)]}
     rel_gap = abs(a1 - a2) / max(a1, a2, 1e-9)
