@@ -78,11 +78,20 @@ class Laterality(OpenType):
         return read_words(text, SIDE_WORDS, "side", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        """The side of the midline that holds the centre, answered only when it holds across
+        the margin and the localization's uncertainty (as relative position's rule)."""
         (f,) = found
         assert f is not None
-        mid = scene.image.shape[1] / 2
-        side = "left" if f.xy[0] < mid else "right"
-        return Decision(side, f"centre x {f.xy[0]:.1f} vs midline {mid}", "")
+        mid, margin, spare = scene.image.shape[1] / 2, scene.rules.margin_px, f.uncertainty_px
+        rule = "the half of the image that holds the centre"
+        gap = f.xy[0] - mid
+        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+        if abs(gap) < margin + spare:
+            reason = f"centre {abs(gap):.1f} px from the midline (< {need})"
+            return Decision(None, reason, rule)
+        confidence = f.score * min(1.0, (abs(gap) - spare) / (3 * margin))
+        reason = f"centre x {f.xy[0]:.1f} vs midline {mid:g} (beyond {need})"
+        return Decision("left" if gap < 0 else "right", reason, rule, confidence=confidence)
 
     def prior(self, given: q.PriorInput) -> str | None:
         if given.reader == "standard-view":

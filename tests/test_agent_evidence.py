@@ -1,5 +1,6 @@
-"""Issue #34 round 5: a centre from the atlas alone needs a match the image bears out
-(``AtlasRules.min_match`` on ``Match.score``; docs/agent.md, "Round 5")."""
+"""Issue #34 round 5: an answer needs evidence the image bears out. A centre from the atlas
+alone needs a match that fits (``AtlasRules.min_match`` on ``Match.score``) and says nothing of
+the structure's extent; laterality weighs margin and uncertainty (docs/agent.md, "Round 5")."""
 
 from __future__ import annotations
 
@@ -100,3 +101,25 @@ def test_a_centre_from_the_atlas_has_no_extent_so_count_and_size_abstain():
     assert net.details["component_areas"] == [256.0]
     assert verify_size("larger_than", net, alone).answer is None
     assert verify_size("larger_than", net, net).answer is None  # same area: within tolerance
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_laterality_answers_only_beyond_margin_and_uncertainty(side):
+    """The image half that holds the centre, as relative position decides: a centre a few
+    pixels off the midline, or within its own uncertainty of it, is no answer (before: any
+    pixel decided). Both halves, so a flipped comparison would be caught."""
+    from radspatial.core.rules import QuestionRules
+    from radspatial.questions.laterality import Laterality
+    from radspatial.questions.records import Context, Scene
+
+    scene = Scene(np.zeros((256, 512, 3), np.uint8), Context(), QuestionRules(margin_px=10))
+    sign = -1 if side == "left" else 1
+
+    def at(offset: float, uncertainty: float) -> Found:
+        return Found((256 + sign * offset, 100.0), 0.9, "organs", {"uncertainty_px": uncertainty})
+
+    answer = lambda f: Laterality().verify(None, [f], scene).answer  # noqa: E731
+    assert answer(at(40, 0)) == side
+    assert answer(at(40, 20)) == side
+    assert answer(at(5, 0)) is None
+    assert answer(at(25, 20)) is None  # 25 px < margin 10 + uncertainty 20
