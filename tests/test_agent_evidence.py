@@ -123,3 +123,36 @@ def test_laterality_answers_only_beyond_margin_and_uncertainty(side):
     assert answer(at(40, 20)) == side
     assert answer(at(5, 0)) is None
     assert answer(at(25, 20)) is None  # 25 px < margin 10 + uncertainty 20
+
+
+def test_a_count_needs_every_re_oriented_copy_to_count_the_same():
+    """Regions are counted only when the network's re-oriented copies agree on the number (a
+    fragment one copy sees and another does not is no region to count on)."""
+    from radspatial.questions.count import found_regions, verify_count
+
+    def found(copies):
+        details = {"component_areas": [900.0, 300.0], "component_areas_copies": copies}
+        return Found((10.0, 10.0), 0.9, "organs", details)
+
+    assert found_regions(found([[880.0, 310.0], [905.0, 290.0]]), 40)[0] == 2
+    n, why, measured = found_regions(found([[880.0, 310.0], [1200.0]]), 40)
+    assert n is None and "copies count [2, 1]" in why and measured["regions_per_copy"] == [2, 1]
+    assert verify_count(2, found([[880.0, 310.0], [1200.0]])).answer is None
+    assert verify_count(2, found([[880.0, 310.0], [905.0, 290.0]])).answer == 1
+    mask = Found((10.0, 10.0), 1.0, "mask", {"component_areas": [900.0, 300.0]})  # no copies
+    assert verify_count(1, mask).answer == 0
+
+
+def test_the_localizer_reports_each_copys_components():
+    from radspatial.agent import unet
+    from radspatial.agent.organs import _to_image
+
+    labels = np.zeros((128, 128), np.int64)
+    labels[10:20, 10:20] = 5
+    votes = np.stack([labels, labels.copy()])
+    votes[1, 40:44, 40:44] = 5  # a fragment only the second copy sees
+    pred = unet.Prediction(np.zeros((6, 128, 128), np.float32), labels)
+    details = {"class": 5, "label_id": 5, "area_px": 100}
+    out = _to_image(Found((15.0, 15.0), 0.9, "organs", details), pred, 2, 2, 0.5, 50, votes)
+    assert out.details["component_areas"] == [400.0]
+    assert out.details["component_areas_copies"] == [[400.0], [400.0, 64.0]]

@@ -103,7 +103,8 @@ class OrgansLocalizer:
         seen = (model, pred, votes, body, match)
         out = [self._structure(seen, label_id, via) for label_id, via in resolved]
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
-        return [None if f is None else _to_image(f, pred, sx, sy, self.min_score, px) for f in out]
+        floor = self.min_score
+        return [None if f is None else _to_image(f, pred, sx, sy, floor, px, votes) for f in out]
 
     def _structure(self, seen: tuple, label_id: int | None, via: str, mirror: bool = True):
         """One structure (128 px frame) with the atlas's opinion; a sided one on a slice that
@@ -203,12 +204,13 @@ class OrgansLocalizer:
 
 
 def _to_image(
-    found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float
-) -> Found:
-    """Network pixels -> image pixels (pixel centres), with areas, box and the uncertainty
-    (``uncertainty_px``, from body radii: ``radius_px``) in image pixels. A centre from the
-    atlas (``method`` "atlas") says where, not how large or in how many pieces: its area and
-    components are unknown (None), and types that measure them abstain."""
+    found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float,
+    votes: np.ndarray | None = None,
+) -> Found:  # fmt: skip
+    """Network pixels -> image pixels (pixel centres), with areas (also each re-oriented
+    copy's components: ``votes``), box and the uncertainty (``uncertainty_px``, from body
+    radii: ``radius_px``) in image pixels. A centre from the atlas (``method`` "atlas") says
+    where, not how large or in how many pieces: its area and components are unknown (None)."""
     cls = found.details["class"]
     alone = found.method == "atlas"
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
@@ -226,6 +228,8 @@ def _to_image(
         "bbox": _bbox(pred.labels == cls, found.xy, sx, sy),
         "abstain_below": floor,
     }
+    if votes is not None and len(votes) > 1 and not alone:
+        details["component_areas_copies"] = [_component_areas(v == cls, sx * sy) for v in votes]
     return Found((x, y), found.score, found.method if alone else "organs", details)
 
 

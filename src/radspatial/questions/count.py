@@ -47,6 +47,27 @@ def count_regions(areas: list[float], min_px: float) -> int | None:
     return sum(a >= min_px for a in areas)
 
 
+def found_regions(found: Found, min_px: float) -> tuple[int | None, str, dict[str, Any]]:
+    """(regions, why not, measured) of a localization: its components counted by
+    :func:`count_regions`; None with the reason when it has none (a localizer without them, a
+    centre from the atlas), a component is near the threshold, or the localizer's re-oriented
+    copies (``details["component_areas_copies"]``) do not all count the same."""
+    areas = found.details.get("component_areas")
+    if areas is None:
+        return None, "no components (a localizer without them, or a centre from the atlas)", {}
+    measured: dict[str, Any] = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
+    regions = count_regions([float(a) for a in areas], min_px)
+    if regions is None:
+        return None, "a component is close to the region size threshold", measured
+    copies = found.details.get("component_areas_copies") or []
+    counts = [count_regions([float(a) for a in c], min_px) for c in copies]
+    if counts:
+        measured["regions_per_copy"] = counts
+    if any(n != regions for n in counts):
+        return None, f"re-oriented copies count {counts}, not all {regions}", measured
+    return regions, "", measured
+
+
 class Count(q.KeepVariant):
     name = "count"
     setups = ("rq1",)
@@ -111,15 +132,9 @@ def verify_count(
     rule = f"yes iff regions of >= {min_component_px:g} px == {n}"
     if found is None:
         return Decision(None, "structure not found", rule)
-    areas = found.details.get("component_areas")
-    if areas is None:
-        why = "no components (a localizer without them, or a centre from the atlas)"
-        return Decision(None, why, rule)
-    regions = count_regions([float(a) for a in areas], min_component_px)
-    measured: dict[str, Any] = {"component_areas_px": [round(float(a), 1) for a in areas[:12]]}
+    regions, why, measured = found_regions(found, min_component_px)
     if regions is None:
-        reason = "a component is close to the region size threshold"
-        return Decision(None, reason, rule, measured=measured)
+        return Decision(None, why, rule, measured=measured)
     measured["regions"] = regions
     reason = f"{regions} region(s) of >= {min_component_px:g} px"
     return Decision(int(regions == n), reason, rule, confidence=found.score, measured=measured)

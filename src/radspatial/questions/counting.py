@@ -20,7 +20,7 @@ import numpy as np
 from radspatial import questions as q
 from radspatial.core.answers import COUNT, Answer, Grade
 from radspatial.core.datafiles import DataFileError
-from radspatial.questions.count import count_regions
+from radspatial.questions.count import count_regions, found_regions
 from radspatial.questions.open_common import OpenType
 from radspatial.questions.reading import read_count
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
@@ -78,14 +78,11 @@ class Counting(OpenType):
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
         (f,) = found
         assert f is not None
-        areas = f.details.get("component_areas")
-        if areas is None:
-            return Decision(None, "no component areas (none given, or a centre from the atlas)", "")
         min_px = scene.rules.min_component_px
-        n = count_regions(areas, min_px)
+        n, why, measured = found_regions(f, min_px)
         if n is None:
-            return Decision(None, "a component is too close to the region threshold", "")
-        return Decision(n, f"{n} components of >= {min_px} px", "")
+            return Decision(None, why, "", measured=measured)
+        return Decision(n, f"{n} components of >= {min_px} px", "", measured=measured)
 
 
 q.register_question_type(Counting())
