@@ -156,3 +156,35 @@ def test_the_localizer_reports_each_copys_components():
     out = _to_image(Found((15.0, 15.0), 0.9, "organs", details), pred, 2, 2, 0.5, 50, votes)
     assert out.details["component_areas"] == [400.0]
     assert out.details["component_areas_copies"] == [[400.0], [400.0, 64.0]]
+
+
+def _at(x: float, y: float, uncertainty: float = 0.0) -> Found:
+    return Found((x, y), 0.9, "organs", {"uncertainty_px": uncertainty})
+
+
+def test_direction_answers_only_what_holds_across_the_uncertainty():
+    from radspatial.questions.direction import verify_direction
+
+    ref = _at(200, 200)
+    assert verify_direction(_at(140, 210), ref, 10).answer == "left"
+    assert verify_direction(_at(260, 190), ref, 10).answer == "right"  # a flip is caught
+    assert verify_direction(_at(205, 140), ref, 10).answer == "above"
+    assert verify_direction(_at(195, 260), ref, 10).answer == "below"
+    assert verify_direction(_at(205, 203), ref, 10).answer is None  # under the margin
+    under = verify_direction(_at(140, 210, 55), ref, 10)  # 60 px < margin 10 + 55
+    assert under.answer is None and "< margin 10 px + uncertainty 55.0 px" in under.reason
+    axes = verify_direction(_at(140, 155, 10), ref, 10)  # 60 - 10 <= 45 + 10: which axis?
+    assert axes.answer is None and "axes" in axes.reason
+    assert verify_direction(_at(140, 170, 10), ref, 10).answer == "left"  # 50 > 30 + 10
+
+
+def test_distance_weighs_every_localization_s_uncertainty():
+    from radspatial.questions.distance import verify_distance
+
+    anchor, near, far = _at(100, 100), _at(130, 100), _at(180, 100)  # 30 vs 80 px
+    assert verify_distance("closer_to", anchor, near, far).answer == 1
+    assert verify_distance("farther_from", anchor, near, far).answer == 0
+    vague = _at(100, 100, 15)  # 2 x 15 = 30 < 50 - 10: still decided
+    assert verify_distance("closer_to", vague, near, far).answer == 1
+    vaguer = _at(100, 100, 25)  # 2 x 25 + 10 = 60 > 50: no answer
+    assert verify_distance("closer_to", vaguer, near, far).answer is None

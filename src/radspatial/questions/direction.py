@@ -10,10 +10,11 @@ standard-view image, ``answer_anatomical`` the patient's frame (``anatomical_hol
 are the patient's sides, above/below anterior/posterior). Balanced over the four answers
 (chance 25%).
 
-The agent answers the axis of larger centre difference and its sign (the generator asks only
-clear cases). The anatomy prior answers the typical patient-frame direction (left/right the
-patient's, above/below anterior/posterior); the standard-view reader the direction between the
-item's own standard-view centres.
+The agent answers the axis of larger centre difference and its sign when both hold across the
+margin and the two localizations' uncertainty (the generator asks only clear cases; a
+localization may not be one). The anatomy prior answers the typical patient-frame direction
+(left/right the patient's, above/below anterior/posterior); the standard-view reader the
+direction between the item's own standard-view centres.
 """
 
 from __future__ import annotations
@@ -108,9 +109,12 @@ class Direction(OpenType):
         return read_words(text, DIRECTION_WORDS, "direction", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
+        """The axis of larger centre difference and its sign, answered only when both hold
+        wherever the true centres lie within the two localizations' uncertainty (and the
+        difference along it is at least the margin), as relative position's rule."""
         f1, f2 = found
         assert f1 is not None and f2 is not None
-        return Decision(direction_of(f1.xy, f2.xy), "axis of larger centre difference", "")
+        return verify_direction(f1, f2, scene.rules.margin_px)
 
     def prior(self, given: q.PriorInput) -> str | None:
         if given.reader == "standard-view":
@@ -121,3 +125,23 @@ class Direction(OpenType):
 
 
 q.register_question_type(Direction())
+
+
+def verify_direction(f1: Found, f2: Found, margin: float) -> Decision:
+    rule = "the axis of larger centre difference, and its sign"
+    dx, dy = f1.xy[0] - f2.xy[0], f1.xy[1] - f2.xy[1]
+    main, other = max(abs(dx), abs(dy)), min(abs(dx), abs(dy))
+    spare = f1.uncertainty_px + f2.uncertainty_px
+    need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+    if main < margin + spare:
+        return Decision(None, f"centres differ by {main:.1f} px (< {need})", rule, dx, dy)
+    if main - spare <= other + spare:
+        why = (
+            f"the axes differ by {main - other:.1f} px, within twice the uncertainty {spare:.1f} px"
+        )
+        return Decision(None, why, rule, dx, dy)
+    confidence = min(f1.score, f2.score) * min(1.0, (main - spare) / (3 * margin))
+    word = direction_of(f1.xy, f2.xy)
+    return Decision(
+        word, f"centres differ by {main:.1f} px (beyond {need})", rule, dx, dy, confidence
+    )

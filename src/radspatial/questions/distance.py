@@ -130,18 +130,22 @@ def verify_distance(
     *,
     margin: float = MARGIN_PX,
 ) -> Decision:
-    """Anchor closer to / farther from ``first`` than ``second`` (centre distances)."""
+    """Anchor closer to / farther from ``first`` than ``second`` (centre distances), answered
+    only when the two distances differ by the margin plus what the localizations' uncertainty
+    could change their difference by (twice the anchor's, once each other's)."""
     rule = f"yes iff d(anchor, first) {'<' if relation == 'closer_to' else '>'} d(anchor, second)"
     if gone := Decision.not_found(rule, ("anchor", "first", "second"), [anchor, first, second]):
         return gone
     assert anchor is not None and first is not None and second is not None
     d1, d2 = math.dist(anchor.xy, first.xy), math.dist(anchor.xy, second.xy)
     measured = {"distance_px": [round(d1, 1), round(d2, 1)]}
-    if abs(d1 - d2) < margin:
-        reason = f"distances {d1:.1f} and {d2:.1f} px differ by < margin {margin:g} px"
+    spare = 2 * anchor.uncertainty_px + first.uncertainty_px + second.uncertainty_px
+    if abs(d1 - d2) < margin + spare:
+        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+        reason = f"distances {d1:.1f} and {d2:.1f} px differ by < {need}"
         return Decision(None, reason, rule, measured=measured)
     answer = int(distance_holds(relation, d1, d2))
     score = min(anchor.score, first.score, second.score)
-    confidence = score * min(1.0, abs(d1 - d2) / (3 * margin))
+    confidence = score * min(1.0, (abs(d1 - d2) - spare) / (3 * margin))
     reason = f"d(anchor, first) = {d1:.1f} px, d(anchor, second) = {d2:.1f} px"
     return Decision(answer, reason, rule, confidence=confidence, measured=measured)
