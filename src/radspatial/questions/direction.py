@@ -25,7 +25,7 @@ import numpy as np
 
 from radspatial import questions as q
 from radspatial.core.answers import Grade
-from radspatial.questions.frames import anatomical_holds, point_pairs, separated_pairs
+from radspatial.questions.frames import anatomical_holds, clearance, point_pairs, separated_pairs
 from radspatial.questions.open_common import (
     DIRECTION_RELATION,
     DIRECTIONS,
@@ -109,9 +109,6 @@ class Direction(OpenType):
         return read_words(text, DIRECTION_WORDS, "direction", self.answer_kind)
 
     def verify(self, parsed: ParsedQuestion, found: list[Found | None], scene: Scene) -> Decision:
-        """The axis of larger centre difference and its sign, answered only when both hold
-        wherever the true centres lie within the two localizations' uncertainty (and the
-        difference along it is at least the margin), as relative position's rule."""
         f1, f2 = found
         assert f1 is not None and f2 is not None
         return verify_direction(f1, f2, scene.rules.margin_px)
@@ -128,19 +125,22 @@ q.register_question_type(Direction())
 
 
 def verify_direction(f1: Found, f2: Found, margin: float) -> Decision:
+    """The axis of larger centre difference and its sign, answered only when both hold
+    wherever the true centres lie within the two localizations' uncertainty (and the
+    difference along it is at least the margin), as relative position's rule."""
     rule = "the axis of larger centre difference, and its sign"
     dx, dy = f1.xy[0] - f2.xy[0], f1.xy[1] - f2.xy[1]
     main, other = max(abs(dx), abs(dy)), min(abs(dx), abs(dy))
     spare = f1.uncertainty_px + f2.uncertainty_px
-    need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
-    if main < margin + spare:
+    need, scale = clearance(main, margin, spare)
+    if scale is None:
         return Decision(None, f"centres differ by {main:.1f} px (< {need})", rule, dx, dy)
     if main - spare <= other + spare:
         why = (
             f"the axes differ by {main - other:.1f} px, within twice the uncertainty {spare:.1f} px"
         )
         return Decision(None, why, rule, dx, dy)
-    confidence = min(f1.score, f2.score) * min(1.0, (main - spare) / (3 * margin))
+    confidence = min(f1.score, f2.score) * scale
     word = direction_of(f1.xy, f2.xy)
     return Decision(
         word, f"centres differ by {main:.1f} px (beyond {need})", rule, dx, dy, confidence

@@ -23,6 +23,7 @@ import numpy as np
 
 from radspatial import questions as q
 from radspatial.core.rules import MARGIN_PX
+from radspatial.questions.frames import clearance
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
 
 RELATIONS = {"closer_to": "closer to", "farther_from": "farther from"}
@@ -140,12 +141,11 @@ def verify_distance(
     d1, d2 = math.dist(anchor.xy, first.xy), math.dist(anchor.xy, second.xy)
     measured = {"distance_px": [round(d1, 1), round(d2, 1)]}
     spare = 2 * anchor.uncertainty_px + first.uncertainty_px + second.uncertainty_px
-    if abs(d1 - d2) < margin + spare:
-        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+    need, scale = clearance(abs(d1 - d2), margin, spare)
+    if scale is None:
         reason = f"distances {d1:.1f} and {d2:.1f} px differ by < {need}"
         return Decision(None, reason, rule, measured=measured)
     answer = int(distance_holds(relation, d1, d2))
-    score = min(anchor.score, first.score, second.score)
-    confidence = score * min(1.0, (abs(d1 - d2) - spare) / (3 * margin))
+    confidence = min(anchor.score, first.score, second.score) * scale
     reason = f"d(anchor, first) = {d1:.1f} px, d(anchor, second) = {d2:.1f} px"
     return Decision(answer, reason, rule, confidence=confidence, measured=measured)

@@ -193,3 +193,14 @@ def separated_pairs(
             yield from ((a, b, axis) for axis in (0, 1) if apart_along(a, b, axis, rules))
         elif math.dist(a.center_xy, b.center_xy) >= rules.min_distance_px:
             yield from ((a, b, axis) for axis in (0, 1) if separated(a, b, axis, rules.margin_px))
+
+
+def clearance(gap: float, margin: float, spare: float) -> tuple[str, float | None]:
+    """The agent's rule for a separation read from localized centres: ``gap`` px must reach
+    ``margin`` plus ``spare`` (what the localizations' uncertainty could close). Returns the
+    separation needed, in words for the trace, and the confidence scale (1 from three margins
+    beyond the uncertainty), or None for the scale when the gap falls short."""
+    need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+    if gap < margin + spare:
+        return need, None
+    return need, min(1.0, (gap - spare) / (3 * margin))

@@ -21,7 +21,7 @@ import numpy as np
 
 from radspatial import questions as q
 from radspatial.core.answers import Grade
-from radspatial.questions.frames import anatomical_holds
+from radspatial.questions.frames import anatomical_holds, clearance
 from radspatial.questions.open_common import SIDES, OpenType, points, subject_phrase
 from radspatial.questions.reading import SIDE_WORDS, read_words
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
@@ -85,11 +85,11 @@ class Laterality(OpenType):
         mid, margin, spare = scene.image.shape[1] / 2, scene.rules.margin_px, f.uncertainty_px
         rule = "the half of the image that holds the centre"
         gap = f.xy[0] - mid
-        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
-        if abs(gap) < margin + spare:
+        need, scale = clearance(abs(gap), margin, spare)
+        if scale is None:
             reason = f"centre {abs(gap):.1f} px from the midline (< {need})"
             return Decision(None, reason, rule)
-        confidence = f.score * min(1.0, (abs(gap) - spare) / (3 * margin))
+        confidence = f.score * scale
         reason = f"centre x {f.xy[0]:.1f} vs midline {mid:g} (beyond {need})"
         return Decision("left" if gap < 0 else "right", reason, rule, confidence=confidence)
 

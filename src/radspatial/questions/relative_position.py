@@ -41,6 +41,7 @@ from radspatial.questions.frames import (
     RELATIONS,
     anatomical_holds,
     axis_of,
+    clearance,
     relation_holds,
     separated,  # noqa: F401 - bench/consistency reads it here
     separated_pairs,
@@ -205,12 +206,12 @@ def verify_relation(
     along = abs(dx) if axis_of(relation) == 0 else abs(dy)
     axis = "x" if axis_of(relation) == 0 else "y"
     spare = subject.uncertainty_px + reference.uncertainty_px
-    if along < margin + spare:
-        need = f"margin {margin:g} px" + (f" + uncertainty {spare:.1f} px" if spare else "")
+    need, scale = clearance(along, margin, spare)
+    if scale is None:
         reason = f"centres differ by {along:.1f} px along {axis} (< {need})"
         return Decision(None, reason, rule, dx, dy)
     answer = int(relation_holds(relation, subject.xy, reference.xy))
-    confidence = min(subject.score, reference.score) * min(1.0, (along - spare) / (3 * margin))
+    confidence = min(subject.score, reference.score) * scale
     reason = f"{axis}(subject) - {axis}(reference) = {(dx if axis == 'x' else dy):+.1f} px"
     if spare:
         reason += f" (beyond margin {margin:g} + uncertainty {spare:.1f} px)"
