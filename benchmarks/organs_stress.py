@@ -116,8 +116,9 @@ def reason_class(text: str) -> str:
 def agents() -> dict:
     """Plain ``agent`` before round 3 (no view rule), with the view confirmation (round 3's
     first candidate, not shipped), with the sides rule (its second), as shipped after round 4
-    (no match floor), with the atlas match floor (round 5's second candidate, since shipped)
-    and as shipped now (the defaults)."""
+    (no match floor), with the atlas match floor (round 5's second candidate, since shipped),
+    as shipped now (the defaults) and with the margin in px of every image as given (before
+    round 6's margin at a 512 px reference)."""
     from radspatial.agent.core import Agent
     from radspatial.agent.organs_atlas import AtlasRules
 
@@ -139,6 +140,7 @@ def agents() -> dict:
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
+    out["fixed_margin"] = Agent("auto", margin_reference=None)
     return out
 
 
@@ -335,7 +337,7 @@ def main() -> None:
     p.add_argument(
         "--agents",
         default="current,need_sides",
-        help="of current,confirm_view,need_sides,round4,match_floor,shipped",
+        help="of current,confirm_view,need_sides,round4,match_floor,shipped,fixed_margin",
     )
     p.add_argument(
         "--model-dir",

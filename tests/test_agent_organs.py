@@ -128,7 +128,7 @@ def test_low_confidence_and_margin_abstain_with_reason():
 
     low = Found((10.0, 10.0), 0.2, "organs", {"abstain_below": 0.5})
     ok = Found((100.0, 100.0), 0.9, "organs", {"abstain_below": 0.5})
-    image = np.zeros((64, 64, 3), np.uint8)
+    image = np.zeros((512, 512, 3), np.uint8)  # the margin is 10 px at 512 px
     result = Agent(Fixed(low, ok)).answer(image, "Is the liver above the spleen?")
     assert result.answer is None and "low confidence 0.20 < 0.5" in result.text
     near = Found((100.0, 95.0), 0.9, "organs", {"abstain_below": 0.5})

@@ -34,7 +34,16 @@ KINDS = (
     "identification",
 )
 NAME = "test-floor"
-STEPS = {"question", "localizer", "image_size", "parsed", "found", "checks", "decision"}
+STEPS = {
+    "question",
+    "localizer",
+    "image_size",
+    "margin_px",
+    "parsed",
+    "found",
+    "checks",
+    "decision",
+}
 
 
 class FloorLocalizer:

@@ -35,7 +35,13 @@ from radspatial.agent.types import (
     create_localizer,
 )
 from radspatial.core.labels import load_table
-from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, SIZE_TOLERANCE, QuestionRules
+from radspatial.core.rules import (
+    MARGIN_PX,
+    MIN_COMPONENT_PX,
+    REFERENCE_PX,
+    SIZE_TOLERANCE,
+    QuestionRules,
+)
 from radspatial.questions import QUESTION_TYPES, get_question_type
 from radspatial.questions.ask import parse_question
 
@@ -79,9 +85,11 @@ def load_image(data: bytes | str | Path | np.ndarray | Image.Image) -> np.ndarra
 
 
 class Agent:
-    """``margin``: px for relative position and distance; ``size_tolerance``: relative area
-    difference below which size questions abstain; ``min_component_px``: count's region size
-    (the generator's default rule)."""
+    """``margin``: px for relative position, direction, distance and laterality, given at a
+    ``margin_reference`` px image and scaled to each image's larger side (None: px of every
+    image as given, the rule before #34 round 6); ``size_tolerance``: relative area difference
+    below which size questions abstain; ``min_component_px``: count's region size in px of the
+    image (the generator's default rule)."""
 
     def __init__(
         self,
@@ -90,6 +98,7 @@ class Agent:
         margin: float = MARGIN_PX,
         size_tolerance: float = SIZE_TOLERANCE,
         min_component_px: float = MIN_COMPONENT_PX,
+        margin_reference: float | None = REFERENCE_PX,
         **options: Any,
     ) -> None:
         self.localizer = (
@@ -98,6 +107,9 @@ class Agent:
         self.rules = QuestionRules(
             margin_px=margin, size_tolerance=size_tolerance, min_component_px=min_component_px
         )
+        self.margin_reference = margin_reference
+        if margin_reference is not None:
+            self.rules.at_image((1, 1), margin_reference)  # a bad reference fails here
 
     @property
     def margin(self) -> float:
@@ -161,7 +173,11 @@ class Agent:
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found) if found else []
         t2 = time.perf_counter()
-        scene = Scene(image, context, self.rules)
+        rules = self.rules
+        if self.margin_reference is not None:
+            rules = rules.at_image(image.shape, self.margin_reference)
+        trace["margin_px"] = round(rules.margin_px, 3)
+        scene = Scene(image, context, rules)
 
         def judge(seen: list) -> tuple[Decision, list]:
             decision, checks = trust.check_found(qtype, refs, seen)

@@ -46,7 +46,8 @@ class AnswerJob:
         help="label image in the shown frame, for the mask localizer (default: none)")
     labels: str | None = option(None,
         help="label table of --mask (default: totalsegmentator, grouped)")
-    margin: float = option(rules.MARGIN_PX, type=float, help="px: abstain below this")
+    margin: float = option(rules.MARGIN_PX, type=float,
+        help="px of a 512 px image, scaled to the image: abstain below this")
     json: bool = option(False, action="store_true", api=False,
         help="print the whole trace as JSON")
     trace: Path | None = option(None, type=Path, annotation="str | Path | None",

@@ -20,7 +20,7 @@ See docs/mirp.md for every rule, MIRP's source for it and what each profile does
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MIN_DISTANCE_PX = 50.0  # between centres of two structures in one question
 MARGIN_PX = 10.0  # relative position: along the asked axis; distance: d1 vs d2
@@ -29,6 +29,7 @@ MIN_COMPONENT_PX = 40.0  # count: smaller components are specks, not regions
 RELPOS_DOMINANCE = 1.5  # SPAR probe relpos: the dominant axis >= 1.5x the other
 MIN_SIZE_FACTOR = 2.0  # a marked structure's area >= this x a marker's area (MIRP: "twice")
 MIRP_AS_BORDER_PX = 5.0  # blank images: MIRP's published markers come this close to the border
+REFERENCE_PX = 512.0  # the image size the agent's margin is given at (scaled to each image)
 
 RULE_PROFILES: tuple[str, ...] = ("mirp", "strict")
 
@@ -53,3 +54,14 @@ class QuestionRules:
     @property
     def mirp(self) -> bool:
         return self.profile == "mirp"
+
+    def at_image(self, shape: tuple[int, ...], reference: float = REFERENCE_PX) -> QuestionRules:
+        """The agent's rules for an image of ``shape`` (rows, columns, ...): ``margin_px``,
+        given in px of a ``reference`` px image, scaled to the image's larger side (256 px:
+        half), as the localizations' uncertainty scales with the anatomy shown. Not scaled:
+        ``min_component_px`` (it defines the count answer in px of the rendered slice, as the
+        generator counts) and the relative ``size_tolerance``."""
+        if reference <= 0:
+            raise ValueError(f"the margin's reference image size must be > 0, got {reference:g}")
+        side = max(int(n) for n in shape[:2])
+        return replace(self, margin_px=self.margin_px * side / reference)
