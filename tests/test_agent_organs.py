@@ -265,6 +265,7 @@ def test_eval_spec_agent_is_the_auto_pipeline():
 
     backend = create_backend("agent")
     assert backend.describe()["localizer"] == "auto" and backend.describe()["spec"] == "agent"
+    assert backend.describe()["margin_reference_px"] == 512.0  # the margin scales per image
     assert create_backend("agent:markers").describe()["localizer"] == "markers"
 
 

@@ -63,6 +63,8 @@ class AgentBackend:
             "localizer": self.localizer,
             "options": {k: str(v) for k, v in self.options.items()},
             "margin_px": self.agent.margin,
+            # the margin is px of an image this size, scaled to each image (None: as given)
+            "margin_reference_px": self.agent.margin_reference,
         }
 
     def _one(self, req: Request) -> Reply:
