@@ -342,9 +342,10 @@ def test_patient_b_trains_only_when_named_and_config_says_what_was_held_out(tmp_
     with pytest.raises(ValueError, match="unknown training volume"):
         organs_data.training_volumes(None, ("a", "z"))
     config = OrgansConfig(
-        n_phantoms=0, size=64, steps=2, batch_size=2, threads=1, volumes=("b", "c")
+        n_phantoms=0, size=64, steps=2, batch_size=2, threads=1, volumes=("b", "c"), enhance=0.5
     )
     record = train_organs(tmp_path / "m", config, progress=False)
+    assert "--enhance 0.5" in record["training"]["command"]  # the drawn contrast phases
     volumes = record["data"]["real"]["volumes"]
     assert [v["name"] for v in volumes] == ["patient_b", "patient_c"]
     assert volumes[0]["seg_sha256"].startswith("98af7f65") and volumes[0]["slices"] == 20

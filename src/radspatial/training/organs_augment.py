@@ -3,14 +3,19 @@
 :func:`augment`: per sample, in one resampling, one of the 8 rotation / flip variants, a small
 extra rotation, zoom and shift, optionally a smooth random displacement field
 (:func:`elastic_field`: elastic deformation; bilinear for the image, nearest for the labels,
-so both move together); a HU offset per structure; then display window, gamma, blur, noise
-and 8-bit quantisation. :func:`one_cycle_lr`: warm-up then cosine decay by training fraction.
+so both move together); a HU offset per structure; on a share of the samples a drawn contrast
+phase (:func:`phase_table`: label-guided enhancement of the real image, its texture kept);
+then display window, gamma, blur, noise and 8-bit quantisation. :func:`one_cycle_lr`:
+warm-up then cosine decay by training fraction.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+ARTERIAL = (0.0, 2.2)  # enhancement factor of arteries: unenhanced (patient A) to CTA
+VENOUS = (0.0, 1.3)  # of the other enhancing structures: unenhanced to late portal venous
 
 
 def augment(
@@ -21,12 +26,18 @@ def augment(
     wide: float = 0.0,
     elastic: float = 0.0,
     elastic_px: float = 6.0,
+    enhance: float = 0.0,
+    phase: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any]:
     """(B, S, S) HU and class maps -> network input (B, 1, S, S) in [-1, 1] and (B, 1, S, S).
 
     ``elastic``: share of samples whose sampling grid also gets a smooth random displacement
     (:func:`elastic_field`); it joins the affine map in the same resampling, bilinear for the
-    image and nearest for the labels, so both move together and labels stay class indices."""
+    image and nearest for the labels, so both move together and labels stay class indices.
+    ``enhance``: share of samples given a contrast phase from ``phase`` (:func:`phase_table`):
+    arteries gain a x their typical enhancement, a ~ U(0, 2.2) (unenhanced to CT
+    angiography), every other enhancing structure v x its own, v ~ U(0, 1.3) (to a late
+    portal venous phase), each structure x U(0.6, 1.2)."""
     import torch
     import torch.nn.functional as F
 
@@ -40,6 +51,8 @@ def augment(
         offsets[:, 0] = 0
         offsets[:, 255] = 0  # unknown pixels (partially labelled volumes)
         hu = hu.float() + torch.gather(offsets, 1, lab.long().flatten(1)).view(hu.shape)
+    if enhance > 0 and phase is not None:
+        hu = contrast_phase(hu, lab, gen, enhance, phase)
     turns = torch.randint(0, 4, (b,), device=dev, generator=gen).float()
     flip = torch.where(torch.rand(b, device=dev, generator=gen) < 0.5, -1.0, 1.0)
     angle = turns * (math.pi / 2) + u(-0.2, 0.2)
@@ -59,6 +72,37 @@ def augment(
     x = F.grid_sample(hu[:, None].float() + 1024, grid, align_corners=False) - 1024
     y = F.grid_sample(lab[:, None].float(), grid, mode="nearest", align_corners=False).long()
     return _display(x, gen, wide, u), y
+
+
+def contrast_phase(hu: Any, lab: Any, gen: Any, share: float, phase: tuple[Any, Any]) -> Any:
+    """(B, S, S) HU with a contrast phase drawn on a ``share`` of the samples (``augment``'s
+    ``enhance``): per sample a ~ U(ARTERIAL), v ~ U(VENOUS); per structure x U(0.6, 1.2)."""
+    import torch
+
+    b, dev = hu.shape[0], hu.device
+    base, artery = phase  # (256,) HU per class index, (256,) bool
+    on = (torch.rand(b, device=dev, generator=gen) < share).float()
+    draw = torch.rand(2, b, device=dev, generator=gen)
+    arterial = (ARTERIAL[0] + (ARTERIAL[1] - ARTERIAL[0]) * draw[0]) * on
+    venous = (VENOUS[0] + (VENOUS[1] - VENOUS[0]) * draw[1]) * on
+    factor = torch.where(artery[None], arterial[:, None], venous[:, None])
+    gain = base[None] * factor * (0.6 + 0.6 * torch.rand(b, 256, device=dev, generator=gen))
+    return hu.float() + torch.gather(gain, 1, lab.long().flatten(1)).view(hu.shape)
+
+
+def phase_table(names: list[str], dev: Any = None) -> tuple[Any, Any]:
+    """Per class index (``names[i]``, index 255 the unknown): the typical portal-venous
+    enhancement of its intensity class (``organs_synth.ENHANCEMENT``; 0 for background,
+    bone, air, fat, muscle ...) and whether it is an artery."""
+    import torch
+
+    from radspatial.training.organs_synth import ENHANCEMENT, intensity_class
+
+    base, artery = torch.zeros(256, device=dev), torch.zeros(256, dtype=torch.bool, device=dev)
+    for i, name in enumerate(names[1:255], start=1):
+        cls = intensity_class(name)
+        base[i], artery[i] = ENHANCEMENT.get(cls, 0.0), cls == "artery"
+    return base, artery
 
 
 def _display(x: Any, gen: Any, wide: float, u: Any) -> Any:

@@ -32,7 +32,7 @@ from radspatial.agent import unet
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table
 from radspatial.core.runtime import keyed_rng
-from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr
+from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr, phase_table
 from radspatial.training.organs_data import held_out, render_hu, render_lab
 
 __all__ = ["OrgansConfig", "augment", "elastic_field", "one_cycle_lr", "train_organs"]
@@ -59,6 +59,7 @@ class OrgansConfig:
     elastic_px: float = 6.0  # its peak displacement, px at ``size`` (image and labels together)
     exclude: tuple[str, ...] = ()  # "a:86-97": slices of a volume kept out (validation slab)
     label_hu_jitter: float = 40.0  # HU sd of a per-structure offset (contrast phases, scanners)
+    enhance: float = 0.0  # share of samples given a drawn contrast phase (organs_augment)
     size: int = 256
     channels: tuple[int, ...] = (16, 32, 64, 128, 256)
     num_res_units: int = 1
@@ -203,7 +204,7 @@ def train_organs(
         init = warm_start(net, Path(config.init_from), classes)
     net = net.to(dev)
     t_train, cpu0 = time.perf_counter(), time.process_time()
-    history, steps_done = _fit(net, banks, config, dev, progress)
+    history, steps_done = _fit(net, banks, config, dev, progress, classes)
     train_s, cpu_s = time.perf_counter() - t_train, time.process_time() - cpu0
     torch.set_num_threads(threads)
     out = Path(out)
@@ -227,7 +228,7 @@ def train_organs(
 
 
 def _fit(
-    net: Any, banks: list[tuple[Any, Any]], config: OrgansConfig, dev: Any, progress: bool
+    net: Any, banks: list, config: OrgansConfig, dev: Any, progress: bool, classes: list
 ) -> tuple[list[float], int]:
     """Train ``net`` in place (``config.steps`` steps or until ``config.max_seconds``); the
     loss of every step and the steps done."""
@@ -236,6 +237,7 @@ def _fit(
     from radspatial.training.organs_loss import masked_dice_ce
 
     weights = np.array([w for _, _, w in banks]) / sum(w for _, _, w in banks)
+    phase = phase_table([n for _, n in classes], dev) if config.enhance else None
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     rng = keyed_rng(config.seed, "organs-train")
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=1e-4)
@@ -265,14 +267,9 @@ def _fit(
         hu = torch.cat([p[0] for p in parts])
         lab = torch.cat([p[1] for p in parts])
         x, y = augment(
-            hu,
-            lab,
-            gen,
-            config.label_hu_jitter,
-            config.wide_windows,
-            config.elastic,
-            config.elastic_px,
-        )
+            hu, lab, gen, config.label_hu_jitter, config.wide_windows, config.elastic,
+            config.elastic_px, config.enhance, phase,
+        )  # fmt: skip
         opt.zero_grad(set_to_none=True)
         loss = masked_dice_ce(net(x), y)
         loss.backward()
@@ -332,6 +329,7 @@ def _args_text(c: OrgansConfig) -> str:
         f"--lr {c.lr} --seed {c.seed} --size {c.size} --device {c.device} --workers {c.workers}"
         f" --label-hu-jitter {c.label_hu_jitter} --wide-windows {c.wide_windows}"
         f" --volumes {','.join(c.volumes)} --channels {','.join(map(str, c.channels))}"
+        + (f" --enhance {c.enhance}" if c.enhance else "")
         + (f" --elastic {c.elastic} --elastic-px {c.elastic_px}" if c.elastic else "")
         + (f" --exclude {','.join(c.exclude)}" if c.exclude else "")
         + (f" --threads {c.threads}" if c.threads else "")
@@ -368,6 +366,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mirror-real", action="store_true")
     p.add_argument("--label-hu-jitter", type=float, default=d.label_hu_jitter)
     p.add_argument("--wide-windows", type=float, default=d.wide_windows)
+    p.add_argument("--enhance", type=float, default=d.enhance, help="share given a phase")
     p.add_argument("--elastic", type=float, default=d.elastic)
     p.add_argument("--elastic-px", type=float, default=d.elastic_px)
     p.add_argument("--exclude", type=_csv(str), default=d.exclude, help="e.g. a:86-97")
