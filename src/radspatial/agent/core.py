@@ -41,6 +41,7 @@ from radspatial.core.rules import (
     REFERENCE_PX,
     SIZE_TOLERANCE,
     QuestionRules,
+    checked_reference,
 )
 from radspatial.questions import QUESTION_TYPES, get_question_type
 from radspatial.questions.ask import parse_question
@@ -107,9 +108,9 @@ class Agent:
         self.rules = QuestionRules(
             margin_px=margin, size_tolerance=size_tolerance, min_component_px=min_component_px
         )
-        self.margin_reference = margin_reference
-        if margin_reference is not None:
-            self.rules.at_image((1, 1), margin_reference)  # a bad reference fails here
+        self.margin_reference = (
+            None if margin_reference is None else checked_reference(margin_reference)
+        )
 
     @property
     def margin(self) -> float:

@@ -61,7 +61,12 @@ class QuestionRules:
         half), as the localizations' uncertainty scales with the anatomy shown. Not scaled:
         ``min_component_px`` (it defines the count answer in px of the rendered slice, as the
         generator counts) and the relative ``size_tolerance``."""
-        if reference <= 0:
-            raise ValueError(f"the margin's reference image size must be > 0, got {reference:g}")
         side = max(int(n) for n in shape[:2])
-        return replace(self, margin_px=self.margin_px * side / reference)
+        return replace(self, margin_px=self.margin_px * side / checked_reference(reference))
+
+
+def checked_reference(reference: float) -> float:
+    """The image size a margin is given at; ValueError unless positive."""
+    if reference <= 0:
+        raise ValueError(f"the margin's reference image size must be > 0, got {reference:g}")
+    return reference

@@ -146,7 +146,7 @@ def body_mask_volume(ct: np.ndarray) -> np.ndarray:
 
 DEFAULT_VOLUMES = ("a", "c")
 READERS = {"a": patient_a, "b": patient_b, "c": patient_c}
-VOLUME_NAMES = {"a": "patient_a", "b": "patient_b", "c": "patient_c"}
+VOLUME_NAMES = {key: f"patient_{key}" for key in READERS}  # each reader's TrainVolume.name
 HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom"}  # a patient's files when not trained on
 
 
