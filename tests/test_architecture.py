@@ -2,12 +2,14 @@
 
 Module-level imports between radspatial modules form no circle (a registry loads its built-in
 modules lazily, inside a function); nothing below ``cli/`` imports the command line; modules
-and functions stay small enough to read in one go.
+and functions stay small enough to read in one go (a soft size reported as a warning, a hard
+size that fails).
 """
 
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "radspatial"
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
+# sizes: a module or a function past the soft size is worth a look (reported as a warning, so
+# nobody splits a module on length alone); past the hard size it fails (issue 51: caps by concept)
+SOFT_MODULE_LINES, MAX_MODULE_LINES = 400, 600
+SOFT_FUNCTION_LINES, MAX_FUNCTION_LINES = 60, 80
 
 
 def _modules() -> dict[str, Path]:
@@ -192,12 +196,11 @@ def test_nothing_outside_the_cli_imports_it():
 
 
 def test_modules_stay_under_the_size_limit():
-    long = {
-        str(p.relative_to(PKG)): n
-        for p in MODULES.values()
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert long == {}
+    sizes = {str(p.relative_to(PKG)): len(p.read_text().splitlines()) for p in MODULES.values()}
+    worth_a_look = {k: n for k, n in sizes.items() if n > SOFT_MODULE_LINES}
+    if worth_a_look:
+        warnings.warn(f"modules past {SOFT_MODULE_LINES} lines: {worth_a_look}", stacklevel=1)
+    assert {k: n for k, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
 def test_functions_stay_under_the_size_limit():
@@ -206,9 +209,11 @@ def test_functions_stay_under_the_size_limit():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
+                if n > SOFT_FUNCTION_LINES:
                     long[f"{path.relative_to(PKG)}:{node.name}"] = n
-    assert long == {}
+    if long:
+        warnings.warn(f"functions past {SOFT_FUNCTION_LINES} lines: {long}", stacklevel=1)
+    assert {k: n for k, n in long.items() if n > MAX_FUNCTION_LINES} == {}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

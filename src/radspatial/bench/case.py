@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from radspatial.bench.config import CT_WINDOW, GenerateConfig
+from radspatial.bench.decidable import PlanJudge
 from radspatial.bench.generate import (
     CaseOutput,
     SlicePlan,
@@ -24,6 +25,7 @@ from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow
 from radspatial.imaging.planes import reformat, slice_position_mm
 from radspatial.imaging.volumes import Case, Volume, load_case
+from radspatial.questions.decidability import reading_of
 
 
 def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
@@ -57,6 +59,7 @@ def _write_plans(
 ) -> None:
     """Render one plane's plans, write their images (a twin's are links) and collect rows."""
     z_mm = slice_position_mm(vol, plans[0].plane) if plans else None
+    judge = PlanJudge(vol, config, plans[0].plane) if plans else None
     rendered: dict[tuple, dict[str, bytes]] = {}  # consistency twins show the same image
     for k, plan in enumerate(plans, start=1):
         step(f"{vol.case_id}: rendering {k}/{len(plans)} {plan.plane} question slices")
@@ -72,8 +75,11 @@ def _write_plans(
         if "mask" in images:
             _write(stage / "masks" / filename, images["mask"])
         written: dict[str, Path] = {}  # RQ2 and RQ3 show the same image: one file, two links
+        assert judge is not None
+        decided = judge.judge_plan(plan)
         for setup, marker in combos_for(config, plan):
-            row = manifest_row(vol, plan, setup, marker, config, float(z_mm[plan.z]))
+            at = float(z_mm[plan.z])
+            row = manifest_row(vol, plan, setup, marker, config, at, decided[reading_of(setup)])
             if marker in written:
                 _link(written[marker], stage / row.image, images[marker])
             else:

@@ -41,6 +41,10 @@ class GenerateConfig:
     planes: tuple[str, ...] = ("axial",)  # imaging/planes.py: axial, coronal, sagittal
     per_slice: int = 1  # questions per slice and type (each its own image, pair and variant)
     consistency: bool = False  # relative position in groups of 8 variants (bench/consistency)
+    # all: every item, marked decidable or not; only: the items the image decides
+    # (questions/decidability.py); landmarks: a handedness landmark table (None: built in)
+    decidable: str = "all"
+    landmarks: str | None = None
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:
@@ -83,6 +87,15 @@ class GenerateConfig:
         check_planes(self.planes)
         if not isinstance(self.per_slice, int) or not 1 <= self.per_slice <= 16:
             raise ParamError("per_slice", f"{{param}} must be 1..16, got {self.per_slice}")
+        if self.decidable not in ("all", "only"):
+            raise ParamError("decidable", f"{{param}} must be all or only, got {self.decidable!r}")
+        if self.landmarks is not None:
+            from radspatial.questions.decidability import load_landmarks
+
+            try:  # a bad table is refused before any case is read
+                load_landmarks(self.landmarks)
+            except (OSError, ValueError) as exc:
+                raise ParamError("landmarks", f"{{param}}: {exc}") from None
         if self.as_count < 0 or self.as_count % 2:
             raise ValueError("as_count must be even and >= 0 (exactly half the answers are yes)")
 

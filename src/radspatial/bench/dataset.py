@@ -42,6 +42,7 @@ from radspatial.core.staging import check_made_by, check_out_folder, swap_in
 from radspatial.formats.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
+from radspatial.questions.decidability import MARKERS_ONLY
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1
@@ -55,6 +56,7 @@ class DatasetSummary:
     question_types: dict[str, dict]  # "size" -> {"n", "yes", "chance"}
     cases: list[dict]
     failures: list[dict] = field(default_factory=list)  # cases skipped with on_error="skip"
+    decidability: dict = field(default_factory=dict)  # dataset.json's block
 
 
 def writes_ablation(config: GenerateConfig) -> bool:
@@ -92,6 +94,8 @@ def _ablation_rows(config: GenerateConfig, stage: Path) -> list[ManifestRow]:
                 modality=recorded_modality(config.modality),
                 object1=o1,
                 object2=o2,
+                decidable=True,  # the markers' positions are all there is to read
+                decidable_reason=MARKERS_ONLY,
             )
         )
     return rows
@@ -234,6 +238,8 @@ class _Tally:
     variants: Counter = field(default_factory=Counter)  # rq1 transforms
     planes: dict = field(default_factory=lambda: defaultdict(Counter))  # "coronal" -> counts
     chance: _Chance = field(default_factory=_Chance)
+    decided: dict[str, dict] = field(default_factory=dict)  # "rq1/none" -> decidable counts
+    reasons: Counter = field(default_factory=Counter)  # rq1: why (decidable or not)
     n_rows: int = 0
 
     def add(self, row: ManifestRow) -> None:
@@ -251,6 +257,40 @@ class _Tally:
             self.planes[row.plane or "axial"].update(n=1, rq1=row.setup == "rq1", groups=start)
         if row.setup == "rq1":
             self.variants[row.transform] += 1
+            self.reasons[(row.decidable_reason or "unknown").split(":")[0]] += 1
+        self._decided(row)
+
+    def _decided(self, row: ManifestRow) -> None:
+        """Decidable items per setup/marker and, for yes/no types, their yeses (is the
+        decidable subset still balanced?)."""
+        c = self.decided.setdefault(
+            f"{row.setup}/{row.marker}", {"n": 0, "decidable": 0, "undecidable": 0, "unknown": 0}
+        )
+        c["n"] += 1
+        c[{True: "decidable", False: "undecidable", None: "unknown"}[row.decidable]] += 1
+        if row.decidable and not get_question_type(row.question_type).open_answer:
+            c["decidable_yes"] = c.get("decidable_yes", 0) + int(row.answer)
+
+    def decidability(self, config: GenerateConfig) -> dict:
+        """dataset.json's ``decidability`` block (docs/benchmark_validity.md)."""
+        by_setup = {}
+        for key, c in sorted(self.decided.items()):
+            c = dict(c)
+            if "decidable_yes" in c:
+                c["decidable_balanced"] = 2 * c["decidable_yes"] == c["decidable"]
+            by_setup[key] = c
+        return {
+            "mode": config.decidable,
+            "landmarks": _landmark_table_name(config),
+            "by_setup": by_setup,
+            "rq1_reasons": dict(sorted(self.reasons.items())),
+        }
+
+
+def _landmark_table_name(config: GenerateConfig) -> str:
+    from radspatial.questions.decidability import load_landmarks
+
+    return load_landmarks(config.landmarks).name
 
 
 def _write_manifest(dst: Path, streams: list[Iterator[ManifestRow]]) -> _Tally:
@@ -299,11 +339,18 @@ def _assemble(stage: Path, results: list, config: GenerateConfig, out: Path) -> 
         },
         "rq1_transforms": dict(sorted(tally.variants.items())),
         "planes": {p: dict(c) for p, c in sorted(tally.planes.items())},
+        "decidability": tally.decidability(config),
         "cases": case_info,
         "failures": failures,
         "versions": software_versions(),
     }
     atomic_write_json(dst / "dataset.json", meta)
     return DatasetSummary(
-        out, tally.n_rows, meta["counts"], meta["question_types"], case_info, failures
+        out,
+        tally.n_rows,
+        meta["counts"],
+        meta["question_types"],
+        case_info,
+        failures,
+        meta["decidability"],
     )

@@ -17,6 +17,7 @@ from PIL import Image
 
 from radspatial.bench.blocks import plan_in_views, propose_other_class
 from radspatial.bench.config import GenerateConfig
+from radspatial.bench.decidable import PlanJudge
 from radspatial.bench.plans import (
     SliceInfo,
     SlicePlan,
@@ -55,6 +56,7 @@ from radspatial.questions import (
     Wording,
     get_question_type,
 )
+from radspatial.questions.decidability import Decidability
 
 
 def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list[SlicePlan]:
@@ -70,15 +72,30 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list
     if not qtypes:
         return []
     usable = usable_slices(vol, config, min(min_eligible(q) for q in qtypes))
+    judge = PlanJudge(vol, config, plane) if config.decidable == "only" else None
     plans: list[SlicePlan] = []
     for q in qtypes:
         if config.consistency and q.mirp_type:  # MIRP's type: 8-variant groups
             from radspatial.bench.consistency import plan_groups
 
-            plans += plan_groups(vol, config, plane, [u for u in usable if len(u.eligible) > 1])
+            groups = plan_groups(vol, config, plane, [u for u in usable if len(u.eligible) > 1])
+            plans += groups if judge is None else _decided_groups(groups, judge, config)
         else:
-            plans += _plan_type(vol, config, q, usable, plane)
+            plans += _plan_type(vol, config, q, usable, plane, judge)
     return plans
+
+
+def _decided_groups(
+    plans: list[SlicePlan], judge: PlanJudge, config: GenerateConfig
+) -> list[SlicePlan]:
+    """``--decidable only`` on consistency groups: a group and its twin are kept whole (each
+    is 4 yes and 4 no) when the image decides every one of their items."""
+    undecided = {p.group for p in plans if not judge.keeps(p, _setups(config, p))}
+    return [p for p in plans if p.group not in undecided and p.group_twin not in undecided]
+
+
+def _setups(config: GenerateConfig, plan: SlicePlan) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s for s, _ in combos_for(config, plan)))
 
 
 def _plan_type(
@@ -87,10 +104,13 @@ def _plan_type(
     qtype: QuestionType,
     usable: list[SliceInfo],
     plane: str = "axial",
+    judge: PlanJudge | None = None,
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
     (datasets made before other types existed are reproduced byte for byte). Open types
-    balance over their classes in blocks of one view (``blocks.plan_in_views``)."""
+    balance over their classes in blocks of one view (``blocks.plan_in_views``). With a
+    ``judge`` (``--decidable only``) a question the image does not decide is not asked: the
+    slice is passed over as one without a question, so the blocks stay balanced."""
     relpos = qtype.mirp_type  # its stream: keyed by the case alone, as before other types
     key = plane_key(vol.case_id, plane)
     rng = keyed_rng(config.seed, key if relpos else f"{key}/{qtype.name}")
@@ -98,7 +118,7 @@ def _plan_type(
     block = qtype.n_balanced
 
     def scan(left: list[SliceInfo], shift: int, plans: list[SlicePlan]) -> list[SlicePlan]:
-        return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane), plans)
+        return _scan(vol, config, qtype, left, (rng, cycle, shift, block, plane, judge), plans)
 
     eligible_for = [i for i in usable if len(i.eligible) >= min_eligible(qtype)]
     return plan_in_views(eligible_for, block, len(cycle), scan)
@@ -109,16 +129,17 @@ def _scan(
     config: GenerateConfig,
     qtype: QuestionType,
     usable: list[SliceInfo],
-    how: tuple[np.random.Generator, list[str], int, int, str],
+    how: tuple[np.random.Generator, list[str], int, int, str, PlanJudge | None],
     plans: list[SlicePlan],
 ) -> list[SlicePlan]:
     """``plans`` extended by one pass over ``usable`` (the unfinished block left on)."""
-    rng, cycle, shift, block, plane = how
+    rng, cycle, shift, block, plane, judge = how
     key, names = plane_key(vol.case_id, plane), vol.table.names
     suffix = "" if qtype.mirp_type else f"_{qtype.name}"  # MIRP's file names for its type
     plans = list(plans)
     pair_targets: list[int] = []
     asked = {_asked_key(p.z, p.spec) for p in plans}  # --per-slice asks each once
+    qtype_setups = tuple(s for s in config.setups if s in qtype.setups)
     for info, rep in ((i, r) for i in usable for r in range(config.per_slice)):
         z, stats, eligible = info.z, info.stats, info.eligible
         k = len(plans)
@@ -148,6 +169,8 @@ def _scan(
         if spec is None and block > 2:  # another class still open in this block, if any
             spec = propose_other_class(qtype, facts, pair_targets, k % block, rng, config.rules)
         if spec is None or (same := _asked_key(z, spec)) in asked:
+            continue
+        if judge and not judge.keeps(SlicePlan(z, "", variant, spec, stats, ()), qtype_setups):
             continue
         asked.add(same)
         if len(spec.objects) <= 2:
@@ -247,9 +270,16 @@ def _object_row(plan: SlicePlan, which: int, marker: str, size: int) -> ObjectRo
 
 
 def manifest_row(
-    vol: Volume, plan: SlicePlan, setup: str, marker: str, config: GenerateConfig, z_mm: float
+    vol: Volume,
+    plan: SlicePlan,
+    setup: str,
+    marker: str,
+    config: GenerateConfig,
+    z_mm: float,
+    decided: Decidability | None = None,
 ) -> ManifestRow:
-    """The question a plan asks in one (setup, marker), as its ``manifest.jsonl`` row."""
+    """The question a plan asks in one (setup, marker), as its ``manifest.jsonl`` row;
+    ``decided``: whether the image decides it in that setup (``bench/decidable.py``)."""
     spec, size, filename = plan.spec, config.size, f"{plan.base_name}.png"
     several = any(s.n_components > 1 for s in plan.stats.values())
     hashed = ("case_id", "ct", "seg", "ct_sha256", "seg_sha256")
@@ -280,6 +310,8 @@ def manifest_row(
         plane=None if plan.plane == "axial" else plan.plane,
         group=plan.group,
         group_twin=plan.group_twin,
+        decidable=None if decided is None else decided.decidable,
+        decidable_reason=None if decided is None else decided.reason,
     )
 
 

@@ -139,6 +139,11 @@ class GenerateJob:
     consistency: bool = option(False, action="store_true",
         help="relative position in consistency groups: one slice and pair, the same words, "
         "all 8 rotation/flip variants (and the pair asked the other way round)")
+    decidable: str = option("all", choices=["all", "only"],
+        help="all: every item, each marked decidable or not (MIRP's protocol); only: items the "
+        "image decides (docs/benchmark_validity.md)")
+    landmarks: str | None = option(None,
+        help="handedness landmark table (JSON, docs/benchmark_validity.md); default: built in")
     # how the cases are run
     workers: int = option(1, type=int, help="processes (or Ray CPUs) in parallel")
     executor: str = option("local", choices=["local", "ray"],
@@ -175,7 +180,8 @@ def generate_config(job: GenerateJob, modality: str) -> GenerateConfig:
         markers=tuple(job.markers), as_count=job.as_count, rules=question_rules,
         question_types=tuple(job.questions), group=job.group, export_masks=job.export_masks,
         png_level=job.png_level, modality=modality, planes=tuple(job.planes),
-        per_slice=job.per_slice, consistency=job.consistency,
+        per_slice=job.per_slice, consistency=job.consistency, decidable=job.decidable,
+        landmarks=job.landmarks,
     )  # fmt: skip
 
 

@@ -37,11 +37,28 @@ def cmd_generate(args: argparse.Namespace) -> int:
         tail = f" (+{n_open} open)" if n_open else ""
         yes, no = c["yes"], c["n"] - n_open - c["yes"]
         print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
+    if line := decidable_line(summary.decidability):
+        print(line)
     print(f"manifest: {summary.out / 'manifest.jsonl'}")
     _warn_missing_types(config, summary.question_types, len(summary.cases))
     if summary.failures:
         print(f"skipped {len(summary.failures)} failing case(s): {summary.out / 'failures.jsonl'}")
     return 0
+
+
+def decidable_line(block: dict[str, Any]) -> str | None:
+    """How many RQ1 items the image decides, and whether their answers stay balanced."""
+    c = block.get("by_setup", {}).get("rq1/none")
+    if not c:
+        return None
+    line = f"decidable from the image: rq1 {c['decidable']} of {c['n']}"
+    if c["undecidable"]:
+        line += f" ({c['undecidable']} side-dependent without a landmark: a coin for any reader)"
+    if "decidable_yes" in c:
+        yes = c["decidable_yes"]
+        balance = "balanced" if c.get("decidable_balanced") else "not balanced"
+        line += f"; among them {yes} yes / {c['decidable'] - yes} no ({balance})"
+    return line
 
 
 def _stderr(line: str) -> None:

@@ -181,6 +181,8 @@ _MANIFEST_OPTIONAL = {
     "plane": _STR,
     "group": _STR,
     "group_twin": _STR,
+    "decidable": _BOOL,
+    "decidable_reason": _STR,
 }
 
 
@@ -212,12 +214,16 @@ class ManifestRow:
     plane: str | None = None  # coronal | sagittal (imaging/planes.py); absent: axial
     group: str | None = None  # consistency group id (generate --consistency); absent otherwise
     group_twin: str | None = None  # the group asking the same pair the other way round
+    # whether the image decides the answer (questions/decidability.py); None: unknown (a row
+    # made before the rule, or a type that cannot say); the reason in words
+    decidable: bool | None = None
+    decidable_reason: str | None = None
     # read from a row written before the three frames had names (no answer_anatomical key):
     # eval derives the anatomical answer of relative position from the standard view
     legacy_frames: bool = field(default=False, compare=False)
 
     _ABSENT_IF_NONE: ClassVar[tuple[str, ...]] = ("object3", "params", "slice", "mask", "plane")
-    _ABSENT_IF_NONE += ("group", "group_twin", "modality")
+    _ABSENT_IF_NONE += ("group", "group_twin", "modality", "decidable", "decidable_reason")
 
     @property
     def objects(self) -> tuple[ObjectRow, ...]:

@@ -156,6 +156,10 @@ class QuestionType(Guesses, ABC):
     # headline, the blank-image (AS) ablation, 8-variant consistency groups, and image files
     # without a type suffix. One registered type has it.
     mirp_type: bool = False
+    # decidability (questions/decidability.py): the answer is the view's handedness itself
+    # (orientation), so only a landmark decides it; other types re-read their answer with the
+    # sided structures read as their partners (``mirrored_answer``)
+    reads_handedness: bool = False
 
     @property
     def open_answer(self) -> bool:
@@ -191,6 +195,18 @@ class QuestionType(Guesses, ABC):
     ) -> QuestionSpec | None:
         """One question whose shown-frame answer is ``target``, or None if the slice has none
         (default: none; a type the agent only answers generates no questions)."""
+        return None
+
+    def mirrored_answer(
+        self,
+        spec: QuestionSpec,
+        objects: Sequence[Candidate],
+        facts: SliceFacts,
+        rules: QuestionRules,
+    ) -> Any:
+        """The shown-frame answer ``spec`` would have about ``objects`` in its place (the same
+        slice, each sided structure read as its partner: ``questions/decidability.py``), or
+        None where the type cannot say (default; its side-dependent items are then unknown)."""
         return None
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:

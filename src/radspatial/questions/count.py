@@ -19,6 +19,7 @@ atlas holds no counts: no anatomy prior.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,19 @@ class Count(q.KeepVariant):
         return q.QuestionSpec(
             self.name, (c,), RELATION, answer, answer, {"n": asked, "regions": n}, answer
         )
+
+    def mirrored_answer(
+        self,
+        spec: q.QuestionSpec,
+        objects: Sequence[q.Candidate],
+        facts: q.SliceFacts,
+        rules: q.QuestionRules,
+    ) -> Any:
+        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
+        if facts.component_areas is None:
+            return None
+        n = count_regions(facts.component_areas(objects[0].label_id), rules.min_component_px)
+        return None if n is None else int(spec.params["n"] == n)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return (

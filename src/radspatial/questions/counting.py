@@ -13,6 +13,7 @@ totalsegmentator). The anatomy prior has nothing to go on (a pick at random).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,18 @@ class Counting(OpenType):
             return None
         c = q.pick(options, rng)
         return q.QuestionSpec(self.name, (c,), "counting", want, want, {}, want)
+
+    def mirrored_answer(
+        self,
+        spec: q.QuestionSpec,
+        objects: Sequence[q.Candidate],
+        facts: q.SliceFacts,
+        rules: q.QuestionRules,
+    ) -> Any:
+        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
+        if facts.component_areas is None:
+            return None
+        return count_regions(facts.component_areas(objects[0].label_id), rules.min_component_px)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return f"How many separate regions of {wording.ref(0)} are visible in this image?"

@@ -60,6 +60,7 @@ class Orientation(q.TypeDefaults):
     relations = (RELATION,)
     parse_order = 20  # any lead-in: before the types that need "Is/Are/Does"
     group, group_order = "spar-binary", 10
+    reads_handedness = True  # the answer is the view's handedness (questions/decidability.py)
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         return ("A" if target else "B") + str(int(rng.integers(4)) + 1)

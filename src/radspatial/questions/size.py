@@ -16,6 +16,8 @@ answers from the areas a localizer measures (mask, unet, totalsegmentator), abst
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +85,17 @@ class SizeComparison(q.KeepVariant):
             a, b = b, a
         answer = int(size_holds(relation, a.area_px, b.area_px))
         return q.QuestionSpec(self.name, (a, b), relation, answer, answer, answer_anatomical=answer)
+
+    def mirrored_answer(
+        self,
+        spec: q.QuestionSpec,
+        objects: Sequence[q.Candidate],
+        facts: q.SliceFacts,
+        rules: q.QuestionRules,
+    ) -> Any:
+        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
+        a, b = objects
+        return int(size_holds(spec.relation, a.area_px, b.area_px))
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return f"Is {wording.thing(0)} {RELATIONS[spec.relation]} {wording.thing(1)} in this image?"

@@ -22,6 +22,9 @@ variant. None of these has an agent rule (the agent abstains) or an anatomy prio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from radspatial import questions as q
@@ -65,6 +68,7 @@ class SparOrient(ChoiceType):
         "Which transformation of the standard radiological view does this image show?",
     )
     example = q.Example(answers=("C", "E"))
+    reads_handedness = True  # "mirrored" vs a rotation: the view's handedness
 
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         want = self.options[target].value
@@ -116,6 +120,16 @@ class SparSymm(ChoiceType):
         left, right = q.pick(kidneys or options, rng)
         params = {"phrasing": draw_phrasing(rng, self.stems)}
         return q.QuestionSpec(self.name, (left, right), "symmetry", want, want, params, want)
+
+    def mirrored_answer(
+        self,
+        spec: q.QuestionSpec,
+        objects: Sequence[q.Candidate],
+        facts: q.SliceFacts,
+        rules: q.QuestionRules,
+    ) -> Any:
+        """The class with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
+        return symmetry_class(objects[0].area_px, objects[1].area_px, rules.size_tolerance)
 
 
 def symmetry_class(left: float, right: float, tolerance: float) -> str | None:
@@ -170,6 +184,16 @@ class SparSize(ChoiceType):
         c = q.pick(options, rng)
         params = {"phrasing": draw_phrasing(rng, self.stems), "fraction": c.area_px / area}
         return q.QuestionSpec(self.name, (c,), "size_fraction", want, want, params, want)
+
+    def mirrored_answer(
+        self,
+        spec: q.QuestionSpec,
+        objects: Sequence[q.Candidate],
+        facts: q.SliceFacts,
+        rules: q.QuestionRules,
+    ) -> Any:
+        """The class with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
+        return size_class(objects[0].area_px / (facts.size * facts.size))
 
 
 for _qt in (SparOrient(), SparSymm(), SparSize()):
