@@ -94,6 +94,8 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
             f"{o['n_items']} items ({scope}), invalid {100 * o['invalid_rate']:.1f}% (same "
             f"items: abstentions and unreadable replies), errors {n_err} (not counted in accuracy)"
         )
+    if line := _decidable_line(metrics.get("by_decidable")):
+        print(line)
     h = metrics.get("headline") or {}
     if h.get("accuracy_mean") is not None and h.get("n_items") != o.get("n_items"):
         print(
@@ -109,6 +111,24 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")
     return n_err
+
+
+def _decidable_line(groups: dict | None) -> str | None:
+    """Accuracy on the items the image decides and on those it does not, each with n and its
+    Wilson 95% interval (all runs' answers pooled)."""
+    if not groups:
+        return None
+    parts = []
+    for key in ("decidable", "undecidable"):
+        g = groups.get(key) or {}
+        if g.get("accuracy_mean") is None:
+            continue
+        ci = f"[{100 * g['ci_low']:.1f}, {100 * g['ci_high']:.1f}]"
+        parts.append(f"{key} {100 * g['accuracy_mean']:.1f}% {ci} of {g['n_items']} items")
+    if not parts:
+        return None
+    honest = " (undecidable: the image cannot tell; an honest reader scores 50%)"
+    return "  by what the image decides: " + "; ".join(parts) + (honest if len(parts) > 1 else "")
 
 
 def _print_judge(judge: dict | None) -> None:

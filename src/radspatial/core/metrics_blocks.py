@@ -276,10 +276,17 @@ class PlainRQ1(_Flat):
     coverage_ci: list | None = None
     accuracy_answered: float | None = None
     accuracy_answered_ci: list | None = None
+    # items the image decides / does not (questions/decidability.py), and the accuracy on
+    # each ({"n", "correct", "accuracy", "accuracy_ci"}); absent on datasets without the field
+    n_items_decidable: int | None = None
+    n_items_undecidable: int | None = None
+    by_decidable: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    _TYPES = {"definition": _TEXT} | {
-        k: _COUNT for k in ("n", "n_items", "runs", "answered", "correct")
+    _TYPES = {"definition": _TEXT, "by_decidable": (dict,)} | {
+        k: _COUNT
+        for k in ("n", "n_items", "runs", "answered", "correct")
+        + ("n_items_decidable", "n_items_undecidable")
     }
     _TYPES |= {k: _NUM for k in ("accuracy", "coverage", "accuracy_answered")}
     _TYPES |= {k: _LIST for k in _CI_KEYS}

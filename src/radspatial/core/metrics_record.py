@@ -46,6 +46,9 @@ BY_SECTIONS: tuple[str, ...] = (
     "by_relation",
 )
 BY_SECTIONS += ("by_transform", "by_setup_transform", "by_variant", "by_pair")
+# decidable | undecidable: whether the image decides the item (questions/decidability.py);
+# items of datasets made before the rule are in neither
+BY_SECTIONS += ("by_decidable",)
 _OPAQUE = ("mirp",)  # an object whose shape its own stage owns (eval/mirp.py)
 
 
@@ -74,6 +77,7 @@ class Metrics:
     by_setup_transform: Mapping[str, GroupMetrics] = field(default_factory=dict)
     by_variant: Mapping[str, GroupMetrics] = field(default_factory=dict)
     by_pair: Mapping[str, GroupMetrics] = field(default_factory=dict)
+    by_decidable: Mapping[str, GroupMetrics] = field(default_factory=dict)
     frames: Mapping[str, Mapping[str, FrameMetrics]] = field(default_factory=dict)
     run_agreement: Mapping[str, Agreement] = field(default_factory=dict)
     mirp: Mapping[str, Any] = field(default_factory=dict)  # eval/mirp.mirp_block

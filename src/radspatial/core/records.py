@@ -313,6 +313,7 @@ class ResultRow:
     plane: str | None = None  # the item's plane; absent: axial
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
+    decidable: bool | None = None  # the image decides the item (absent: unknown, older rows)
     # a row from before the frames had names: the frame metrics derive the anatomical answer
     legacy_frames: bool = field(default=False, compare=False)
 
@@ -364,7 +365,7 @@ class ResultRow:
         required = {"id": _STR, "run": _INT, "setup": _STR, "marker": _STR, "question": _STR}
         optional: dict[str, tuple[type, ...]] = {"reply": _STR, "error": _STR, "image": _STR}
         optional["prompt"] = _STR
-        optional |= {k: _STR for k in _PLANE_GROUP}
+        optional |= {k: _STR for k in _PLANE_GROUP} | {"decidable": _BOOL}
         optional |= {"correct_standard": _BOOL, "correct_anatomical": _BOOL}
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
@@ -382,7 +383,8 @@ class ResultRow:
         return cls(**values)
 
 
-_PLANE_GROUP = ("plane", "group", "group_twin")  # written only when set (older rows: never)
+# written only when set (older rows: never)
+_PLANE_GROUP = ("plane", "group", "group_twin", "decidable")
 
 
 def read_results(path: Path) -> list[ResultRow]:

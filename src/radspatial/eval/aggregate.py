@@ -129,7 +129,9 @@ _SECTIONS: dict[str, Callable[[ResultRow], str | None]] = {
     "by_setup_transform": _setup_transform,
     "by_variant": lambda r: r.variant,
     "by_pair": lambda r: r.pair,
+    "by_decidable": lambda r: DECIDABLE_KEYS.get(r.decidable),
 }
+DECIDABLE_KEYS = {True: "decidable", False: "undecidable"}  # None (unknown): in neither
 
 
 def _frame_row(r: ResultRow) -> ResultRow:

@@ -194,6 +194,8 @@ def _manifest_item(
         anatomical = anatomical_from_standard(row.relation, row.answer_standard)
     extra["order"] = order
     extra.update({k: getattr(row, k) for k in ("plane", "group", "group_twin") if getattr(row, k)})
+    if row.decidable is not None:  # absent: unknown (a dataset made before the rule)
+        extra.update(decidable=row.decidable, decidable_reason=row.decidable_reason)
     return EvalItem(
         **{k: getattr(row, k) for k in _AS_READ},
         image=inside(root, row.image, where=where, what="image"),
@@ -237,6 +239,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                         "order": len(items),
                         "filename": filename,
                         "modality": "CT",
+                        **decidable_of(qa, qwhere),
                     }
                     if setup != "as" and relation and n1 and n2 and filename in centres:
                         c = centres[filename]
@@ -265,6 +268,20 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                         )
                     )
     return items
+
+
+def decidable_of(qa: dict, where: str) -> dict[str, Any]:
+    """An exported MIRP entry's ``decidable`` and reason (ours add them; MIRP's own files have
+    none: unknown, never read as decidable)."""
+    value = qa.get("decidable")
+    if value is None:
+        return {}
+    if not isinstance(value, bool):
+        raise DataFileError(f"{where}: 'decidable' must be true, false or null, got {value!r}")
+    reason = qa.get("decidable_reason")
+    if not isinstance(reason, str | None):
+        raise DataFileError(f"{where}: 'decidable_reason' must be a string, got {reason!r}")
+    return {"decidable": value, "decidable_reason": reason}
 
 
 def _mirp_image(root: Path, image_dir: str, filename: str, where: str) -> Path:

@@ -88,4 +88,6 @@ def subgroup_fields(item: EvalItem) -> dict[str, Any]:
         "modality": item.extra.get("modality"),
         # coronal/sagittal (absent: axial) and the consistency group (eval/consistency.py)
         **{k: item.extra.get(k) for k in ("plane", "group", "group_twin")},
+        # whether the image decides the item (questions/decidability.py; None: unknown)
+        "decidable": item.extra.get("decidable"),
     }

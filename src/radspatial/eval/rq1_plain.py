@@ -74,7 +74,25 @@ def plain_rq1(rows: Sequence[ResultRow], runs: int) -> dict[str, Any]:
         "coverage_ci": cov_ci,
         "accuracy_answered": on_answered,
         "accuracy_answered_ci": on_answered_ci,
+        **_decidable_split(sub),
     }
+
+
+def _decidable_split(sub: Sequence[ResultRow]) -> dict[str, Any]:
+    """How many of the items the image decides, and the accuracy on each part (abstentions
+    wrong); nothing when no row says (a dataset made before the rule)."""
+    known = [r for r in sub if r.decidable is not None]
+    if not known:
+        return {}
+    out: dict[str, Any] = {}
+    parts: dict[str, Any] = {}
+    for key, flag in (("decidable", True), ("undecidable", False)):
+        part = [r for r in known if r.decidable is flag]
+        out[f"n_items_{key}"] = len({r.id for r in part})
+        right = sum(r.parsed is not None and r.parsed == r.expected for r in part)
+        acc, ci = _share(right, len(part))
+        parts[key] = {"n": len(part), "correct": right, "accuracy": acc, "accuracy_ci": ci}
+    return out | {"by_decidable": parts}
 
 
 def _number(v: Any) -> bool:
@@ -112,11 +130,32 @@ def plain_rq1_line(block: Mapping[str, Any] | None) -> str | None:
     n = f"n {block['n']}"
     if _number(runs) and runs > 1:
         n += f" = {items} items x {runs} runs"
-    return (
+    line = (
         f"  plain-slice RQ1 (relative position, organ names, no markers; {n}): "
         f"accuracy {acc} (abstentions and unreadable replies = wrong), coverage {cov}, "
         f"accuracy on answered {ans}; Wilson 95% CIs"
     )
+    return line + decidable_tail(block)
+
+
+def decidable_tail(block: Mapping[str, Any]) -> str:
+    """The plain RQ1 line's second part: how many items the image decides and the accuracy on
+    them and on the rest (an honest reader scores 50 % there)."""
+    parts = block.get("by_decidable")
+    if not isinstance(parts, Mapping) or not _number(block.get("n_items_decidable")):
+        return ""
+    d, u = parts.get("decidable") or {}, parts.get("undecidable") or {}
+    total = block["n_items_decidable"] + (block.get("n_items_undecidable") or 0)
+    text = f"\n    the image decides {block['n_items_decidable']} of {total} items"
+    if d.get("n"):
+        text += f": accuracy there {_pct(d.get('accuracy'))} {_ci(d.get('accuracy_ci'))}"
+    if u.get("n"):
+        text += (
+            f"; on the {block.get('n_items_undecidable')} it does not "
+            f"{_pct(u.get('accuracy'))} {_ci(u.get('accuracy_ci'))} (an honest reader: 50%, a "
+            "coin)"
+        )
+    return text
 
 
 def plain_rq1_markdown(blocks: Mapping[str, Mapping[str, Any]]) -> str:
