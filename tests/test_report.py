@@ -27,6 +27,7 @@ FIGURES = (
     "frames.png",
     "frames_rq2.png",
     "frames_rq3.png",
+    "decidable_by_level.png",  # the dataset's decidable share by body level (reports/decidable)
 )
 MIRP_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mirp_sample"
 
@@ -457,3 +458,19 @@ def test_report_refuses_to_replace_what_is_not_a_report(runs, tmp_path, capsys):
     assert main(["report", str(run), "--out", str(run / "report")]) == 2  # inside the run
     assert "replace the input" in capsys.readouterr().err
     assert not (run / "report").exists()
+
+
+def test_report_gives_every_model_its_accuracy_on_what_the_image_decides(report, runs):
+    md = report.summary_md.read_text()
+    assert "## What the image decides" in md
+    for spec in MODELS:
+        metrics = json.loads((runs[spec] / "metrics.json").read_text())
+        by = metrics["by_decidable"]
+        assert set(by) <= {"decidable", "undecidable"} and by
+        line = next(x for x in md.splitlines() if x.startswith(f"| {spec} |") and "(n " in x)
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        d = by["decidable"]
+        assert (
+            cells[2].startswith(f"{100 * d['accuracy_mean']:.1f}%")
+            and f"(n {d['n_items']})" in cells[2]
+        )

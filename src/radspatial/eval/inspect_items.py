@@ -83,8 +83,8 @@ def task_items(spec: TaskSpec) -> tuple[list[EvalItem], Callable[[EvalItem], str
 
 def sample_metadata(item: EvalItem) -> dict[str, Any]:
     """A Sample's metadata: what the item is (setup, marker, type, relation, view, pair, plane,
-    consistency group and the cluster its errors are correlated within) and its answer in the
-    three frames (``targets``: image, standard view, anatomical)."""
+    consistency group, whether the image decides it, and the cluster its errors are correlated
+    within) and its answer in the three frames (``targets``: image, standard view, anatomical)."""
     from radspatial.eval.clusters import cluster_of
 
     fields = ("setup", "marker", "question_type", "relation", "pair", "variant")
@@ -92,6 +92,9 @@ def sample_metadata(item: EvalItem) -> dict[str, Any]:
     meta["view"] = item.transform  # the shown rotation/flip (A1..B4), None on AS
     meta["plane"] = item.extra.get("plane") or "axial"
     meta["group"] = item.extra.get("group")
+    # whether the image decides it (questions/decidability.py; None: unknown)
+    meta["decidable"] = item.extra.get("decidable")
+    meta["decidable_reason"] = item.extra.get("decidable_reason")
     meta["cluster"] = cluster_of({"id": item.id, **item.extra})
     meta["targets"] = {
         "image": item.expected,

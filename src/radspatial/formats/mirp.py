@@ -65,7 +65,7 @@ def mirp_item(row: ManifestRow) -> dict:
         if "n" in (row.params or {}):
             item["count"] = row.params["n"]
     item.update(question=row.question, answer=row.answer)
-    if row.decidable is not None:  # an extra: whether the image decides it (MIRP has none)
+    if row.decidable is not None and not blank:  # an extra (MIRP has none; AS: as published)
         item.update(decidable=row.decidable, decidable_reason=row.decidable_reason)
     return item
 

@@ -352,6 +352,7 @@ def _write_report(
     made (name -> None if written, else why it was skipped) and how many gallery items show
     no image."""
     from radspatial.reports import figures as fig
+    from radspatial.reports.decidable import FIGURE as DECIDABLE_FIGURE
     from radspatial.reports.decidable import decidable_markdown
     from radspatial.reports.html import render_html
     from radspatial.reports.md import render_markdown
@@ -364,10 +365,12 @@ def _write_report(
     s = summarize(runs)
     log("drawing the figures")
     made = fig.write_all(s, folder)
-    markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s)
+    decided, drawn = decidable_markdown(runs, folder)  # what the image decides (decidable.py)
+    if drawn:
+        made[DECIDABLE_FIGURE] = None
+    markdown = render_markdown(s, made) + planes_markdown(s) + groups_markdown(s) + decided
     markdown += clustered_markdown(runs) + usage_markdown(runs) + open_markdown(runs, reviewed)
     markdown += probe_markdown([r.path for r in runs], folder)  # probe vlm folders in the runs
-    markdown += decidable_markdown(runs, folder)  # what the image decides (decidable.py)
     atomic_write_json(folder / "summary.json", {**s, "figures": made})
     if reviewed is not None:
         atomic_write_json(folder / "review.json", reviewed)

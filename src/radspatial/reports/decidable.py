@@ -101,12 +101,12 @@ def draw_share_by_level(levels: dict[str, list[tuple[float, int, int]]]) -> byte
     return png_bytes(fig)
 
 
-def decidable_markdown(runs: Sequence[Any], folder: Path) -> str:
-    """The section, and the figure written into the report ``folder`` from the first run's
-    dataset (where its manifest can be read)."""
+def decidable_markdown(runs: Sequence[Any], folder: Path) -> tuple[str, bool]:
+    """The section, and whether the figure was written into the report ``folder`` (from the
+    first run's dataset, where its manifest can be read)."""
     text = decidable_table(runs)
     levels: dict[str, list[tuple[float, int, int]]] = {}
-    for r in runs:
+    for r in (r for r in runs if "rq1" in r.metrics.by_setup):  # the figure is of RQ1 items
         root = recorded_root(r.path, r.info.get("data"))
         manifest = root / "manifest.jsonl" if root else None
         if manifest is not None and manifest.is_file():
@@ -117,7 +117,7 @@ def decidable_markdown(runs: Sequence[Any], folder: Path) -> str:
             break
     png = draw_share_by_level(levels)
     if png is None:
-        return text
+        return text, False
     atomic_write_bytes(folder / FIGURE, png)
     total = sum(n for points in levels.values() for _, n, _ in points)
     decided = sum(k for points in levels.values() for _, _, k in points)
@@ -125,5 +125,5 @@ def decidable_markdown(runs: Sequence[Any], folder: Path) -> str:
         text = "\n## What the image decides\n\n"
     return text + (
         f"\nThe dataset's RQ1 items: {decided} of {total} decidable from the image "
-        f"({100 * decided / total:.0f} %), by body level:\n\n![decidable by level]({FIGURE})\n"
-    )
+        f"({100 * decided / total:.0f} %); by body level: `{FIGURE}` (Figures).\n"
+    ), True
