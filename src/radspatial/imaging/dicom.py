@@ -46,6 +46,14 @@ class SeriesGeometry:
     ras: np.ndarray  # 4x4 RAS affine of (column, row, k); k's step is the mean when uneven
     uneven: bool  # the steps between slices differ (accepted only when asked for)
 
+    def info(self) -> dict:
+        """What a case records of it: the slice count and, when uneven, each slice's world z
+        (mm) in canonical order (inferior -> superior; LPS z is RAS z)."""
+        info: dict = {"n_slices": len(self.uids)}
+        if self.uneven:
+            info["slice_positions_mm"] = [round(float(z), 4) for z in sorted(self.positions[:, 2])]
+        return info
+
 
 def read_dicom_series(
     folder: Path, warn: Warn, *, uneven: bool = False

@@ -260,7 +260,8 @@ def read_on_ct(path: Path, ct: Path, table: LabelTable, warn: Warn):
     """(labels [column, row, slice] on the DICOM CT ``ct``'s grid, its RAS affine)."""
     if not Path(ct).is_dir():
         raise InputError(
-            f"{path}: an RTSTRUCT is drawn on DICOM slices; --ct must be that series' folder, not {ct}"
+            f"{path}: an RTSTRUCT is drawn on DICOM slices; --ct must be their series' "
+            f"folder, not {ct}"
         )
     ds = _dataset(path)
     geo = read_series_geometry(Path(ct), uneven=True)  # load_ct has applied the spacing rule

@@ -8,9 +8,10 @@ counted per (row, first pixel centre at or right of them) and a running parity a
 the mask. :func:`outline_pixels` adds the pixels the outline passes through: writers that
 turn a mask into contours (rt-utils through OpenCV, as TotalSegmentator's) draw the outline
 through the centres of the structure's edge pixels, half of which the centre rule alone drops
-(a rib loses a fifth of its pixels). The cost is the number of crossings plus the pixels, not pixels x edges as a
-point-in-polygon test per pixel (matplotlib's ``Path.contains_points``, scikit-image's
-``draw.polygon``) costs: 10^10 tests for a 10^5-point contour on a 512^2 slice.
+(a rib loses a fifth of its pixels). The cost is the number of crossings plus the pixels,
+not pixels x edges as a point-in-polygon test per pixel (matplotlib's
+``Path.contains_points``, scikit-image's ``draw.polygon``) costs: 10^10 tests for a
+10^5-point contour on a 512^2 slice.
 :data:`MAX_CROSSINGS` bounds the memory of one structure's slice.
 """
 

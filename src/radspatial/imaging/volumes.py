@@ -170,20 +170,13 @@ def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
 def load_ct(
     path: Path, *, warn: Warn = log.warning, uneven: bool = False
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Load a CT (NIfTI file or DICOM series folder) as canonical float32 HU, affine, info.
-    ``uneven``: accept a DICOM series with uneven slice spacing (axial slices only), its true
-    slice positions (world z, canonical order) in ``info["slice_positions_mm"]``."""
+    """Load a CT (NIfTI file or DICOM series folder) as canonical float32 HU, affine, info;
+    ``uneven``: accept uneven DICOM slices, true z in ``info["slice_positions_mm"]``."""
     path = Path(path)
     _require(path)
     if path.is_dir():
         data, geo = read_dicom_series(path, warn, uneven=uneven)
-        info = {
-            "ct_format": "dicom",
-            "ct_orientation": _axcodes(geo.ras),
-            "n_slices": data.shape[2],
-        }
-        if geo.uneven:  # LPS z is RAS z; canonical axis 2 runs inferior -> superior
-            info["slice_positions_mm"] = [round(float(z), 4) for z in sorted(geo.positions[:, 2])]
+        info = {"ct_format": "dicom", "ct_orientation": _axcodes(geo.ras), **geo.info()}
         return (*_canonical(data, geo.ras, np.float32), info)
     img, shape = _open_nifti(path, "CT")
     affine = np.asarray(img.affine, dtype=float)
@@ -306,8 +299,8 @@ def load_seg(
 def load_case(
     case: Case, *, group: bool | None = None, warn: Warn = log.warning, uneven: bool = False
 ) -> Volume:
-    """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input.
-    ``uneven``: accept a DICOM series with uneven slice spacing (for axial slices only)."""
+    """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input;
+    ``uneven``: accept a DICOM series with uneven slice spacing (axial slices only)."""
     table, own = mask_formats.case_table(case.seg, case.labels, group, warn)
     ct, ct_affine, ct_info = load_ct(case.ct, warn=warn, uneven=uneven)
     seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn, ct=case.ct)
