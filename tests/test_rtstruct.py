@@ -312,7 +312,7 @@ HOSTILE = [
     _rt_case(no_contours, "has no contours"),
     _rt_case(other_frame, "frame of reference 1.2.3.99"),
     _rt_case(nothing_matches, "none of its 1 contoured ROIs", "PTV"),
-    _rt_case(ct_slice_as_mask, "CT Image Storage", "not a mask"),
+    _rt_case(ct_slice_as_mask, "CT Image Storage", "nor an RTSTRUCT"),
     _rt_case(self_intersecting_and_open, code=0),
 ]
 

@@ -67,7 +67,9 @@ def read_summary(path: Path):
     is, from its first bytes) or too large."""
     kind = dicom_class(path)
     if kind is not None and kind[0] and kind[0] not in (SEG_SOP_CLASS, LABELMAP_SOP_CLASS):
-        raise InputError(f"{path}: {describe(kind)}, not a mask (a DICOM SEG or RTSTRUCT)")
+        raise InputError(
+            f"{path}: not a DICOM Segmentation object nor an RTSTRUCT: {describe(kind)}"
+        )
     over = f"header (its segment list before the frames) is over {MAX_HEADER_BYTES >> 20} MiB"
     ds, _ = _bounded_read(path, _PER_FRAME, MAX_HEADER_BYTES, f"{over}: too many segments?")
     sop = str(ds.get("SOPClassUID", ""))
