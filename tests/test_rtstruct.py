@@ -353,3 +353,22 @@ def test_uneven_spacing_axial_only(tmp_path, capsys, caplog):
     err = capsys.readouterr().err
     assert "gap in the series" in err and "only generate --planes axial" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_name_map_json_and_own_names(ct, tmp_path):
+    """--labels as a JSON of ROI name -> structure name (any case), and no --labels: the
+    contoured ROIs' own names (the ROI without contours is no structure)."""
+    folder, uids = ct
+    rt = write_rt(tmp_path / "rs.dcm", asymmetric(uids))
+    (tmp_path / "map.json").write_text(
+        json.dumps({"KIDNEY_LEFT": "kidney_left", "ptv_60": "Target"})
+    )
+    warned: list[str] = []
+    vol = load_case(CtCase("m", folder, rt, str(tmp_path / "map.json")), warn=warned.append)
+    assert sorted(vol.table.names.values()) == ["kidney_left", "target"]
+    assert [w for w in warned if "2 contoured ROI(s) not in table" in w and "liver" in w]
+    ids = {n: i for i, n in vol.table.names.items()}
+    assert (_lps_voxels(vol, ids["target"])[:, 2] == 4.0).all()
+    own = load_case(CtCase("o", folder, rt))
+    assert sorted(own.table.names.values()) == ["kidney_left", "liver", "ptv_60", "spleen"]
+    assert own.source["seg_format"] == "rtstruct" and "label_names" in own.source
