@@ -31,7 +31,8 @@ from radspatial.questions.decidability import reading_of
 def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:
     """Load, plan, render and write one case's images under ``stage``; return its rows."""
     step(f"{case.case_id}: loading CT and mask")
-    loaded = load_case(case, group=config.group)
+    # uneven DICOM slice spacing is accepted only when every plane is axial (imaging/dicom.py)
+    loaded = load_case(case, group=config.group, uneven=config.planes == ("axial",))
     rows: list[ManifestRow] = []
     centres: list[dict] = []
     n_used = 0

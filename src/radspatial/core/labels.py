@@ -244,3 +244,24 @@ def table_doubt(present: set[int], table: LabelTable) -> str | None:
         f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
         f"{named}; if the mask numbers its own structures, give its table with --labels"
     )
+
+
+# TotalSegmentator v1 labelled the heart as five structures (v2 has one, "heart"); structure
+# sets written from v1 output carry these names. Name-matched masks (RTSTRUCT) read with the
+# totalsegmentator table accept them as their own structures at ids after v2's last (117).
+TOTALSEG_V1_HEART = {
+    118: "heart_myocardium",
+    119: "heart_atrium_left",
+    120: "heart_ventricle_left",
+    121: "heart_atrium_right",
+    122: "heart_ventricle_right",
+}
+
+
+def with_v1_heart(table: LabelTable) -> LabelTable:
+    """``table`` (a totalsegmentator table) plus :data:`TOTALSEG_V1_HEART` where neither the id
+    nor the name is taken."""
+    taken = set(table.names.values())
+    used = set(table.names) | set(table.remap)
+    extra = {k: v for k, v in TOTALSEG_V1_HEART.items() if k not in used and v not in taken}
+    return LabelTable(table.name, {**table.names, **extra}, table.remap, table.grouping)

@@ -2,12 +2,17 @@
 
 Slices are sorted by their position along the slice normal (not by InstanceNumber); a folder
 with other modalities, several series, repeated positions or a gap is refused with an
-:class:`InputError` naming the file. pydicom is imported only when a series is read.
+:class:`InputError` naming the file. A caller that renders only axial slices may accept uneven
+spacing (``uneven=True``: one warning, the true positions kept in :class:`SeriesGeometry`);
+coronal/sagittal planes and resampling need the regular grid, so the default refuses it.
+:func:`read_series_geometry` reads the same geometry without pixel data (for an RTSTRUCT,
+``imaging/rtstruct.py``). pydicom is imported only when a series is read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,36 +26,96 @@ Slice = tuple[Path, object]  # (file, pydicom Dataset)
 
 _GEOMETRY = {"ImageOrientationPatient": 6, "PixelSpacing": 2, "ImagePositionPatient": 3}
 _RESCALE = (("RescaleSlope", 1.0), ("RescaleIntercept", 0.0))
+UNEVEN_HINT = (
+    "only generate --planes axial accepts uneven spacing (coronal and sagittal slices and "
+    "resampling need a regular grid)"
+)
 
 
-def read_dicom_series(folder: Path, warn: Warn) -> tuple[np.ndarray, np.ndarray]:
-    """One CT series folder -> (volume[i, j, k] HU, RAS affine), not yet canonical.
+@dataclass(frozen=True, eq=False)
+class SeriesGeometry:
+    """Where a series' slices lie, in the order of the volume's axis k."""
+
+    rows: int
+    cols: int
+    iop: np.ndarray  # (6,) row direction, column direction (LPS)
+    pixel_spacing: np.ndarray  # (2,) between rows, between columns (mm)
+    positions: np.ndarray  # (n, 3) ImagePositionPatient of slice k (LPS mm)
+    uids: tuple[str, ...]  # SOPInstanceUID of slice k
+    frame_of_reference: str  # the first slice's FrameOfReferenceUID ('' if none)
+    ras: np.ndarray  # 4x4 RAS affine of (column, row, k); k's step is the mean when uneven
+    uneven: bool  # the steps between slices differ (accepted only when asked for)
+
+    def info(self) -> dict:
+        """What a case records of it: the slice count and, when uneven, each slice's world z
+        (mm) in canonical order (inferior -> superior; LPS z is RAS z)."""
+        info: dict = {"n_slices": len(self.uids)}
+        if self.uneven:
+            info["slice_positions_mm"] = [round(float(z), 4) for z in sorted(self.positions[:, 2])]
+        return info
+
+
+def read_dicom_series(
+    folder: Path, warn: Warn, *, uneven: bool = False
+) -> tuple[np.ndarray, SeriesGeometry]:
+    """One CT series folder -> (volume[i, j, k] HU, its geometry), not yet canonical.
 
     i runs along the IOP row direction (pixel column index), j along the column direction
     (pixel row index), k along the slice normal, sorted by position, not by InstanceNumber.
+    ``uneven``: accept unevenly spaced slices (one warning) instead of refusing a gap.
     """
     slices = _read_slices(folder, warn)
+    geometry, order = _geometry(folder, slices, warn, uneven)
+    if geometry.rows * geometry.cols * len(slices) * 4 > max_volume_bytes():
+        raise InputError(
+            f"{folder}: {geometry.cols} x {geometry.rows} x {len(slices)} voxels exceed "
+            "the size limit"
+        )
+    volume = _pixels(slices, order, geometry.rows, geometry.cols)
+    if not np.isfinite(volume).all():
+        raise InputError(f"{folder}: CT has NaN or infinite voxel values")
+    return volume, geometry
+
+
+def read_series_geometry(folder: Path, *, uneven: bool = False) -> SeriesGeometry:
+    """The series' geometry and slice UIDs, its pixel data left unread (nothing warned:
+    :func:`read_dicom_series` has said what it skipped)."""
+    slices = _read_slices(folder, lambda _: None, pixels=False)
+    return _geometry(folder, slices, lambda _: None, uneven)[0]
+
+
+def _geometry(
+    folder: Path, slices: list[Slice], warn: Warn, uneven: bool
+) -> tuple[SeriesGeometry, np.ndarray]:
     (rows, cols), iop, pixel_spacing, positions = _common_geometry(slices)
-    order = _order_by_position(folder, slices, positions, np.cross(iop[:3], iop[3:]))
-    if rows * cols * len(slices) * 4 > max_volume_bytes():
-        raise InputError(f"{folder}: {cols} x {rows} x {len(slices)} voxels exceed the size limit")
-    volume = _pixels(slices, order, rows, cols)
+    normal = np.cross(iop[:3], iop[3:])
+    order, irregular = _order_by_position(folder, slices, positions, normal, uneven)
     first, last = positions[order[0]], positions[order[-1]]
     ras = _ras_affine(iop, pixel_spacing, first, last, len(slices))
     check_affine(folder, ras, "DICOM series", InputError)
-    if not np.isfinite(volume).all():
-        raise InputError(f"{folder}: CT has NaN or infinite voxel values")
-    return volume, ras
+    if irregular and int(np.argmax(np.abs(ras[:3, 2]))) != 2:
+        raise InputError(f"{folder}: {irregular}; its slices are not axial, so no axial "
+                         "slice can be rendered from it")  # fmt: skip
+    if irregular:
+        warn(f"{folder}: {irregular}; accepted for axial slices only, at their true positions")
+    uids = tuple(str(slices[i][1].get("SOPInstanceUID", "")) for i in order)
+    frame = str(slices[0][1].get("FrameOfReferenceUID", ""))
+    ordered = np.array([positions[i] for i in order])
+    geometry = SeriesGeometry(
+        rows, cols, iop, pixel_spacing, ordered, uids, frame, ras, bool(irregular)
+    )
+    return geometry, order
 
 
-def _read_slices(folder: Path, warn: Warn) -> list[Slice]:
-    """The folder's image files of one CT series (other files skipped with a warning)."""
+def _read_slices(folder: Path, warn: Warn, *, pixels: bool = True) -> list[Slice]:
+    """The folder's image files of one CT series (other files skipped with a warning);
+    ``pixels=False`` leaves the pixel data in the files (read lazily, never here)."""
     import pydicom
 
     slices = []
     for p in sorted(q for q in folder.iterdir() if q.is_file()):
         try:
-            ds = pydicom.dcmread(p)
+            ds = pydicom.dcmread(p, defer_size=None if pixels else 4096)
         except Exception as exc:  # pydicom raises many types for non-DICOM bytes
             warn(f"{p}: not a DICOM file, skipped ({first_line(exc)})")
             continue
@@ -108,9 +173,10 @@ def _common_geometry(
 
 
 def _order_by_position(
-    folder: Path, slices: list[Slice], positions: list[np.ndarray], normal: np.ndarray
-) -> np.ndarray:
-    """Slice indices sorted along ``normal``; InputError on a repeated position or a gap."""
+    folder: Path, slices: list[Slice], positions: list[np.ndarray], normal: np.ndarray, uneven: bool
+) -> tuple[np.ndarray, str]:
+    """(slice indices sorted along ``normal``, '' or what is uneven); InputError on a repeated
+    position, and on a gap unless ``uneven``."""
     along = np.array(positions) @ normal
     order = np.argsort(along, kind="stable")
     along, steps = along[order], np.diff(along[order])
@@ -122,14 +188,17 @@ def _order_by_position(
             f"({names[k]}, {names[k + 1]})"
         )
     median = float(np.median(steps))
-    uneven = np.abs(steps - median) > 0.1 * median
-    if uneven.any():
-        k = int(np.argmax(uneven))
-        raise InputError(
-            f"{folder}: gap in the series: {steps[k]:.2f} mm between slices at {along[k]:.2f} "
-            f"and {along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
-        )
-    return order
+    irregular = np.abs(steps - median) > 0.1 * median
+    if not irregular.any():
+        return order, ""
+    k = int(np.argmax(irregular))
+    what = (
+        f"uneven slice spacing: {steps[k]:.2f} mm between slices at {along[k]:.2f} and "
+        f"{along[k + 1]:.2f} mm ({names[k]}, {names[k + 1]}), median {median:.2f} mm"
+    )
+    if not uneven:
+        raise InputError(f"{folder}: gap in the series ({what}); {UNEVEN_HINT}")
+    return order, what
 
 
 def _pixels(slices: list[Slice], order: np.ndarray, rows: int, cols: int) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 
 from radspatial.core.errors import InputError, first_line
 from radspatial.core.textsafe import log_text
+from radspatial.imaging.dicom_kind import dicom_mask_reader
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
 from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
@@ -189,7 +190,7 @@ register_mask_reader(
         "dicom_seg",
         (".dcm",),
         ignore_table(read_dicom_seg),
-        sniff=is_dicom_file,
+        sniff=lambda p: dicom_mask_reader(p) == "dicom_seg",
         names=segment_names,
         align=_align,
     )

@@ -21,6 +21,7 @@ import numpy as np
 
 from radspatial.core.errors import InputError, first_line
 from radspatial.core.textsafe import log_text
+from radspatial.imaging.dicom_kind import describe, dicom_class
 from radspatial.imaging.nifti import max_volume_bytes
 
 SEG_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.4"
@@ -62,7 +63,13 @@ def _bounded_read(path: Path, stop_tag: int, budget: int, over: str):
 
 
 def read_summary(path: Path):
-    """The SEG's dataset up to its per-frame groups, refused if not a SEG or too large."""
+    """The SEG's dataset up to its per-frame groups, refused if not a SEG (named by what it
+    is, from its first bytes) or too large."""
+    kind = dicom_class(path)
+    if kind is not None and kind[0] and kind[0] not in (SEG_SOP_CLASS, LABELMAP_SOP_CLASS):
+        raise InputError(
+            f"{path}: not a DICOM Segmentation object nor an RTSTRUCT: {describe(kind)}"
+        )
     over = f"header (its segment list before the frames) is over {MAX_HEADER_BYTES >> 20} MiB"
     ds, _ = _bounded_read(path, _PER_FRAME, MAX_HEADER_BYTES, f"{over}: too many segments?")
     sop = str(ds.get("SOPClassUID", ""))

@@ -5,14 +5,18 @@ on the CT's grid.
 
 Built in: NIfTI (``.nii.gz``, ``.nii``; also any other file no reader claims) and the
 TotalSegmentator folder (``imaging/volumes.py``), NRRD (``.nrrd``, ``.nhdr``, ``.seg.nrrd``,
-``imaging/nrrd.py``) and DICOM SEG (``.dcm`` or the DICOM preamble, ``imaging/dicom_seg.py``).
+``imaging/nrrd.py``), DICOM SEG (``.dcm`` or the DICOM preamble, ``imaging/dicom_seg.py``) and
+DICOM RTSTRUCT (the same, told apart by SOP class, ``imaging/dicom_kind.py``;
+``imaging/rtstruct.py``: drawn on the CT's slices, so it is read with the CT, ``on_ct``).
 ``imaging.volumes.load_seg`` asks :func:`reader_for`; every reader returns integer labels on a
 RAS affine, so all masks are checked by the same grid checks (and error messages). A new format
 is one module calling ``register_mask_reader(MaskReader(...))`` (docs/architecture.md).
 
 :func:`embedded_table` is the label table a file names itself (a SEG's segment labels, a
 ``.seg.nrrd``'s segment names), used when no ``--labels`` is given; :func:`check_user_table`
-warns where a given table disagrees with the names in the file.
+warns where a given table disagrees with the names in the file. A reader that matches its
+structures to the table by name (RTSTRUCT ROI names) builds the table itself (``table``);
+:func:`case_table` chooses.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from radspatial.core.labels import LabelTable, normalize_name
+from radspatial.core.errors import InputError, first_line
+from radspatial.core.labels import LabelTable, load_table, normalize_name
 from radspatial.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -33,6 +38,10 @@ Warn = Callable[[str], None]
 Read = Callable[[Path, LabelTable, Warn], "tuple[np.ndarray, np.ndarray]"]
 # (mask path, CT path, labels, affine, CT shape, CT affine) -> labels and affine on the CT's grid
 Align = Callable[..., "tuple[np.ndarray, np.ndarray]"]
+# (mask path, CT path, label table, warn) -> labels and affine on the CT's grid
+ReadOnCt = Callable[[Path, Path, LabelTable, Warn], "tuple[np.ndarray, np.ndarray]"]
+# (mask path, --labels spec or None, grouping, warn) -> the label table (ValueError/InputError)
+TableFor = Callable[[Path, "str | None", "bool | None", Warn], LabelTable]
 
 
 @dataclass(frozen=True)
@@ -47,10 +56,12 @@ class MaskReader:
     fallback: bool = False  # any other file (folder) is read as this one
     names: Callable[[Path], dict[int, str] | None] | None = None  # id -> name, as the file says
     align: Align | None = None  # after the CT is read (a DICOM SEG: its references, its slab)
+    on_ct: ReadOnCt | None = None  # read with the CT instead of ``read`` (RTSTRUCT)
+    table: TableFor | None = None  # matches structures by name: builds the case's table
 
 
 MASK_READERS: Registry[MaskReader] = Registry(
-    "mask format", ("nrrd", "dicom_seg", "volumes"), package="radspatial.imaging"
+    "mask format", ("nrrd", "dicom_seg", "rtstruct", "volumes"), package="radspatial.imaging"
 )
 
 
@@ -60,7 +71,8 @@ def register_mask_reader(reader: MaskReader) -> MaskReader:
 
 def reader_for(path: Path) -> MaskReader:
     """The reader of ``path``: by its ending, else by its content (``sniff``), else the
-    fallback of its kind (NIfTI for files, the TotalSegmentator folder for folders). Something
+    fallback of its kind (NIfTI for files, the TotalSegmentator folder for folders); readers
+    sharing an ending (``.dcm``) are told apart by their ``sniff``. Something
     that is neither a file nor a folder (a FIFO) goes to the file fallback unopened, which
     refuses it."""
     folder = path.is_dir()
@@ -69,7 +81,11 @@ def reader_for(path: Path) -> MaskReader:
         low = path.name.lower()
         ends = [(len(e), r.name, r) for r in readers for e in r.endings if low.endswith(e)]
         if ends:
-            return max(ends, key=lambda x: x[0])[2]
+            best = max(n for n, _, _ in ends)
+            tied = [r for n, _, r in sorted(ends, key=lambda x: x[1]) if n == best]
+            if len(tied) > 1:
+                tied = [r for r in tied if r.sniff and r.sniff(path)] or tied
+            return tied[0]
         if not folder and (sniffed := [r for r in readers if r.sniff and r.sniff(path)]):
             return sniffed[0]
     fallback = [r for r in readers if r.fallback]
@@ -99,6 +115,37 @@ def check_user_table(path: Path, table: LabelTable, warn: Warn) -> None:
         given = table.names.get(table.apply(label_id))
         if given is not None and given != normalize_name(name):
             warn(f"{path}: label {label_id} is {name!r} in the file, {given!r} in {table.name}")
+
+
+def read_mask(
+    reader: MaskReader, path: Path, table: LabelTable, warn: Warn, ct: Path | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``reader``'s labels and affine; a reader that needs the CT (``on_ct``) gets ``ct``."""
+    if reader.on_ct is None:
+        return reader.read(path, table, warn)
+    if ct is None:
+        raise InputError(f"{path}: a {reader.name} mask is read with its CT (--ct)")
+    return reader.on_ct(path, ct, table, warn)
+
+
+def case_table(
+    seg: Path, spec: str | None, group: bool | None, warn: Warn
+) -> tuple[LabelTable, LabelTable | None]:
+    """(the label table of the mask ``seg`` given ``--labels spec``, the same table when it is
+    the file's own names, else None): the reader's own choice when it matches by name, else
+    the file's names without a spec, else the table ``spec`` names (checked against them)."""
+    reader = reader_for(seg)
+    try:
+        if reader.table is not None:
+            table = reader.table(seg, spec, group, warn)
+            return table, (table if spec is None else None)
+        own = embedded_table(seg) if spec is None else None
+        table = own or load_table(spec, group=group)
+    except ValueError as exc:
+        raise InputError(first_line(exc)) from None
+    if own is None:
+        check_user_table(seg, table, warn)
+    return table, own
 
 
 def ignore_table(read: Callable[[Path], Any]) -> Read:

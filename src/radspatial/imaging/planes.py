@@ -143,4 +143,7 @@ def slice_position_mm(vol, plane: str) -> np.ndarray:
     """World coordinate (mm) along the plane's normal of each slice of ``reformat(vol, plane)``."""
     world = PLANE[plane].axes[2]  # canonical RAS axis = world axis of the normal
     n = vol.seg.shape[2]
+    true_z = vol.source.get("slice_positions_mm") if plane == AXIAL.name else None
+    if true_z is not None and len(true_z) == n:  # an unevenly spaced series (imaging/dicom.py)
+        return np.asarray(true_z, dtype=float)
     return vol.affine[world, 3] + vol.affine[world, 2] * np.arange(n)

@@ -167,14 +167,17 @@ def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
         raise InputError(f"{path}: corrupt or truncated image data ({first_line(exc)})") from None
 
 
-def load_ct(path: Path, *, warn: Warn = log.warning) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Load a CT (NIfTI file or DICOM series folder) as canonical float32 HU, affine, info."""
+def load_ct(
+    path: Path, *, warn: Warn = log.warning, uneven: bool = False
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Load a CT (NIfTI file or DICOM series folder) as canonical float32 HU, affine, info;
+    ``uneven``: accept uneven DICOM slices, true z in ``info["slice_positions_mm"]``."""
     path = Path(path)
     _require(path)
     if path.is_dir():
-        data, affine = read_dicom_series(path, warn)
-        info = {"ct_format": "dicom", "ct_orientation": _axcodes(affine), "n_slices": data.shape[2]}
-        return (*_canonical(data, affine, np.float32), info)
+        data, geo = read_dicom_series(path, warn, uneven=uneven)
+        info = {"ct_format": "dicom", "ct_orientation": _axcodes(geo.ras), **geo.info()}
+        return (*_canonical(data, geo.ras, np.float32), info)
     img, shape = _open_nifti(path, "CT")
     affine = np.asarray(img.affine, dtype=float)
     info = {"ct_format": "nifti", "ct_orientation": _axcodes(affine)}
@@ -263,17 +266,17 @@ register_mask_reader(MaskReader("totalseg_dir", (), _totalseg_folder, folder=Tru
 
 
 def load_seg(
-    path: Path, table: LabelTable, *, warn: Warn = log.warning
+    path: Path, table: LabelTable, *, warn: Warn = log.warning, ct: Path | None = None
 ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Load a mask (multilabel NIfTI/NRRD, DICOM SEG or TotalSegmentator folder) as canonical
-    grouped uint16 ids.
+    """Load a mask (multilabel NIfTI/NRRD, DICOM SEG or RTSTRUCT, TotalSegmentator folder) as
+    canonical grouped uint16 ids (an RTSTRUCT is drawn on the slices of the CT ``ct``).
 
     Ids not in ``table`` are zeroed with a warning; then ``table``'s grouping is applied.
     """
     path = Path(path)
     _require(path)
     reader = mask_formats.reader_for(path)  # by ending, content, else NIfTI / the folder
-    data, affine = reader.read(path, table, warn)
+    data, affine = mask_formats.read_mask(reader, path, table, warn, ct)
     labels, orientation, seg_format = _integer_labels(path, data), _axcodes(affine), reader.name
     lut, unknown = _label_lut(table, int(labels.max()) if labels.size else 0)
     skipped: list[int] = []
@@ -293,17 +296,14 @@ def load_seg(
     return grouped, affine, info
 
 
-def load_case(case: Case, *, group: bool | None = None, warn: Warn = log.warning) -> Volume:
-    """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input."""
-    own = mask_formats.embedded_table(case.seg) if case.labels is None else None
-    try:
-        table = own or load_table(case.labels, group=group)
-    except ValueError as exc:
-        raise InputError(first_line(exc)) from None
-    if own is None:
-        mask_formats.check_user_table(case.seg, table, warn)
-    ct, ct_affine, ct_info = load_ct(case.ct, warn=warn)
-    seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn)
+def load_case(
+    case: Case, *, group: bool | None = None, warn: Warn = log.warning, uneven: bool = False
+) -> Volume:
+    """Load one case's CT and mask on one canonical RAS+ grid; InputError on bad input;
+    ``uneven``: accept a DICOM series with uneven slice spacing (axial slices only)."""
+    table, own = mask_formats.case_table(case.seg, case.labels, group, warn)
+    ct, ct_affine, ct_info = load_ct(case.ct, warn=warn, uneven=uneven)
+    seg, seg_affine, seg_info = load_seg(case.seg, table, warn=warn, ct=case.ct)
     if (align := mask_formats.MASK_READERS.get(seg_info["seg_format"]).align) is not None:
         seg, seg_affine = align(case.seg, case.ct, seg, seg_affine, ct.shape, ct_affine)
     if seg.shape != ct.shape:
