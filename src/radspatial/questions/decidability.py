@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from radspatial.core.datafiles import DataFileError, read_json
-from radspatial.core.labels import side_of
 from radspatial.imaging.planes import plane_of
 from radspatial.questions.records import Candidate
 
@@ -194,12 +193,15 @@ def _rank(level: str) -> int:
 
 
 def partner_name(name: str, vocabulary: frozenset[str]) -> str | None:
-    """kidney_left -> kidney_right where the label table has both sides, else None (a name
-    whose other side the table lacks, e.g. the right lung's middle lobe, has no mirror twin)."""
-    side = side_of(name)
-    if side is None:
+    """kidney_left -> kidney_right, rib_left_10 -> rib_right_10 (one side word anywhere in the
+    name) where the label table has both sides, else None (a name whose other side the table
+    lacks, e.g. the right lung's middle lobe, has no mirror twin)."""
+    words = name.split("_")
+    sided = [k for k, w in enumerate(words) if w in _SIDES]
+    if len(sided) != 1:
         return None
-    other = name[: -len(side)] + ("right" if side == "left" else "left")
+    k = sided[0]
+    other = "_".join([*words[:k], "right" if words[k] == "left" else "left", *words[k + 1 :]])
     return other if other in vocabulary else None
 
 
