@@ -122,9 +122,10 @@ def test_the_landmark_reads_the_standard_view_whatever_the_shown_view():
 def test_a_landmark_outside_its_levels_does_not_count():
     spec = relpos(FEM_R, BLADDER, "left_of")
     liver = cand(4, "liver", 120, 200)
-    low = cand(6, "vertebrae_L5", 256, 330)  # the default table's liver: T8-L3
+    low = cand(6, "vertebrae_l5", 256, 330)  # the default table's liver: T8-L3 (names as
+    # the label tables give them: lower case)
     assert decide(RELPOS, spec, evidence([FEM_R, FEM_L, BLADDER, liver, low])).decidable is False
-    high = cand(6, "vertebrae_T12", 256, 330)
+    high = cand(6, "vertebrae_t12", 256, 330)
     assert decide(RELPOS, spec, evidence([FEM_R, FEM_L, BLADDER, liver, high])).decidable
 
 

@@ -227,7 +227,7 @@ def mirrored_objects(
 def slice_level(present: Sequence[Candidate]) -> str | None:
     """The slice's vertebral level: its largest individually labelled vertebra (None where
     the vertebrae are one grouped structure or absent)."""
-    named = [(c.area_px, c.name.removeprefix("vertebrae_")) for c in present]
+    named = [(c.area_px, c.name.removeprefix("vertebrae_").upper()) for c in present]
     levels = [(a, v) for a, v in named if v in _LEVELS]
     return max(levels)[1] if levels else None
 
