@@ -120,6 +120,8 @@ class OrgansLocalizer:
             f, opinion, match.body_radius, extra, match.view_confirmed, match.score
         )
         name = model.classes[cls][1]
+        if f is not None and match.sides and match.sides_from and organs_view.lateral(name):
+            return replace(f, details={**f.details, "sides_from": ", ".join(match.sides_from)})
         if f is None or match.sides or not organs_view.lateral(name):
             return f
         before = f.details.get("abstain_reason")  # a reason of its own comes first
@@ -169,10 +171,10 @@ class OrgansLocalizer:
         rules = self.atlas_rules
         if m is None or not (rules.confirm_view or rules.need_sides):
             return m
-        axes = organs_view.anatomy_axes(ids, body, model.id_of_name, m.body_radius)
+        *axes, via = organs_view.anatomy_sides(ids, body, model.id_of_name, m.body_radius)
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
-        sides = organs_view.sides_shown(axes[1], m.orientation) or not rules.need_sides
-        return replace(m, views=views, sides=sides)
+        shown = organs_view.sides_shown(axes[1], m.orientation)
+        return replace(m, views=views, sides=shown or not rules.need_sides, sides_from=via)
 
     def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to

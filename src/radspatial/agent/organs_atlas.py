@@ -103,6 +103,7 @@ class Match:
     body_radius: float  # 128 px frame
     views: tuple[int, ...] = tuple(range(8))  # views the network's anatomy allows (organs_view)
     sides: bool = True  # the patient's right is shown and agrees with ``orientation``
+    sides_from: tuple[str, ...] = ()  # the landmarks that showed it (organs_view)
 
     @property
     def score(self) -> float:

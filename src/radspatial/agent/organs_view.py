@@ -11,7 +11,12 @@ independent):
 - *posterior*: the direction from the body's centroid to the spine's (vertebrae, spinal
   cord, autochthon muscles); this fixes the rotation up to a left-right mirror;
 - *patient's right*: the direction from the left-sided organs (spleen, stomach) to the liver,
-  or from the midline to the liver alone; this fixes the mirror.
+  or from the midline to the liver alone; this fixes the mirror. Where neither is found, any
+  other handedness landmark of the decidability rule's table (``questions/decidability.py``:
+  the same table the generator marks items with; for this network gallbladder, pancreas,
+  aorta, inferior vena cava) votes from its own side of the midline, across the posterior
+  axis, when it lies at least its table offset off the midline; the votes must agree (one
+  contradicting landmark: no right), and the trace names the landmarks (``sides_from``).
 
 :func:`allowed_views` returns the views consistent with what was found (8 when nothing is, 2
 when only the spine is: the mirror stays open); gating atlas-only centres on it
@@ -80,6 +85,14 @@ def anatomy_axes(
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(posterior, patient's right) unit vectors in the image (x, y), either None when the
     network's labels ``ids`` (label ids, 0 background) do not show it. ``id_of``: name -> id."""
+    posterior, right, _ = anatomy_sides(ids, body, id_of, radius)
+    return posterior, right
+
+
+def anatomy_sides(
+    ids: np.ndarray, body: np.ndarray, id_of: Callable[[str], int | None], radius: float
+) -> tuple[np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
+    """``anatomy_axes`` and the landmarks that fixed the patient's right (empty: none)."""
 
     def mask_of(names: tuple[str, ...]) -> np.ndarray:
         wanted = [i for i in (id_of(n) for n in names) if i is not None]
@@ -89,13 +102,53 @@ def anatomy_axes(
     posterior = _direction(centre, _centroid(mask_of(SPINE)), radius)
     right_c, left_c = _centroid(mask_of(RIGHT)), _centroid(mask_of(LEFT))
     right = _direction(left_c, right_c, radius)
-    if right is None and posterior is not None and right_c is not None and centre is not None:
+    if right is not None:
+        found = [n for n in RIGHT + LEFT if _centroid(mask_of((n,))) is not None]
+        return posterior, right, tuple(found)
+    if posterior is not None and right_c is not None and centre is not None:
         side = _direction(centre, right_c, radius)  # the liver alone: its side of the midline
         if side is not None:
             across = side - posterior * float(side @ posterior)
             n = float(np.hypot(*across))
-            right = across / n if n >= 0.5 else None
-    return posterior, right
+            if n >= 0.5:
+                return posterior, across / n, RIGHT
+    if posterior is None or centre is None:
+        return posterior, None, ()
+    right, names = landmark_votes(centre, posterior, radius, mask_of)
+    return posterior, right, names
+
+
+def landmark_votes(
+    centre: np.ndarray,
+    posterior: np.ndarray,
+    radius: float,
+    mask_of: Callable[[tuple[str, ...]], np.ndarray],
+) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """The patient's right from the table's other landmarks: each found one at least its
+    offset off the midline (across ``posterior``) votes for the side it lies on; None when
+    none does or two disagree."""
+    from radspatial.questions.decidability import load_landmarks
+
+    votes: list[np.ndarray] = []
+    names: list[str] = []
+    for mark in load_landmarks().landmarks:
+        if mark.structure in RIGHT + LEFT:
+            continue
+        c = _centroid(mask_of((mark.structure,)))
+        if c is None:
+            continue
+        d = c - centre
+        across = d - posterior * float(d @ posterior)
+        offset = float(np.hypot(*across)) / radius
+        if offset < max(mark.offset, 1e-6):
+            continue
+        unit = across / (offset * radius)
+        votes.append(unit if mark.side == "right" else -unit)
+        names.append(mark.structure)
+    if not votes or any(float(a @ b) < 0 for a in votes for b in votes):
+        return None, ()
+    mean = np.mean(votes, axis=0)
+    return mean / float(np.hypot(*mean)), tuple(names)
 
 
 def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tuple[int, ...]:
