@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.textsafe import MAX_FILE_NUMBER, number_from_file
+
 
 class DataFileError(ValueError):
     """A dataset file that cannot be read as what it claims to be."""
@@ -78,9 +80,17 @@ def one_of(value: Any, allowed: tuple, where: str, key: str = "answer") -> Any:
     return value
 
 
-def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
+def check_fields(
+    row: dict,
+    where: str,
+    required: dict,
+    optional: dict,
+    ranges: dict[str, tuple[float, float]] | None = None,
+) -> None:
     """Required fields present, of their type (strings non-empty); optional ones of their type
-    or null. ``required``/``optional``: field -> allowed types (the first one names them)."""
+    or null. ``required``/``optional``: field -> allowed types (the first one names them).
+    Numbers pass the number gate (``core.textsafe.number_from_file``): finite, no boolean,
+    within ``ranges[field]`` (default +-2^53)."""
     for key, types in required.items():
         if key not in row:
             raise DataFileError(f"{where}: missing required field {key!r}")
@@ -93,6 +103,12 @@ def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
             raise DataFileError(
                 f"{where}: {key!r} must be {_TYPE_NAMES[types[0]]} or null, got {row[key]!r}"
             )
+    for key, types in (required | optional).items():
+        value = row.get(key)
+        if isinstance(value, int | float) and not (isinstance(value, bool) and bool in types):
+            low, high = (ranges or {}).get(key, (-MAX_FILE_NUMBER, MAX_FILE_NUMBER))
+            number_from_file(value, source=where, field=repr(key), low=low, high=high,
+                             integer=float not in types, error=DataFileError)  # fmt: skip
 
 
 def _mb_env(name: str, default: float) -> int:

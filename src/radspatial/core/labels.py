@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from radspatial.core.textsafe import log_text
+from radspatial.core.textsafe import file_text, log_text
 
 BUILTIN_TABLES = {
     "totalsegmentator": "totalsegmentator_v2_total.json",
@@ -92,6 +92,7 @@ def _parse_table(raw: dict, source: str) -> dict[int, str]:
         name = normalize_name(value) if isinstance(value, str) else ""
         if not name:
             raise ValueError(f"{source}: label {label_id} has no name (got {value!r})")
+        name = structure_name(value, source=source, field=f"label {label_id}'s name")
         if name in _SIDES:
             raise ValueError(f"{source}: label {label_id} is named only {name!r}, not a structure")
         out[label_id] = name
@@ -147,6 +148,23 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
             names.pop(i, None)
         names[target] = group_name
     return LabelTable(table_name, dict(sorted(names.items())), remap, grouping="mirp")
+
+
+_NOT_VOCAB = re.compile(r"[^\w]+")  # the tables' names: words (any script) joined by "_"
+
+
+def structure_name(text: object, *, source: object, field: str) -> str:
+    """A structure name read from a file (a segment name, a label, a table entry) through the
+    text gate (:func:`radspatial.core.textsafe.file_text`: bounded, no control characters;
+    InputError naming the file and field), then into the label tables' vocabulary:
+    ``"Liver (2)"`` -> ``liver_2``, ``"Left Kidney"`` -> ``kidney_left``."""
+    from radspatial.core.errors import InputError
+
+    name = normalize_name(file_text(text, source=source, field=field))
+    name = _NOT_VOCAB.sub("_", name).strip("_")
+    if not name:
+        raise InputError(f"{source}: {field} {log_text(repr(text))} names no structure")
+    return name
 
 
 def normalize_name(name: str) -> str:

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.core.textsafe import log_text
+from radspatial.core.textsafe import file_text, log_text
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
-from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
+from radspatial.imaging.mask_formats import MaskReader, register_mask_reader
 from radspatial.imaging.nifti import check_affine
 
 MISSING = "pip install 'radspatial[masks]' (highdicom) to read DICOM SEG masks"
@@ -54,8 +54,11 @@ def segment_names(path: Path) -> dict[int, str]:
             raise InputError(
                 f"{path}: two segments have SegmentNumber {number}; each needs its own"
             )
-        label = str(item.get("SegmentLabel", "") or item.get("SegmentDescription", "")).strip()
-        names[number] = label or f"segment_{number}"
+        field = "SegmentLabel" if item.get("SegmentLabel") else "SegmentDescription"
+        label = str(item.get(field, "") or "")
+        where = f"segment {number}'s {field}"
+        names[number] = file_text(label, source=path, field=where) if label.strip() else ""
+        names[number] = names[number] or f"segment_{number}"
     if not names:
         raise InputError(f"{path}: DICOM SEG has no segments (empty SegmentSequence)")
     return names
@@ -184,11 +187,23 @@ def _align(seg: Path, ct: Path, labels: np.ndarray, affine: np.ndarray, shape, c
     return onto_ct_grid(seg, labels, affine, shape, ct_affine)
 
 
+def _read(path: Path, table: object, warn) -> tuple[np.ndarray, np.ndarray]:
+    """The reader's entry: :func:`read_dicom_seg`, and a word when the SEG names no series
+    (it is then matched to the CT by its frame of reference alone, :func:`check_references`)."""
+    labels, affine, _ = read_dicom_seg(path)
+    if not referenced_series(path):
+        warn(
+            f"{path}: DICOM SEG has no ReferencedSeriesSequence; it is matched to the CT by its "
+            "frame of reference only (any series of that frame of reference would pass)"
+        )
+    return labels, affine
+
+
 register_mask_reader(
     MaskReader(
         "dicom_seg",
         (".dcm",),
-        ignore_table(read_dicom_seg),
+        _read,
         sniff=is_dicom_file,
         names=segment_names,
         align=_align,
