@@ -232,7 +232,7 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
     unnamed = sorted(ids - known)
     small = len(table.names) <= SMALL_TABLE and len(ids) > SMALL_TABLE
     if len(unnamed) <= MAX_UNNAMED_IDS and not small:
-        return None
+        return _numbers_its_own(present, table)
     fits = {n: len(ids - set(_builtin(n))) for n in BUILTIN_TABLES}
     likely = min(fits, key=lambda n: (fits[n], n != "totalsegmentator"))
     shown = ", ".join(map(str, unnamed[:8])) + (" ..." if len(unnamed) > 8 else "")
@@ -248,10 +248,12 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
 FEW_IDS = 8  # a mask numbering its own few structures 1..n
 
 
-def table_doubt(present: set[int], table: LabelTable) -> str | None:
-    """A word of doubt (not a refusal) when a large table reads a mask that holds only ids
-    1..n for a few n (3 to ``FEW_IDS``): such a mask usually numbers its own structures, and
-    the table then names them silently wrong (``--labels totalsegmentator_mr`` on 4 labels)."""
+def _numbers_its_own(present: set[int], table: LabelTable) -> str | None:
+    """A large table on a mask that holds only ids 1..n for a few n (3 to ``FEW_IDS``): the
+    mask numbers its own structures and the table would name them wrong (``--labels
+    totalsegmentator_mr`` on 4 labels reads spleen, kidneys, gallbladder). No TotalSegmentator
+    output holds exactly its first n ids (a view with spleen, kidneys and gallbladder holds the
+    liver, the spine, the muscles), so this is refused; a JSON table naming those ids passes."""
     ids = sorted(present - {0})
     if not 3 <= len(ids) <= FEW_IDS or len(table.names) <= SMALL_TABLE:
         return None  # one or two ids: a binary or two-structure mask, too common to doubt
@@ -260,5 +262,6 @@ def table_doubt(present: set[int], table: LabelTable) -> str | None:
     named = log_text(", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids))
     return (
         f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
-        f"{named}; if the mask numbers its own structures, give its table with --labels"
+        f"{named}; the mask numbers its own structures: give its table with --labels "
+        "(a JSON file naming its ids)"
     )
