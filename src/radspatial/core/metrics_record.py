@@ -36,6 +36,7 @@ from radspatial.core.metrics_blocks import (
     _check,
 )
 from radspatial.core.metrics_open import JudgeSummary, OpenTypeMetrics
+from radspatial.core.textsafe import model_name
 
 METRICS_FILE = "metrics.json"
 # the ``by_*`` sections: key -> group ("rq1/numbers", "relative_position|rq2/dots", ...)
@@ -144,6 +145,9 @@ class Metrics:
         blocks += ("run_agreement", "subgroups", "rq1_plain", "usage", "consistency", "by_plane")
         _check(obj, where, {"model": (str,), **counts, **dict.fromkeys(blocks, (dict,))})
         values: dict[str, Any] = {k: obj.get(k) for k in ("model", "runs", "n_rows")}
+        if values["model"] is not None:  # shown in every table, figure and console line
+            model = model_name(values["model"], source=where, field="'model'", error=DataFileError)
+            values["model"] = model
         values["n_errors"] = obj.get("n_errors", obj.get("errors")) or 0
         values["legacy_errors"] = "n_errors" not in obj and "errors" in obj
         for name in ("overall", "headline"):

@@ -105,16 +105,35 @@ def text_problem(text: object, limit: int = MAX_NAME_CHARS) -> str | None:
     return None
 
 
-def file_text(text: object, *, source: object, field: str, limit: int = MAX_NAME_CHARS) -> str:
-    """``text`` (a name read from ``source``'s ``field``) stripped, or InputError naming both."""
+def file_text(
+    text: object,
+    *,
+    source: object,
+    field: str,
+    limit: int = MAX_NAME_CHARS,
+    error: type[Exception] | None = None,
+) -> str:
+    """``text`` (a name read from ``source``'s ``field``) stripped, or ``error`` (InputError)
+    naming both."""
     if (why := text_problem(text, limit)) is not None:
         from radspatial.core.errors import InputError  # errors imports this module
 
-        raise InputError(f"{source}: {field} {why}")
+        raise (error or InputError)(f"{source}: {field} {why}")
     return str(text).strip()
 
 
 MAX_FILE_NUMBER = 2.0**53  # beyond it a JSON number has lost its digits: no count or size is
+
+
+MAX_MODEL_CHARS = 200  # "openai-compat:org/model-name@https://host/v1" with room to spare
+
+
+def model_name(
+    text: object, *, source: object, field: str, error: type[Exception] | None = None
+) -> str:
+    """A model name read from a file (metrics.json, run.json, an inspect log): the text gate
+    with room for a backend spec (``MAX_MODEL_CHARS``)."""
+    return file_text(text, source=source, field=field, limit=MAX_MODEL_CHARS, error=error)
 
 
 def number_from_file(

@@ -142,7 +142,9 @@ def parse_completion(body: Any) -> tuple[str, dict[str, Any]]:
         text = "".join(parts)
     elif content is None or isinstance(content, str):
         text = content or ""
-    else:  # a JSON object or number is not a reply's text: str() of it must not be scored
+    elif isinstance(content, int | float) and not isinstance(content, bool):
+        text = str(content)  # a bare number is read as its text ("1")
+    else:  # a JSON object or boolean is not a reply's text: str() of it must not be scored
         raise ValueError(f"choices[0].message.content is a JSON {type(content).__name__}, not text")
     meta: dict[str, Any] = {"finish_reason": finish_reason}
     if isinstance(body.get("usage"), dict):
