@@ -8,7 +8,6 @@ checked below the table, on tiny inputs."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -243,3 +242,155 @@ def test_hostile_round5(case, base, tmp_path, capsys, monkeypatch) -> None:
     text = run_case(case, tmp_path, base, capsys, monkeypatch)
     assert "\x1b" not in text
     _nothing_outside(tmp_path, before)
+
+
+# ---------------------------------------------------------------- the server's request hygiene
+
+_REFUSED = [
+    ({"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
+    ({"stream_options": "yes"}, "'stream_options' must be an object"),
+    ({"stream_options": {"continuous_usage_stats": True}}, "cannot be honoured"),
+    ({"tool_choice": "required"}, "'tool_choice'"),
+    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, "'tool_choice'"),
+    ({"logprobs": True}, "'logprobs'"),
+    ({"top_logprobs": 3}, "'top_logprobs'"),
+]
+
+
+@pytest.mark.parametrize("extra, words", _REFUSED, ids=[str(r[0]) for r in _REFUSED])
+def test_the_server_refuses_what_it_cannot_honour(extra, words):
+    from radspatial.agent.chat_format import ApiError, check_sampling
+
+    with pytest.raises(ApiError) as err:
+        check_sampling(extra)
+    assert err.value.status == 400 and words in err.value.message
+
+
+def test_the_server_still_takes_what_it_can_honour():
+    from radspatial.agent.chat_format import check_sampling
+
+    for extra in ({"stream_options": {"include_usage": True}}, {"tool_choice": "none"},
+                  {"logprobs": False}, {"tool_choice": "auto"}):  # fmt: skip
+        check_sampling(extra)
+
+
+def test_two_authorization_headers_are_refused():
+    import socket
+
+    from radspatial.agent.server import build_agents, make_server
+
+    agents = build_agents(("markers",))
+    with make_server(agents=agents, default_model="agent:markers", api_key="k") as srv:
+        port = srv.server_address[1]
+        for auth in (b"Authorization: Bearer k\r\nAuthorization: Bearer x\r\n",
+                     b"Authorization: Bearer k\r\n"):  # fmt: skip
+            request = (
+                b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + b"Connection: close\r\n\r\n"
+            )
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+                s.sendall(request)
+                reply = s.recv(65536)
+            status = int(reply.split(b" ", 2)[1])
+            assert status == (400 if auth.count(b"Authorization") == 2 else 200), reply[:300]
+            if status == 400:
+                assert b"several Authorization headers" in reply
+
+
+# ---------------------------------------------------------------- replies, masks, models
+
+
+@pytest.mark.parametrize("content", [{"answer": 1}, True, [{"type": "text", "text": 5}]])
+def test_a_reply_whose_content_is_not_text_is_an_error_not_its_str(content):
+    from radspatial.models.openai_client import parse_completion
+
+    with pytest.raises(ValueError, match=r"choices\[0\]\.message\.content"):
+        parse_completion({"choices": [{"message": {"content": content}}]})
+    assert parse_completion({"choices": [{"message": {"content": 1}}]})[0] == "1"
+
+
+DCMQI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dcmqi_ct3"
+needs_dcmqi = pytest.mark.skipif(not DCMQI.is_dir(), reason="../shared/data not present")
+
+
+def _seg(tmp: Path, change) -> Path:
+    pydicom = pytest.importorskip("pydicom")
+    ds = pydicom.dcmread(DCMQI / "liver.dcm")
+    with pydicom.config.disable_value_validation():
+        change(ds)
+        ds.save_as(tmp / "m.dcm", enforce_file_format=True)
+    return tmp / "m.dcm"
+
+
+@needs_dcmqi
+def test_seg_labelmap_type_on_a_binary_seg_and_an_escaped_label_are_refused(tmp_path):
+    from radspatial.imaging.dicom_seg import read_dicom_seg, segment_names
+    from radspatial.imaging.volumes import InputError
+
+    path = _seg(tmp_path, lambda ds: setattr(ds, "SegmentationType", "LABELMAP"))
+    with pytest.raises(InputError, match=r"m\.dcm: DICOM SEG SegmentationType 'LABELMAP'"):
+        read_dicom_seg(path)
+    path = _seg(tmp_path, lambda ds: setattr(ds.SegmentSequence[0], "SegmentLabel", ESC))
+    with pytest.raises(InputError, match=r"m\.dcm: segment 1's SegmentLabel holds the control"):
+        segment_names(path)
+
+
+@needs_dcmqi
+def test_seg_without_series_is_used_with_a_word(tmp_path):
+    from radspatial.imaging.volumes import Case as VCase
+    from radspatial.imaging.volumes import load_case
+
+    path = _seg(tmp_path, lambda ds: delattr(ds, "ReferencedSeriesSequence"))
+    said: list[str] = []
+    load_case(VCase("d", DCMQI / "ct-3slice", path), warn=said.append)
+    assert any("m.dcm: DICOM SEG has no ReferencedSeriesSequence" in s for s in said), said
+
+
+@needs_dcmqi
+def test_junk_and_a_symlink_loop_in_a_dicom_folder_are_counted_in_one_line(tmp_path):
+    from radspatial.imaging.dicom import read_dicom_series
+
+    folder = tmp_path / "ct"
+    shutil.copytree(DCMQI / "ct-3slice", folder)
+    for k in range(5):
+        (folder / f"junk{k}.txt").write_text("not dicom")
+    os.symlink(folder / "loop", folder / "loop")
+    (folder / "sub").mkdir()
+    said: list[str] = []
+    volume, _ = read_dicom_series(folder, said.append)
+    assert volume.shape[2] == 3 and len(said) == 1, said
+    assert "skipped 7 entries" in said[0] and "5 not DICOM" in said[0]
+    assert "2 not a regular file" in said[0]
+
+
+def test_unet_training_refuses_a_mask_id_no_table_names(base, tmp_path):
+    from PIL import Image
+
+    from radspatial.training.unet_train import TrainConfig, train_unet
+
+    ds = tmp_path / "ds"
+    shutil.copytree(base.ds, ds)
+    mask = sorted((ds / "masks").glob("*.png"))[0]
+    arr = np.array(Image.open(mask)).astype(np.uint16)
+    arr[0, 0] = 65535
+    Image.fromarray(arr).save(mask)
+    with pytest.raises(ValueError, match=r"\.png: label id\(s\) 65535 have no name"):
+        train_unet(ds, tmp_path / "model", TrainConfig(epochs=1, val_fraction=0.0), progress=False)
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [({"format": "x"}, "format is 'x'"), ({"slices": 3}, "slices is 3"),
+     ({"npz_sha256": "0" * 64}, "npz_sha256 is not"), ({"size": "64"}, "size is '64'")],
+)  # fmt: skip
+def test_a_malformed_atlas_json_beside_a_model_is_refused(tmp_path, change, words):
+    from radspatial.agent.organs import shipped_model_dir
+    from radspatial.agent.organs_atlas import load_atlas
+
+    for name in ("atlas.npz", "atlas.json"):
+        shutil.copy(shipped_model_dir() / name, tmp_path / name)
+    meta = json.loads((tmp_path / "atlas.json").read_text())
+    (tmp_path / "atlas.json").write_text(json.dumps({**meta, **change}))
+    with pytest.raises(ValueError, match=r"atlas\.json: ") as err:
+        load_atlas.__wrapped__(str(tmp_path))
+    assert words in str(err.value)
