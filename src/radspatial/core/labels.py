@@ -12,7 +12,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from radspatial.core.textsafe import file_text, log_text
+from radspatial.core.errors import InputError
+from radspatial.core.gates import file_text
+from radspatial.core.textsafe import log_text
 
 BUILTIN_TABLES = {
     "totalsegmentator": "totalsegmentator_v2_total.json",
@@ -155,11 +157,9 @@ _NOT_VOCAB = re.compile(r"[^\w]+")  # the tables' names: words (any script) join
 
 def structure_name(text: object, *, source: object, field: str) -> str:
     """A structure name read from a file (a segment name, a label, a table entry) through the
-    text gate (:func:`radspatial.core.textsafe.file_text`: bounded, no control characters;
+    text gate (:func:`radspatial.core.gates.file_text`: bounded, no control characters;
     InputError naming the file and field), then into the label tables' vocabulary:
     ``"Liver (2)"`` -> ``liver_2``, ``"Left Kidney"`` -> ``kidney_left``."""
-    from radspatial.core.errors import InputError
-
     name = normalize_name(file_text(text, source=source, field=field))
     name = _NOT_VOCAB.sub("_", name).strip("_")
     if not name:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.gates import model_name
 from radspatial.core.metrics_blocks import (
     Agreement,
     Consistency,
@@ -36,7 +37,6 @@ from radspatial.core.metrics_blocks import (
     _check,
 )
 from radspatial.core.metrics_open import JudgeSummary, OpenTypeMetrics
-from radspatial.core.textsafe import model_name
 
 METRICS_FILE = "metrics.json"
 # the ``by_*`` sections: key -> group ("rq1/numbers", "relative_position|rq2/dots", ...)

@@ -127,11 +127,9 @@ class _Flat:
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
-    _RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
-
     @classmethod
     def from_json(cls, row: dict, where: str) -> Any:
-        check_fields(row, where, {}, cls._TYPES, cls._RANGES)
+        check_fields(row, where, {}, cls._TYPES)
         return cls(**_known(cls, row))
 
 
@@ -162,7 +160,6 @@ class SourceRow(_Flat):
         "slice_index": _INT,
         "z_mm": _NUM,
     }
-    _RANGES = {"slice_index": (0, 1e6), "z_mm": (-1e7, 1e7)}  # as imaging.nifti's grid bounds
 
 
 # what eval needs of every manifest row, and the types of the rest (None allowed)

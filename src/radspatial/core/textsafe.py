@@ -12,12 +12,10 @@
   sent and a terminal cannot be driven by it.
 - ``fig_text(s)``: a label for a figure: ``log_text``'s escapes, and ``$`` kept literal (not
   matplotlib's math mode, whose parse errors and missing-glyph warnings would echo the text).
-- ``file_text(s, source=..., field=...)``: the one gate for a name taken from a file (a
-  segment or structure name, a label, a model name): stripped, at most ``limit`` characters
-  (``MAX_NAME_CHARS``), no control or format character (ESC, newline, U+202E, NUL); refused
-  with one line naming the file and the field (``core.labels.structure_name`` then maps a
-  structure name to the label tables' vocabulary). ``number_from_file`` is its twin for
-  numbers: finite and within a range.
+- ``text_problem(s)``: why a name taken from a file (a segment or structure name, a label, a
+  model name) cannot be one: over ``MAX_NAME_CHARS`` characters, or holding a control or format
+  character (ESC, newline, U+202E, NUL). ``core.gates`` turns it into the one gate that
+  refuses with a line naming the file and field.
 - ``utf8_clean(s)``: lone surrogates (``"\\ud800"``, valid in JSON, not in UTF-8) replaced by
   U+FFFD, so a reply can always be written to a UTF-8 log.
 """
@@ -105,61 +103,5 @@ def text_problem(text: object, limit: int = MAX_NAME_CHARS) -> str | None:
     return None
 
 
-def file_text(
-    text: object,
-    *,
-    source: object,
-    field: str,
-    limit: int = MAX_NAME_CHARS,
-    error: type[Exception] | None = None,
-) -> str:
-    """``text`` (a name read from ``source``'s ``field``) stripped, or ``error`` (InputError)
-    naming both."""
-    if (why := text_problem(text, limit)) is not None:
-        from radspatial.core.errors import InputError  # errors imports this module
-
-        raise (error or InputError)(f"{source}: {field} {why}")
-    return str(text).strip()
-
-
-MAX_FILE_NUMBER = 2.0**53  # beyond it a JSON number has lost its digits: no count or size is
-
-
 MAX_MODEL_CHARS = 200  # "openai-compat:org/model-name@https://host/v1" with room to spare
-
-
-def model_name(
-    text: object, *, source: object, field: str, error: type[Exception] | None = None
-) -> str:
-    """A model name read from a file (metrics.json, run.json, an inspect log): the text gate
-    with room for a backend spec (``MAX_MODEL_CHARS``)."""
-    return file_text(text, source=source, field=field, limit=MAX_MODEL_CHARS, error=error)
-
-
-def number_from_file(
-    value: object,
-    *,
-    source: object,
-    field: str,
-    low: float = -MAX_FILE_NUMBER,
-    high: float = MAX_FILE_NUMBER,
-    integer: bool = False,
-    error: type[Exception] | None = None,
-) -> float:
-    """``value`` (read from ``source``'s ``field``) as a finite number in ``low..high`` (an
-    integer if ``integer``), or ``error`` (InputError) naming the file, the field and the
-    value. Booleans and strings are not numbers (``"1e30"`` is refused as text, not parsed)."""
-    import math
-
-    from radspatial.core.errors import InputError
-
-    error = error or InputError
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    number = float(value) if ok else math.nan  # type: ignore[arg-type]
-    if ok and integer and isinstance(value, float):
-        ok = math.isfinite(number) and number.is_integer()
-    if not ok or not math.isfinite(number) or not low <= number <= high:
-        kind = "an integer" if integer else "a finite number"
-        shown = log_text(repr(value))[:40]
-        raise error(f"{source}: {field} {shown} is not {kind} in {low:g}..{high:g}")
-    return int(number) if integer else number
+MAX_FILE_NUMBER = 2.0**53  # beyond it a JSON number has lost its digits: no count or size is

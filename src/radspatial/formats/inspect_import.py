@@ -23,7 +23,7 @@ from typing import Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, max_json_bytes
-from radspatial.core.textsafe import model_name
+from radspatial.core.gates import model_name
 from radspatial.eval.inspect_items import TaskSpec, task_items
 
 LOG_SUFFIXES = (".eval", ".json")
@@ -118,7 +118,7 @@ def _usage(sample: Any) -> dict[str, Any]:
 def _check_numbers(where: str, sample: Any) -> None:
     """The number gate on what a sample says it cost: ``working_time`` 0..a week, token counts
     0..10^12 (a forged count would reach the usage block and the cost)."""
-    from radspatial.core.textsafe import number_from_file
+    from radspatial.core.gates import number_from_file
     from radspatial.eval.usage import MAX_LATENCY_S
 
     gate = {"source": where, "low": 0, "error": DataFileError}

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.core.textsafe import file_text, log_text
+from radspatial.core.gates import file_text
+from radspatial.core.textsafe import log_text
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
 from radspatial.imaging.mask_formats import MaskReader, register_mask_reader
 from radspatial.imaging.nifti import check_affine

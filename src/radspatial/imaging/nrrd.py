@@ -5,7 +5,7 @@ The file's ``space`` names its patient frame (Slicer writes ``left-posterior-sup
 voxel (0, 0, 0). A file without them has no place in the patient and is refused, as is a
 multi-layer ``.seg.nrrd`` (overlapping segments: export it as a label map). A ``.seg.nrrd``
 names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``, one value per segment):
-:func:`nrrd_segment_names` (names through the text gate, ``core.textsafe.file_text``;
+:func:`nrrd_segment_names` (names through the text gate, ``core.gates.file_text``;
 label values 1..65535). ``kinds`` must make the three axes spatial and agree with the sizes.
 pynrrd (``pip install 'radspatial[masks]'``) parses the header fields; the bytes are read,
 bounded by the declared size, by :mod:`radspatial.imaging.nrrd_data` (detached data files,
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.core.textsafe import file_text, log_text, number_from_file
+from radspatial.core.gates import file_text, number_from_file
+from radspatial.core.textsafe import log_text
 from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
 from radspatial.imaging.nrrd_data import read_data, split_header

@@ -66,7 +66,8 @@ def _model_of_run(run: Path, model: object) -> str | None:
     folder (``config.json`` inside), so a run folder cannot point the loader at ``/etc``."""
     if model is None:
         return None
-    from radspatial.core.textsafe import log_text, model_name
+    from radspatial.core.gates import model_name
+    from radspatial.core.textsafe import log_text
 
     where = f"{run / 'run.json'}: 'model' {log_text(repr(str(model)))[:120]}"
     name = model_name(model, source=run / "run.json", field="'model'")
