@@ -15,6 +15,7 @@ geometry, UIDs). A SEG without its empty frames is put back on the CT's slices
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from radspatial.core.errors import InputError, first_line
 from radspatial.core.gates import file_text
 from radspatial.core.textsafe import log_text
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
-from radspatial.imaging.mask_formats import MaskReader, register_mask_reader
+from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
 
 MISSING = "pip install 'radspatial[masks]' (highdicom) to read DICOM SEG masks"
@@ -183,28 +184,23 @@ def onto_ct_grid(
 
 
 def _align(seg: Path, ct: Path, labels: np.ndarray, affine: np.ndarray, shape, ct_affine):
-    """A SEG drawn on the CT's series (:func:`check_references`), on the CT's slices."""
+    """A SEG drawn on the CT's series (:func:`check_references`), on the CT's slices; a SEG
+    that names no series is matched by its frame of reference alone, and is said to be."""
     check_references(seg, ct)
-    return onto_ct_grid(seg, labels, affine, shape, ct_affine)
-
-
-def _read(path: Path, table: object, warn) -> tuple[np.ndarray, np.ndarray]:
-    """The reader's entry: :func:`read_dicom_seg`, and a word when the SEG names no series
-    (it is then matched to the CT by its frame of reference alone, :func:`check_references`)."""
-    labels, affine, _ = read_dicom_seg(path)
-    if not referenced_series(path):
-        warn(
-            f"{path}: DICOM SEG has no ReferencedSeriesSequence; it is matched to the CT by its "
-            "frame of reference only (any series of that frame of reference would pass)"
+    if ct.is_dir() and not referenced_series(seg):
+        logging.getLogger(__name__).warning(
+            "%s: DICOM SEG has no ReferencedSeriesSequence; it is matched to the CT by its "
+            "frame of reference only (any series of that frame of reference would pass)",
+            seg,
         )
-    return labels, affine
+    return onto_ct_grid(seg, labels, affine, shape, ct_affine)
 
 
 register_mask_reader(
     MaskReader(
         "dicom_seg",
         (".dcm",),
-        _read,
+        ignore_table(read_dicom_seg),
         sniff=is_dicom_file,
         names=segment_names,
         align=_align,
