@@ -284,15 +284,17 @@ def test_seg_nrrd_segment_value_per_layer_is_fine(base, tmp_path):
     assert nrrd_segment_names(path) == {1: "spleen"} or nrrd_segment_names(path) == {1: "liver"}
 
 
-def test_a_large_table_on_a_mask_numbered_1_to_4_gets_a_word(base, tmp_path, caplog):
-    """``--labels totalsegmentator_mr`` on a mask holding ids 1..4: generated (the ids exist in
-    the table), with a warning naming the ids and what the table calls them."""
+def test_a_large_table_on_a_mask_numbered_1_to_4_is_refused(base, tmp_path, capsys):
+    """``--labels totalsegmentator_mr`` on a mask holding ids 1..4: refused (round 5; round 4
+    only warned), naming the ids and what the table calls them; TotalSegmentator's own ids
+    (1, 3, 5, 52) pass without a word."""
     from radspatial.cli import main
 
     monkey = _four_labels(tmp_path, base)
-    assert main(monkey) == 0
-    err = caplog.text  # generate's warnings go through logging
-    assert "m.nii.gz: the mask holds only label ids 1..4" in err and "1=spleen" in err
+    assert main(monkey) == 2
+    err = capsys.readouterr().err
+    assert "m.nii.gz: wrong label table? the mask holds only label ids 1..4" in err
+    assert "1=spleen" in err and sum("error:" in x for x in err.splitlines()) == 1
     said: list[str] = []
     load_case(VCase("s", base.ds / "synth_ct.nii.gz", base.ds / "synth_seg.nii.gz"),
               warn=said.append)  # fmt: skip

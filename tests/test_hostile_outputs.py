@@ -150,13 +150,6 @@ def _r0_metrics_intact(tmp: Path) -> None:
     assert json.loads((tmp / "r0" / "metrics.json").read_text())["model"] == "m"
 
 
-def _table_plain(tmp: Path) -> None:
-    md = (tmp / "t2.md").read_text()
-    assert "\x1b" not in md and "| [31mevil x |" not in md and "evil" in md
-    table = json.loads((tmp / "t2.json").read_text())
-    assert table["models"][f"{ESC}evil\nx"]["seeds"] == 2  # the JSON keeps the name as read
-
-
 # ------------------------------------------------------------------ exports onto folders
 
 
@@ -248,8 +241,8 @@ def _escaped_path(tmp: Path, base: Base) -> list[str]:
 
 CASES = [
     # class 3: raw terminal escapes
-    Case("spar-table model name with ESC", _spar("a", "b", model=f"{ESC}evil\nx"), 0, (),
-         _table_plain),
+    Case("spar-table model name with ESC", _spar("a", "b", model=f"{ESC}evil\nx"), 2,
+         ("metrics.json", "'model'", "control character")),  # round 5: the text gate
     Case("import: model from a folder name with ESC", _import(model_dir=f"m{ESC}"), 0,
          ("1 sample log",), _imported_truth),
     Case("server's HTTP 400 body with ESC", _escaped_error, 3, ("HTTP 400", "\\x1b[31mbad")),
@@ -333,11 +326,15 @@ def test_hostile_outputs(case, base, servers, tmp_path, capsys, monkeypatch) -> 
 
 
 def test_report_figures_show_escaped_model_names(base, tmp_path, capsys) -> None:
-    """A run's model name with ESC and ``$`` math reaches the figures as literal text: no
-    missing-glyph warning echoing the escape, no math-mode parse error."""
+    """A run's model name with ``$`` math reaches the figures as literal text: no math-mode
+    parse error (a name with ESC is refused by the text gate since round 5)."""
     _, run = _copy(base, tmp_path)
     metrics = json.loads((run / "metrics.json").read_text())
-    metrics["model"] = f"{ESC}m$\\frac{{$x"
+    metrics["model"] = "\u202am$\\frac{$x"
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 2
+    assert "control character" in capsys.readouterr().err
+    metrics["model"] = "m$\\frac{$x"
     (run / "metrics.json").write_text(json.dumps(metrics))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -346,7 +343,7 @@ def test_report_figures_show_escaped_model_names(base, tmp_path, capsys) -> None
     assert "\x1b" not in shown.out + shown.err
     assert not [w for w in caught if "\x1b" in str(w.message)]
     md = (tmp_path / "rep" / "summary.md").read_text()
-    assert "\x1b" not in md and "x1b" in md and "m$" in md  # shown, escaped
+    assert "\x1b" not in md and "m$" in md  # shown literally
 
 
 def test_import_needs_the_dataset(tmp_path, capsys) -> None:

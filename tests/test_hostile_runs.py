@@ -125,7 +125,7 @@ def _no_secret(tmp: Path) -> None:
 def _report_label(tmp: Path, base: Base) -> list[str]:
     _, run = _copy(base, tmp)
     metrics = json.loads((run / "metrics.json").read_text())
-    metrics["model"] = "x\n\n![t](http://evil.invalid/x.png)\n\n| a | b |"
+    metrics["model"] = "x ![t](http://evil.invalid/x.png) | a | b |"  # a newline: refused
     (run / "metrics.json").write_text(json.dumps(metrics))
     rewrite_jsonl(run / "results.jsonl", lambda rows: [{**rows[0], "image": "/etc/passwd"}])
     return ["report", str(run), "--out", str(tmp / "rep")]

@@ -75,6 +75,45 @@ def check_sampling(body: dict) -> None:
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ApiError(400, f"'stream' must be true or false, got {stream!r}", "invalid_stream")
+    check_unhonoured(body)
+
+
+# what the agent cannot do: asked for, it is refused rather than silently left out
+_NO_TOOLS = "the agent calls no tools"
+_UNHONOURED = {
+    "logprobs": "the agent has no token log-probabilities",
+    "top_logprobs": "the agent has no token log-probabilities",
+}
+
+
+def check_unhonoured(body: dict) -> None:
+    """Refuse (400, the field named) what the agent cannot honour: ``logprobs``, a
+    ``tool_choice`` that demands a call (``required`` or a named function), ``tools`` with a
+    forced call, and ``stream_options`` other than an object of booleans of which only
+    ``include_usage`` may be true."""
+    for key, why in _UNHONOURED.items():
+        value = body.get(key)
+        if value not in (None, False, 0):
+            raise ApiError(400, f"'{key}' cannot be honoured: {why}", f"unsupported_{key}")
+    choice = body.get("tool_choice")
+    if choice not in (None, "none", "auto"):
+        shown = choice if isinstance(choice, str) else type(choice).__name__
+        msg = f"'tool_choice' {shown[:40]!r} cannot be honoured: {_NO_TOOLS}"
+        raise ApiError(400, msg, "unsupported_tool_choice")
+    options = body.get("stream_options")
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise ApiError(400, "'stream_options' must be an object", "invalid_stream_options")
+    for key, value in options.items():
+        name = f"'stream_options.{str(key)[:40]}'"
+        if not isinstance(value, bool):
+            msg = f"{name} must be true or false, got {type(value).__name__} {str(value)[:20]!r}"
+            raise ApiError(400, msg, "invalid_stream_options")
+        if value and key != "include_usage":
+            raise ApiError(
+                400, f"{name} cannot be honoured (unknown option)", "invalid_stream_options"
+            )
 
 
 def parse_chat(body: Any, models: Sequence[str], default: str) -> ChatCall:

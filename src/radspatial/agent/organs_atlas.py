@@ -27,6 +27,7 @@ Pure functions on arrays; loading is cached per path.
 from __future__ import annotations
 
 import functools
+import hashlib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ import numpy as np
 
 from radspatial.agent.organs_checks import body_radius, largest
 from radspatial.core.errors import first_line
+from radspatial.core.textsafe import log_text
 
 SIZE = 64  # atlas grid (body box resized to SIZE x SIZE)
 UNCERTAINTY = "uncertainty_body_radii"  # a Found's uncertainty in the 128 px frame
@@ -133,7 +135,24 @@ def load_atlas(folder: str) -> Atlas:
     if grey.ndim != 3 or labels.shape != grey.shape or known.ndim != 2 or len(known) != n:
         raise ValueError(f"{path}: grey, labels and known arrays do not fit one atlas")
     meta = read_json(Path(folder) / "atlas.json", want=dict)
+    _check_meta(Path(folder) / "atlas.json", meta, grey.shape, path)
     return Atlas(grey, labels, known.astype(bool), meta)
+
+
+def _check_meta(path: Path, meta: dict, shape: tuple[int, ...], npz: Path) -> None:
+    """ValueError naming ``atlas.json`` unless it describes the archive beside it: its format,
+    the slice count and size of the arrays, and the archive's sha256."""
+    want = {"format": "radspatial-organs-atlas", "format_version": 1}
+    want |= {"slices": shape[0], "size": SIZE}
+    for key, value in want.items():
+        got = meta.get(key)
+        if type(got) is not type(value) or got != value:
+            shown = log_text(repr(got))[:60]
+            raise ValueError(f"{path}: {key} is {shown}, expected {value!r} (the atlas beside it)")
+    if shape[1:] != (SIZE, SIZE):
+        raise ValueError(f"{npz}: slices are {shape[1:]} px, expected {SIZE} x {SIZE}")
+    if meta.get("npz_sha256") != hashlib.sha256(npz.read_bytes()).hexdigest():
+        raise ValueError(f"{path}: npz_sha256 is not the sha256 of {npz.name} (edited or swapped)")
 
 
 def has_atlas(folder: Path) -> bool:

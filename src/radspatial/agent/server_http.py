@@ -196,6 +196,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         handler()
 
     def _check_auth(self) -> None:
+        if len(self.headers.get_all("Authorization") or []) > 1:
+            msg = "the request has several Authorization headers; send one"
+            raise ApiError(400, msg, "duplicate_authorization")
         key = self.server.api_key
         if key is None:
             return

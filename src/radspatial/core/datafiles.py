@@ -30,6 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.gates import number_from_file
+from radspatial.core.textsafe import MAX_FILE_NUMBER
+
 
 class DataFileError(ValueError):
     """A dataset file that cannot be read as what it claims to be."""
@@ -78,9 +81,22 @@ def one_of(value: Any, allowed: tuple, where: str, key: str = "answer") -> Any:
     return value
 
 
-def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
+# the number gate's range of a field wherever a dataset or run file has it (imaging.nifti's
+# grid bounds for positions); any other number: finite and within +-2^53
+FIELD_RANGES = {"slice_index": (0, 1e6), "z_mm": (-1e7, 1e7)}
+
+
+def check_fields(
+    row: dict,
+    where: str,
+    required: dict,
+    optional: dict,
+    ranges: dict[str, tuple[float, float]] | None = None,
+) -> None:
     """Required fields present, of their type (strings non-empty); optional ones of their type
-    or null. ``required``/``optional``: field -> allowed types (the first one names them)."""
+    or null. ``required``/``optional``: field -> allowed types (the first one names them).
+    Numbers pass the number gate (``core.gates.number_from_file``): finite, no boolean,
+    within ``ranges[field]`` (default: ``FIELD_RANGES``, else +-2^53)."""
     for key, types in required.items():
         if key not in row:
             raise DataFileError(f"{where}: missing required field {key!r}")
@@ -93,6 +109,12 @@ def check_fields(row: dict, where: str, required: dict, optional: dict) -> None:
             raise DataFileError(
                 f"{where}: {key!r} must be {_TYPE_NAMES[types[0]]} or null, got {row[key]!r}"
             )
+    for key, types in (required | optional).items():
+        value = row.get(key)
+        if isinstance(value, int | float) and not (isinstance(value, bool) and bool in types):
+            low, high = (ranges or FIELD_RANGES).get(key, (-MAX_FILE_NUMBER, MAX_FILE_NUMBER))
+            number_from_file(value, source=where, field=repr(key), low=low, high=high,
+                             integer=float not in types, error=DataFileError)  # fmt: skip
 
 
 def _mb_env(name: str, default: float) -> int:

@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -113,12 +113,16 @@ def read_jsonl_where(path: Path) -> list[tuple[str, dict]]:
     return list(json_objects(Path(path), text, "row"))
 
 
-def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
+def read_call_log(
+    path: Path, what: str = "call", check: Callable[[dict], str | None] | None = None
+) -> dict[str, dict]:
     """Latest row per key of a write-ahead call log (model calls, judge verdicts).
 
     A torn last line (a crash mid-append) is cut so the next append starts clean; any other
-    line that is not a record with a ``key`` is corruption: refused, naming the line. A
-    successful row is never replaced by a later failed one.
+    line that is not a record with a ``key``, is not UTF-8 (we write only UTF-8: a byte that
+    is not is an edit, never turned into U+FFFD unsaid) or fails ``check`` (which says why, e.g.
+    a forged usage number) is corruption: refused, naming the line. A successful row is never
+    replaced by a later failed one.
     """
     from radspatial.core.datafiles import max_jsonl_bytes, read_bytes_bounded
 
@@ -134,7 +138,14 @@ def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
     finally:
         os.close(fd)
     latest: dict[str, dict] = {}
-    for n, line in enumerate(raw.decode("utf-8", errors="replace").split("\n"), 1):
+    for n, data in enumerate(raw.split(b"\n"), 1):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{path}: line {n}: byte 0x{data[exc.start]:02x} at column {exc.start + 1} is not "
+                "UTF-8 (the log was edited; move the file aside to start the run over)"
+            ) from None
         if not line.strip():
             continue
         try:
@@ -147,6 +158,8 @@ def read_call_log(path: Path, what: str = "call") -> dict[str, dict]:
                 f"{path}: line {n}: not a {what} record (corrupt log; move the file aside to "
                 "start the run over)"
             )
+        if check is not None and (why := check(row)) is not None:
+            raise ValueError(f"{path}: line {n}: {why} (a forged or corrupt {what} record)")
         prev = latest.get(row["key"])
         if prev is None or prev.get("error") is not None:  # a success is never replaced
             latest[row["key"]] = row

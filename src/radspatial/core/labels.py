@@ -12,6 +12,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from radspatial.core.errors import InputError
+from radspatial.core.gates import file_text
 from radspatial.core.textsafe import log_text
 
 BUILTIN_TABLES = {
@@ -92,6 +94,7 @@ def _parse_table(raw: dict, source: str) -> dict[int, str]:
         name = normalize_name(value) if isinstance(value, str) else ""
         if not name:
             raise ValueError(f"{source}: label {label_id} has no name (got {value!r})")
+        name = structure_name(value, source=source, field=f"label {label_id}'s name")
         if name in _SIDES:
             raise ValueError(f"{source}: label {label_id} is named only {name!r}, not a structure")
         out[label_id] = name
@@ -147,6 +150,21 @@ def load_table(spec: str | Path | None, *, group: bool | None = None) -> LabelTa
             names.pop(i, None)
         names[target] = group_name
     return LabelTable(table_name, dict(sorted(names.items())), remap, grouping="mirp")
+
+
+_NOT_VOCAB = re.compile(r"[^\w]+")  # the tables' names: words (any script) joined by "_"
+
+
+def structure_name(text: object, *, source: object, field: str) -> str:
+    """A structure name read from a file (a segment name, a label, a table entry) through the
+    text gate (:func:`radspatial.core.gates.file_text`: bounded, no control characters;
+    InputError naming the file and field), then into the label tables' vocabulary:
+    ``"Liver (2)"`` -> ``liver_2``, ``"Left Kidney"`` -> ``kidney_left``."""
+    name = normalize_name(file_text(text, source=source, field=field))
+    name = _NOT_VOCAB.sub("_", name).strip("_")
+    if not name:
+        raise InputError(f"{source}: {field} {log_text(repr(text))} names no structure")
+    return name
 
 
 def normalize_name(name: str) -> str:
@@ -214,7 +232,7 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
     unnamed = sorted(ids - known)
     small = len(table.names) <= SMALL_TABLE and len(ids) > SMALL_TABLE
     if len(unnamed) <= MAX_UNNAMED_IDS and not small:
-        return None
+        return _numbers_its_own(present, table)
     fits = {n: len(ids - set(_builtin(n))) for n in BUILTIN_TABLES}
     likely = min(fits, key=lambda n: (fits[n], n != "totalsegmentator"))
     shown = ", ".join(map(str, unnamed[:8])) + (" ..." if len(unnamed) > 8 else "")
@@ -230,10 +248,12 @@ def table_misuse(present: set[int], table: LabelTable) -> str | None:
 FEW_IDS = 8  # a mask numbering its own few structures 1..n
 
 
-def table_doubt(present: set[int], table: LabelTable) -> str | None:
-    """A word of doubt (not a refusal) when a large table reads a mask that holds only ids
-    1..n for a few n (3 to ``FEW_IDS``): such a mask usually numbers its own structures, and
-    the table then names them silently wrong (``--labels totalsegmentator_mr`` on 4 labels)."""
+def _numbers_its_own(present: set[int], table: LabelTable) -> str | None:
+    """A large table on a mask that holds only ids 1..n for a few n (3 to ``FEW_IDS``): the
+    mask numbers its own structures and the table would name them wrong (``--labels
+    totalsegmentator_mr`` on 4 labels reads spleen, kidneys, gallbladder). No TotalSegmentator
+    output holds exactly its first n ids (a view with spleen, kidneys and gallbladder holds the
+    liver, the spine, the muscles), so this is refused; a JSON table naming those ids passes."""
     ids = sorted(present - {0})
     if not 3 <= len(ids) <= FEW_IDS or len(table.names) <= SMALL_TABLE:
         return None  # one or two ids: a binary or two-structure mask, too common to doubt
@@ -242,7 +262,8 @@ def table_doubt(present: set[int], table: LabelTable) -> str | None:
     named = log_text(", ".join(f"{i}={table.names.get(table.apply(i), '?')}" for i in ids))
     return (
         f"the mask holds only label ids 1..{len(ids)}, which table {table.name} reads as "
-        f"{named}; if the mask numbers its own structures, give its table with --labels"
+        f"{named}; the mask numbers its own structures: give its table with --labels "
+        "(a JSON file naming its ids)"
     )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.gates import model_name
 from radspatial.core.metrics_blocks import (
     Agreement,
     Consistency,
@@ -148,6 +149,9 @@ class Metrics:
         blocks += ("run_agreement", "subgroups", "rq1_plain", "usage", "consistency", "by_plane")
         _check(obj, where, {"model": (str,), **counts, **dict.fromkeys(blocks, (dict,))})
         values: dict[str, Any] = {k: obj.get(k) for k in ("model", "runs", "n_rows")}
+        if values["model"] is not None:  # shown in every table, figure and console line
+            model = model_name(values["model"], source=where, field="'model'", error=DataFileError)
+            values["model"] = model
         values["n_errors"] = obj.get("n_errors", obj.get("errors")) or 0
         values["legacy_errors"] = "n_errors" not in obj and "errors" in obj
         for name in ("overall", "headline"):

@@ -12,6 +12,10 @@
   sent and a terminal cannot be driven by it.
 - ``fig_text(s)``: a label for a figure: ``log_text``'s escapes, and ``$`` kept literal (not
   matplotlib's math mode, whose parse errors and missing-glyph warnings would echo the text).
+- ``text_problem(s)``: why a name taken from a file (a segment or structure name, a label, a
+  model name) cannot be one: over ``MAX_NAME_CHARS`` characters, or holding a control or format
+  character (ESC, newline, U+202E, NUL). ``core.gates`` turns it into the one gate that
+  refuses with a line naming the file and field.
 - ``utf8_clean(s)``: lone surrogates (``"\\ud800"``, valid in JSON, not in UTF-8) replaced by
   U+FFFD, so a reply can always be written to a UTF-8 log.
 """
@@ -79,3 +83,25 @@ def utf8_clean(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+MAX_NAME_CHARS = 64  # DICOM's LO (a SegmentLabel, an ROIName) holds 64: no structure is longer
+_UNSAFE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def text_problem(text: object, limit: int = MAX_NAME_CHARS) -> str | None:
+    """Why ``text`` cannot be a name from a file (None: it can)."""
+    if not isinstance(text, str):
+        return f"is a {type(text).__name__}, not text"
+    if len(text) > limit:
+        return f"is {len(text)} characters long (at most {limit})"
+    bad = next((c for c in text if unicodedata.category(c) in _UNSAFE), None)
+    if bad is not None:
+        return f"holds the control character {log_text(bad)} (a terminal escape or line break?)"
+    if not text.strip():
+        return "is empty"
+    return None
+
+
+MAX_MODEL_CHARS = 200  # "openai-compat:org/model-name@https://host/v1" with room to spare
+MAX_FILE_NUMBER = 2.0**53  # beyond it a JSON number has lost its digits: no count or size is

@@ -41,7 +41,7 @@ from radspatial.eval.prompts import MIRP, MIRP_PROTOCOL, PromptTemplate
 from radspatial.eval.requests import item_meta, item_truth
 from radspatial.eval.results import result_row
 from radspatial.eval.runguard import LOCK_NAME, run_lock
-from radspatial.eval.usage import Price, usage_block
+from radspatial.eval.usage import Price, forged_numbers, usage_block
 from radspatial.models.base import (
     Backend,
     Decoding,
@@ -210,7 +210,7 @@ def run_eval(
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
-        done = read_call_log(out / CALLS)
+        done = read_call_log(out / CALLS, check=forged_numbers)
         opened = backend is None  # closed here only if opened here (e.g. Ray replicas)
         if backend is None:
             try:

@@ -25,6 +25,7 @@ from typing import Any
 
 TOKENS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 _MAX_TOKENS = 10**12  # a count beyond this in a reply is nonsense, not usage
+MAX_USD_PER_MTOK = 10_000.0  # 10x the dearest model's price: beyond it, a typo
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ class Price:
     def __post_init__(self) -> None:
         for name in ("input", "output"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"--price {name} must be a finite number >= 0, got {value}")
+            if not _in(value, MAX_USD_PER_MTOK):
+                raise ValueError(
+                    f"--price {name} must be a number in 0..{MAX_USD_PER_MTOK:g} "
+                    f"(USD per million tokens), got {value}"
+                )
 
     def to_json(self) -> dict[str, float]:
         return {"input_usd_per_mtok": self.input, "output_usd_per_mtok": self.output}
@@ -62,7 +66,10 @@ def parse_price(text: str) -> Price:
         try:
             values[key] = float(value)
         except ValueError:
-            raise ValueError(f"--price {key}: not a number: {value.strip()!r}") from None
+            raise ValueError(
+                f"--price {key}: not a number: {value.strip()!r} (USD per million tokens, "
+                "no unit: input=2.5,output=10)"
+            ) from None
     if set(values) != {"input", "output"}:
         raise ValueError(f"--price needs both input= and output=, got {text!r}")
     return Price(values["input"], values["output"])
@@ -74,6 +81,39 @@ def _count(value: Any) -> int | None:
     if not (math.isfinite(value) and 0 <= value <= _MAX_TOKENS):
         return None
     return int(value)
+
+
+MAX_LATENCY_S = 7 * 86400.0  # a week: any call's latency beyond it is not a measurement
+
+
+def forged_numbers(row: Mapping[str, Any]) -> str | None:
+    """Why a ``calls.jsonl`` row's numbers cannot be what a call measured (None: they can):
+    the number gate on ``latency_s`` (0..a week) and on every token count its ``meta``
+    reports (0..10^12). A live reply's bad counts are only left out (:func:`call_usage`); a
+    logged one was written by us, so a bad number there is an edit that would reach the cost."""
+    lat = row.get("latency_s")
+    if lat is not None and not _in(lat, MAX_LATENCY_S):
+        return f"latency_s {lat!r} is not a finite number in 0..{MAX_LATENCY_S:g}"
+    meta = row.get("meta")
+    if not isinstance(meta, Mapping):
+        return None
+    usage = meta.get("usage") if isinstance(meta.get("usage"), Mapping) else {}
+    details = usage.get("completion_tokens_details")
+    found = [(f"usage.{k}", usage.get(k)) for k in ("prompt_tokens", "completion_tokens")]
+    if isinstance(details, Mapping):
+        found.append(
+            ("usage.completion_tokens_details.reasoning_tokens", details.get("reasoning_tokens"))
+        )
+    found += [(k, meta.get(k)) for k in ("prompt_tokens", "new_tokens")]
+    for name, value in found:
+        if value is not None and _count(value) is None:
+            return f"meta.{name} {str(value)[:30]!r} is not a token count (0..{_MAX_TOKENS:g})"
+    return None
+
+
+def _in(value: Any, high: float) -> bool:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return ok and math.isfinite(value) and 0 <= value <= high
 
 
 def call_usage(meta: Mapping[str, Any] | None) -> dict[str, int] | None:
@@ -120,7 +160,7 @@ def usage_block(calls: Iterable[Mapping[str, Any]], price: Price | None = None) 
             continue
         n += 1
         lat = call.get("latency_s")
-        if isinstance(lat, int | float) and not isinstance(lat, bool) and math.isfinite(lat):
+        if _in(lat, MAX_LATENCY_S):
             latencies.append(float(lat))
         counts = call_usage(call.get("meta"))
         if counts is not None:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.datafiles import DataFileError
+from radspatial.core.datafiles import DataFileError, max_json_bytes
+from radspatial.core.gates import model_name
 from radspatial.eval.inspect_items import TaskSpec, task_items
 
 LOG_SUFFIXES = (".eval", ".json")
@@ -64,10 +65,27 @@ def _read_log(path: Path) -> Any:
         raise ValueError(
             "import inspect needs inspect_ai: pip install 'radspatial[inspect]'"
         ) from None
+    _check_size(path)
     try:
         return read_eval_log(str(path))
     except Exception as exc:  # noqa: BLE001 - any unreadable log is one line naming the file
         raise DataFileError(f"{path}: not an inspect log ({type(exc).__name__})") from None
+
+
+def _check_size(path: Path) -> None:
+    """Refuse a log over the JSON size cap (``RADSPATIAL_MAX_JSON_MB``) before inspect reads
+    it whole: the file itself, or for an ``.eval`` (a zip) what its members inflate to."""
+    import zipfile
+
+    cap = max_json_bytes()
+    size = path.stat().st_size
+    if path.suffix == ".eval" and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            size = sum(i.file_size for i in z.infolist())
+    if size > cap:
+        raise DataFileError(
+            f"{path}: inspect log of {size} bytes is over the cap of {cap} (RADSPATIAL_MAX_JSON_MB)"
+        )
 
 
 def _prompt_text(sample: Any) -> str:
@@ -97,6 +115,22 @@ def _usage(sample: Any) -> dict[str, Any]:
     return {"latency_s": sample.working_time, "meta": meta, "error": None}
 
 
+def _check_numbers(where: str, sample: Any) -> None:
+    """The number gate on what a sample says it cost: ``working_time`` 0..a week, token counts
+    0..10^12 (a forged count would reach the usage block and the cost)."""
+    from radspatial.core.gates import number_from_file
+    from radspatial.eval.usage import MAX_LATENCY_S
+
+    gate = {"source": where, "low": 0, "error": DataFileError}
+    if sample.working_time is not None:
+        number_from_file(sample.working_time, field="working_time", high=MAX_LATENCY_S, **gate)
+    for name, usage in (sample.model_usage or {}).items():
+        for key in ("input_tokens", "output_tokens", "reasoning_tokens", "total_tokens"):
+            if (value := getattr(usage, key, None)) is not None:
+                field = f"model_usage[{str(name)[:40]!r}].{key}"
+                number_from_file(value, field=field, high=1e12, integer=True, **gate)
+
+
 def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any, dict]]:
     """(run, result row, the log, usage) of each sample of one log, checked against ``data``."""
     from radspatial.eval.results import result_row
@@ -121,6 +155,7 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
         reply = sample.output.completion if error is None and sample.output else None
         if error is None and not isinstance(reply, str):
             error = "no reply in the log"
+        _check_numbers(where, sample)
         call = {"reply": reply, "error": error, "latency_s": sample.working_time}
         row = result_row(item, epoch - 1, call, prompt(item), spec.protocol).to_json()
         yield epoch - 1, row, spec, {**_usage(sample), "error": error}
@@ -150,7 +185,9 @@ def import_inspect(
     models, specs = set(), set()
     for path in files:
         parsed = _read_log(path)
-        models.add(parsed.eval.model)
+        models.add(
+            model_name(parsed.eval.model, source=path, field="eval.model", error=DataFileError)
+        )
         for run, row, spec, call in _samples(path, parsed, data):
             rows[(row["id"], run)] = row
             calls[(row["id"], run)] = call

@@ -107,22 +107,52 @@ def _geometry(
     return geometry, order
 
 
+<<<<<<< HEAD
 def _read_slices(folder: Path, warn: Warn, *, pixels: bool = True) -> list[Slice]:
     """The folder's image files of one CT series (other files skipped with a warning);
     ``pixels=False`` leaves the pixel data in the files (read lazily, never here)."""
+=======
+class Skipped:
+    """What a series folder holds besides its slices: a count by reason and one example each,
+    said in one line (a folder of 10,000 junk files is one warning, not 10,000)."""
+
+    def __init__(self) -> None:
+        self.by: dict[str, tuple[int, str]] = {}
+
+    @property
+    def count(self) -> int:
+        return sum(n for n, _ in self.by.values())
+
+    def add(self, why: str, path: Path, detail: str = "") -> None:
+        n, example = self.by.get(why, (0, ""))
+        self.by[why] = (n + 1, example or log_text(path.name) + (f": {detail}" if detail else ""))
+
+    def __str__(self) -> str:
+        parts = [f"{n} {why} (e.g. {example})" for why, (n, example) in self.by.items()]
+        return f"skipped {self.count} entries: " + "; ".join(parts)
+
+
+def _read_slices(folder: Path, warn: Warn) -> list[Slice]:
+    """The folder's image files of one CT series (other files skipped with a warning)."""
+>>>>>>> harden
     import pydicom
 
-    slices = []
-    for p in sorted(q for q in folder.iterdir() if q.is_file()):
+    slices, skipped = [], Skipped()
+    for p in sorted(folder.iterdir()):
+        if not p.is_file():  # a sub-folder, a FIFO, a dangling symlink or a symlink loop
+            skipped.add("not a regular file", p)
+            continue
         try:
             ds = pydicom.dcmread(p, defer_size=None if pixels else 4096)
         except Exception as exc:  # pydicom raises many types for non-DICOM bytes
-            warn(f"{p}: not a DICOM file, skipped ({first_line(exc)})")
+            skipped.add("not DICOM", p, first_line(exc))
             continue
         if "PixelData" not in ds:
-            warn(f"{p}: DICOM file without an image (e.g. DICOMDIR), skipped")
+            skipped.add("DICOM without an image (e.g. DICOMDIR)", p)
             continue
         slices.append((p, ds))
+    if skipped.count:
+        warn(f"{folder}: {skipped}")
     if not slices:
         raise InputError(f"{folder}: no DICOM image files in this folder")
     modalities = sorted({str(ds.get("Modality", "")) for _, ds in slices})

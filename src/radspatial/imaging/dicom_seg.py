@@ -15,11 +15,13 @@ geometry, UIDs). A SEG without its empty frames is put back on the CT's slices
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
+from radspatial.core.gates import file_text
 from radspatial.core.textsafe import log_text
 from radspatial.imaging.dicom_kind import dicom_mask_reader
 from radspatial.imaging.dicom_seg_header import check_pixels, one_uid, read_summary
@@ -55,8 +57,11 @@ def segment_names(path: Path) -> dict[int, str]:
             raise InputError(
                 f"{path}: two segments have SegmentNumber {number}; each needs its own"
             )
-        label = str(item.get("SegmentLabel", "") or item.get("SegmentDescription", "")).strip()
-        names[number] = label or f"segment_{number}"
+        field = "SegmentLabel" if item.get("SegmentLabel") else "SegmentDescription"
+        label = str(item.get(field, "") or "")
+        where = f"segment {number}'s {field}"
+        names[number] = file_text(label, source=path, field=where) if label.strip() else ""
+        names[number] = names[number] or f"segment_{number}"
     if not names:
         raise InputError(f"{path}: DICOM SEG has no segments (empty SegmentSequence)")
     return names
@@ -180,8 +185,15 @@ def onto_ct_grid(
 
 
 def _align(seg: Path, ct: Path, labels: np.ndarray, affine: np.ndarray, shape, ct_affine):
-    """A SEG drawn on the CT's series (:func:`check_references`), on the CT's slices."""
+    """A SEG drawn on the CT's series (:func:`check_references`), on the CT's slices; a SEG
+    that names no series is matched by its frame of reference alone, and is said to be."""
     check_references(seg, ct)
+    if ct.is_dir() and not referenced_series(seg):
+        logging.getLogger(__name__).warning(
+            "%s: DICOM SEG has no ReferencedSeriesSequence; it is matched to the CT by its "
+            "frame of reference only (any series of that frame of reference would pass)",
+            seg,
+        )
     return onto_ct_grid(seg, labels, affine, shape, ct_affine)
 
 

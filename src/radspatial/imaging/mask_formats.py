@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from radspatial.core.errors import InputError, first_line
-from radspatial.core.labels import LabelTable, load_table, normalize_name
+from radspatial.core.labels import LabelTable, load_table, normalize_name, structure_name
 from radspatial.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ def embedded_table(path: Path) -> LabelTable | None:
     if not names:
         return None
     fmt = reader_for(path).name
-    return LabelTable(f"{fmt}:{path.name}", {k: normalize_name(v) for k, v in names.items()})
+    vocab = {k: structure_name(v, source=path, field=f"label {k}'s name") for k, v in names.items()}
+    return LabelTable(f"{fmt}:{path.name}", vocab)
 
 
 def check_user_table(path: Path, table: LabelTable, warn: Warn) -> None:

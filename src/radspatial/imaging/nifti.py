@@ -119,11 +119,21 @@ def load_nifti_gz(path: Path, fail: Callable[[str], Exception]):
     return image_class.from_bytes(raw)
 
 
+MAX_SPACING_MM = 1e4  # 10 m a voxel: anything larger is a corrupt number, not a scan
+MAX_ORIGIN_MM = 1e7  # 10 km from the scanner's origin
+
+
 def check_affine(path: Path, affine: np.ndarray, what: str, fail: Callable[[str], Exception]):
     """Refuse a voxel-to-world affine that is not finite or maps a volume to a plane."""
     a = np.asarray(affine, dtype=float)
     if a.shape != (4, 4) or not np.isfinite(a).all():
         raise fail(f"{path}: {what} affine has NaN or infinite values")
+    if np.abs(a[:3, :3]).max() > MAX_SPACING_MM or np.abs(a[:3, 3]).max() > MAX_ORIGIN_MM:
+        big = np.abs(a[:3, :3]).max(axis=0).tolist(), np.abs(a[:3, 3]).max()
+        raise fail(
+            f"{path}: {what} voxel size {big[0]} or origin {big[1]:g} mm is out of range "
+            f"(at most {MAX_SPACING_MM:g} mm a voxel, {MAX_ORIGIN_MM:g} mm from the origin)"
+        )
     spacing = np.linalg.norm(a[:3, :3], axis=0)
     if (spacing <= 1e-6).any():
         raise fail(f"{path}: {what} voxel spacing {np.round(spacing, 6).tolist()} mm has a zero")

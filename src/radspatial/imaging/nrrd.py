@@ -5,7 +5,8 @@ The file's ``space`` names its patient frame (Slicer writes ``left-posterior-sup
 voxel (0, 0, 0). A file without them has no place in the patient and is refused, as is a
 multi-layer ``.seg.nrrd`` (overlapping segments: export it as a label map). A ``.seg.nrrd``
 names its segments (``SegmentN_Name`` / ``SegmentN_LabelValue``, one value per segment):
-:func:`nrrd_segment_names`. ``kinds`` must make the three axes spatial and agree with the sizes.
+:func:`nrrd_segment_names` (names through the text gate, ``core.gates.file_text``;
+label values 1..65535). ``kinds`` must make the three axes spatial and agree with the sizes.
 pynrrd (``pip install 'radspatial[masks]'``) parses the header fields; the bytes are read,
 bounded by the declared size, by :mod:`radspatial.imaging.nrrd_data` (detached data files,
 skips, gzip/bzip2 caps).
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from radspatial.core.errors import InputError, first_line
+from radspatial.core.gates import file_text, number_from_file
 from radspatial.core.textsafe import log_text
 from radspatial.imaging.mask_formats import MaskReader, ignore_table, register_mask_reader
 from radspatial.imaging.nifti import check_affine
@@ -128,10 +130,9 @@ def nrrd_segment_names(path: Path) -> dict[int, str] | None:
     for key, value in header.items():
         if key.startswith("Segment") and key.endswith("_Name"):
             prefix = key[: -len("_Name")]
-            try:
-                label = int(header.get(f"{prefix}_LabelValue", ""))
-            except ValueError:
-                raise InputError(f"{path}: {prefix}_LabelValue is not an integer") from None
+            raw = str(header.get(f"{prefix}_LabelValue", "")).strip()
+            label = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 12 else raw
+            label = int(number_from_file(label, **_where(path, f"{prefix}_LabelValue")))
             layer = str(header.get(f"{prefix}_Layer", "0")).strip()
             if (layer, label) in owner:
                 raise InputError(
@@ -140,8 +141,13 @@ def nrrd_segment_names(path: Path) -> dict[int, str] | None:
                 )
             owner[layer, label] = prefix
             if str(value).strip():
-                names[label] = str(value).strip()
+                names[label] = file_text(value, source=path, field=key)
     return names or None
+
+
+def _where(path: Path, field: str) -> dict:
+    """A label value's range for :func:`number_from_file`: 1..65535 (0 is background)."""
+    return {"source": path, "field": field, "low": 1, "high": 65535, "integer": True}
 
 
 def _names(path: Path) -> dict[int, str] | None:

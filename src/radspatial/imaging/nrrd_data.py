@@ -66,6 +66,9 @@ def declared(path: Path, header: dict) -> tuple[tuple[int, ...], np.dtype, int]:
         dtype = _dtype(header)
     except Exception as exc:  # a missing field, an unknown type (pynrrd: KeyError, NRRDError)
         raise InputError(f"{path}: NRRD header is incomplete ({first_line(exc)})") from None
+    if dtype.kind not in "uif" or dtype.itemsize == 0:  # "block": opaque bytes, no numbers
+        shown = log_text(repr(str(header.get("type", ""))))[:40]
+        raise InputError(f"{path}: NRRD type {shown} is not a number type (a label map needs one)")
     if not sizes or min(sizes) < 1:
         raise InputError(f"{path}: NRRD sizes {list(sizes)} must all be at least 1")
     n = int(np.prod(sizes, dtype=object)) * dtype.itemsize

@@ -31,7 +31,6 @@ from radspatial.core.labels import (
     LabelTable,
     load_table,
     normalize_name,
-    table_doubt,
     table_misuse,
 )
 from radspatial.imaging import mask_formats
@@ -285,8 +284,6 @@ def load_seg(
     present = set(np.flatnonzero(np.bincount(labels.ravel())).tolist())
     if misuse := table_misuse(present, table):
         raise InputError(f"{path}: wrong label table? {misuse}")
-    if doubt := table_doubt(present, table):
-        warn(f"{path}: {doubt}")
     if skipped:
         warn(f"{path}: label ids {skipped} are not in table {table.name}, set to background")
     grouped, affine = _canonical(labels, affine, np.uint16, lut)

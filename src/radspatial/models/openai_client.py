@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from radspatial.core.aio import run_async
+from radspatial.core.errors import first_line
 from radspatial.core.redact import redact
 from radspatial.core.textsafe import log_text
 from radspatial.models.base import Decoding, OnReply, Reply, Request
@@ -135,9 +136,16 @@ def parse_completion(body: Any) -> tuple[str, dict[str, Any]]:
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ValueError("response has no choices[0].message") from exc
     if isinstance(content, list):  # list-of-parts content
-        text = "".join(str(p["text"]) for p in content if isinstance(p, dict) and "text" in p)
-    else:
-        text = "" if content is None else str(content)
+        parts = [p["text"] for p in content if isinstance(p, dict) and "text" in p]
+        if not all(isinstance(p, str) for p in parts):
+            raise ValueError("choices[0].message.content has a text part that is not a string")
+        text = "".join(parts)
+    elif content is None or isinstance(content, str):
+        text = content or ""
+    elif isinstance(content, int | float) and not isinstance(content, bool):
+        text = str(content)  # a bare number is read as its text ("1")
+    else:  # a JSON object or boolean is not a reply's text: str() of it must not be scored
+        raise ValueError(f"choices[0].message.content is a JSON {type(content).__name__}, not text")
     meta: dict[str, Any] = {"finish_reason": finish_reason}
     if isinstance(body.get("usage"), dict):
         meta["usage"] = body["usage"]
@@ -316,8 +324,9 @@ class OpenAIChatBackend:
         if status == 200:
             try:
                 text, meta = parse_completion(json.loads(body))
-            except (ValueError, RecursionError):  # JSON decode errors are ValueErrors too
-                return _Outcome(status=status, reason="HTTP 200 with an unparseable body")
+            except (ValueError, RecursionError) as exc:  # JSON decode errors are ValueErrors
+                why = f" ({first_line(exc)})" if str(exc).startswith("choices[0]") else ""
+                return _Outcome(status=status, reason=f"HTTP 200 with an unparseable body{why}")
             return _Outcome(status=status, text=text, meta=meta)
         retryable = status in RETRY_STATUSES or status >= 500
         snippet = log_text(body[:200].decode("utf-8", "replace"))  # a server's text: no escapes

@@ -48,7 +48,7 @@ def _run_inputs(run: Path, config: VlmProbeConfig) -> tuple[str, Path]:
     info = read_json(run / "run.json", want=dict) if (run / "run.json").is_file() else {}
     if not (run / "results.jsonl").is_file():
         raise InputError(f"{run}: no results.jsonl (not an eval run folder)")
-    model = config.model or info.get("model")
+    model = config.model or _model_of_run(run, info.get("model"))
     data = config.data or (Path(info["data"]) if info.get("data") else None)
     if not model or not str(model).startswith("hf:"):
         raise InputError(
@@ -58,6 +58,28 @@ def _run_inputs(run: Path, config: VlmProbeConfig) -> tuple[str, Path]:
     if data is None or not (Path(data) / "manifest.jsonl").is_file():
         raise InputError(f"{run}: dataset {data} has no manifest.jsonl (pass --data DATASET)")
     return str(model), Path(data)
+
+
+def _model_of_run(run: Path, model: object) -> str | None:
+    """The model run.json names, through the text gate (``core.textsafe.model_name``); a
+    remote URL is refused (nothing is fetched), and a path on this machine must be a model
+    folder (``config.json`` inside), so a run folder cannot point the loader at ``/etc``."""
+    if model is None:
+        return None
+    from radspatial.core.gates import model_name
+    from radspatial.core.textsafe import log_text
+
+    where = f"{run / 'run.json'}: 'model' {log_text(repr(str(model)))[:120]}"
+    name = model_name(model, source=run / "run.json", field="'model'")
+    target = name.removeprefix("hf:")
+    if "://" in target:
+        raise InputError(f"{where} is a URL; nothing is fetched (pass --model hf:PATH)")
+    parts = Path(target).expanduser().parts
+    if target.startswith(("/", "~", ".")) or ".." in parts:
+        folder = Path(target).expanduser()
+        if not (folder.is_dir() and (folder / "config.json").is_file()):
+            raise InputError(f"{where} is not a model folder (no config.json there)")
+    return name
 
 
 def _run_backend(run: Path) -> dict[str, Any]:

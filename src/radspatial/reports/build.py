@@ -84,6 +84,8 @@ def load_run(path: Path, label: str | None = None) -> RunData:
             raise DataFileError(f"{info_path}: {key!r} must be a string")
     results = path / "results.jsonl"
     correct0, by_modality, rotation = None, {}, {}
+    if not results.is_file() and (results.exists() or results.is_symlink()):
+        raise DataFileError(f"{results}: not a regular file (a folder, FIFO or broken link)")
     if results.is_file():
         from radspatial.reports.rotation import transform_groups
 

@@ -85,6 +85,21 @@ def class_map(
     return [(0, "background")] + [(i, names.get(i, f"label_{i}")) for i in kept]
 
 
+def check_mask_ids(
+    data: Path, items: list[unet.SliceItem], masks: list[np.ndarray], names: dict[int, str]
+) -> None:
+    """ValueError naming the mask file whose label id no table of the dataset names (65535 in
+    a mask of 1..117): a class would be trained on it under a made-up name."""
+    for item, mask in zip(items, masks, strict=True):
+        unknown = sorted(set(np.unique(mask).tolist()) - set(names) - {0})
+        if unknown:
+            shown = ", ".join(map(str, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
+            raise ValueError(
+                f"{Path(data) / item.mask}: label id(s) {shown} have no name in the dataset's "
+                "label table (dataset.json); not a structure to train on"
+            )
+
+
 def class_lut(classes: list[tuple[int, str]], max_id: int) -> np.ndarray:
     lut = np.zeros(max(max_id, max(i for i, _ in classes)) + 1, np.int64)
     for index, (label_id, _) in enumerate(classes):
@@ -224,7 +239,9 @@ def train_unet(
     items = unet.read_slices(data)
     train, val, split = split_items(items, config.val_fraction, config.seed)
     masks = [unet.load_pair(data, it)[1] for it in train]
-    classes = class_map(masks, unet.label_names(data, items), config.max_classes)
+    names = unet.label_names(data, items)
+    check_mask_ids(data, train, masks, names)
+    classes = class_map(masks, names, config.max_classes)
     lut = class_lut(classes, max(int(m.max()) for m in masks))
     x, y = _tensors(data, train, lut, config.size)
     arch = unet.architecture(len(classes), config.channels, config.num_res_units)

@@ -1,0 +1,397 @@
+"""Hostile inputs, round 5 (issue 49): names and numbers from files (one text gate, one number
+gate), silent cases made to speak, and the newest surfaces (``import inspect`` logs, ``probe vlm``
+run folders, ``--price``, forged usage in ``calls.jsonl``). Each row as in tests/hostile.py: the
+exit code, the words of the one-line message (file and problem), no traceback, no raw ESC byte,
+nothing written outside the row's folder. The server's and the readers' own refusals are
+checked below the table, on tiny inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hostile import Base, Case, rewrite_jsonl, run_case, small_run
+from synth import canonical_volumes
+
+pytest.importorskip("nrrd")
+
+ESC = "\x1b[31mliver\x1b[0m"
+_, LABELS, _ = canonical_volumes()
+RAW = LABELS.tobytes(order="F")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Base:
+    return small_run(tmp_path_factory.mktemp("round5"))
+
+
+def _nrrd(name: str = "m.nrrd", data: bytes = RAW, **fields: str):
+    """The synthetic mask as NRRD (LPS, raw) with ``fields`` overriding the header."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        head = {"type": "uint8", "dimension": "3", "space": "left-posterior-superior"}
+        head |= {"sizes": "48 40 20", "space directions": "(-4,0,0) (0,-5,0) (0,0,3)"}
+        head |= {"kinds": "domain domain domain", "encoding": "raw"}
+        head |= {"space origin": "(90,100,-30)", **fields}
+        text = "NRRD0004\n" + "".join(f"{k}: {v}\n" for k, v in head.items()) + "\n"
+        (tmp / name).write_bytes(text.encode() + data)
+        return _generate(tmp, base, tmp / name)
+
+    return setup
+
+
+def _generate(tmp: Path, base: Base, seg: Path, *more: str) -> list[str]:
+    ct = base.ds.parent / "in" / "synth_ct.nii.gz"
+    return ["generate", "--ct", str(ct), "--seg", str(seg), "--out", str(tmp / "o"),
+            "--setups", "rq1", *more]  # fmt: skip
+
+
+def _table(names: dict[str, str]):
+    def setup(tmp: Path, base: Base) -> list[str]:
+        (tmp / "t.json").write_text(json.dumps(names))
+        return _generate(tmp, base, base.ds.parent / "in" / "synth_seg.nii.gz", "--labels",
+                         str(tmp / "t.json"))  # fmt: skip
+
+    return setup
+
+
+def _copy(base: Base, tmp: Path) -> tuple[Path, Path]:
+    ds, run = tmp / "ds", tmp / "run"
+    shutil.copytree(base.ds, ds, symlinks=True)
+    shutil.copytree(base.run, run)
+    return ds, run
+
+
+def _eval(ds: Path, out: Path, *more: str) -> list[str]:
+    return ["eval", "--data", str(ds), "--model", "baseline:yes", "--runs", "1", "--out",
+            str(out), "--limit", "4", *more]  # fmt: skip
+
+
+def _manifest(**source) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, _ = _copy(base, tmp)
+        edit = lambda rows: [{**rows[0], "source": {**rows[0]["source"], **source}}, *rows[1:]]  # noqa: E731
+        rewrite_jsonl(ds / "manifest.jsonl", edit)
+        return _eval(ds, tmp / "o")
+
+    return setup
+
+
+def _calls(**fields) -> Case:
+    """A resumed eval whose logged first call carries ``fields`` (forged numbers)."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, run = _copy(base, tmp)
+        rewrite_jsonl(run / "calls.jsonl", lambda rows: [{**rows[0], **fields}, *rows[1:]])
+        return _eval(ds, run)
+
+    return setup
+
+
+def _calls_bytes(tmp: Path, base: Base) -> list[str]:
+    ds, run = _copy(base, tmp)
+    lines = (run / "calls.jsonl").read_bytes().split(b"\n")
+    lines[0] = lines[0].replace(b'"reply": "', b'"reply": "\xff', 1)
+    (run / "calls.jsonl").write_bytes(b"\n".join(lines))
+    return _eval(ds, run)
+
+
+def _price(text: str) -> Case:
+    return lambda tmp, base: _eval(base.ds, tmp / "o", "--price", text)
+
+
+def _results_folder(tmp: Path, base: Base) -> list[str]:
+    _, run = _copy(base, tmp)
+    (run / "results.jsonl").unlink()
+    (run / "results.jsonl").mkdir()
+    return ["report", str(run), "--out", str(tmp / "rep")]
+
+
+def _model_name(command: str, name: str) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        _, run = _copy(base, tmp)
+        metrics = json.loads((run / "metrics.json").read_text())
+        (run / "metrics.json").write_text(json.dumps({**metrics, "model": name}))
+        return [command, str(run), "--out", str(tmp / "rep")]
+
+    return setup
+
+
+def _inspect(make) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        log = make(tmp)
+        return ["import", "inspect", "--log", str(log), "--data", str(base.ds), "--out",
+                str(tmp / "imp")]  # fmt: skip
+
+    return setup
+
+
+def _fifo_log(tmp: Path) -> Path:
+    os.mkfifo(tmp / "x.json")
+    return tmp / "x.json"
+
+
+def _link_log(tmp: Path) -> Path:
+    (tmp / "real.json").write_text("{}")
+    os.symlink(tmp / "real.json", tmp / "x.json")
+    return tmp / "x.json"
+
+
+def _deep_log(tmp: Path) -> Path:
+    (tmp / "x.json").write_text("[" * 200_000 + "]" * 200_000)
+    return tmp / "x.json"
+
+
+def _huge_log(tmp: Path) -> Path:
+    (tmp / "x.json").write_text(json.dumps({"samples": ["y" * 1000] * 300}))
+    return tmp / "x.json"
+
+
+def _probe_model(model: str) -> Case:
+    def setup(tmp: Path, base: Base) -> list[str]:
+        _, run = _copy(base, tmp)
+        info = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps({**info, "model": model}))
+        return ["probe", "vlm", "--run", str(run), "--out", str(tmp / "p")]
+
+    return setup
+
+
+CASES = [
+    # names from files: the text gate
+    Case("seg.nrrd name with terminal escapes", _nrrd("m.seg.nrrd", Segment0_Name=ESC,
+         Segment0_LabelValue="5"), 2, ("m.seg.nrrd", "Segment0_Name", "control character")),
+    Case("seg.nrrd name of 10,000 characters", _nrrd("m.seg.nrrd", Segment0_Name="x" * 10_000,
+         Segment0_LabelValue="5"), 2, ("Segment0_Name", "10000 characters long")),
+    Case("label table name with escapes", _table({"5": ESC}), 2,
+         ("t.json", "label 5's name", "control character")),
+    Case("label table name of 10,000 characters", _table({"5": "y" * 10_000}), 2,
+         ("t.json", "characters long")),
+    # numbers from files: the number gate
+    Case("seg.nrrd LabelValue 1e30", _nrrd("m.seg.nrrd", Segment0_Name="liver",
+         Segment0_LabelValue="1e30"), 2, ("Segment0_LabelValue", "1..65535")),
+    Case("seg.nrrd LabelValue 10^30", _nrrd("m.seg.nrrd", Segment0_Name="liver",
+         Segment0_LabelValue="1" + "0" * 30), 2, ("Segment0_LabelValue", "1..65535")),
+    Case("nrrd spacing 1e300", _nrrd(**{"space directions": "(-1e300,0,0) (0,-5,0) (0,0,3)"}),
+         2, ("m.nrrd", "out of range", "1e+300")),
+    Case("nrrd type block", _nrrd(type="block"), 2, ("m.nrrd", "not a number type")),
+    Case("manifest slice_index 10^30", _manifest(slice_index=10**30), 2,
+         ("manifest.jsonl", "slice_index", "0..1e+06")),
+    Case("manifest slice_index true", _manifest(slice_index=True), 2,
+         ("manifest.jsonl", "slice_index")),
+    Case("calls.jsonl negative tokens", _calls(meta={"usage": {"prompt_tokens": -5}}), 2,
+         ("calls.jsonl", "line 1", "prompt_tokens", "forged")),
+    Case("calls.jsonl latency 1e308", _calls(latency_s=1e308), 2,
+         ("calls.jsonl", "line 1", "latency_s")),
+    Case("calls.jsonl latency -1", _calls(latency_s=-1.0), 2, ("calls.jsonl", "latency_s")),
+    Case("calls.jsonl non-UTF-8 reply", _calls_bytes, 2, ("calls.jsonl", "line 1", "not UTF-8")),
+    # silent cases
+    Case("report: results.jsonl is a folder", _results_folder, 2,
+         ("results.jsonl", "not a regular file")),
+    Case("report: hostile model name", _model_name("report", ESC), 2,
+         ("metrics.json", "'model'", "control character")),
+    Case("spar-table: hostile model name", _model_name("spar-table", "m" * 5000), 2,
+         ("metrics.json", "'model'", "characters long")),
+    # import inspect logs
+    Case("inspect log a FIFO", _inspect(_fifo_log), 2, ("x.json", "not a regular file")),
+    Case("inspect log a symlink", _inspect(_link_log), 2, ("x.json", "not a regular file")),
+    Case("inspect log deeply nested", _inspect(_deep_log), 2, ("x.json", "not an inspect log")),
+    Case("inspect log over the cap", _inspect(_huge_log), 2, ("x.json", "over the cap"),
+         env={"RADSPATIAL_MAX_JSON_MB": "0.1"}),
+    # probe vlm: what run.json may name
+    Case("probe vlm: run.json model a URL", _probe_model("hf:https://evil.example/m"), 2,
+         ("run.json", "is a URL")),
+    Case("probe vlm: run.json model /etc", _probe_model("hf:/etc"), 2,
+         ("run.json", "not a model folder")),
+    Case("probe vlm: run.json model ../..", _probe_model("hf:../../x"), 2,
+         ("run.json", "not a model folder")),
+]  # fmt: skip
+
+
+PRICES = [
+    Case("--price negative", _price("input=-1,output=2"), 2, ("--price", "input", "0..10000")),
+    Case("--price NaN", _price("input=nan,output=2"), 2, ("--price", "input", "got nan")),
+    Case("--price 1e308", _price("input=1,output=1e308"), 2, ("--price", "output", "0..10000")),
+    Case("--price with a unit", _price("input=2USD,output=1"), 2, ("not a number", "2USD")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PRICES, ids=str)
+def test_hostile_prices(case, base, tmp_path, capsys, monkeypatch) -> None:
+    """argparse refuses a bad --price itself: exit 2, its usage line and one error line."""
+    with pytest.raises(SystemExit) as exc:
+        run_case(case, tmp_path, base, capsys, monkeypatch)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and all(w in err for w in case.words), err
+    assert not (tmp_path / "o").exists()
+
+
+def _nothing_outside(tmp: Path, before: set[str]) -> None:
+    """The row wrote nothing in the folder around its own."""
+    assert {p.name for p in tmp.parent.iterdir()} <= before | {tmp.name}
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_hostile_round5(case, base, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = {p.name for p in tmp_path.parent.iterdir()}
+    text = run_case(case, tmp_path, base, capsys, monkeypatch)
+    assert "\x1b" not in text
+    _nothing_outside(tmp_path, before)
+
+
+# ---------------------------------------------------------------- the server's request hygiene
+
+_REFUSED = [
+    ({"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage"),
+    ({"stream_options": "yes"}, "'stream_options' must be an object"),
+    ({"stream_options": {"continuous_usage_stats": True}}, "cannot be honoured"),
+    ({"tool_choice": "required"}, "'tool_choice'"),
+    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, "'tool_choice'"),
+    ({"logprobs": True}, "'logprobs'"),
+    ({"top_logprobs": 3}, "'top_logprobs'"),
+]
+
+
+@pytest.mark.parametrize("extra, words", _REFUSED, ids=[str(r[0]) for r in _REFUSED])
+def test_the_server_refuses_what_it_cannot_honour(extra, words):
+    from radspatial.agent.chat_format import ApiError, check_sampling
+
+    with pytest.raises(ApiError) as err:
+        check_sampling(extra)
+    assert err.value.status == 400 and words in err.value.message
+
+
+def test_the_server_still_takes_what_it_can_honour():
+    from radspatial.agent.chat_format import check_sampling
+
+    for extra in ({"stream_options": {"include_usage": True}}, {"tool_choice": "none"},
+                  {"logprobs": False}, {"tool_choice": "auto"}):  # fmt: skip
+        check_sampling(extra)
+
+
+def test_two_authorization_headers_are_refused():
+    import socket
+
+    from radspatial.agent.server import build_agents, make_server
+
+    agents = build_agents(("markers",))
+    with make_server(agents=agents, default_model="agent:markers", api_key="k") as srv:
+        port = srv.server_address[1]
+        for auth in (b"Authorization: Bearer k\r\nAuthorization: Bearer x\r\n",
+                     b"Authorization: Bearer k\r\n"):  # fmt: skip
+            request = (
+                b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + b"Connection: close\r\n\r\n"
+            )
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+                s.sendall(request)
+                reply = b""
+                while chunk := s.recv(65536):  # the server closes (Connection: close)
+                    reply += chunk
+            status = int(reply.split(b" ", 2)[1])
+            assert status == (400 if auth.count(b"Authorization") == 2 else 200), reply[:300]
+            if status == 400:
+                assert b"several Authorization headers" in reply
+
+
+# ---------------------------------------------------------------- replies, masks, models
+
+
+@pytest.mark.parametrize("content", [{"answer": 1}, True, [{"type": "text", "text": 5}]])
+def test_a_reply_whose_content_is_not_text_is_an_error_not_its_str(content):
+    from radspatial.models.openai_client import parse_completion
+
+    with pytest.raises(ValueError, match=r"choices\[0\]\.message\.content"):
+        parse_completion({"choices": [{"message": {"content": content}}]})
+    assert parse_completion({"choices": [{"message": {"content": 1}}]})[0] == "1"
+
+
+DCMQI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dcmqi_ct3"
+needs_dcmqi = pytest.mark.skipif(not DCMQI.is_dir(), reason="../shared/data not present")
+
+
+def _seg(tmp: Path, change) -> Path:
+    pydicom = pytest.importorskip("pydicom")
+    ds = pydicom.dcmread(DCMQI / "liver.dcm")
+    with pydicom.config.disable_value_validation():
+        change(ds)
+        ds.save_as(tmp / "m.dcm", enforce_file_format=True)
+    return tmp / "m.dcm"
+
+
+@needs_dcmqi
+def test_seg_labelmap_type_on_a_binary_seg_and_an_escaped_label_are_refused(tmp_path):
+    from radspatial.imaging.dicom_seg import read_dicom_seg, segment_names
+    from radspatial.imaging.volumes import InputError
+
+    path = _seg(tmp_path, lambda ds: setattr(ds, "SegmentationType", "LABELMAP"))
+    with pytest.raises(InputError, match=r"m\.dcm: DICOM SEG SegmentationType 'LABELMAP'"):
+        read_dicom_seg(path)
+    path = _seg(tmp_path, lambda ds: setattr(ds.SegmentSequence[0], "SegmentLabel", ESC))
+    with pytest.raises(InputError, match=r"m\.dcm: segment 1's SegmentLabel holds the control"):
+        segment_names(path)
+
+
+@needs_dcmqi
+def test_seg_without_series_is_used_with_a_word(tmp_path, caplog):
+    from radspatial.imaging.volumes import Case as VCase
+    from radspatial.imaging.volumes import load_case
+
+    path = _seg(tmp_path, lambda ds: delattr(ds, "ReferencedSeriesSequence"))
+    load_case(VCase("d", DCMQI / "ct-3slice", path))
+    assert "m.dcm: DICOM SEG has no ReferencedSeriesSequence" in caplog.text
+
+
+@needs_dcmqi
+def test_junk_and_a_symlink_loop_in_a_dicom_folder_are_counted_in_one_line(tmp_path):
+    from radspatial.imaging.dicom import read_dicom_series
+
+    folder = tmp_path / "ct"
+    shutil.copytree(DCMQI / "ct-3slice", folder)
+    for k in range(5):
+        (folder / f"junk{k}.txt").write_text("not dicom")
+    os.symlink(folder / "loop", folder / "loop")
+    (folder / "sub").mkdir()
+    said: list[str] = []
+    volume, _ = read_dicom_series(folder, said.append)
+    assert volume.shape[2] == 3 and len(said) == 1, said
+    assert "skipped 7 entries" in said[0] and "5 not DICOM" in said[0]
+    assert "2 not a regular file" in said[0]
+
+
+def test_unet_training_refuses_a_mask_id_no_table_names(base, tmp_path):
+    from PIL import Image
+
+    from radspatial.training.unet_train import TrainConfig, train_unet
+
+    ds = tmp_path / "ds"
+    shutil.copytree(base.ds, ds)
+    mask = sorted((ds / "masks").glob("*.png"))[0]
+    arr = np.array(Image.open(mask)).astype(np.uint16)
+    arr[0, 0] = 65535
+    Image.fromarray(arr).save(mask)
+    with pytest.raises(ValueError, match=r"\.png: label id\(s\) 65535 have no name"):
+        train_unet(ds, tmp_path / "model", TrainConfig(epochs=1, val_fraction=0.0), progress=False)
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [({"format": "x"}, "format is 'x'"), ({"slices": 3}, "slices is 3"),
+     ({"npz_sha256": "0" * 64}, "npz_sha256 is not"), ({"size": "64"}, "size is '64'")],
+)  # fmt: skip
+def test_a_malformed_atlas_json_beside_a_model_is_refused(tmp_path, change, words):
+    from radspatial.agent.organs import shipped_model_dir
+    from radspatial.agent.organs_atlas import load_atlas
+
+    for name in ("atlas.npz", "atlas.json"):
+        shutil.copy(shipped_model_dir() / name, tmp_path / name)
+    meta = json.loads((tmp_path / "atlas.json").read_text())
+    (tmp_path / "atlas.json").write_text(json.dumps({**meta, **change}))
+    with pytest.raises(ValueError, match=r"atlas\.json: ") as err:
+        load_atlas.__wrapped__(str(tmp_path))
+    assert words in str(err.value)
