@@ -107,11 +107,6 @@ def _geometry(
     return geometry, order
 
 
-<<<<<<< HEAD
-def _read_slices(folder: Path, warn: Warn, *, pixels: bool = True) -> list[Slice]:
-    """The folder's image files of one CT series (other files skipped with a warning);
-    ``pixels=False`` leaves the pixel data in the files (read lazily, never here)."""
-=======
 class Skipped:
     """What a series folder holds besides its slices: a count by reason and one example each,
     said in one line (a folder of 10,000 junk files is one warning, not 10,000)."""
@@ -132,9 +127,9 @@ class Skipped:
         return f"skipped {self.count} entries: " + "; ".join(parts)
 
 
-def _read_slices(folder: Path, warn: Warn) -> list[Slice]:
-    """The folder's image files of one CT series (other files skipped with a warning)."""
->>>>>>> harden
+def _read_slices(folder: Path, warn: Warn, *, pixels: bool = True) -> list[Slice]:
+    """The folder's image files of one CT series (other files skipped with a warning);
+    ``pixels=False`` leaves the pixel data in the files (read lazily, never here)."""
     import pydicom
 
     slices, skipped = [], Skipped()
