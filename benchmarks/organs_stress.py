@@ -76,8 +76,17 @@ def synth_volume(name: str, out: Path, seed: int, step_mm: float = 10.0) -> tupl
     return ct_path, seg_path
 
 
+PELVIS = ("pelvic001", "pelvic004")
+SETS = ("B", "amos", "s0327", "s0328")  # the default sets; --sets adds PELVIS and chest
+
+
 def build(
-    out: Path, seed: int, sizes: tuple[int, ...], windows: tuple[str, ...], volume_seed: int = 0
+    out: Path,
+    seed: int,
+    sizes: tuple[int, ...],
+    windows: tuple[str, ...],
+    volume_seed: int = 0,
+    only: tuple[str, ...] = SETS,
 ) -> list[dict]:
     """Generate every set with generator seed ``seed`` (cached in ``out``; the synthetic
     volumes drawn with ``volume_seed``); returns [{set, window, size, path}]."""
@@ -87,9 +96,14 @@ def build(
 
     ts = SHARED / "totalseg_example"
     cases = {"B": Case("B", ts / "ct_dicom", ts / "example_seg_dicom.nii.gz")}
-    for name in ("amos", "s0327", "s0328"):
+    for name in ("amos", "s0327", "s0328") + tuple(n for n in PELVIS if n in only):
         ct, seg = synth_volume(name, out / "volumes", volume_seed)
         cases[name] = Case(name, ct, seg, "totalsegmentator")
+    if "chest" in only:  # a real chest CT (RTSTRUCT), never trained on (issue #47)
+        thorax = SHARED / "gstt_thorax"
+        rt = thorax / "rtstruct" / "rt-struct-test-data-81-100.dcm"
+        cases["chest"] = Case("chest", thorax / "ct_dicom", rt, "totalsegmentator")
+    cases = {k: v for k, v in cases.items() if k in only}
     sets = []
     for cname, case in cases.items():
         for wtag in windows if cname == "B" else ("W400L40",):
@@ -137,6 +151,7 @@ def agents() -> dict:
         ("round4", AtlasRules(**before)),  # shipped after round 4
         ("match_floor", AtlasRules(min_match=0.95)),  # round 5's second candidate
         ("shipped", AtlasRules()),  # the defaults
+        ("no_votes", AtlasRules(landmark_votes=False)),  # before the table's landmarks voted
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -212,6 +227,8 @@ def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
                     "pair": pair,
                     "id": it["id"],
                     "truth": it["answer"],
+                    "decidable": it.get("decidable"),  # the image decides it (issue #46)
+                    "decidable_reason": (it.get("decidable_reason") or "").split(":")[0],
                     "answer": res.answer,
                     "reason": None if res.answer is not None else reason_class(res.text),
                     "reply": res.text,
@@ -337,8 +354,9 @@ def main() -> None:
     p.add_argument(
         "--agents",
         default="current,need_sides",
-        help="of current,confirm_view,need_sides,round4,match_floor,shipped,fixed_margin",
+        help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,fixed_margin",
     )
+    p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(
         "--model-dir",
         type=Path,
@@ -363,7 +381,8 @@ def main() -> None:
 
     torch.set_num_threads(a.threads)
     sizes = tuple(int(s) for s in a.sizes.split(","))
-    sets = build(a.out, a.seed, sizes, tuple(a.windows.split(",")))
+    only = tuple(a.sets.split(","))
+    sets = build(a.out, a.seed, sizes, tuple(a.windows.split(",")), only=only)
     named = {k: v for k, v in agents().items() if k in a.agents.split(",")}
     if a.lopo:
         named["lopo_atlas"] = lopo_agents(a.lopo)
@@ -376,7 +395,8 @@ def main() -> None:
     rows = run(named, sets, a.per_set, a.seed)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
-    keys = ("all", "set", "window", "size", "view") + (("pair",) if a.pairs else ())
+    keys = ("all", "set", "window", "size", "view", "decidable_reason")
+    keys += ("pair",) if a.pairs else ()
     for tag in named:
         print(f"## {tag}")
         print(report([r for r in rows if r["agent"] == tag], keys))

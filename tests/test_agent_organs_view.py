@@ -129,3 +129,43 @@ def test_a_lateral_structure_abstains_when_the_sides_are_not_shown(monkeypatch):
     liver, left = loc.locate(image, refs, Context())
     assert left is not None and left.details["abstain_reason"] == organs_view.SIDES_NOT_SHOWN
     assert liver is None or liver.details.get("abstain_reason") != organs_view.SIDES_NOT_SHOWN
+
+
+VESSELS = {"vertebrae": 1, "aorta": 4, "inferior_vena_cava": 5}
+
+
+def _lumbar(aorta_x: int = 38, ivc_x: int = 26, ivc_y: int = 38) -> tuple[np.ndarray, np.ndarray]:
+    """A lumbar slice without liver or spleen: the spine, the aorta left of it (image right in
+    standard view) and the IVC right of it (image left), 6 px off the midline (0.25 body
+    radii): the landmark table's vessels fix the patient's right (issue #46/#47)."""
+    y, x = np.mgrid[:64, :64]
+    body = (x - 32) ** 2 / 28**2 + (y - 32) ** 2 / 20**2 <= 1
+    ids = np.zeros((64, 64), np.int64)
+    ids[(x - 32) ** 2 + (y - 46) ** 2 <= 16] = VESSELS["vertebrae"]
+    ids[(x - aorta_x) ** 2 + (y - 38) ** 2 <= 5] = VESSELS["aorta"]
+    ids[(x - ivc_x) ** 2 + (y - ivc_y) ** 2 <= 5] = VESSELS["inferior_vena_cava"]
+    return ids, body
+
+
+def _sides(ids: np.ndarray, body: np.ndarray, k: int):
+    ids_k, body_k = organs_atlas._dihedral_np(ids, k), organs_atlas._dihedral_np(body, k)
+    radius = organs_checks.body_radius(np.ascontiguousarray(body_k))
+    return organs_view.anatomy_sides(ids_k, body_k, VESSELS.get, radius)
+
+
+def test_the_vessels_of_the_landmark_table_fix_the_sides_in_every_view():
+    ids, body = _lumbar()
+    for k in range(8):
+        posterior, right, names = _sides(ids, body, k)
+        assert right is not None and set(names) == {"aorta", "inferior_vena_cava"}
+        assert organs_view.allowed_views(posterior, right) == (k,)
+
+
+def test_vessels_on_the_wrong_sides_or_disagreeing_fix_nothing():
+    ids, body = _lumbar(aorta_x=26, ivc_x=38)  # swapped: the mirror image's reading
+    _, right, _ = _sides(ids, body, 0)
+    assert right is not None and right[0] > 0  # the patient's right read on the image's right
+    ids, body = _lumbar(aorta_x=24, ivc_x=27)  # both on one side: the votes disagree
+    assert _sides(ids, body, 0)[1:] == (None, ())
+    ids, body = _lumbar(aorta_x=33, ivc_x=31, ivc_y=32)  # within the offsets of the midline
+    assert _sides(ids, body, 0)[1:] == (None, ())

@@ -171,7 +171,9 @@ class OrgansLocalizer:
         rules = self.atlas_rules
         if m is None or not (rules.confirm_view or rules.need_sides):
             return m
-        *axes, via = organs_view.anatomy_sides(ids, body, model.id_of_name, m.body_radius)
+        *axes, via = organs_view.anatomy_sides(
+            ids, body, model.id_of_name, m.body_radius, rules.landmark_votes
+        )
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
         shown = organs_view.sides_shown(axes[1], m.orientation)
         return replace(m, views=views, sides=shown or not rules.need_sides, sides_from=via)

@@ -82,6 +82,9 @@ class AtlasRules:
     # a centre from the atlas alone needs the match's similarity (``Match.score``) at least
     # this (0: any match); #34 round 5: its rule was met on a fresh set, on
     min_match: float = 0.95
+    # where liver vs spleen/stomach are not found, the other handedness landmarks of the
+    # decidability table vote for the patient's right (organs_view.landmark_votes; #46/#47)
+    landmark_votes: bool = True
 
 
 @dataclass(frozen=True)

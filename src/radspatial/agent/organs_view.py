@@ -90,9 +90,14 @@ def anatomy_axes(
 
 
 def anatomy_sides(
-    ids: np.ndarray, body: np.ndarray, id_of: Callable[[str], int | None], radius: float
+    ids: np.ndarray,
+    body: np.ndarray,
+    id_of: Callable[[str], int | None],
+    radius: float,
+    votes: bool = True,
 ) -> tuple[np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
-    """``anatomy_axes`` and the landmarks that fixed the patient's right (empty: none)."""
+    """``anatomy_axes`` and the landmarks that fixed the patient's right (empty: none);
+    ``votes``: the table's other landmarks may fix it (``landmark_votes``)."""
 
     def mask_of(names: tuple[str, ...]) -> np.ndarray:
         wanted = [i for i in (id_of(n) for n in names) if i is not None]
@@ -112,7 +117,7 @@ def anatomy_sides(
             n = float(np.hypot(*across))
             if n >= 0.5:
                 return posterior, across / n, RIGHT
-    if posterior is None or centre is None:
+    if posterior is None or centre is None or not votes:
         return posterior, None, ()
     right, names = landmark_votes(centre, posterior, radius, mask_of)
     return posterior, right, names

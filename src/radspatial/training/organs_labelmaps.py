@@ -35,6 +35,17 @@ LABEL_MAPS = {
     "s0327": ("label_maps/s0327_seg_totalv2ids.nii.gz", "totalsegmentator", True),
     "s0328": ("label_maps/s0328_seg_totalv2ids.nii.gz", "totalsegmentator", True),
     "mr": ("totalseg_mr/example_seg_mr.nii.gz", "totalsegmentator_mr", False),
+    # the two pelvic patients' manual muscle and bone maps (no organs: partial)
+    "pelvic001": (
+        "label_maps/Pelvic-Ref-001_labels_totalseg.nii.gz",
+        "label_maps/pelvic_ref_table_totalv2ids.json",
+        False,
+    ),
+    "pelvic004": (
+        "label_maps/Pelvic-Ref-004_labels_totalseg.nii.gz",
+        "label_maps/pelvic_ref_table_totalv2ids.json",
+        False,
+    ),
 }
 
 
@@ -70,8 +81,11 @@ def label_volume(name: str, root: Path | None = None) -> LabelVolume:
     root = Path(root) if root else organs_data.shared_data()
     rel, table_name, complete = LABEL_MAPS[name]
     path = root / rel
-    group = None if table_name == "amos" else True
-    table = load_table(table_name, group=group) if group else load_table(table_name)
+    if table_name.endswith(".json"):  # a table of its own beside the map (TotalSegmentator ids)
+        table = load_table(root / table_name)
+    else:
+        group = None if table_name == "amos" else True
+        table = load_table(table_name, group=group) if group else load_table(table_name)
     seg, affine, info = load_seg(path, table)
     seg = to_ts_lut(table.names, int(seg.max()))[seg]
     spacing = tuple(float(s) for s in np.linalg.norm(affine[:3, :3], axis=0))
