@@ -172,6 +172,8 @@ class HFBackend:
             self.tokenizer.padding_side = "left"  # new tokens must follow every prompt directly
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # A processor with no chat template (PaliGemma) formats the prompt itself.
+        self.chat_template = bool(getattr(self.processor, "chat_template", None))
         self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
 
     def describe(self) -> dict[str, Any]:
@@ -186,6 +188,7 @@ class HFBackend:
             "max_pixels": self.max_pixels,
             "allow_download": self.allow_download,
             "trust_remote_code": self.trust_remote_code,
+            "prompt_format": "chat_template" if self.chat_template else "processor",
             "decoding": self.decoding.to_json(),
             "versions": dict(self._versions),
         }
@@ -244,9 +247,13 @@ class HFBackend:
             else:
                 images.append([])
             conversations.append([{"role": "user", "content": content}])
-        texts = self.processor.apply_chat_template(
-            conversations, add_generation_prompt=True, tokenize=False
-        )
+        if self.chat_template:
+            texts = self.processor.apply_chat_template(
+                conversations, add_generation_prompt=True, tokenize=False
+            )
+        else:  # e.g. PaliGemma: the image token first, the processor adds BOS and "\n"
+            token = getattr(self.processor, "image_token", None) or ""
+            texts = [token * (req.image_png is not None) + req.prompt for req in batch]
         # A template that writes the BOS itself must not get a second one from the tokenizer.
         bos = self.tokenizer.bos_token
         add_special = not (bos and all(t.startswith(bos) for t in texts))
@@ -264,6 +271,7 @@ class HFBackend:
         import torch
 
         inputs = self._encode(batch).to(self.device)
+        inputs.pop("labels", None)  # PaliGemma's processor adds training labels
         torch_dtype = getattr(torch, self.dtype)
         for name, value in inputs.items():
             if torch.is_tensor(value) and torch.is_floating_point(value):
