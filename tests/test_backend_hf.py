@@ -125,7 +125,7 @@ def test_vllm_without_vllm_raises_clear_error() -> None:
 # family -> model class, its image token, how many a 32x32 image gets, image first always
 FAMILIES = {
     "llava": ("LlavaForConditionalGeneration", "<image>", 16, False),  # 4x4 patches
-    "llava_next": ("LlavaNextForConditionalGeneration", "<image>", 36, False),  # 16 + a tile + 4 rows
+    "llava_next": ("LlavaNextForConditionalGeneration", "<image>", 36, False),  # 16, tile, 4 rows
     "idefics3": ("Idefics3ForConditionalGeneration", "<image>", 20, False),  # (2x2 + 1) x 4
     "gemma3": ("Gemma3ForConditionalGeneration", "<image_soft_token>", 4, False),  # 2x2 pooled
     "paligemma": ("PaliGemmaForConditionalGeneration", "<image>", 16, True),  # no chat template

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,19 @@ def _vision_kwargs(**overrides: Any) -> dict[str, Any]:
         "patch_size": PATCH_SIZE,
         **overrides,
     }
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """A processor's parts, saved side by side, where the processor itself cannot be made
+    (Qwen2-VL's needs torchvision for its video processor)."""
+
+    image_processor: Any
+    tokenizer: Any
+
+    def save_pretrained(self, path: Path) -> None:
+        self.image_processor.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)  # with its chat template
 
 
 def _save(model_class: Any, config: Any, processor: Any, path: Path, seed: int) -> Path:
@@ -402,7 +416,10 @@ def build_tiny_mllama(path: str | Path, *, seed: int = 0) -> Path:
 def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
     """Qwen2-VL: images at their own aspect ratio (rounded to 16 px, 32x32 to 64x64 here), 8 px
     patches merged 2x2 into one ``<|image_pad|>`` token each, between ``<|vision_start|>`` and
-    ``<|vision_end|>``; 3-D rotary positions (time, row, column)."""
+    ``<|vision_end|>``; 3-D rotary positions (time, row, column). Without torchvision its
+    processor cannot be made (transformers 5 checks its video processor's class): the folder
+    then holds the model, the tokenizer (with the chat template) and the image processor, which
+    ``hf:`` cannot load; tests/test_vlm_qwen2.py runs the model from those parts."""
     from transformers import (
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
@@ -426,9 +443,12 @@ def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
         patch_size=PATCH_SIZE,
         merge_size=2,
     )
-    processor = Qwen2VLProcessor(
-        image_processor=images, tokenizer=tokenizer, chat_template=template
-    )
+    try:
+        processor = Qwen2VLProcessor(
+            image_processor=images, tokenizer=tokenizer, chat_template=template
+        )
+    except AttributeError:  # its video processor needs torchvision: the parts alone
+        processor = _Parts(images, tokenizer)
     rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
     text = Qwen2VLTextConfig(**_text_kwargs(tokenizer, rope_parameters=rope))
     vision = Qwen2VLVisionConfig(

@@ -161,6 +161,9 @@ class HFBackend:
                 model, **{dtype_kw: torch_dtype}, **load
             )
             self.processor = AutoProcessor.from_pretrained(model, **load)
+        except ImportError as exc:  # e.g. a processor that needs torchvision (docs/backends.md)
+            first = " ".join(str(exc).split()).split(". ")[0] or type(exc).__name__
+            raise ValueError(f"hf:{model}: cannot load the model: {first.rstrip('.')}") from None
         except (OSError, ValueError) as exc:
             hint = "" if allow_download else " (downloads are off: see --hf-allow-download)"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
