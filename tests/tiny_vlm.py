@@ -464,3 +464,20 @@ def build_tiny_qwen2_vl(path: str | Path, *, seed: int = 0) -> Path:
         vision_end_token_id=ids["<|vision_end|>"],
     )
     return _save(Qwen2VLForConditionalGeneration, config, processor, Path(path), seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/tiny_vlm.py FAMILY FOLDER``: ``build_tiny_FAMILY(FOLDER)``."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    names = sorted(n.removeprefix("build_tiny_") for n in globals() if n.startswith("build_tiny_"))
+    if len(args) != 2 or args[0] not in names:
+        print(f"usage: python tests/tiny_vlm.py {{{','.join(names)}}} FOLDER", file=sys.stderr)
+        return 2
+    print(globals()[f"build_tiny_{args[0]}"](args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
