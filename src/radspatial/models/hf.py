@@ -1,8 +1,10 @@
 """``hf:<local path or hub id>``: a vision-language model run in-process with transformers.
 
 Loads ``AutoModelForImageTextToText`` + ``AutoProcessor``, formats each request with the
-processor's chat template (one user message: the image, then the prompt text), and generates in
-batches with left padding. Greedy by default; ``Decoding.temperature > 0`` samples with that
+processor's chat template (one user message: the prompt text and the image, in the request's
+order; a processor without a chat template, e.g. PaliGemma's, gets the image token and the prompt
+and formats them itself), and generates in batches with left padding. Which families run:
+docs/backends.md. Greedy by default; ``Decoding.temperature > 0`` samples with that
 temperature and ``top_p``. Decoding is set from ``Decoding`` alone (top-k off, repetition penalty
 1.0), not from the model's ``generation_config``, so it matches the other backends.
 
@@ -261,20 +263,21 @@ class HFBackend:
         bos = self.tokenizer.bos_token
         add_special = not (bos and all(t.startswith(bos) for t in texts))
         kwargs: dict[str, Any] = {"images": images} if any(images) else {}
-        return self.processor(
+        encoded = self.processor(
             text=texts,
             padding=True,
             add_special_tokens=add_special,
             return_tensors="pt",
             **kwargs,
         )
+        encoded.pop("labels", None)  # PaliGemma's processor adds training labels
+        return encoded
 
     def _generate_batch(self, batch: Sequence[Request]) -> list[tuple[str, int, int]]:
         """(reply, new tokens, prompt tokens: image tokens included, padding not) per request."""
         import torch
 
         inputs = self._encode(batch).to(self.device)
-        inputs.pop("labels", None)  # PaliGemma's processor adds training labels
         torch_dtype = getattr(torch, self.dtype)
         for name, value in inputs.items():
             if torch.is_tensor(value) and torch.is_floating_point(value):
