@@ -82,3 +82,23 @@ def example_512_markers(factory: pytest.TempPathFactory, profile: str) -> Path:
         build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
 
     return shared(factory, f"example-512-markers-{profile}", build)
+
+
+def synth_128(factory: pytest.TempPathFactory) -> Path:
+    """The synthetic case (tests/synth.py) at 128 px, AS 2: a small dataset for model runs."""
+    from synth import write_case
+
+    def build(out: Path) -> None:
+        ct, seg = write_case(out.parent / "synth-128-input")
+        config = GenerateConfig(size=128, as_count=2)
+        build_dataset([Case("synth", ct, seg)], config, out, log=lambda _: None)
+
+    return shared(factory, "synth-128", build)
+
+
+def tiny_vlm(factory: pytest.TempPathFactory, family: str) -> Path:
+    """The tiny random VLM of ``family`` (tests/tiny_vlm.py ``build_tiny_<family>``), built
+    once per session; an input, like the datasets (do not save into it)."""
+    import tiny_vlm as builders
+
+    return shared(factory, f"tiny-{family}", getattr(builders, f"build_tiny_{family}"))

@@ -42,9 +42,9 @@ def _requests() -> list[Request]:
 def tiny_llava(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tiny_vlm import build_tiny_llava
+    from shared_datasets import tiny_vlm
 
-    return build_tiny_llava(tmp_path_factory.mktemp("tiny-llava"))
+    return tiny_vlm(tmp_path_factory, "llava")
 
 
 def _run(backend, requests: list[Request]) -> list[tuple[Request, Reply]]:
@@ -122,27 +122,47 @@ def test_vllm_without_vllm_raises_clear_error() -> None:
         create_backend("vllm:Qwen/Qwen2.5-VL-3B-Instruct", decoding=Decoding())
 
 
-def test_eval_end_to_end_with_the_tiny_model_reports_invalid_answers(tiny_llava, tmp_path) -> None:
-    """The whole evaluator with a real (tiny, random) VLM: nonsense replies are invalid."""
-    import json
+# family -> model class, its image token, how many a 32x32 image gets, image first always
+FAMILIES = {
+    "llava": ("LlavaForConditionalGeneration", "<image>", 16, False),  # 4x4 patches
+    "llava_next": ("LlavaNextForConditionalGeneration", "<image>", 36, False),  # 16, tile, 4 rows
+    "idefics3": ("Idefics3ForConditionalGeneration", "<image>", 20, False),  # (2x2 + 1) x 4
+    "gemma3": ("Gemma3ForConditionalGeneration", "<image_soft_token>", 4, False),  # 2x2 pooled
+    "paligemma": ("PaliGemmaForConditionalGeneration", "<image>", 16, True),  # no chat template
+    "mllama": ("MllamaForConditionalGeneration", "<|image|>", 1, False),  # cross-attention
+}
 
-    from synth import write_case
 
-    from radspatial.bench.dataset import build_dataset
-    from radspatial.bench.generate import GenerateConfig
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_eval_end_to_end_per_family(family: str, tmp_path_factory, tmp_path) -> None:
+    """The whole evaluator with each family's tiny random VLM (tests/tiny_vlm.py): every item
+    answered (nonsense, so mostly invalid), special tokens decoded away, usage counted; and the
+    family's image tokens, as many as its processor makes, where the request puts the image."""
+    pytest.importorskip("transformers")
+    from shared_datasets import synth_128, tiny_vlm
+
     from radspatial.eval.runner import EvalConfig, run_eval
-    from radspatial.imaging.volumes import Case
 
-    ct, seg = write_case(tmp_path / "in")
-    data = tmp_path / "ds"
-    build_dataset([Case("synth", ct, seg)], GenerateConfig(size=128, as_count=2), data)
-    cfg = EvalConfig(model=f"hf:{tiny_llava}", runs=1, limit=6, decoding=Decoding(max_tokens=6))
-    rows = run_eval(data, tmp_path / "run", cfg, progress=False)
-    assert len(rows) == 6 and all(r["error"] is None and isinstance(r["reply"], str) for r in rows)
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    o = metrics["overall"]
-    invalid = sum(r["parsed"] is None for r in rows) / 6
-    assert o["invalid_rate"] == pytest.approx(invalid)
-    assert o["accuracy_mean"] == pytest.approx(sum(r["correct"] for r in rows) / 6)
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["backend"]["backend"] == "hf" and run["status"] == "complete"
+    model_class, image_token, n_image, image_first = FAMILIES[family]
+    model = tiny_vlm(tmp_path_factory, family)
+    cfg = EvalConfig(model=f"hf:{model}", runs=1, limit=4, decoding=Decoding(max_tokens=4))
+    rows = run_eval(synth_128(tmp_path_factory), tmp_path, cfg, progress=False)
+    assert len(rows) == 4 and all(r["error"] is None and isinstance(r["reply"], str) for r in rows)
+    assert not any("<" in r["reply"] for r in rows)  # no <image>, <end_of_turn>, <row_1_col_1>
+    o = json.loads((tmp_path / "metrics.json").read_text())["overall"]
+    assert o["invalid_rate"] == pytest.approx(sum(r["parsed"] is None for r in rows) / 4)
+    assert o["accuracy_mean"] == pytest.approx(sum(r["correct"] for r in rows) / 4)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "complete" and run["backend"]["model_class"] == model_class
+    usage = run["usage"]
+    assert usage["calls_with_usage"] == usage["calls"] > 0
+    assert usage["prompt_tokens"] > n_image * usage["calls"] and usage["completion_tokens"] > 0
+
+    backend = create_backend(f"hf:{model}", decoding=Decoding(max_tokens=1))
+    image_id = backend.tokenizer.convert_tokens_to_ids(image_token)
+    for text_first in (True, False):
+        request = Request("k", "Is the liver left ?", _png(0, (32, 32)), text_first=text_first)
+        ids = backend._encode([request])["input_ids"][0].tolist()
+        assert ids.count(image_id) == n_image
+        tokens = backend.tokenizer.convert_ids_to_tokens(ids)
+        assert (ids.index(image_id) < tokens.index("liver")) == (image_first or not text_first)

@@ -14,13 +14,13 @@ import pytest
 from radspatial.cli import main
 
 STAGES = ("vision", "projector", "lm2")
+CELLS = ("knows_right", "knows_wrong", "not_knows_right", "not_knows_wrong")
 
 
 @pytest.fixture(scope="module")
-def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
     import torch
-    from tiny_vlm import build_tiny_llava
 
     from radspatial.bench.dataset import build_dataset
     from radspatial.bench.generate import GenerateConfig
@@ -28,16 +28,23 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from radspatial.imaging.volumes import Case
 
     torch.set_num_threads(1)  # the tiny model is faster on one thread than on contended ones
-    root = tmp_path_factory.mktemp("probe-vlm")
-    model = build_tiny_llava(root / "tiny")
+    out = tmp_path_factory.mktemp("probe-vlm") / "ds"
     ct, seg = bundled_example()
     config = GenerateConfig(
         seed=2, size=96, markers=("dots", "box"), as_count=2,
         question_types=("relative_position",),
     )  # fmt: skip
-    build_dataset([Case("example_ct_sm", ct, seg)], config, root / "ds", log=lambda _: None)
-    run = root / "run"
-    argv = ["eval", "--data", str(root / "ds"), "--model", f"hf:{model}", "--out", str(run)]
+    build_dataset([Case("example_ct_sm", ct, seg)], config, out, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Path:
+    from shared_datasets import tiny_vlm
+
+    model = tiny_vlm(tmp_path_factory, "llava")
+    run = dataset.parent / "run"
+    argv = ["eval", "--data", str(dataset), "--model", f"hf:{model}", "--out", str(run)]
     assert main([*argv, "--limit", "24", "--runs", "1", "--max-tokens", "2"]) == 0
     argv = ["probe", "vlm", "--run", str(run), "--split-by", "slice", "--layers", "-1"]
     assert main([*argv, "--epochs", "20", "--device", "cpu"]) == 0
@@ -65,8 +72,7 @@ def test_writes_rows_per_item_and_stage_tables_and_figure(probed: Path):
         for readout in ("pooled", "tokens"):
             s = summary["stages"][stage][readout]
             t = s["vs_answer"]
-            cells = ("knows_right", "knows_wrong", "not_knows_right", "not_knows_wrong")
-            assert sum(t[k] for k in cells) == n
+            assert sum(t[k] for k in CELLS) == n
             assert t["knows_right"] + t["knows_wrong"] == s["correct"]
             assert 0 <= t["mcnemar_p"] <= 1 and s["ci95"][0] <= s["accuracy"] <= s["ci95"][1]
             assert set(s["by"]) == {"setup", "marker", "view"}
@@ -85,6 +91,29 @@ def test_writes_rows_per_item_and_stage_tables_and_figure(probed: Path):
     assert "![probe_vlm_0.png](probe_vlm_0.png)" in md
     assert (report / "probe_vlm_0.png").is_file()
     assert 'src="probe_vlm_0.png"' in (report / "index.html").read_text()
+
+
+@pytest.mark.parametrize("family", ["paligemma", "gemma3"])
+def test_more_families_probed(family: str, dataset: Path, tmp_path_factory, tmp_path: Path):
+    """PaliGemma (16 vision tokens, 16 image tokens) and Gemma 3 (16 vision tokens pooled by
+    its projector to 4 image tokens: the encoder's grid is not the language model's)."""
+    from shared_datasets import tiny_vlm
+
+    model = tiny_vlm(tmp_path_factory, family)
+    run = tmp_path / "run"
+    argv = ["eval", "--data", str(dataset), "--model", f"hf:{model}", "--out", str(run)]
+    assert main([*argv, "--limit", "12", "--runs", "1", "--max-tokens", "1"]) == 0
+    argv = ["probe", "vlm", "--run", str(run), "--split-by", "slice", "--layers", "1"]
+    assert main([*argv, "--epochs", "2", "--device", "cpu"]) == 0
+    summary = json.loads((run / "probe_vlm" / "summary.json").read_text())
+    assert summary["model_type"] == family and summary["architecture"] == "llava"
+    assert summary["stage_order"] == ["vision", "projector", "lm1"]
+    n = summary["n_items"]
+    rows = (run / "probe_vlm" / "items.jsonl").read_text().splitlines()
+    assert 4 <= n <= 12 and len(rows) == 4 * n
+    for stage in summary["stage_order"]:
+        t = summary["stages"][stage]["tokens"]["vs_answer"]
+        assert sum(t[k] for k in CELLS) == n
 
 
 def test_folds_never_split_a_group_and_probes_read_what_features_hold():

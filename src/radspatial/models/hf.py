@@ -1,8 +1,10 @@
 """``hf:<local path or hub id>``: a vision-language model run in-process with transformers.
 
 Loads ``AutoModelForImageTextToText`` + ``AutoProcessor``, formats each request with the
-processor's chat template (one user message: the image, then the prompt text), and generates in
-batches with left padding. Greedy by default; ``Decoding.temperature > 0`` samples with that
+processor's chat template (one user message: the prompt text and the image, in the request's
+order; a processor without a chat template, e.g. PaliGemma's, gets the image token and the prompt
+and formats them itself), and generates in batches with left padding. Which families run:
+docs/backends.md. Greedy by default; ``Decoding.temperature > 0`` samples with that
 temperature and ``top_p``. Decoding is set from ``Decoding`` alone (top-k off, repetition penalty
 1.0), not from the model's ``generation_config``, so it matches the other backends.
 
@@ -161,6 +163,9 @@ class HFBackend:
                 model, **{dtype_kw: torch_dtype}, **load
             )
             self.processor = AutoProcessor.from_pretrained(model, **load)
+        except ImportError as exc:  # e.g. a processor that needs torchvision (docs/backends.md)
+            first = " ".join(str(exc).split()).split(". ")[0] or type(exc).__name__
+            raise ValueError(f"hf:{model}: cannot load the model: {first.rstrip('.')}") from None
         except (OSError, ValueError) as exc:
             hint = "" if allow_download else " (downloads are off: see --hf-allow-download)"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -172,6 +177,8 @@ class HFBackend:
             self.tokenizer.padding_side = "left"  # new tokens must follow every prompt directly
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # A processor with no chat template (PaliGemma) formats the prompt itself.
+        self.chat_template = bool(getattr(self.processor, "chat_template", None))
         self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
 
     def describe(self) -> dict[str, Any]:
@@ -186,6 +193,7 @@ class HFBackend:
             "max_pixels": self.max_pixels,
             "allow_download": self.allow_download,
             "trust_remote_code": self.trust_remote_code,
+            "prompt_format": "chat_template" if self.chat_template else "processor",
             "decoding": self.decoding.to_json(),
             "versions": dict(self._versions),
         }
@@ -244,20 +252,26 @@ class HFBackend:
             else:
                 images.append([])
             conversations.append([{"role": "user", "content": content}])
-        texts = self.processor.apply_chat_template(
-            conversations, add_generation_prompt=True, tokenize=False
-        )
+        if self.chat_template:
+            texts = self.processor.apply_chat_template(
+                conversations, add_generation_prompt=True, tokenize=False
+            )
+        else:  # e.g. PaliGemma: the image token first, the processor adds BOS and "\n"
+            token = getattr(self.processor, "image_token", None) or ""
+            texts = [token * (req.image_png is not None) + req.prompt for req in batch]
         # A template that writes the BOS itself must not get a second one from the tokenizer.
         bos = self.tokenizer.bos_token
         add_special = not (bos and all(t.startswith(bos) for t in texts))
         kwargs: dict[str, Any] = {"images": images} if any(images) else {}
-        return self.processor(
+        encoded = self.processor(
             text=texts,
             padding=True,
             add_special_tokens=add_special,
             return_tensors="pt",
             **kwargs,
         )
+        encoded.pop("labels", None)  # PaliGemma's processor adds training labels
+        return encoded
 
     def _generate_batch(self, batch: Sequence[Request]) -> list[tuple[str, int, int]]:
         """(reply, new tokens, prompt tokens: image tokens included, padding not) per request."""

@@ -193,6 +193,7 @@ def probe_vlm(
         "model": model,
         "data": str(data),
         "architecture": reader.kind,
+        "model_type": reader.model_type,
         "stage_order": list(reader.stages),  # summary.json sorts its keys
         "readouts": list(READOUTS),
         "seeds": list(SEEDS),

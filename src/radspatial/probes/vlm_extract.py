@@ -5,8 +5,9 @@ One forward pass per item through the ``hf:`` backend's own model and processor
 (``models/hf.HFBackend``: the same loading, chat template and prompt order as ``eval``), with
 the item's prompt as the run sent it. Stages, each a token grid in row-major order:
 
-- ``vision``: the tokens the projector reads (LLaVA: the vision tower's selected layer, class
-  token dropped; Qwen2-VL: the patch tokens before the patch merger, put back in row-major
+- ``vision``: the tokens the projector reads (LLaVA-style: the vision tower's selected layer,
+  class token dropped; PaliGemma and Gemma 3 alike, Gemma 3's pooled 4x to fewer tokens by its
+  projector; Qwen2-VL: the patch tokens before the patch merger, put back in row-major
   order from the merger's 2x2 windows; Qwen2.5-VL also from its attention windows);
 - ``projector``: the projector's output, which is what the language model sees: its input
   embeddings at the image tokens (read there, so every architecture gives the same thing);
@@ -26,8 +27,15 @@ from typing import Any
 
 import numpy as np
 
-# model_type -> how its image tokens come out (LLaVA-style, Qwen2-VL-style)
-SUPPORTED = {"llava": "llava", "qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl"}
+# model_type -> how its image tokens come out: LLaVA-style (a square grid of tokens into the
+# ``multi_modal_projector``, a square grid of image tokens out) or Qwen2-VL-style
+SUPPORTED = {
+    "llava": "llava",
+    "paligemma": "llava",
+    "gemma3": "llava",
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_vl",
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +52,8 @@ def architecture(model: Any, spec: str) -> str:
     if kind not in SUPPORTED:
         names = ", ".join(sorted(SUPPORTED))
         raise ValueError(
-            f"{spec}: probe vlm reads LLaVA-style and Qwen2-VL-style models (model_type {names}),"
-            f" not {kind!r}"
+            f"{spec}: probe vlm reads LLaVA-style and Qwen2-VL-style models"
+            f" (model_type {names}), not {kind!r}"
         )
     return SUPPORTED[kind]
 
@@ -73,6 +81,7 @@ class StageReader:
         self.backend = backend
         self.model = backend.model
         self.kind = architecture(self.model, backend.spec)
+        self.model_type = str(self.model.config.model_type)
         projector = ("multi_modal_projector",) if self.kind == "llava" else ("visual.merger",)
         self._projector = _module(self.model, projector)
         self._visual = None if self.kind == "llava" else _module(self.model, ("visual",))
@@ -108,7 +117,7 @@ class StageReader:
             hook.remove()
         where = inputs["input_ids"][0] == self.image_token
         hidden = out.hidden_states
-        grids = self._grids(inputs, int(where.sum()))
+        grids = self._grids(inputs, int(where.sum()), seen["vision"])
         size = image_size(png)
         stages = {"vision": self._vision(seen["vision"], inputs, grids["vision"])}
         stages["projector"] = hidden[0][0, where]
@@ -119,12 +128,13 @@ class StageReader:
             for name, tokens in stages.items()
         }
 
-    def _grids(self, inputs: Any, n_image_tokens: int) -> dict[str, tuple[int, int]]:
+    def _grids(self, inputs: Any, n_image_tokens: int, vision: Any) -> dict[str, tuple[int, int]]:
         if self.kind == "llava":
-            side = int(round(n_image_tokens**0.5))
-            if side * side != n_image_tokens:
-                raise ValueError(f"{self.backend.spec}: {n_image_tokens} image tokens, no square")
-            return {"vision": (side, side), "merged": (side, side)}
+            side = _side(n_image_tokens, f"{self.backend.spec}: {n_image_tokens} image tokens")
+            n = vision.reshape(-1, vision.shape[-1]).shape[0]
+            what = f"{self.backend.spec}: {n} vision tokens"
+            v = _side(n, what) if _square(n) else _side(n - 1, what)  # a CLS token first
+            return {"vision": (v, v), "merged": (side, side)}
         _, h, w = (int(v) for v in inputs["image_grid_thw"][0])
         m = int(self._visual.spatial_merge_size)
         return {"vision": (h, w), "merged": (h // m, w // m)}
@@ -162,6 +172,17 @@ def _window_order(visual: Any, grid_thw: Any, m: int) -> Any:
         kwargs={},
     )
     return index
+
+
+def _square(n: int) -> bool:
+    return n > 0 and round(n**0.5) ** 2 == n
+
+
+def _side(n: int, what: str) -> int:
+    """The side of a square grid of ``n`` tokens; ValueError (``what``, no square) otherwise."""
+    if not _square(n):
+        raise ValueError(f"{what}, no square grid")
+    return round(n**0.5)
 
 
 def _layer(k: int, n_layers: int) -> int:
