@@ -99,7 +99,11 @@ def levels_of(seg: Path, labels: str) -> dict[int, str] | None:
     except Exception:  # a folder CT or a format the quick read does not take: no levels
         return None
     names = vol.table.names
-    ids = {i: n.removeprefix("vertebrae_").upper() for i, n in names.items() if n.startswith("vertebrae_")}
+    ids = {
+        i: n.removeprefix("vertebrae_").upper()
+        for i, n in names.items()
+        if n.startswith("vertebrae_")
+    }
     if not ids:
         return None
     out = {}
