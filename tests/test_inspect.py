@@ -116,6 +116,7 @@ def test_the_log_holds_frames_metadata_and_the_clustered_stderr(ours, logs):
     sample = log.samples[0]
     meta = sample.metadata
     assert {"setup", "marker", "question_type", "view", "pair", "cluster"} <= meta.keys()
+    assert isinstance(meta["decidable"], bool) and meta["decidable_reason"]  # issue 46
     assert set(meta["targets"]) == {"image", "standard", "anatomical"}
     assert meta["cluster"].startswith("slice:")
     metrics = {(s.name, k): m.value for s in log.results.scores for k, m in s.metrics.items()}
