@@ -75,8 +75,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_eval(out: Path, rows: list[dict]) -> int:
-    """Print the run's summary; returns the number of errors (calls without an answer)."""
+def _print_eval(out: Path, rows: list[dict], scope: str | None = None) -> int:
+    """Print the run's summary; returns the number of errors (calls without an answer).
+    ``scope``: what the items are when not all of them (the demo's oracle skips AS items)."""
     import json
 
     from radspatial.core.records import error_count
@@ -87,11 +88,12 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:
-        scope = "all question types and setups"
+        items = f"{o['n_items']} items (all question types and setups)"
+        items = f"{scope} (all question types)" if scope else items
         print(
             f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
             f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
-            f"{o['n_items']} items ({scope}), invalid {100 * o['invalid_rate']:.1f}% (same "
+            f"{items}, invalid {100 * o['invalid_rate']:.1f}% (same "
             f"items: abstentions and unreadable replies), errors {n_err} (not counted in accuracy)"
         )
     h = metrics.get("headline") or {}

@@ -90,7 +90,8 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
                     scope,
                     _pct(g.accuracy_mean),
                     _interval(g.ci_low, g.ci_high),
-                    _interval(g.ci_cluster_low, g.ci_cluster_high),
+                    _interval(g.ci_cluster_low, g.ci_cluster_high)
+                    + (" (Wilson: clustered SE 0)" if g.ci_cluster_fallback else ""),
                     _int(g.n_clusters),
                     str(g.cluster_by or DASH),
                 ]
@@ -104,6 +105,8 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
         "the questions of one slice are not independent; the clustered interval (CR1 "
         "cluster-robust standard error, normal 95%, all runs pooled) allows for that, the "
         "Wilson interval does not. Every group in `metrics.json` carries both where items "
-        "are clustered (`ci_cluster_low`, `ci_cluster_high`, `se_cluster`).\n\n"
+        "are clustered (`ci_cluster_low`, `ci_cluster_high`, `se_cluster`). Where the clustered "
+        "standard error is 0 (every cluster as right as the whole) it is the Wilson interval, "
+        "marked, and `ci_cluster_fallback` says why.\n\n"
         + md_table(header, rows)
     )

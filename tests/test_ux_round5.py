@@ -1,0 +1,124 @@
+"""Researcher experience, round 5 (issue 50): what results say on screen, honest intervals, the
+hints of failed calls, and the slow paths. One test per class of problem; each fails on the code
+before the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fake_server import FakeChatServer
+
+from radspatial.bench.dataset import build_dataset
+from radspatial.bench.generate import GenerateConfig
+from radspatial.cli import bundled_example, main
+from radspatial.imaging.volumes import Case
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A small mixed dataset: relative position and size, every setup, a few AS items."""
+    out = tmp_path_factory.mktemp("r5") / "ds"
+    ct, seg = bundled_example()
+    config = GenerateConfig(size=96, as_count=2, question_types=("relative_position", "size"))
+    build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def abstainer(data, tmp_path_factory) -> Path:
+    """A run of a model every answer of which is unreadable (invalid: scored as abstained)."""
+    out = tmp_path_factory.mktemp("r5run") / "banana"
+    with FakeChatServer(answer=lambda body: "banana") as server:
+        argv = ["eval", "--data", str(data), "--model", f"openai-compat:fake@{server.base_url}"]
+        assert main([*argv, "--runs", "1", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def yes_run(data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("r5yes") / "yes"
+    assert main(["eval", "--data", str(data), "--model", "baseline:yes", "--out", str(out)]) == 0
+    return out
+
+
+def _drawn_texts(monkeypatch) -> list:
+    """The figures saved from now on (their texts are read after drawing)."""
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    save = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return drawn
+
+
+def _texts(drawn: list) -> list[str]:
+    return [t.get_text() for fig in drawn for ax in fig.axes for t in ax.texts]
+
+
+# 1: every figure that can show an abstaining model says so, never a 0 bar
+def test_every_figure_says_abst_for_a_model_that_abstains(abstainer, yes_run, monkeypatch):
+    from radspatial.reports.build import load_runs, summarize
+    from radspatial.reports.figures import FIGURES
+
+    s = summarize(load_runs([abstainer, yes_run]))
+    drawn = _drawn_texts(monkeypatch)
+    checked = []
+    for name, draw in FIGURES.items():
+        drawn.clear()
+        if not isinstance(draw(s), bytes):
+            continue
+        assert any("abst" in t for t in _texts(drawn)), (name, _texts(drawn))
+        checked.append(name)
+    assert {"frames.png", "accuracy_by_setup.png", "question_types.png"} <= set(checked)
+
+
+@pytest.fixture(scope="module")
+def groups_data(tmp_path_factory) -> Path:
+    """A ``--consistency`` dataset: every pair seen in the 8 rotation/flip variants."""
+    out = tmp_path_factory.mktemp("r5groups") / "ds"
+    ct, seg = bundled_example()
+    config = GenerateConfig(
+        size=96, setups=("rq2",), markers=("numbers",), as_count=0, consistency=True
+    )
+    build_dataset([Case("ex", ct, seg)], config, out, log=lambda _: None)
+    return out
+
+
+def test_the_consistency_figure_says_abst_for_a_model_that_abstains(
+    groups_data, tmp_path, monkeypatch
+):
+    from radspatial.reports.build import load_runs, summarize
+    from radspatial.reports.figures import draw_consistency
+
+    out = tmp_path / "banana"
+    with FakeChatServer(answer=lambda body: "banana") as server:
+        argv = ["eval", "--data", str(groups_data), "--model", f"openai-compat:b@{server.base_url}"]
+        assert main([*argv, "--runs", "1", "--out", str(out)]) == 0
+    drawn = _drawn_texts(monkeypatch)
+    assert isinstance(draw_consistency(summarize(load_runs([out]))), bytes)
+    assert "abst." in _texts(drawn)
+
+
+# 2: a clustered interval of zero width falls back to Wilson, marked, and the report says so
+def test_a_zero_width_clustered_interval_falls_back_to_wilson(groups_data, tmp_path):
+    out = tmp_path / "prior"
+    argv = ["eval", "--data", str(groups_data), "--model", "baseline:anatomy-prior"]
+    assert main([*argv, "--runs", "1", "--out", str(out)]) == 0
+    overall = json.loads((out / "metrics.json").read_text())["overall"]
+    # the prior recites anatomy: each group of 8 views gets the same share right
+    assert overall["se_cluster"] == 0.0
+    assert "CR1 standard error 0" in overall["ci_cluster_fallback"]
+    assert (overall["ci_cluster_low"], overall["ci_cluster_high"]) == (
+        overall["ci_low"],
+        overall["ci_high"],
+    )
+    assert overall["ci_cluster_low"] < overall["ci_cluster_high"]
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert "Wilson: clustered SE 0" in (tmp_path / "rep" / "summary.md").read_text()
