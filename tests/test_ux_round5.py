@@ -122,3 +122,27 @@ def test_a_zero_width_clustered_interval_falls_back_to_wilson(groups_data, tmp_p
     assert overall["ci_cluster_low"] < overall["ci_cluster_high"]
     assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
     assert "Wilson: clustered SE 0" in (tmp_path / "rep" / "summary.md").read_text()
+
+
+# 3: a failed call's hint fits its status; a rerun is offered only where it can succeed
+@pytest.mark.parametrize(
+    ("status", "key", "hint", "rerun"),
+    [
+        (401, False, "the server requires a key: pass --api-key-env NAME", False),
+        (403, True, "the server refused the key", False),
+        (404, False, "the server knows no such model or path", False),
+        (503, False, "to resume, rerun the same command", True),
+    ],
+)
+def test_failed_calls_get_a_hint_that_fits_the_status(
+    groups_data, tmp_path, capsys, monkeypatch, status, key, hint, rerun
+):
+    monkeypatch.setenv("R5_KEY", "k")
+    with FakeChatServer(answer=lambda body: "yes") as server:
+        server.always_status = status
+        argv = ["eval", "--data", str(groups_data), "--model", f"openai-compat:m@{server.base_url}"]
+        argv += ["--retries", "0", "--limit", "2", "--out", str(tmp_path / "r")]
+        assert main(argv + (["--api-key-env", "R5_KEY"] if key else [])) == 3
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert hint in last, last
+    assert ("rerun the same command" in last) == rerun, last

@@ -43,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with caller_terms(EvalJob, "cli"):
             configs[spec] = eval_config(job, template)
     opts.show_retries()
-    n_err = 0
+    n_err, errors = 0, []
     for i, spec in enumerate(specs):
         # said once the backend is open: a refused spec gets its one error line alone
         note = partial(
@@ -58,17 +58,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)
+        errors += [str(r["error"]) for r in rows if r.get("error")]
     if len(specs) > 1:
         from radspatial.reports.build import build_report
 
         report = build_report(list(out_dirs.values()), args.out / "report")
         print(f"report: {report.index_html}")
     if n_err:
+        from radspatial.eval.hints import failure_hint
+
+        keyed = bool(args.api_key_env) or any(s.startswith("openai:") for s in specs)
+        hint = failure_hint(errors, keyed=keyed)
         again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
         where = args.out / "results.jsonl" if len(specs) == 1 else "each run's results.jsonl"
         print(
             f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
-            f"see {where}); to resume, rerun the same command: {again}",
+            f"see {where}); {hint.text}" + (f": {again}" if hint.rerun else ""),
             file=sys.stderr,
         )
         return 3
