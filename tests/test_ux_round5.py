@@ -146,3 +146,22 @@ def test_failed_calls_get_a_hint_that_fits_the_status(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert hint in last, last
     assert ("rerun the same command" in last) == rerun, last
+
+
+# 4: the modality section's setup tables are Table 1's type, and say so
+def test_modality_setup_tables_hold_mirp_s_type_as_table_1_does(data, tmp_path):
+    run = tmp_path / "prior"
+    argv = ["eval", "--data", str(data), "--model", "baseline:standard-view", "--runs", "1"]
+    assert main([*argv, "--out", str(run)]) == 0
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    (by_modality,) = summary["by_modality"].values()
+    typed = metrics["by_question_type_setup_marker"]
+    for key, group in by_modality["CT"].items():
+        if key != "all":  # 1 run: the pooled accuracy is the run's
+            expected = typed[f"relative_position|{key}"]["accuracy_mean"]
+            assert group["accuracy"] == pytest.approx(expected, abs=1e-6), key
+    assert len(by_modality["CT"]) > 2
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert "relative-position questions only, as Table 1 does" in md
