@@ -165,3 +165,22 @@ def test_modality_setup_tables_hold_mirp_s_type_as_table_1_does(data, tmp_path):
     assert len(by_modality["CT"]) > 2
     md = (tmp_path / "rep" / "summary.md").read_text()
     assert "relative-position questions only, as Table 1 does" in md
+
+
+# 7: the cost on the summary line; tokens nobody reported are unknown, not 0
+def test_cost_on_the_summary_line_and_unreported_tokens_are_a_dash(groups_data, tmp_path, capsys):
+    price = ["--price", "input=2.5,output=10", "--runs", "1", "--limit", "4"]
+    served = tmp_path / "served"
+    with FakeChatServer(answer=lambda body: "yes") as server:
+        argv = ["eval", "--data", str(groups_data), "--model", f"openai-compat:m@{server.base_url}"]
+        assert main([*argv, *price, "--out", str(served)]) == 0
+    cost = json.loads((served / "metrics.json").read_text())["usage"]["cost_usd"]
+    assert f"  cost: {cost:.4f} USD" in capsys.readouterr().out
+    base = tmp_path / "yes"
+    argv = ["eval", "--data", str(groups_data), "--model", "baseline:yes", *price]
+    assert main([*argv, "--out", str(base)]) == 0
+    assert "cost: unknown (no call reported token counts)" in capsys.readouterr().out
+    assert main(["report", str(served), str(base), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    row = next(x for x in md.splitlines() if x.startswith("| baseline:yes | 4 (0) |"))
+    assert row.split("|")[3:6] == [" – ", " – ", " – "], row

@@ -112,10 +112,24 @@ def _print_eval(out: Path, rows: list[dict], scope: str | None = None) -> int:
 
     if line := plain_rq1_line(metrics.get("rq1_plain")):
         print(line)
+    _print_cost(metrics.get("usage"))
     _print_judge(metrics.get("judge"))
     _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")
     return n_err
+
+
+def _print_cost(usage: dict | None) -> None:
+    """With ``--price``: the run's cost on the console (not only in metrics.json)."""
+    if not usage or not usage.get("price"):
+        return
+    if usage.get("cost_usd") is None:
+        print("  cost: unknown (no call reported token counts)")
+        return
+    print(
+        f"  cost: {usage['cost_usd']:.4f} USD ({usage.get('prompt_tokens', 0):,} prompt + "
+        f"{usage.get('completion_tokens', 0):,} completion tokens)"
+    )
 
 
 def _print_judge(judge: dict | None) -> None:

@@ -19,11 +19,14 @@ import platform
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError
 from radspatial.eval.inspect_items import TaskSpec, task_items
+
+if TYPE_CHECKING:
+    from radspatial.eval.usage import Price
 
 LOG_SUFFIXES = (".eval", ".json")
 TASKS = {"radspatial/bench": "radspatial", "radspatial/mirp": "mirp"}
@@ -127,11 +130,18 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
 
 
 def import_inspect(
-    log: Path, data: Path, out: Path, *, model: str | None = None, overwrite: bool = False
+    log: Path,
+    data: Path,
+    out: Path,
+    *,
+    model: str | None = None,
+    overwrite: bool = False,
+    price: Price | None = None,
 ) -> InspectImport:
     """Write the run folder ``out`` from the inspect logs at ``log`` of a task on ``data``.
 
-    ``model``: the name in ``metrics.json`` (default: the log's model). Raises
+    ``model``: the name in ``metrics.json`` (default: the log's model); ``price``: the usage
+    block's cost, as ``eval --price``. Raises
     ``DataFileError`` (a ValueError) on a bad log, one whose samples are not the dataset's
     items, or logs of several models.
     """
@@ -164,7 +174,7 @@ def import_inspect(
     order = {item.id: k for k, item in enumerate(task_items(specs.pop())[0])}
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[1], order[k[0]]))]
     n_errors = sum(1 for r in ordered if r.get("error"))
-    usage = usage_block(calls.values())
+    usage = usage_block(calls.values(), price)
     run_info = {
         "source": "inspect",
         "data": str(data),
