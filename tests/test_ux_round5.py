@@ -184,3 +184,15 @@ def test_cost_on_the_summary_line_and_unreported_tokens_are_a_dash(groups_data, 
     md = (tmp_path / "rep" / "summary.md").read_text()
     row = next(x for x in md.splitlines() if x.startswith("| baseline:yes | 4 (0) |"))
     assert row.split("|")[3:6] == [" – ", " – ", " – "], row
+
+
+# 9: the small ones
+MR = Path(__file__).resolve().parents[2] / "shared" / "data" / "totalseg_mr"
+
+
+def test_the_mr_refusal_names_the_file_once(tmp_path, capsys):
+    ct, seg = MR / "example_mr_sm.nii.gz", MR / "example_seg_mr.nii.gz"
+    argv = ["generate", "--ct", str(ct), "--seg", str(seg), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--modality mr" in err and err.count(str(ct)) == 1, err
