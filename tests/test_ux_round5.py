@@ -196,3 +196,16 @@ def test_the_mr_refusal_names_the_file_once(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "--modality mr" in err and err.count(str(ct)) == 1, err
+
+
+def test_inspect_task_on_missing_data_is_one_line_not_a_traceback(tmp_path):
+    """inspect prints a ``PrerequisiteError`` as its message alone; anything else with its
+    whole traceback."""
+    pytest.importorskip("inspect_ai")
+    from inspect_ai._util.error import PrerequisiteError
+
+    from radspatial.eval.inspect_tasks import bench
+
+    with pytest.raises(PrerequisiteError) as exc:
+        bench(data=str(tmp_path / "missing"))
+    assert "missing: not a dataset" in str(exc.value.message)
