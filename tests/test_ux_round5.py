@@ -209,3 +209,18 @@ def test_inspect_task_on_missing_data_is_one_line_not_a_traceback(tmp_path):
     with pytest.raises(PrerequisiteError) as exc:
         bench(data=str(tmp_path / "missing"))
     assert "missing: not a dataset" in str(exc.value.message)
+
+
+def test_eval_help_does_not_import_scipy_signal():
+    """``eval --help`` lists the localizers, which loads their modules: the marker templates'
+    scipy.signal (~1 s, ~3 s on a busy machine) is imported only when a template is matched."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom radspatial.cli import main\ntry:\n    main(['eval', '--help'])\n"
+        "except SystemExit:\n    pass\nprint('scipy.signal' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "--localizer" in done.stdout or "localizer" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-500:]
