@@ -224,3 +224,27 @@ def test_eval_help_does_not_import_scipy_signal():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "--localizer" in done.stdout or "localizer" in done.stdout
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-500:]
+
+
+def test_a_mirrored_cases_csv_survives_moving_its_folder(tmp_path):
+    """The original case is named by an absolute path (here through a symlinked folder), the
+    mirrored one relative to the CSV: move the folder and every path still reads."""
+    import os
+    import shutil
+
+    from radspatial.bench.job import MirrorJob, run_mirror
+    from radspatial.imaging.volumes import read_cases_csv
+
+    ct, seg = bundled_example()
+    os.symlink(Path(ct).parent, tmp_path / "linked")
+    linked = tmp_path / "linked"
+    run_mirror(MirrorJob(ct=linked / Path(ct).name, seg=linked / Path(seg).name,
+                         out=tmp_path / "a" / "mirror"))  # fmt: skip
+    moved = tmp_path / "b" / "c" / "mirror"
+    moved.parent.mkdir(parents=True)
+    shutil.move(tmp_path / "a" / "mirror", moved)
+    cases = read_cases_csv(moved / "cases.csv")
+    assert len(cases) == 2
+    for case in cases:
+        assert Path(case.ct).is_file() and Path(case.seg).is_file(), case
+    assert Path(cases[1].ct).parent == moved

@@ -202,12 +202,13 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
 
 
 def _from_csv(path: Path, out: Path) -> str:
-    """``path`` as ``OUT/cases.csv`` names it: relative to OUT (how the CSV is read), so the
-    folders can move together; absolute only where no relative path exists (another drive)."""
-    try:
-        return Path(os.path.relpath(Path(path).resolve(), Path(out).resolve())).as_posix()
-    except ValueError:
-        return str(Path(path).resolve())
+    """``path`` as ``OUT/cases.csv`` names it: a file inside OUT relative to it (how the CSV
+    is read), so OUT can move; any other file absolute, as given (not through resolved
+    symlinks), so moving OUT does not break a ``../..`` path to it."""
+    given, folder = Path(os.path.abspath(path)), Path(os.path.abspath(out))
+    if given.is_relative_to(folder):
+        return given.relative_to(folder).as_posix()
+    return str(given)
 
 
 def _mirror_nifti(
