@@ -248,3 +248,25 @@ def test_a_mirrored_cases_csv_survives_moving_its_folder(tmp_path):
     for case in cases:
         assert Path(case.ct).is_file() and Path(case.seg).is_file(), case
     assert Path(cases[1].ct).parent == moved
+
+
+def test_the_probe_table_marks_a_majority_rate_in_its_chance_row():
+    from radspatial.probes.table import table_rows
+
+    task = {"chance": {"accuracy": 0.4}, "test": {"accuracy": 0.5, "n": 10}}
+    uniform = {"chance": {"accuracy": 0.125}, "test": {"accuracy": 0.5, "n": 10}}
+    result = {"kind": "train", "encoder": "e", "head": "mlp", "mode": "frozen",
+              "tasks": {"count": task, "orient": uniform}}  # fmt: skip
+    header, *rows = table_rows([result])
+    chance = next(r for r in rows if r[0] == "Chance")
+    by_task = dict(zip(header, chance, strict=True))
+    count = next(h for h in header if h.lower().startswith("count"))
+    orient = next(h for h in header if h.lower().startswith("orient"))
+    assert by_task[count] == "40.0 (maj.)" and by_task[orient] == "12.5"
+
+
+def test_probe_vlm_help_has_a_description(capsys):
+    with pytest.raises(SystemExit):
+        main(["probe", "vlm", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "forward pass" in out and "McNemar" in out

@@ -75,6 +75,12 @@ def _log(line: str) -> None:
 VLM_COMMAND = common.Command(
     "vlm",
     "probe an hf: VLM's encoder, projector and LM on an eval run's items, joined with its answers",
+    "For every relative-position item the run answered, one forward pass of the item's prompt "
+    "through the model (no generation) reads each stage's tokens (encoder, projector, the "
+    "--layers); small MLP probes, cross-fitted over held-out patient or slice groups with 3 "
+    "seeds, say whether each stage holds the asked pair's relation, and McNemar's test on the "
+    "items finds where the model's answers lose it. Writes OUT/items.jsonl, summary.json and "
+    "stages.png; docs/probes.md says how to read them.",
     arguments=vlm_arguments,
     run=cmd_probe_vlm,
 )
