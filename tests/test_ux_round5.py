@@ -270,3 +270,17 @@ def test_probe_vlm_help_has_a_description(capsys):
         main(["probe", "vlm", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "forward pass" in out and "McNemar" in out
+
+
+def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
+    """docs/cli.md is generated from the parsers; regenerate it when an option changes:
+    ``python -m radspatial.cli.reference > docs/cli.md``."""
+    from radspatial.cli.reference import cli_reference
+
+    text = cli_reference()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    assert doc == text, "docs/cli.md is stale: python -m radspatial.cli.reference > docs/cli.md"
+    wanted = ["`--per-slice PER_SLICE`", "contour", "`--temperature TEMPERATURE`"]
+    wanted += ["totalsegmentator", "## radspatial probe vlm", "## radspatial import inspect"]
+    for option in wanted:
+        assert option in text, option
