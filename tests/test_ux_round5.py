@@ -284,3 +284,41 @@ def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
     wanted += ["totalsegmentator", "## radspatial probe vlm", "## radspatial import inspect"]
     for option in wanted:
         assert option in text, option
+
+
+def _min_width_px(rows: list[list[str]], css: str) -> float:
+    """A table's narrowest layout under the report's CSS, estimated: each column as wide as
+    its widest unbreakable run (a whole cell where its kind of cell may not wrap, else its
+    longest word; a first-column cell that may break anywhere, its capped width), at 0.6 em a
+    character of the table's font, plus the cells' padding and borders."""
+    import re
+
+    font = float(re.search(r"table\{[^}]*font-size:(\d+)px", css)[1])
+    pad = float(re.search(r"th,td\{[^}]*padding:\d+px (\d+)px", css)[1])
+    wraps = {kind: not re.search(rf"(^|\}}|,){kind}\{{[^}}]*nowrap", css.replace("\n", ""))
+             for kind in ("th", "td")}  # fmt: skip
+    cap = re.search(r"td:first-child\{[^}]*max-width:(\d+)em", css)
+    widths = []
+    for c in range(len(rows[0])):
+        runs = []
+        for r, row in enumerate(rows):
+            text = row[c].replace("\\", "")
+            kind = "th" if r == 0 else "td"
+            chars = max(map(len, text.split())) if wraps[kind] or (c == 0 and cap) else len(text)
+            runs.append(min(chars * 0.6, float(cap[1])) if c == 0 and cap else chars * 0.6)
+        widths.append(max(runs) * font + 2 * pad + 1)
+    return sum(widths)
+
+
+def test_the_report_s_first_two_tables_fit_a_1400_px_screen(abstainer, yes_run, tmp_path):
+    from radspatial.reports.html import _CSS
+
+    assert main(["report", str(abstainer), str(yes_run), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    tables = [b for b in md.split("\n\n") if b.startswith("| Model |")][:2]
+    assert len(tables) == 2
+    for block in tables:
+        lines = [x for x in block.splitlines() if x.startswith("|") and not x.startswith("|---")]
+        rows = [[c.strip() for c in x.strip().strip("|").split(" | ")] for x in lines]
+        width = _min_width_px(rows, _CSS)
+        assert width <= 1400 - 2 * 16, (width, rows[0])  # body padding 16 px a side
