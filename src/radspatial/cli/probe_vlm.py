@@ -56,6 +56,9 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
     out = args.out or args.run / "probe_vlm"
     s = probe_vlm(args.run, out, config, overwrite=args.overwrite, log=_log)
     print(f"probe vlm: {out} ({s['model']}, {s['n_items']} items, {s['n_groups']} groups)")
+    seeds = ", ".join(map(str, s["seeds"]))
+    print(f"  probes: {s['n_folds']} folds of whole {s['split_by']} groups, seeds {seeds}, "
+          f"{args.epochs} epochs (the same numbers on a rerun)")  # fmt: skip
     print(f"  {'stage':<14} {'pooled':>8} {'tokens':>8}   McNemar p vs answer (tokens)")
     for stage in s["stage_order"]:
         p, t = s["stages"][stage]["pooled"], s["stages"][stage]["tokens"]
