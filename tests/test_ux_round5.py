@@ -227,8 +227,9 @@ def test_eval_help_does_not_import_scipy_signal():
 
 
 def test_a_mirrored_cases_csv_survives_moving_its_folder(tmp_path):
-    """The original case is named by an absolute path (here through a symlinked folder), the
-    mirrored one relative to the CSV: move the folder and every path still reads."""
+    """The original case, two folders up (here through a symlinked folder), is named by an
+    absolute path, the mirrored one relative to the CSV: move the folder and every path still
+    reads (a case beside OUT stays relative: test_researcher_ux)."""
     import os
     import shutil
 
