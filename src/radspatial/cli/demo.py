@@ -66,7 +66,9 @@ def _stage(text: str) -> None:
     print(f"demo: {text}", file=sys.stderr, flush=True)
 
 
-def _evaluate(spec: str, data: Path, job: DemoJob, step: str, start: float, total: int) -> Path:
+def _evaluate(
+    spec: str, data: Path, job: DemoJob, step: str, start: float, total: int | None = None
+) -> Path:
     """One model's run folder under OUT/eval; a deterministic backend runs once. ``total``:
     the dataset's items, so a model asked fewer says how many and why."""
     import time
@@ -95,11 +97,13 @@ def _evaluate(spec: str, data: Path, job: DemoJob, step: str, start: float, tota
     return run_dir
 
 
-def _scope(spec: str, rows: list[dict], total: int, limit: int | None) -> str | None:
+def _scope(spec: str, rows: list[dict], total: int | None, limit: int | None) -> str | None:
     """What a model's summary line covers when it is not every item: the mask oracle skips
     the AS items (blank images: no label image, no anatomy to read), the plain agent is asked
     a spread sample. None: every item."""
     n = len({r["id"] for r in rows})
+    if total is None:
+        return None
     if limit:
         return f"a spread sample of {n} of {total} items"
     if spec in DEMO_SETUPS and n < total:
