@@ -148,15 +148,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--only", nargs="+", help="volume names starting with these words")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        wanted = lambda name: not args.only or any(name.startswith(w) for w in args.only)  # noqa: E731
         for name, (ct, seg, labels, options) in VOLUMES.items():
+            if not wanted(name):
+                continue
             results.append(measure(name, DATA / ct, DATA / seg, labels, options, args.seeds, tmp))
             print(json.dumps(results[-1]), flush=True)
         for name, (seg, table) in LABEL_MAPS.items():
+            if not wanted(name):
+                continue
             labels = table if table in (TS, "amos") else str(DATA / table)
             ct = synth_ct(DATA / seg, table, tmp / f"{abs(hash(name))}_ct.nii.gz")
             results.append(measure(name, ct, DATA / seg, labels, {}, args.seeds, tmp))

@@ -170,7 +170,7 @@ def test_a_type_that_cannot_reread_leaves_the_item_unknown():
     class Opaque(type(RELPOS)):
         name = "opaque_test_type"
 
-        def mirrored_answer(self, spec, objects, facts, rules):
+        def mirrored_answer(self, spec, seen):
             return None
 
     got = decide(Opaque(), relpos(FEM_R, BLADDER, "left_of"), evidence([FEM_R, FEM_L, BLADDER]))

@@ -22,7 +22,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -64,6 +64,15 @@ class SliceFacts:
     present: tuple[Candidate, ...] = ()  # every named structure in the slice (any components)
     component_areas: Callable[[int], list[float]] | None = None
     plane: str = "axial"  # imaging/planes.py: what the standard view's axes mean anatomically
+
+
+class MirrorReading(NamedTuple):
+    """What a type re-reads its answer from (``QuestionType.mirrored_answer``): the question's
+    objects as the mirror reading sees them, the slice and the thresholds."""
+
+    objects: Sequence[Candidate]
+    facts: SliceFacts
+    rules: QuestionRules
 
 
 @dataclass(frozen=True)
@@ -197,16 +206,11 @@ class QuestionType(Guesses, ABC):
         (default: none; a type the agent only answers generates no questions)."""
         return None
 
-    def mirrored_answer(
-        self,
-        spec: QuestionSpec,
-        objects: Sequence[Candidate],
-        facts: SliceFacts,
-        rules: QuestionRules,
-    ) -> Any:
-        """The shown-frame answer ``spec`` would have about ``objects`` in its place (the same
-        slice, each sided structure read as its partner: ``questions/decidability.py``), or
-        None where the type cannot say (default; its side-dependent items are then unknown)."""
+    def mirrored_answer(self, spec: QuestionSpec, seen: MirrorReading) -> Any:
+        """The shown-frame answer ``spec`` would have about ``seen.objects`` in its place (the
+        same slice, each sided structure read as its partner: ``questions/decidability.py``),
+        or None where the type cannot say (default; its side-dependent items are then
+        unknown)."""
         return None
 
     def text(self, spec: QuestionSpec, wording: Wording) -> str:

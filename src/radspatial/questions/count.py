@@ -19,7 +19,6 @@ atlas holds no counts: no anatomy prior.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,14 @@ _COUNT_RES = (
     re.compile(rf"^there\s+exactly\s+{_N}\s+{_REGIONS}\s+of\s+(?P<x>.+)$", re.I),
 )
 _WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+
+
+def regions_seen(seen: q.MirrorReading) -> int | None:
+    """The regions of the first object the mirror reading sees (None: no areas to count)."""
+    areas = seen.facts.component_areas
+    if areas is None:
+        return None
+    return count_regions(areas(seen.objects[0].label_id), seen.rules.min_component_px)
 
 
 def count_regions(areas: list[float], min_px: float) -> int | None:
@@ -102,17 +109,8 @@ class Count(q.KeepVariant):
             self.name, (c,), RELATION, answer, answer, {"n": asked, "regions": n}, answer
         )
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        if facts.component_areas is None:
-            return None
-        n = count_regions(facts.component_areas(objects[0].label_id), rules.min_component_px)
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        n = regions_seen(seen)
         return None if n is None else int(spec.params["n"] == n)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:

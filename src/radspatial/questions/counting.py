@@ -13,7 +13,6 @@ totalsegmentator). The anatomy prior has nothing to go on (a pick at random).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from radspatial import questions as q
 from radspatial.core.answers import COUNT, Answer, Grade
 from radspatial.core.datafiles import DataFileError
-from radspatial.questions.count import count_regions, found_regions
+from radspatial.questions.count import count_regions, found_regions, regions_seen
 from radspatial.questions.open_common import OpenType
 from radspatial.questions.reading import read_count
 from radspatial.questions.records import Decision, Found, ParsedQuestion, Scene
@@ -73,17 +72,8 @@ class Counting(OpenType):
         c = q.pick(options, rng)
         return q.QuestionSpec(self.name, (c,), "counting", want, want, {}, want)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        if facts.component_areas is None:
-            return None
-        return count_regions(facts.component_areas(objects[0].label_id), rules.min_component_px)
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        return regions_seen(seen)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         return f"How many separate regions of {wording.ref(0)} are visible in this image?"

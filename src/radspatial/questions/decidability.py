@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radspatial import questions as q
 from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.imaging.planes import plane_of
 from radspatial.questions.records import Candidate
@@ -273,7 +274,8 @@ def decide(
         return Decidability(True, NO_SIDE)
     else:
         objects = mirrored_objects(spec.objects, evidence, reading)
-        alternative = qtype.mirrored_answer(spec, objects, facts, evidence.rules)
+        seen = q.MirrorReading(objects, facts, evidence.rules)
+        alternative = qtype.mirrored_answer(spec, seen)
         if alternative is not None and alternative == spec.answer:
             return Decidability(True, MIRROR_INVARIANT)
     if landmarks := visible_landmarks(evidence):

@@ -20,7 +20,6 @@ direction between the item's own standard-view centres.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -99,15 +98,8 @@ class Direction(OpenType):
             self.name, (a, b), "direction", want, standard, answer_anatomical=anatomical
         )
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        a, b = objects
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        a, b = seen.objects
         return direction_of(a.center_xy, b.center_xy)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:

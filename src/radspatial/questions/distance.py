@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -92,15 +91,8 @@ class Distance(q.KeepVariant):
         spec = q.QuestionSpec(self.name, (a, b, c), relation, answer, answer)
         return replace(spec, answer_anatomical=answer)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        a, b, c = objects
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        a, b, c = seen.objects
         d_b, d_c = math.dist(a.center_xy, b.center_xy), math.dist(a.center_xy, c.center_xy)
         return int(distance_holds(spec.relation, d_b, d_c))
 

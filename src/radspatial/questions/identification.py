@@ -15,7 +15,7 @@ reports ``label_id``: mask, unet). The anatomy prior has nothing to go on (a pic
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -82,15 +82,8 @@ class Identification(OpenType):
         params = {"options": options}
         return q.QuestionSpec(self.name, (c,), "identification", name, name, params, name)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        return display_name(objects[0].name)
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        return display_name(seen.objects[0].name)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         style = marker_style(wording.marker)

@@ -16,7 +16,6 @@ standard-view reader the side of the item's own standard-view centre.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -71,15 +70,8 @@ class Laterality(OpenType):
             self.name, (c,), "laterality", want, side, answer_anatomical=anatomical
         )
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        return side_in(objects[0].center_xy[0], facts.size)
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        return side_in(seen.objects[0].center_xy[0], seen.facts.size)
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:
         verb, ref = subject_phrase(wording, 0)

@@ -30,7 +30,6 @@ standard-view reader from the item's own standard-view centres.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -118,15 +117,8 @@ class RelativePosition(q.KeepVariant):
             self.name, (a, b), relation, answer, standard, answer_anatomical=anatomical
         )
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        a, b = objects
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        a, b = seen.objects
         return int(relation_holds(spec.relation, a.center_xy, b.center_xy))
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:

@@ -16,7 +16,6 @@ answers from the areas a localizer measures (mask, unet, totalsegmentator), abst
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -86,15 +85,8 @@ class SizeComparison(q.KeepVariant):
         answer = int(size_holds(relation, a.area_px, b.area_px))
         return q.QuestionSpec(self.name, (a, b), relation, answer, answer, answer_anatomical=answer)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The answer with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        a, b = objects
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        a, b = seen.objects
         return int(size_holds(spec.relation, a.area_px, b.area_px))
 
     def text(self, spec: q.QuestionSpec, wording: q.Wording) -> str:

@@ -22,7 +22,6 @@ variant. None of these has an agent rule (the agent abstains) or an anatomy prio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -121,15 +120,10 @@ class SparSymm(ChoiceType):
         params = {"phrasing": draw_phrasing(rng, self.stems)}
         return q.QuestionSpec(self.name, (left, right), "symmetry", want, want, params, want)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The class with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        return symmetry_class(objects[0].area_px, objects[1].area_px, rules.size_tolerance)
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        return symmetry_class(
+            seen.objects[0].area_px, seen.objects[1].area_px, seen.rules.size_tolerance
+        )
 
 
 def symmetry_class(left: float, right: float, tolerance: float) -> str | None:
@@ -185,15 +179,8 @@ class SparSize(ChoiceType):
         params = {"phrasing": draw_phrasing(rng, self.stems), "fraction": c.area_px / area}
         return q.QuestionSpec(self.name, (c,), "size_fraction", want, want, params, want)
 
-    def mirrored_answer(
-        self,
-        spec: q.QuestionSpec,
-        objects: Sequence[q.Candidate],
-        facts: q.SliceFacts,
-        rules: q.QuestionRules,
-    ) -> Any:
-        """The class with ``objects`` (the mirror reading: ``questions/decidability.py``)."""
-        return size_class(objects[0].area_px / (facts.size * facts.size))
+    def mirrored_answer(self, spec: q.QuestionSpec, seen: q.MirrorReading) -> Any:
+        return size_class(seen.objects[0].area_px / (seen.facts.size * seen.facts.size))
 
 
 for _qt in (SparOrient(), SparSymm(), SparSize()):
