@@ -17,7 +17,7 @@ import pytest
 from radspatial.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SKIP = re.compile(r"<!-- docs-test: skip \((?P<why>[^)]+)\) -->\s*$")
 FENCE = re.compile(r"^```(\w*)\s*$")
 
@@ -103,3 +103,32 @@ def test_runnable_python_blocks_run(tmp_path):
         )
         assert res.returncode == 0, f"{doc.name}:{line}:\n{res.stderr[-2000:]}"
     assert (tmp_path / "report" / "index.html").is_file()  # the README's API example
+
+
+def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
+    """docs/cli.md is generated from the parsers; regenerate it when an option changes:
+    ``python -m radspatial.cli.reference > docs/cli.md``."""
+    from radspatial.cli.reference import cli_reference
+
+    text = cli_reference()
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    assert doc == text, "docs/cli.md is stale: python -m radspatial.cli.reference > docs/cli.md"
+    wanted = ["`--per-slice PER_SLICE`", "contour", "`--temperature TEMPERATURE`"]
+    wanted += ["totalsegmentator", "## radspatial probe vlm", "## radspatial import inspect"]
+    for option in wanted:
+        assert option in text, option
+
+
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s]+)\)")
+
+
+def test_every_relative_link_in_the_docs_names_a_file():
+    """README.md, docs/**.md and the lab notebook (benchmarks/RESULTS.md): every link or image
+    to a path in the repository points to a file that exists (pages move between folders)."""
+    bad = []
+    for doc in [*DOCS, ROOT / "benchmarks" / "RESULTS.md"]:
+        for m in LINK.finditer(doc.read_text(encoding="utf-8")):
+            target = m[1].split("#", 1)[0]
+            if target and not (doc.parent / target).exists():
+                bad.append(f"{doc.relative_to(ROOT)}: {m[1]}")
+    assert not bad, "\n".join(bad)

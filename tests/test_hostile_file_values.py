@@ -236,7 +236,7 @@ def _nothing_outside(tmp: Path, before: set[str]) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_hostile_round5(case, base, tmp_path, capsys, monkeypatch) -> None:
+def test_hostile_file_values(case, base, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     before = {p.name for p in tmp_path.parent.iterdir()}
     text = run_case(case, tmp_path, base, capsys, monkeypatch)
