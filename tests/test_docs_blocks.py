@@ -119,16 +119,34 @@ def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
         assert option in text, option
 
 
-LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s]+)\)")
+LINK = re.compile(r"\]\((?!https?:|mailto:)([^)\s]+)\)")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's ids of a page's headings (lower case, punctuation dropped, spaces -> '-',
+    a repeated id numbered), outside code blocks."""
+    seen: dict[str, int] = {}
+    fence = False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        fence ^= line.startswith("```")
+        if fence or not re.match(r"#{1,6} ", line):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+    return {f"{s}-{k}" if k else s for s, n in seen.items() for k in range(n + 1)}
 
 
 def test_every_relative_link_in_the_docs_names_a_file():
     """README.md, docs/**.md and the lab notebook (benchmarks/RESULTS.md): every link or image
-    to a path in the repository points to a file that exists (pages move between folders)."""
+    to a path in the repository points to a file that exists, and a #fragment to a heading of
+    that page (pages move between folders)."""
     bad = []
     for doc in [*DOCS, ROOT / "benchmarks" / "RESULTS.md"]:
         for m in LINK.finditer(doc.read_text(encoding="utf-8")):
-            target = m[1].split("#", 1)[0]
-            if target and not (doc.parent / target).exists():
+            target, _, fragment = m[1].partition("#")
+            path = (doc.parent / target) if target else doc
+            if not path.exists():
                 bad.append(f"{doc.relative_to(ROOT)}: {m[1]}")
+            elif fragment and path.suffix == ".md" and fragment not in _anchors(path):
+                bad.append(f"{doc.relative_to(ROOT)}: {m[1]} (no such heading)")
     assert not bad, "\n".join(bad)
