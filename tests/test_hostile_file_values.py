@@ -1,9 +1,9 @@
-"""Hostile inputs, round 5 (issue 49): names and numbers from files (one text gate, one number
-gate), silent cases made to speak, and the newest surfaces (``import inspect`` logs, ``probe vlm``
-run folders, ``--price``, forged usage in ``calls.jsonl``). Each row as in tests/hostile.py: the
-exit code, the words of the one-line message (file and problem), no traceback, no raw ESC byte,
-nothing written outside the row's folder. The server's and the readers' own refusals are
-checked below the table, on tiny inputs."""
+"""Hostile values in files (issue 49, round 5): names and numbers from files (one text gate, one
+number gate), silent cases made to speak, and the newest surfaces (``import inspect`` logs,
+``probe vlm`` run folders, ``--price``, forged usage in ``calls.jsonl``). Each row as in
+tests/hostile.py: the exit code, the words of the one-line message (file and problem), no
+traceback, no raw ESC byte, nothing written outside the row's folder. The server's and the
+readers' own refusals are checked below the table, on tiny inputs."""
 
 from __future__ import annotations
 

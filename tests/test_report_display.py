@@ -1,4 +1,4 @@
-"""Researcher experience, round 5 (issue 50): what results say on screen, honest intervals, the
+"""What results say on screen (issue 50, researcher experience round 5): honest intervals, the
 hints of failed calls, and the slow paths. One test per class of problem; each fails on the code
 before the fix."""
 
