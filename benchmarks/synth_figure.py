@@ -1,4 +1,5 @@
-"""Figure for docs/agent.md: real CT slices beside slices synthesised from label maps.
+"""Figure for the lab notebook (benchmarks/RESULTS.md): real CT slices beside slices
+synthesised from label maps.
 
     .venv/bin/python benchmarks/synth_figure.py --out docs/agent_synth.png
 

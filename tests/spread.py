@@ -33,9 +33,9 @@ RAY_UNIT = "tests/(the files that start Ray)"
 # minutes). Only their order matters; re-measure when a file grows or shrinks a lot.
 FILE_SECONDS = {
     "test_organs_synth.py": 31,  # issue 50: the body hull by distance transforms (was 307)
-    "test_researcher_ux.py": 215,
+    "test_cli_workflows.py": 215,
     "test_cli_ux.py": 177,
-    "test_generate_hardening.py": 138,
+    "test_generate_safety.py": 138,
     "test_mirp.py": 120,
     "test_agent_unet_torch.py": 63,
     "test_inspect.py": 58,
@@ -47,8 +47,8 @@ FILE_SECONDS = {
     "test_agent_organs.py": 40,
     "test_agent_marker_sizes.py": 35,
     "test_generate_kill.py": 35,
-    "test_ux_round4.py": 35,
-    "test_eval_hardening.py": 31,
+    "test_modality_and_report_families.py": 35,
+    "test_eval_safety.py": 31,
     "test_spar_vqa.py": 31,
     "test_python_api.py": 30,
     "test_agent_server.py": 28,

@@ -1,6 +1,7 @@
 """Issue #34 round 5: an answer needs evidence the image bears out. A centre from the atlas
 alone needs a match that fits (``AtlasRules.min_match`` on ``Match.score``) and says nothing of
-the structure's extent; laterality weighs margin and uncertainty (docs/agent.md, "Round 5")."""
+the structure's extent; laterality weighs margin and uncertainty (benchmarks/RESULTS.md,
+"Round 5")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue #34 round 3: the slice's view from the anatomy the network found, and the atlas-only
-centres it gates (docs/agent.md, "Round 3 of issue #34")."""
+centres it gates (benchmarks/RESULTS.md, "Round 3 of issue #34")."""
 
 from __future__ import annotations
 

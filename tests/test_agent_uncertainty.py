@@ -1,5 +1,5 @@
 """Issue #22 round 4: a localization's uncertainty is weighed by the relation rule instead of
-abstaining per structure (docs/agent.md, "Deciding on the relation")."""
+abstaining per structure (benchmarks/RESULTS.md, "Deciding on the relation")."""
 
 from __future__ import annotations
 

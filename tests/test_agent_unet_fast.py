@@ -160,8 +160,8 @@ def test_unet_build_model_is_what_the_fast_path_expects():
 
 
 def test_bench_organs_time_only_measures_this_and_the_8_copy_reference(tmp_path, monkeypatch):
-    """``benchmarks/bench_organs.py --time-only`` (the command docs/agent.md gives): CPU time
-    of the shipped localizer and of the 8-copy reference, no held-out run."""
+    """``benchmarks/bench_organs.py --time-only`` (the command benchmarks/RESULTS.md gives): CPU
+    time of the shipped localizer and of the 8-copy reference, no held-out run."""
     import json
     import runpy
     import sys
@@ -186,7 +186,7 @@ def test_bench_organs_time_only_measures_this_and_the_8_copy_reference(tmp_path,
 
 
 def test_bench_unet_fast_compares_with_the_plain_forward(monkeypatch, capsys):
-    """``benchmarks/bench_unet_fast.py`` (docs/agent.md): both paths timed in one process,
+    """``benchmarks/bench_unet_fast.py`` (benchmarks/RESULTS.md): both paths timed in one process,
     the same answers."""
     import json
     import runpy

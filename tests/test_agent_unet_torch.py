@@ -114,9 +114,9 @@ def test_an_architecture_it_does_not_rebuild_is_left_to_monai(tmp_path):
 
 
 def test_plain_agent_answers_without_importing_monai(tmp_path, monkeypatch, capsys):
-    """``benchmarks/bench_cold_start.py --repeats 1`` (docs/agent.md): ``radspatial agent`` on a
-    plain CT slice (organ names, no markers) in a fresh process, once as shipped and once with
-    the network built by MONAI: the same answer (both organs located by the network), and the
+    """``benchmarks/bench_cold_start.py --repeats 1`` (benchmarks/RESULTS.md): ``radspatial agent``
+    on a plain CT slice (organ names, no markers) in a fresh process, once as shipped and once
+    with the network built by MONAI: the same answer (both organs located by the network), and the
     shipped path imported no ``monai`` module (``sys.modules`` of the child)."""
     import runpy
     from pathlib import Path

@@ -17,7 +17,7 @@ import pytest
 from radspatial.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SKIP = re.compile(r"<!-- docs-test: skip \((?P<why>[^)]+)\) -->\s*$")
 FENCE = re.compile(r"^```(\w*)\s*$")
 
@@ -103,3 +103,50 @@ def test_runnable_python_blocks_run(tmp_path):
         )
         assert res.returncode == 0, f"{doc.name}:{line}:\n{res.stderr[-2000:]}"
     assert (tmp_path / "report" / "index.html").is_file()  # the README's API example
+
+
+def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
+    """docs/cli.md is generated from the parsers; regenerate it when an option changes:
+    ``python -m radspatial.cli.reference > docs/cli.md``."""
+    from radspatial.cli.reference import cli_reference
+
+    text = cli_reference()
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    assert doc == text, "docs/cli.md is stale: python -m radspatial.cli.reference > docs/cli.md"
+    wanted = ["`--per-slice PER_SLICE`", "contour", "`--temperature TEMPERATURE`"]
+    wanted += ["totalsegmentator", "## radspatial probe vlm", "## radspatial import inspect"]
+    for option in wanted:
+        assert option in text, option
+
+
+LINK = re.compile(r"\]\((?!https?:|mailto:)([^)\s]+)\)")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's ids of a page's headings (lower case, punctuation dropped, spaces -> '-',
+    a repeated id numbered), outside code blocks."""
+    seen: dict[str, int] = {}
+    fence = False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        fence ^= line.startswith("```")
+        if fence or not re.match(r"#{1,6} ", line):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+    return {f"{s}-{k}" if k else s for s, n in seen.items() for k in range(n + 1)}
+
+
+def test_every_relative_link_in_the_docs_names_a_file():
+    """README.md, docs/**.md and the lab notebook (benchmarks/RESULTS.md): every link or image
+    to a path in the repository points to a file that exists, and a #fragment to a heading of
+    that page (pages move between folders)."""
+    bad = []
+    for doc in [*DOCS, ROOT / "benchmarks" / "RESULTS.md"]:
+        for m in LINK.finditer(doc.read_text(encoding="utf-8")):
+            target, _, fragment = m[1].partition("#")
+            path = (doc.parent / target) if target else doc
+            if not path.exists():
+                bad.append(f"{doc.relative_to(ROOT)}: {m[1]}")
+            elif fragment and path.suffix == ".md" and fragment not in _anchors(path):
+                bad.append(f"{doc.relative_to(ROOT)}: {m[1]} (no such heading)")
+    assert not bad, "\n".join(bad)

@@ -4,7 +4,7 @@ real HTTP server on 127.0.0.1.
 
 The hooks run in-process always (``datasets`` loads the exported parquet as lmms-eval does). The
 end-to-end test runs the real ``lmms-eval`` CLI and its OpenAI-compatible model class where
-lmms-eval is installed (``radspatial[lmms]``, docs/lmms_eval.md: too heavy for CI's
+lmms-eval is installed (``radspatial[lmms]``, docs/howto/lmms_eval.md: too heavy for CI's
 ``.[all,dev]``), and is skipped elsewhere.
 """
 

@@ -1,4 +1,4 @@
-"""``benchmarks/organs_stress.py`` (docs/agent.md, issue #34 round 3): items sampled from
+"""``benchmarks/organs_stress.py`` (benchmarks/RESULTS.md, issue #34 round 3): items sampled from
 generated sets, every agent on every item, tables with the wrong answers and reasons."""
 
 from __future__ import annotations

@@ -48,6 +48,14 @@ def test_the_ray_files_are_one_unit_and_go_first_then_the_longest():
     ]
 
 
+def test_every_measured_file_exists():
+    """A renamed test file takes its measured seconds along (a stale key would silently drop
+    the file to the per-test estimate)."""
+    missing = [name for name in spread.FILE_SECONDS if not (TESTS / name).is_file()]
+    assert not missing, missing
+    assert all(name not in spread.FILE_SECONDS for name in spread.RAY_FILES)
+
+
 RECORDER = """
 import os, time
 

@@ -213,7 +213,7 @@ def mirror_case(job: MirrorJob) -> tuple[Path, Path]:
 def export_lmms(job: ExportLmmsJob) -> LmmsExport:
     """A generated dataset ``data`` as an lmms-eval task folder ``out`` (one task per setup and
     the group ``name``; ``protocol`` "radspatial" or "mirp"), as ``radspatial export lmms-eval``
-    writes it (docs/lmms_eval.md)."""
+    writes it (docs/howto/lmms_eval.md)."""
     from radspatial.formats.job import run_export_lmms
 
     with caller_terms(ExportLmmsJob, "api"):
@@ -233,7 +233,8 @@ def import_lmms(job: ImportLmmsJob) -> LmmsImport:
 @api_function(ImportInspectJob)
 def import_inspect(job: ImportInspectJob) -> InspectImport:
     """inspect_ai logs ``log`` of a ``radspatial/<task>`` run on ``data`` as the run folder
-    ``out``, each reply scored again, as ``radspatial import inspect`` does (docs/inspect.md)."""
+    ``out``, each reply scored again, as ``radspatial import inspect`` does
+    (docs/howto/inspect.md)."""
     from radspatial.formats.job import run_import_inspect
 
     with caller_terms(ImportInspectJob, "api"):
@@ -263,7 +264,7 @@ def serve(job: ServeJob) -> None:
     """Serve the agent as an OpenAI-compatible API until Ctrl-C, with the options of
     ``radspatial serve`` (``host``, ``port``, ``api_key`` or ``api_key_env``, ``localizers``,
     ``model``, ``threads``, ``max_connections``, ``max_pixels``, ``max_total_pixels``;
-    docs/server.md). ``agent/server.make_server`` builds a server without blocking."""
+    docs/howto/serve_agent.md). ``agent/server.make_server`` builds a server without blocking."""
     from radspatial.agent.job import run_serve
 
     with caller_terms(ServeJob, "api"):

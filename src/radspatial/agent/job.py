@@ -81,7 +81,7 @@ def run_answer(job: AnswerJob) -> AgentAnswer:
         context = Context(mask=mask, labels=load_table(job.labels).names)
     image = _readable(image_path, "image", load_image)
     _check_mask_shape(job.mask, context, image)
-    # a cold start (PyTorch, the organs network: docs/server.md) takes a minute or
+    # a cold start (PyTorch, the organs network: docs/howto/serve_agent.md) takes a minute or
     # more on a busy machine: a line every few seconds says what it is doing
     with heartbeat("agent") as note:
         note("answering (the first answer on a plain slice loads PyTorch and the network)")

@@ -61,7 +61,7 @@ class OrgansLocalizer:
         unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
         self.atlas_dir = _atlas_dir(atlas, self.model_dir)
         # with the atlas as the second opinion, 2 copies (identity + mirror) suffice: chosen on
-        # the validation sets (docs/agent.md, round 4); the network alone keeps 4
+        # the validation sets (benchmarks/RESULTS.md, round 4); the network alone keeps 4
         default = organs_checks.WITH_ATLAS if self.atlas_dir else organs_checks.Checks()
         self.checks = checks or default
         self.atlas_rules = atlas_rules or organs_atlas.AtlasRules()

@@ -61,7 +61,7 @@ class Atlas:
 
 @dataclass(frozen=True)
 class AtlasRules:
-    """How the atlas's opinion is used (docs/agent.md: chosen on a training patient)."""
+    """How the atlas's opinion is used (benchmarks/RESULTS.md: chosen on a training patient)."""
 
     min_support: float = 0.6  # share of fused slices holding a structure the network missed
     max_spread: float = 0.25  # body radii: slice centres around the fused one
@@ -71,7 +71,8 @@ class AtlasRules:
     max_apart: float = 0.5  # body radii: network vs atlas centre beyond this -> abstain
     weak_to_atlas: bool = True  # a network centre scored under the floor counts as missed
     # on: a centre from the atlas alone needs the atlas's orientation to be the one view the
-    # network's anatomy allows (organs_view); off: it failed its rule (docs/agent.md, #34 r3)
+    # network's anatomy allows (organs_view); off: it failed its rule (#34 r3 in
+    # benchmarks/RESULTS.md)
     confirm_view: bool = False
     # a structure with a side needs the patient's right shown by non-lateralised anatomy and
     # agreeing with the atlas's orientation (organs_view.sides_shown; #34 round 3, 2nd)

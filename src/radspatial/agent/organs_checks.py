@@ -15,7 +15,7 @@
   radius must lie in the range seen in training (``config.json`` ``data.real.plausibility``).
 
 Thresholds live in :class:`Checks`; their values and how they were chosen are in
-docs/agent.md (chosen on training slices only).
+benchmarks/RESULTS.md (chosen on training slices only).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def core_prob(probs: np.ndarray) -> float:
     """Mean class probability over a component's core: its pixels at or above the component's
     median probability (the better half). A thin structure's many boundary pixels, where the
     class wins the argmax at a low probability, do not pull it down; a component that is
-    unsure throughout still scores low (docs/agent.md)."""
+    unsure throughout still scores low (docs/agent_design.md)."""
     if probs.size == 0:
         return 0.0
     return float(probs[probs >= np.median(probs)].mean())

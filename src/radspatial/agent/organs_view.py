@@ -3,7 +3,7 @@
 The atlas (``organs_atlas.match``) chooses its orientation by how well its slices' grey ranks
 and labels match the query under each of the 8 views. Off the training patients' levels
 (thorax, pelvis, other scanners) that choice was wrong on 46 % of the label-map patients'
-items (docs/agent.md, issue #34 round 3), and every confidently wrong answer there came from
+items (benchmarks/RESULTS.md, issue #34 round 3), and every confidently wrong answer there came from
 a wrong orientation. This module estimates the view from the network's labels alone (the
 atlas's grey match plays no part; the labels also steer the atlas, so the two are not
 independent):

@@ -1,5 +1,5 @@
 """``radspatial import inspect``: inspect_ai logs of a ``radspatial/<task>`` run as a run folder
-(docs/inspect.md). The tasks themselves are inspect's to run: ``inspect eval radspatial/bench
+(docs/howto/inspect.md). The tasks themselves are inspect's to run: ``inspect eval radspatial/bench
 -T data=DATASET --model ...`` (``eval/inspect_tasks.py``). Its options are the job spec's
 (``formats/job.ImportInspectJob``), as ``radspatial.import_inspect`` takes them."""
 

@@ -1,5 +1,5 @@
 """``radspatial export lmms-eval`` and ``radspatial import lmms-eval``: a dataset as an lmms-eval
-task folder, and lmms-eval's sample logs back as a run folder (docs/lmms_eval.md); their
+task folder, and lmms-eval's sample logs back as a run folder (docs/howto/lmms_eval.md); their
 options are the job specs' (``formats/job``), as ``radspatial.export_lmms`` / ``import_lmms``
 take them."""
 

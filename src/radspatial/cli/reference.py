@@ -13,7 +13,7 @@ from collections.abc import Iterator
 HEAD = (
     "# Command-line reference\n\n"
     "Every command and every option its `--help` lists, generated from the parsers "
-    "(`python -m radspatial.cli.reference > docs/cli.md`; `tests/test_ux_round5.py` checks "
+    "(`python -m radspatial.cli.reference > docs/cli.md`; `tests/test_docs_blocks.py` checks "
     "that this file is what they give). The README keeps the tour; this is the list.\n"
 )
 

@@ -101,7 +101,7 @@ COMMANDS = (
                 "train the shipped organs localizer (the organs and organs+atlas network)",
                 "Trains on the training patients and phantoms in ../shared/data and writes the "
                 "model folder (config.json, weights, the command it was run with); "
-                "docs/agent.md says how the shipped one was trained.",
+                "docs/howto/train.md says how the shipped one was trained.",
                 _organs_arguments,
                 cmd_train_organs,
                 lazy=True,
@@ -110,7 +110,7 @@ COMMANDS = (
                 "atlas",
                 "build the organs+atlas localizer's atlas from the training patients' slices",
                 "Writes atlas.npz and atlas.json (volumes and their sha256, slices, the "
-                "command); docs/agent.md says how the shipped one was built.",
+                "command); docs/howto/train.md says how the shipped one was built.",
                 _atlas_arguments,
                 cmd_train_atlas,
                 lazy=True,

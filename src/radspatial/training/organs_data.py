@@ -14,7 +14,7 @@ Training volumes (every real labelled CT the project may train on, in ``../share
 - patient B, the DICOM series ``totalseg_example/ct_dicom`` (20 slices, 0.98 mm) with its
   TotalSegmentator v2 labels ``example_seg_dicom.nii.gz``, only when named (``"b"``): the
   shipped weights hold B out as their real test patient, and so does
-  :data:`DEFAULT_VOLUMES` (issue #34 round 5 measured adding B: docs/agent.md; a model
+  :data:`DEFAULT_VOLUMES` (issue #34 round 5 measured adding B: benchmarks/RESULTS.md; a model
   trained on B has no real patient B to be tested on, and its config.json says so).
 
 Never read here: ``mirp_sample``.

@@ -14,7 +14,7 @@ noise and 8-bit quantisation. Loss: Dice + cross-entropy over the known pixels
 (``organs_loss``). Everything is drawn from generators keyed by ``seed``. ``--exclude a:86-97``
 keeps slices out (a validation slab for ``benchmarks/bench_organs_val.py``).
 
-Command (docs/agent.md; the shipped weights came from it, as ``python -m`` of this module):
+Command (docs/howto/train.md; the shipped weights came from it, as ``python -m`` of this module):
 ``radspatial train organs --out src/radspatial/data/organs --steps 3000``."""
 
 from __future__ import annotations

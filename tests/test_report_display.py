@@ -1,4 +1,4 @@
-"""Researcher experience, round 5 (issue 50): what results say on screen, honest intervals, the
+"""What results say on screen (issue 50, researcher experience round 5): honest intervals, the
 hints of failed calls, and the slow paths. One test per class of problem; each fails on the code
 before the fix."""
 
@@ -229,7 +229,7 @@ def test_eval_help_does_not_import_scipy_signal():
 def test_a_mirrored_cases_csv_survives_moving_its_folder(tmp_path):
     """The original case, two folders up (here through a symlinked folder), is named by an
     absolute path, the mirrored one relative to the CSV: move the folder and every path still
-    reads (a case beside OUT stays relative: test_researcher_ux)."""
+    reads (a case beside OUT stays relative: test_cli_workflows)."""
     import os
     import shutil
 
@@ -271,20 +271,6 @@ def test_probe_vlm_help_has_a_description(capsys):
         main(["probe", "vlm", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "forward pass" in out and "McNemar" in out
-
-
-def test_docs_cli_md_is_every_command_s_help_as_the_parsers_give_it():
-    """docs/cli.md is generated from the parsers; regenerate it when an option changes:
-    ``python -m radspatial.cli.reference > docs/cli.md``."""
-    from radspatial.cli.reference import cli_reference
-
-    text = cli_reference()
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
-    assert doc == text, "docs/cli.md is stale: python -m radspatial.cli.reference > docs/cli.md"
-    wanted = ["`--per-slice PER_SLICE`", "contour", "`--temperature TEMPERATURE`"]
-    wanted += ["totalsegmentator", "## radspatial probe vlm", "## radspatial import inspect"]
-    for option in wanted:
-        assert option in text, option
 
 
 def _min_width_px(rows: list[list[str]], css: str) -> float:

@@ -1,6 +1,6 @@
-"""What a new user hits, round 3 (issue 25; issue 23's two bugs): each fix tested as the user
-types the command, the output checked. Serve's streaming: test_serve_stream.py; the docs'
-code blocks: test_docs_blocks.py."""
+"""Workflows as a new user types them (issue 25, round 3; issue 23's two bugs): each fix tested as
+the user types the command, the output checked. Serve's streaming: test_serve_stream.py; the
+docs' code blocks: test_docs_blocks.py."""
 
 from __future__ import annotations
 

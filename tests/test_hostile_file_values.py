@@ -1,9 +1,9 @@
-"""Hostile inputs, round 5 (issue 49): names and numbers from files (one text gate, one number
-gate), silent cases made to speak, and the newest surfaces (``import inspect`` logs, ``probe vlm``
-run folders, ``--price``, forged usage in ``calls.jsonl``). Each row as in tests/hostile.py: the
-exit code, the words of the one-line message (file and problem), no traceback, no raw ESC byte,
-nothing written outside the row's folder. The server's and the readers' own refusals are
-checked below the table, on tiny inputs."""
+"""Hostile values in files (issue 49, round 5): names and numbers from files (one text gate, one
+number gate), silent cases made to speak, and the newest surfaces (``import inspect`` logs,
+``probe vlm`` run folders, ``--price``, forged usage in ``calls.jsonl``). Each row as in
+tests/hostile.py: the exit code, the words of the one-line message (file and problem), no
+traceback, no raw ESC byte, nothing written outside the row's folder. The server's and the
+readers' own refusals are checked below the table, on tiny inputs."""
 
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def _nothing_outside(tmp: Path, before: set[str]) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_hostile_round5(case, base, tmp_path, capsys, monkeypatch) -> None:
+def test_hostile_file_values(case, base, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     before = {p.name for p in tmp_path.parent.iterdir()}
     text = run_case(case, tmp_path, base, capsys, monkeypatch)
