@@ -358,3 +358,17 @@ def test_extract_question_fallbacks():
 
 
 # speed: benchmarks/bench_parse.py (no test depends on how fast the machine is)
+
+
+def test_the_heart_chambers_of_an_rtstruct_parse_by_their_display_names():
+    """TotalSegmentator v1's chambers (the chest slab's RTSTRUCT) are structures the generator
+    asks about; the agent must read them (the stress run of issue 46/47 found it refused)."""
+    from radspatial.core.labels import TOTALSEG_V1_HEART, display_name
+
+    for name in TOTALSEG_V1_HEART.values():
+        assert lookup_name(display_name(name)) == name
+    parsed = parse_question("Is the right heart ventricle to the left of the left heart atrium?")
+    assert (parsed.subject.name, parsed.reference.name) == (
+        "heart_ventricle_right",
+        "heart_atrium_left",
+    )

@@ -42,7 +42,10 @@ LEFT = ("spleen", "stomach")
 MIN_OFFSET = 0.2  # body radii: a centroid this far from the reference to give a direction
 MIN_PX = 8  # pixels of a class before it counts
 SIDES_PREFIX = "sides not shown"
-SIDES_NOT_SHOWN = "sides not shown: no liver vs spleen / stomach to fix the patient's right"
+SIDES_NOT_SHOWN = (
+    "sides not shown: no handedness landmark (liver vs spleen / stomach, or the table's others) "
+    "fixes the patient's right"
+)
 
 
 def _unit_views() -> np.ndarray:

@@ -153,10 +153,11 @@ def _key(text: str) -> Key:
 
 def known_names() -> list[str]:
     """Every structure name the parser can return (sorted)."""
-    from radspatial.core.labels import BUILTIN_TABLES, load_table
+    from radspatial.core.labels import BUILTIN_TABLES, TOTALSEG_V1_HEART, load_table
 
     names = {n for t in BUILTIN_TABLES for n in load_table(t, group=False).names.values()}
     names |= set(load_table("totalsegmentator", group=True).names.values())
+    names |= set(TOTALSEG_V1_HEART.values())  # RTSTRUCTs of TotalSegmentator v1 name chambers
     return sorted(names)
 
 
