@@ -180,7 +180,7 @@ def evaluate(agent: Agent, items, overlays: Path | None, tag: str) -> dict:
 
 
 def _summary(c: Counter) -> dict:
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     n, correct, answered = c["n"], c["correct"], c["answered"]
     return {

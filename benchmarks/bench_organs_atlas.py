@@ -84,7 +84,7 @@ def atlas_rows(loc: OrgansLocalizer, image: np.ndarray, objects, ok_px: float) -
 
 
 def summarise(rows: list[dict]) -> dict:
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     out = {"localizations": len(rows)}
     for method in ("organs", *RULES):

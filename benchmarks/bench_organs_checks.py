@@ -134,7 +134,7 @@ def reject_reasons(
 def summarise(
     rows: list[dict], v: int, floor: float, votes_frac: float, spread: float, key: str = "score"
 ) -> dict:
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     min_votes = max(1, math.ceil(votes_frac * v))
     rejected: Counter = Counter()

@@ -134,7 +134,7 @@ def _close(f, truth, ok_px: float) -> bool:
 
 
 def _summary(c: Counter) -> dict:
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     n, a, r = c["n"], c["answered"], c["right"]
     cov = wilson_interval(a, n) if n else (0.0, 0.0)

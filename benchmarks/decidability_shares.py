@@ -29,7 +29,7 @@ import numpy as np
 
 from radspatial.api import generate
 from radspatial.core.labels import load_table
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TS = "totalsegmentator"

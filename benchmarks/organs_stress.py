@@ -261,7 +261,7 @@ def cpu_ratio(named: dict, sets: list[dict], repeats: int) -> str:
 
 
 def table(rows: list[dict], key: str) -> list[str]:
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -304,7 +304,7 @@ def figure(rows: list[dict], out: Path, agents: list[str] | None = None) -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from radspatial.eval.metrics import wilson_interval
+    from radspatial.core.stats import wilson_interval
 
     agents = agents or list(dict.fromkeys(r["agent"] for r in rows))
     sets = list(dict.fromkeys(r["set"] for r in rows))

@@ -230,3 +230,69 @@ def test_the_command_line_starts_without_numpy():
     code = "import sys, radspatial.cli; print(sorted({'numpy', 'torch'} & set(sys.modules)))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
+
+
+# The layers, bottom first, as docs/architecture.md draws the data flow (imaging -> questions ->
+# bench -> eval, with core under everything and cli/api at the edge). A module may import its
+# own layer or any below it, never one above (function-level imports included). Packages that
+# share a layer are peers that do not import each other in a circle (the circle tests above).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("imaging",),
+    ("questions",),
+    ("bench",),
+    ("agent",),
+    ("models",),
+    ("grading",),
+    ("eval",),
+    ("formats", "reports"),
+    ("phantoms", "probes"),
+    ("training",),
+    ("cli", "api"),
+)
+# arrows up that stay, each with its reason (module, module imported)
+UPWARD_ALLOWED = {
+    # ManifestRow.from_json has each question type check its answers, inside the reader
+    # (docs/architecture.md: the one place core/ asks the layer above it)
+    ("radspatial.core.records", "radspatial.questions"),
+}
+
+
+def _layer(module: str) -> int | None:
+    """``module``'s layer; None for the package itself (its API names load on first use)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    for n, packages in enumerate(LAYERS):
+        if parts[1] in packages:
+            return n
+    raise AssertionError(f"{module}: in no layer of LAYERS (add its package there)")
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (m, d)
+        for m, deps in graph.items()
+        for d in deps
+        if None not in (_layer(m), _layer(d)) and _layer(d) > _layer(m)
+    )
+
+
+def test_no_import_runs_up_a_layer():
+    graph = {m: _imported(m, p, top_level_only=False) for m, p in MODULES.items()}
+    assert set(_upward(graph)) - UPWARD_ALLOWED == set()
+
+
+def test_every_allowed_upward_import_still_exists():
+    """An exception that the code no longer needs is struck from the list."""
+    graph = {m: _imported(m, p, top_level_only=False) for m, p in MODULES.items()}
+    assert set(_upward(graph)) >= UPWARD_ALLOWED
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {
+        "radspatial.grading.summary": {"radspatial.eval.metrics", "radspatial.core.stats"},
+        "radspatial.eval.job": {"radspatial.bench.job"},
+        "radspatial.api": {"radspatial.cli"},
+    }
+    assert _upward(graph) == [("radspatial.grading.summary", "radspatial.eval.metrics")]

@@ -237,7 +237,7 @@ def _generate(out: Path, *args: str) -> dict:
 
 
 def _centres(out: Path) -> dict[str, dict[str, tuple[float, float]]]:
-    from radspatial.formats.mirp import MIRP_CENTRES
+    from radspatial.bench.mirp import MIRP_CENTRES
 
     entries = json.loads((out / MIRP_CENTRES).read_text())
     return {
@@ -255,7 +255,7 @@ def full_scan(tmp_path_factory):
 def _flips(row: dict, centres: dict[str, tuple[float, float]]) -> bool:
     """Independent of the rule's code: the answer with each sided structure moved to where its
     partner lies in this slice (MIRP's centres file, standard view -> the shown view)."""
-    from radspatial.formats.mirp import class_name
+    from radspatial.bench.mirp import class_name
     from radspatial.imaging.slices import Variant
 
     points = []

@@ -21,11 +21,11 @@ from fake_server import FakeChatServer, prompt_text
 
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
+from radspatial.bench.mirp import MIRP_CENTRES, class_name
 from radspatial.cli import main
 from radspatial.eval.items import load_items
 from radspatial.eval.mirp import draw_examples, parse_mirp
 from radspatial.eval.runner import EvalConfig, mirp_examples, run_eval
-from radspatial.formats.mirp import MIRP_CENTRES, class_name
 from radspatial.imaging.volumes import Case
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -15,7 +15,7 @@ from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
 from radspatial.core.io import read_jsonl
-from radspatial.eval.metrics import mcnemar
+from radspatial.core.stats import mcnemar
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.reports.build import build_report

@@ -14,7 +14,7 @@ from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example, main
 from radspatial.core.records import ResultRow
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 from radspatial.eval.rq1_plain import plain_rq1, plain_rq1_line, plain_rq1_markdown
 from radspatial.imaging.volumes import Case
 from radspatial.questions import QuestionRules

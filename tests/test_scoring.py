@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 import radspatial
-from radspatial.eval.metrics import (
-    BinaryMetrics,
-    binary_metrics,
-    mcnemar,
-    mean_std,
-    wilson_interval,
-)
+from radspatial.core.stats import mcnemar, mean_std, wilson_interval
+from radspatial.eval.metrics import BinaryMetrics, binary_metrics
 from radspatial.eval.scoring import parse_answer
 
 CORPUS_PATH = Path(__file__).parent / "data" / "replies.jsonl"

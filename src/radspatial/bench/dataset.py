@@ -15,6 +15,7 @@ from typing import Any
 from radspatial.bench.ablation import generate_ablation
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.generate import encode_png, image_relpath
+from radspatial.bench.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.bench.stage import (
     ASSEMBLY,
     CENTRES,
@@ -39,7 +40,6 @@ from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.safepath import check_disjoint
 from radspatial.core.staging import check_made_by, check_out_folder, swap_in
-from radspatial.formats.mirp import MIRP_CENTRES, MirpStreams
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
 from radspatial.questions.decidability import MARKERS_ONLY

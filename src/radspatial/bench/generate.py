@@ -18,6 +18,7 @@ from PIL import Image
 from radspatial.bench.blocks import plan_in_views, propose_other_class
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.decidable import PlanJudge
+from radspatial.bench.mirp import SETUP_DIRS
 from radspatial.bench.plans import (
     SliceInfo,
     SlicePlan,
@@ -30,7 +31,6 @@ from radspatial.core.labels import display_name
 from radspatial.core.modality import recorded_modality
 from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
 from radspatial.core.runtime import keyed_rng
-from radspatial.formats.mirp import SETUP_DIRS
 from radspatial.imaging.markers import (
     DOT_ORDER,
     Mark,
@@ -232,7 +232,7 @@ def centres_entry(filename: str, stats: dict[int, StructureStat], names: dict[in
     """One entry of MIRP's ``center_of_anatomical_stuctures_in_standard_radiological_
     orientation.json``: every named structure of the slice, centre of mass in standard view
     (output px), under the class name MIRP's anatomy script looks questions up by."""
-    from radspatial.formats.mirp import class_name
+    from radspatial.bench.mirp import class_name
 
     info = [
         {

@@ -27,9 +27,9 @@ from radspatial.core.metrics_blocks import (
 )
 from radspatial.core.metrics_record import Metrics
 from radspatial.core.records import ResultRow
+from radspatial.core.stats import mcnemar, mean_std, wilson_interval
 from radspatial.eval.clusters import clustered_fields
 from radspatial.eval.metric_hooks import METRIC_HOOKS, per_run, rounded
-from radspatial.eval.metrics import mcnemar, mean_std, wilson_interval
 from radspatial.eval.mirp import mirp_block
 from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics

@@ -116,7 +116,7 @@ def clustered_fields(rows: Sequence[ResultRow], target: str) -> dict[str, Any]:
         return {}
     low, high, fallback = ci.low, ci.high, {}
     if ci.se < 1e-12:  # a zero-width "interval": the Wilson one, and the reason
-        from radspatial.eval.metrics import wilson_interval
+        from radspatial.core.stats import wilson_interval
 
         low, high = wilson_interval(round(math.fsum(values)), len(values))
         fallback = {"ci_cluster_fallback": _degenerate(ci)}

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from radspatial.core.metrics_blocks import CONSISTENCY_CLASSES as CLASSES
 from radspatial.core.metrics_blocks import ClassShare, Consistency
 from radspatial.core.records import ResultRow
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 
 TITLES = {
     "all_right": "All 8 right",

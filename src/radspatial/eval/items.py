@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radspatial.bench.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
 from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
+from radspatial.core.eval_item import EvalItem
 from radspatial.core.labels import normalize_name
 from radspatial.core.modality import modality_of
 from radspatial.core.records import DEFAULT_TYPE, RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
-from radspatial.formats.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
 from radspatial.questions import check_answer
 from radspatial.questions.frames import (
     anatomical_from_standard,
@@ -34,31 +34,6 @@ from radspatial.questions.frames import (
 )
 
 MIRP_SETUPS = {folder: setup for setup, folder in SETUP_DIRS.items()}
-
-
-@dataclass(frozen=True)
-class EvalItem:
-    id: str
-    setup: str  # rq1 | rq2 | rq3 | as
-    marker: str  # none | numbers | letters | dots
-    image: Path
-    question: str
-    expected: int | str  # answer in the shown image (open types: canonical text or integer)
-    expected_standard: int | str | None = None  # same words, un-rotated/un-flipped view
-    expected_anatomical: int | str | None = None  # patient's frame (MIRP): patient's left
-    relation: str | None = None
-    transform: str | None = None
-    object1: str | None = None  # snake_case structure name, when known
-    object2: str | None = None
-    variant: str = "normal"  # anatomy variant of the case (normal, situs_inversus, blank, ...)
-    question_type: str = DEFAULT_TYPE  # or a SPAR-VQA type (orientation, size, ...)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def pair(self) -> str | None:
-        if not (self.object1 and self.object2):
-            return None
-        return " / ".join(sorted((self.object1, self.object2)))
 
 
 def load_items(

@@ -26,7 +26,8 @@ from typing import Any
 
 from radspatial.core.records import ResultRow
 from radspatial.core.registry import Registry
-from radspatial.eval.metrics import BinaryMetrics, binary_metrics, mean_std
+from radspatial.core.stats import mean_std
+from radspatial.eval.metrics import BinaryMetrics, binary_metrics
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from radspatial.core.records import ResultRow
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 from radspatial.questions import is_mirp_type
 
 _COUNTS = ("n", "answered", "correct")

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from radspatial.core.metrics_blocks import Share
 from radspatial.core.records import ResultRow
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 from radspatial.questions.open_common import reasoning_type
 
 _PELVIS = ("urinary_bladder", "hip", "sacrum", "femur", "rectum", "prostate", "gluteus")

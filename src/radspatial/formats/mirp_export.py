@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.bench.mirp import MIRP_CENTRES, class_name
 from radspatial.core.datafiles import read_bytes_bounded, read_json
 from radspatial.core.io import atomic_write_bytes, dumps
 from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
 from radspatial.core.safepath import inside, recorded_root
-from radspatial.formats.mirp import MIRP_CENTRES, class_name
 
 
 @dataclass(frozen=True)

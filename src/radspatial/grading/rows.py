@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from radspatial.core.eval_item import EvalItem
 from radspatial.core.records import OpenGrade
-from radspatial.eval.items import EvalItem
 from radspatial.questions import get_question_type
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from radspatial.core.metrics_open import Accuracy, OpenTypeMetrics
 from radspatial.core.records import ResultRow
-from radspatial.eval.metrics import wilson_interval
+from radspatial.core.stats import wilson_interval
 
 
 def _acc(flags: list[bool]) -> Accuracy:

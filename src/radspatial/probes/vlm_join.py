@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from radspatial.eval.metrics import mcnemar, wilson_interval
+from radspatial.core.stats import mcnemar, wilson_interval
 
 ALPHA = 0.05
 GROUPS = ("setup", "marker", "view")

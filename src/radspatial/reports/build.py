@@ -29,8 +29,8 @@ from radspatial.core.metrics_record import METRICS_FILE, Metrics, read_metrics
 from radspatial.core.records import ResultRow, read_results
 from radspatial.core.redact import redact
 from radspatial.core.safepath import recorded_root
+from radspatial.core.stats import mcnemar
 from radspatial.core.textsafe import log_text
-from radspatial.eval.metrics import mcnemar
 from radspatial.eval.subgroups import grouped_accuracy
 from radspatial.models.base import ORACLE_MARK, is_oracle
 from radspatial.reports.common import (

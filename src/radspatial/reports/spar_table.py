@@ -21,8 +21,8 @@ from radspatial.core.datafiles import DataFileError, read_json
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
 from radspatial.core.metrics_record import METRICS_FILE, Metrics, read_metrics
 from radspatial.core.safepath import check_disjoint, recorded_root
+from radspatial.core.stats import mean_std
 from radspatial.core.textsafe import md_text
-from radspatial.eval.metrics import mean_std
 
 SPAR_TYPES = ("spar_relpos", "spar_orient", "spar_symm", "spar_size", "spar_dist")
 _HEAD = {
