@@ -9,6 +9,7 @@ size that fails).
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,3 +297,54 @@ def test_the_layer_check_sees_an_upward_import():
         "radspatial.api": {"radspatial.cli"},
     }
     assert _upward(graph) == [("radspatial.grading.summary", "radspatial.eval.metrics")]
+
+
+# a plane or modality name spelled where its record's constant belongs: a default, a comparison,
+# a fallback (``or "axial"``), a one-name tuple, a lookup (``.get("axial"``), a row's value
+_NAME_USES = (
+    r"[=!]=\s*{q}",  # a comparison, either side
+    r"{q}\s*[=!]=",
+    r"(?<![=!<>])=\s*{q}",  # a default or an assignment
+    r"\bor\s+{q}",  # a fallback
+    r"\(\s*{q}\s*,\s*\)",  # a one-name tuple
+    r"\bin\s+\([^)]*{q}",  # a membership test
+    r"\.get\(\s*{q}",  # a lookup
+    r"[\"']\w+[\"']\s*:\s*{q}",  # a row's value
+)
+_NAME_HOMES = {
+    "axial": "imaging/planes.py",  # DEFAULT_PLANE, AXIAL
+    "CT": "core/modality.py",  # DEFAULT_MODALITY, MODALITIES
+}
+
+
+def _spelled_names(text: str, name: str) -> list[str]:
+    quoted = f"[\"']{name}[\"']"
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if not line.lstrip().startswith("#")
+        and any(re.search(use.format(q=quoted), line) for use in _NAME_USES)
+    ]
+
+
+def test_plane_and_modality_names_come_from_their_records():
+    """``"axial"`` and ``"CT"`` as values are spelled once, in their records' modules; every
+    other module reads ``DEFAULT_PLANE`` / ``DEFAULT_MODALITY`` (issue 51; text in docstrings,
+    help and messages is words, not values)."""
+    found = {}
+    for path in MODULES.values():
+        text = path.read_text()
+        for name, home in _NAME_HOMES.items():
+            if path != PKG / home and (lines := _spelled_names(text, name)):
+                found[f"{path.relative_to(PKG)} ({name})"] = lines
+    assert found == {}
+
+
+def test_the_name_finder_sees_a_spelled_name():
+    text = (
+        'def f(plane: str = "axial"):\n    return plane == "axial" or m.get("axial")\n'
+        "x = row.plane or 'axial'\ny = {'modality': 'CT'}\n"
+        'z = modality_sentence("CT")  # a call with the name: words\n'
+    )
+    assert len(_spelled_names(text, "axial")) == 3
+    assert _spelled_names(text, "CT") == ["y = {'modality': 'CT'}"]

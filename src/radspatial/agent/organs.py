@@ -31,6 +31,7 @@ from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, une
 from radspatial.agent.mirror import MIRROR
 from radspatial.agent.organs_names import resolve
 from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
+from radspatial.imaging.planes import DEFAULT_PLANE
 
 MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
@@ -249,8 +250,8 @@ def _atlas_dir(atlas: bool | str | Path, model_dir: Path) -> Path | None:
 
 
 def _untrained_plane(context: Context) -> str | None:
-    plane = context.extra.get("plane") or "axial"
-    if plane == "axial":
+    plane = context.extra.get("plane") or DEFAULT_PLANE
+    if plane == DEFAULT_PLANE:
         return None
     return f"the organs localizer is not trained on {plane} slices (axial only)"
 

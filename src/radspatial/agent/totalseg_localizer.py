@@ -28,6 +28,7 @@ import numpy as np
 
 from radspatial.agent.mask_localizer import MaskLocalizer
 from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import Geometry, Variant, render_labels, to_display
 
 
@@ -84,7 +85,7 @@ def _volume(ct: str, seg: str):
 
 
 def shown_mask(
-    ct: Path, seg: Path, slice_index: int, transform: str, size: int, plane: str = "axial"
+    ct: Path, seg: Path, slice_index: int, transform: str, size: int, plane: str = DEFAULT_PLANE
 ):
     """The label image of one slice of ``plane``, rendered exactly like the generator's PNG."""
     from radspatial.imaging.planes import reformat
@@ -135,7 +136,7 @@ class TotalSegLocalizer:
         seg = seg or self._segmentation(Path(context.ct_path))
         mask, names = shown_mask(
             Path(context.ct_path), seg, int(extra["slice_index"]), extra["transform"],
-            image.shape[1], extra.get("plane") or "axial",
+            image.shape[1], extra.get("plane") or DEFAULT_PLANE,
         )  # fmt: skip
         found = MaskLocalizer().locate(image, refs, Context(mask=mask, labels=names))
         return [

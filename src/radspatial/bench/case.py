@@ -20,10 +20,10 @@ from radspatial.bench.generate import (
     plan_case,
     render_plan,
 )
-from radspatial.core.modality import check_hounsfield
+from radspatial.core.modality import DEFAULT_MODALITY, check_hounsfield
 from radspatial.core.progress import step
 from radspatial.core.records import ManifestRow
-from radspatial.imaging.planes import reformat, slice_position_mm
+from radspatial.imaging.planes import DEFAULT_PLANE, reformat, slice_position_mm
 from radspatial.imaging.volumes import Case, Volume, load_case
 from radspatial.questions.decidability import reading_of
 
@@ -32,11 +32,13 @@ def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput
     """Load, plan, render and write one case's images under ``stage``; return its rows."""
     step(f"{case.case_id}: loading CT and mask")
     # uneven DICOM slice spacing is accepted only when every plane is axial (imaging/dicom.py)
-    loaded = load_case(case, group=config.group, uneven=config.planes == ("axial",))
+    loaded = load_case(case, group=config.group, uneven=config.planes == (DEFAULT_PLANE,))
     rows: list[ManifestRow] = []
     centres: list[dict] = []
     n_used = 0
-    if config.modality == "CT" and config.window == CT_WINDOW:  # no air: not HU (an MR?)
+    if (
+        config.modality == DEFAULT_MODALITY and config.window == CT_WINDOW
+    ):  # no air: not HU (an MR?)
         check_hounsfield(loaded.ct, str(case.ct))
     window = display_window(loaded, config)  # one for the whole volume, every plane
     for plane in config.planes:

@@ -12,7 +12,7 @@ from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import DEFAULT_MODALITY, MODALITIES, modality_sentence
 from radspatial.core.records import DEFAULT_TYPE, SETUPS
 from radspatial.imaging.markers import MARKER_TYPES, marker_names
-from radspatial.imaging.planes import check_planes
+from radspatial.imaging.planes import DEFAULT_PLANE, check_planes
 from radspatial.questions import QuestionRules, get_question_type
 
 CT_WINDOW = (400.0, 40.0)  # soft tissue, HU (MIRP's)
@@ -38,7 +38,7 @@ class GenerateConfig:
     # ~1% more bytes (benchmarks/bench_generate.py); same level, same bytes on every run
     png_level: int = PNG_LEVEL
     modality: str = DEFAULT_MODALITY  # CT | MR: the display default and the prompts' words
-    planes: tuple[str, ...] = ("axial",)  # imaging/planes.py: axial, coronal, sagittal
+    planes: tuple[str, ...] = (DEFAULT_PLANE,)  # imaging/planes.py: axial, coronal, sagittal
     per_slice: int = 1  # questions per slice and type (each its own image, pair and variant)
     consistency: bool = False  # relative position in groups of 8 variants (bench/consistency)
     # all: every item, marked decidable or not; only: the items the image decides
@@ -52,7 +52,7 @@ class GenerateConfig:
                 "modality",
                 f"{{param}} must be one of {', '.join(MODALITIES)}, got {self.modality!r}",
             )
-        if self.window is None and self.modality == "CT":
+        if self.window is None and self.modality == DEFAULT_MODALITY:
             object.__setattr__(self, "window", CT_WINDOW)
         bad = set(self.setups) - set(SETUPS)
         if bad or not self.setups:
@@ -128,5 +128,5 @@ def display_rule(config: GenerateConfig) -> str:
     """How the slices' grey values were chosen, in words (recorded in dataset.json)."""
     if config.window is None:
         return "per-volume percentiles: black at the 1st, white at the 99th (all voxels)"
-    unit = " HU" if config.modality == "CT" else ""
+    unit = " HU" if config.modality == DEFAULT_MODALITY else ""
     return f"window width {config.window[0]:g}{unit}, level {config.window[1]:g}{unit}"

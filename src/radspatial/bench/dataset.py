@@ -40,6 +40,7 @@ from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.safepath import check_disjoint
 from radspatial.core.staging import check_made_by, check_out_folder, swap_in
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
 from radspatial.questions.decidability import MARKERS_ONLY
@@ -254,7 +255,9 @@ class _Tally:
         self.chance.add(row)
         if row.setup != "as":  # groups: one per RQ1 B1 item of a group
             start = row.setup == "rq1" and row.transform == "B1"
-            self.planes[row.plane or "axial"].update(n=1, rq1=row.setup == "rq1", groups=start)
+            self.planes[row.plane or DEFAULT_PLANE].update(
+                n=1, rq1=row.setup == "rq1", groups=start
+            )
         if row.setup == "rq1":
             self.variants[row.transform] += 1
             self.reasons[(row.decidable_reason or "unknown").split(":")[0]] += 1

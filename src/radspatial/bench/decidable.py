@@ -18,6 +18,8 @@ from scipy import ndimage
 
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.plans import SlicePlan, candidate, component_areas_of
+from radspatial.core.modality import DEFAULT_MODALITY, modality_of
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import Geometry, StructureStat, Variant, to_display
 from radspatial.imaging.volumes import Volume
 from radspatial.questions import QuestionSpec, SliceFacts, get_question_type
@@ -40,7 +42,7 @@ CT_BODY_HU = -500.0  # air outside the body is ~-1000 HU, fat -100, lung -850 (f
 def body_mask(display: np.ndarray, modality: str | None) -> np.ndarray:
     """The body in a display-oriented slice: the largest region above the threshold, filled."""
     data = np.nan_to_num(display.astype(np.float32), nan=-1024.0)
-    if (modality or "CT").upper() == "CT":
+    if modality_of(modality).upper() == DEFAULT_MODALITY:
         inside = data > CT_BODY_HU
     else:
         high = float(np.percentile(data, 99))
@@ -84,7 +86,7 @@ class PlanJudge:
     """Decides the plans of one volume in one plane (``vol`` reformatted to ``plane``): each
     slice's body and component areas computed once."""
 
-    def __init__(self, vol: Volume, config: GenerateConfig, plane: str = "axial") -> None:
+    def __init__(self, vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -> None:
         self.vol, self.config, self.plane = vol, config, plane
         self.table = _table(config.landmarks)
         self.vocabulary = frozenset(vol.table.names.values())

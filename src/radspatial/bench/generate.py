@@ -38,6 +38,7 @@ from radspatial.imaging.markers import (
     marker_geometry,
     marker_style,
 )
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import (
     VARIANTS,
     Geometry,
@@ -59,7 +60,7 @@ from radspatial.questions import (
 from radspatial.questions.decidability import Decidability
 
 
-def plan_case(vol: Volume, config: GenerateConfig, plane: str = "axial") -> list[SlicePlan]:
+def plan_case(vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -> list[SlicePlan]:
     """Choose slices, variants, objects and answers for one volume (no rendering); ``vol`` is
     ``planes.reformat``'ed to ``plane`` (axis 2 indexes its slices).
 
@@ -103,7 +104,7 @@ def _plan_type(
     config: GenerateConfig,
     qtype: QuestionType,
     usable: list[SliceInfo],
-    plane: str = "axial",
+    plane: str = DEFAULT_PLANE,
     judge: PlanJudge | None = None,
 ) -> list[SlicePlan]:
     """One question type's plans. Relative position keeps the original per-case random stream
@@ -307,7 +308,7 @@ def manifest_row(
             **{k: vol.source.get(k) for k in hashed}, slice_index=plan.z, z_mm=round(z_mm, 3)
         ),
         mask=f"masks/{filename}" if config.export_masks else None,
-        plane=None if plan.plane == "axial" else plan.plane,
+        plane=None if plan.plane == DEFAULT_PLANE else plan.plane,
         group=plan.group,
         group_twin=plan.group_twin,
         decidable=None if decided is None else decided.decidable,

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from radspatial.core import rules as thresholds
 from radspatial.core.jobspec import csv_lower, option
 from radspatial.core.jobspec import window as window_type
+from radspatial.core.modality import MODALITIES
 from radspatial.core.records import DEFAULT_TYPE
+from radspatial.imaging.planes import DEFAULT_PLANE
 
 if TYPE_CHECKING:
     from radspatial.bench.config import GenerateConfig
@@ -129,9 +131,9 @@ class GenerateJob:
         annotation="tuple[float, float] | str | None",
         help="W,L in the volume's units (default: 400,40 HU on CT; on MR black at the volume's "
         "1st and white at its 99th percentile)")
-    modality: str | None = option(None, type=str.upper, choices=("CT", "MR"), help=MODALITY_HELP)
+    modality: str | None = option(None, type=str.upper, choices=MODALITIES, help=MODALITY_HELP)
     # which slices are asked about: planes (docs/planes.md), questions per slice, groups
-    planes: tuple[str, ...] = option(("axial",), type=csv_lower, csv=True,
+    planes: tuple[str, ...] = option((DEFAULT_PLANE,), type=csv_lower, csv=True,
         annotation="Sequence[str]",
         help="slice planes, comma-separated: axial, coronal, sagittal (docs/planes.md)")
     per_slice: int = option(1, type=int,

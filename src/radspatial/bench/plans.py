@@ -13,6 +13,7 @@ from scipy import ndimage
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.eligibility import eligible_structures, size_rule
 from radspatial.core.progress import step
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import (
     Geometry,
     StructureStat,
@@ -34,7 +35,7 @@ class SlicePlan:
     spec: QuestionSpec
     stats: dict[int, StructureStat]
     dots: tuple[str, ...]  # dot colour of each object, in object order
-    plane: str = "axial"  # imaging/planes.py; ``z`` indexes the plane's slices
+    plane: str = DEFAULT_PLANE  # imaging/planes.py; ``z`` indexes the plane's slices
     group: str | None = None  # consistency group (--consistency: bench/consistency.py)
     group_twin: str | None = None  # the group asking the same pair the other way round
 
@@ -108,4 +109,4 @@ class SliceInfo:
 def plane_key(case_id: str, plane: str) -> str:
     """The random stream's and the file names' case part: the case id, plus the plane when
     not axial (axial datasets are reproduced byte for byte)."""
-    return case_id if plane == "axial" else f"{case_id}_{plane}"
+    return case_id if plane == DEFAULT_PLANE else f"{case_id}_{plane}"

@@ -39,9 +39,9 @@ def modality_sentence(modality: str | None, plane: str | None = None) -> str:
     key = modality_of(modality).upper()
     if key not in _SENTENCES:
         raise ValueError(f"modality {modality!r} is not one of {', '.join(MODALITIES)}")
-    if plane in (None, "axial"):
+    if plane is None:
         return _SENTENCES[key]
-    return _SENTENCES[key].replace(" axial slice ", f" {plane} slice ", 1)
+    return _SENTENCES[key].replace(" axial slice ", f" {plane} slice ", 1)  # the words: axial
 
 
 def modality_of(value: str | None) -> str:

@@ -34,6 +34,7 @@ from radspatial.eval.mirp import mirp_block
 from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics
 from radspatial.grading.summary import open_metrics
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.questions import QUESTION_TYPES, chance_levels, get_question_type, is_mirp_type
 from radspatial.questions.frames import AXES, anatomical_from_standard
 
@@ -267,7 +268,7 @@ def _plane_and_group_metrics(
     if by_plane and any(r.plane for r in rows):
         planes: dict[str, list[ResultRow]] = defaultdict(list)
         for r in rows:
-            planes[r.plane or "axial"].append(r)
+            planes[r.plane or DEFAULT_PLANE].append(r)
         out["by_plane"] = {
             p: compute_metrics(sub, model=model, runs=runs, by_plane=False)
             for p, sub in sorted(planes.items())

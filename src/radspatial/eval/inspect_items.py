@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.eval.items import EvalItem
+from radspatial.imaging.planes import DEFAULT_PLANE
 
 PROTOCOLS = ("radspatial", "mirp")
 
@@ -90,7 +91,7 @@ def sample_metadata(item: EvalItem) -> dict[str, Any]:
     fields = ("setup", "marker", "question_type", "relation", "pair", "variant")
     meta: dict[str, Any] = {k: getattr(item, k) for k in fields}
     meta["view"] = item.transform  # the shown rotation/flip (A1..B4), None on AS
-    meta["plane"] = item.extra.get("plane") or "axial"
+    meta["plane"] = item.extra.get("plane") or DEFAULT_PLANE
     meta["group"] = item.extra.get("group")
     # whether the image decides it (questions/decidability.py; None: unknown)
     meta["decidable"] = item.extra.get("decidable")

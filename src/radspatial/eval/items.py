@@ -22,7 +22,7 @@ from radspatial.bench.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
 from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
 from radspatial.core.eval_item import EvalItem
 from radspatial.core.labels import normalize_name
-from radspatial.core.modality import modality_of
+from radspatial.core.modality import DEFAULT_MODALITY, modality_of
 from radspatial.core.records import DEFAULT_TYPE, RELPOS, ManifestRow, read_manifest
 from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.questions import check_answer
@@ -213,7 +213,7 @@ def _from_mirp(root: Path) -> list[EvalItem]:
                     extra: dict[str, Any] = {
                         "order": len(items),
                         "filename": filename,
-                        "modality": "CT",
+                        "modality": DEFAULT_MODALITY,
                         **decidable_of(qa, qwhere),
                     }
                     if setup != "as" and relation and n1 and n2 and filename in centres:

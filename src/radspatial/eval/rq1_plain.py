@@ -26,6 +26,7 @@ from typing import Any
 
 from radspatial.core.records import ResultRow
 from radspatial.core.stats import wilson_interval
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.questions import is_mirp_type
 
 _COUNTS = ("n", "answered", "correct")
@@ -39,7 +40,7 @@ def _is_plain_rq1(row: ResultRow) -> bool:
     return (
         row.setup == "rq1"
         and is_mirp_type(row.question_type)
-        and row.plane in (None, "", "axial")
+        and row.plane in (None, "", DEFAULT_PLANE)
         and not row.error
         and row.expected in (0, 1)
     )

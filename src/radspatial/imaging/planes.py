@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ def reformat(vol, plane: str):
         raise ValueError(f"unknown plane {plane!r}; expected one of {', '.join(PLANES)}")
     if plane == AXIAL.name:
         return vol
+    import numpy as np  # on first use: the plane names load without numpy (the CLI's specs)
+
     axes = PLANE[plane].axes
     affine = np.array(vol.affine, dtype=float, copy=True)
     affine[:, :3] = vol.affine[:, list(axes)]
@@ -141,6 +145,8 @@ def reformat(vol, plane: str):
 
 def slice_position_mm(vol, plane: str) -> np.ndarray:
     """World coordinate (mm) along the plane's normal of each slice of ``reformat(vol, plane)``."""
+    import numpy as np
+
     world = PLANE[plane].axes[2]  # canonical RAS axis = world axis of the normal
     n = vol.seg.shape[2]
     true_z = vol.source.get("slice_positions_mm") if plane == AXIAL.name else None

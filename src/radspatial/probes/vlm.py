@@ -29,6 +29,7 @@ import numpy as np
 from radspatial.core.datafiles import read_json
 from radspatial.core.errors import InputError
 from radspatial.core.records import ManifestRow, ObjectRow, read_manifest, read_results
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.probes.vlm_fit import READOUTS, SEEDS, FitOptions, ProbeItem, n_folds
 
 KIND = "radspatial-probe-vlm"
@@ -111,7 +112,7 @@ def _group(row: ManifestRow, split_by: str) -> str:
         return "as:" + Path(row.image).name
     if split_by == "patient":
         return src.case_id
-    return f"{src.case_id}:{row.plane or 'axial'}:{src.slice_index}"
+    return f"{src.case_id}:{row.plane or DEFAULT_PLANE}:{src.slice_index}"
 
 
 def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tuple]:

@@ -31,6 +31,7 @@ from radspatial.core.datafiles import answer01, one_of
 from radspatial.core.registry import Registry
 from radspatial.core.rules import QuestionRules
 from radspatial.imaging.markers import marker_style
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.questions.guesses import Guesses
 from radspatial.questions.records import Candidate, Decision, Example, PriorInput
 from radspatial.questions.yesno_reading import parse_answer
@@ -63,7 +64,7 @@ class SliceFacts:
     candidates: tuple[Candidate, ...]
     present: tuple[Candidate, ...] = ()  # every named structure in the slice (any components)
     component_areas: Callable[[int], list[float]] | None = None
-    plane: str = "axial"  # imaging/planes.py: what the standard view's axes mean anatomically
+    plane: str = DEFAULT_PLANE  # imaging/planes.py: what the standard view's axes mean anatomically
 
 
 class MirrorReading(NamedTuple):

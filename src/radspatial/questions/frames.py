@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from radspatial.imaging.planes import plane_of
+from radspatial.imaging.planes import DEFAULT_PLANE, plane_of
 from radspatial.questions.records import Candidate
 
 if TYPE_CHECKING:  # annotations only
@@ -119,7 +119,7 @@ def axis_of(relation: str) -> int:
 
 
 def anatomical_holds(
-    relation: str, xy1: tuple[float, float], xy2: tuple[float, float], plane: str = "axial"
+    relation: str, xy1: tuple[float, float], xy2: tuple[float, float], plane: str = DEFAULT_PLANE
 ) -> bool:
     """Whether object 1 is ``relation`` object 2 in the patient's frame, from standard-view
     coordinates: left/right are the patient's (image right is patient left), above/below are
@@ -134,7 +134,7 @@ def anatomical_holds(
 
 
 def anatomical_from_standard(
-    relation: str | None, standard: int | None, plane: str = "axial"
+    relation: str | None, standard: int | None, plane: str = DEFAULT_PLANE
 ) -> int | None:
     """The patient-frame answer from the standard-view answer (left/right swap, above/below
     keep; sagittal: both keep); for datasets that stored only the standard view."""

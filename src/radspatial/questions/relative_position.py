@@ -37,6 +37,7 @@ import numpy as np
 from radspatial import questions as q
 from radspatial.core.rules import MARGIN_PX
 from radspatial.imaging.markers import marker_style
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.questions.frames import (
     OPPOSITE,
     RELATIONS,
@@ -161,7 +162,7 @@ class RelativePosition(q.KeepVariant):
 
     def prior(self, given: q.PriorInput) -> int | None:
         rel = given.meta.get("relation")
-        plane = given.meta.get("plane") or "axial"
+        plane = given.meta.get("plane") or DEFAULT_PLANE
         c1, c2 = given.centres(2, guess_side=plane != "sagittal")  # sagittal: no side axis
         if not rel:
             return None

@@ -32,6 +32,7 @@ from radspatial.core.safepath import recorded_root
 from radspatial.core.stats import mcnemar
 from radspatial.core.textsafe import log_text
 from radspatial.eval.subgroups import grouped_accuracy
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.models.base import ORACLE_MARK, is_oracle
 from radspatial.reports.common import (
     DASH,
@@ -285,8 +286,8 @@ def _planes_and_groups(runs: Sequence[RunData]) -> dict[str, Any]:
     if any(r.metrics.consistency for r in runs):
         out["consistency"] = {r.label: _groups(r.metrics.consistency or {}) for r in runs}
     if planes:  # an axis means another direction in another plane: never pooled
-        out["frames"] = out["by_plane"].get("axial", {}).get("frames", {})
-        out["frames_scope"] = "axial"
+        out["frames"] = out["by_plane"].get(DEFAULT_PLANE, {}).get("frames", {})
+        out["frames_scope"] = DEFAULT_PLANE
     return out
 
 

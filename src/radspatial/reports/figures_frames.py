@@ -40,7 +40,7 @@ def _plane(s: Summary, plane: str) -> Summary | None:
     """The summary of ``plane``'s items: the whole summary when it holds no other plane."""
     by_plane = s.get("by_plane") or {}
     if not by_plane:
-        return s if plane == "axial" else None
+        return s if plane == DEFAULT_PLANE else None
     return by_plane.get(plane)
 
 
@@ -60,14 +60,14 @@ def draw_frames(s: Summary, setup: str | None = None) -> bytes | str | None:
     """``frames.png``: the axial items of the first setup with frame data (RQ1 when present);
     with ``setup`` (``frames_rq2.png``, ...), that setup when it has data and is not the first
     (None: not applicable, so each setup is drawn once)."""
-    frames = _frames(_plane(s, "axial"))
+    frames = _frames(_plane(s, DEFAULT_PLANE))
     first = _first_setup(frames)
     if setup is not None and (setup == first or not any(f.get(setup) for f in frames.values())):
         return None
     setup = setup or first
     if setup is None:
         return "no axial RQ1-RQ3 items with a known standard-view answer"
-    return _draw(frames, setup, "axial", other_planes=bool(s.get("by_plane")))
+    return _draw(frames, setup, DEFAULT_PLANE, other_planes=bool(s.get("by_plane")))
 
 
 def draw_plane_frames(s: Summary, plane: str) -> bytes | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from radspatial.core.metrics_blocks import GroupMetrics, Share
 from radspatial.core.textsafe import Markup, md_code, md_table, md_text
+from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.models.base import ORACLE_MARK
 from radspatial.reports.common import (
     AXES,
@@ -152,7 +153,7 @@ def _runs_table(s: dict[str, Any]) -> str:
 
 def _frames_tables(s: dict[str, Any]) -> str:
     parts = ["## Image vs standard view vs anatomical frame\n"]
-    if s.get("frames_scope") == "axial":  # the planes' own tables are under "By plane"
+    if s.get("frames_scope") == DEFAULT_PLANE:  # the planes' own tables are under "By plane"
         parts.append(
             "Axial items only: on a sagittal slice left/right is anterior/posterior, on "
             "coronal and sagittal slices above/below is superior/inferior (By plane, below).\n"

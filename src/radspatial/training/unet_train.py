@@ -25,6 +25,7 @@ import numpy as np
 from radspatial.agent import unet
 from radspatial.agent.unet_config import MAX_SIZE
 from radspatial.core.io import atomic_write_json, sha256_file
+from radspatial.core.modality import modality_of
 from radspatial.core.runtime import keyed_rng
 from radspatial.core.safepath import check_disjoint
 from radspatial.training.unet_eval import evaluate_unet
@@ -266,7 +267,9 @@ def train_unet(
         {
             **unet.config_head(FORMAT, arch, classes, config),
             "data": _data_source(data),
-            "modalities": sorted({c.get("modality") or "CT" for c in unet.dataset_cases(data)}),
+            "modalities": sorted(
+                {modality_of(c.get("modality")) for c in unet.dataset_cases(data)}
+            ),
             "split": split,
             "weights": {"file": unet.WEIGHTS, "sha256": sha256_file(out / unet.WEIGHTS)},
             "training": {
