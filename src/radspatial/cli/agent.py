@@ -9,16 +9,11 @@ import sys
 
 from radspatial.agent.job import AnswerJob, ServeJob, run_answer, run_serve
 from radspatial.cli import train
-from radspatial.cli.common import Command, HelpFormatter
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.cli.common import Command, HelpFormatter, run_job, spec_arguments
 
 
 class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
     """radspatial's help formatting, with the description's line breaks kept."""
-
-
-def _agent_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, AnswerJob)
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -26,9 +21,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     from radspatial.agent.core import verdict
 
-    job = from_namespace(AnswerJob, args)
-    with caller_terms(AnswerJob, "cli"):
-        result = run_answer(job)
+    job, result = run_job(AnswerJob, args, run_answer)
     if job.json:
         print(json.dumps(result.trace, indent=2))
     else:
@@ -41,14 +34,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, ServeJob)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    job = from_namespace(ServeJob, args)
-    with caller_terms(ServeJob, "cli"):
-        run_serve(job)
+    run_job(ServeJob, args, run_serve)
     return 0
 
 
@@ -62,7 +49,7 @@ COMMANDS = (
         "Training a localizer: radspatial train unet|organs|atlas (agent train: the old name\n"
         "  of train unet, deprecated).\n\n"
         "Localizers: {localizers}.",
-        _agent_arguments,
+        spec_arguments(AnswerJob),
         cmd_agent,
         subcommands=(
             Command(
@@ -80,7 +67,7 @@ COMMANDS = (
     Command(
         "serve",
         "serve the agent as an OpenAI-compatible API",
-        arguments=_serve_arguments,
+        arguments=spec_arguments(ServeJob),
         run=cmd_serve,
     ),
 )

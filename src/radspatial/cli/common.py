@@ -7,12 +7,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
 
 from radspatial.bench.job import question_types
 from radspatial.core.jobspec import (
+    add_arguments,
+    caller_terms,
     csv_list,
     csv_lower,
     fractions,
+    from_namespace,
     positive,
     spacing,
     triple,
@@ -138,3 +143,22 @@ def add_commands(sub: argparse._SubParsersAction, commands: Iterable[Command]) -
                 help=f"{names}: each has its own --help" + " (optional)" * optional,
             )
             add_commands(group, command.subcommands)
+
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+def spec_arguments(spec: type) -> Callable[[argparse.ArgumentParser], None]:
+    """A command's ``arguments``: declares job spec ``spec``'s command-line options."""
+    return partial(add_arguments, spec=spec)
+
+
+def run_job(
+    spec: type[J], args: argparse.Namespace, run: Callable[..., R], **run_kwargs: Any
+) -> tuple[J, R]:
+    """The job that the parsed flags ask for (``from_namespace``) and what ``run(job,
+    **run_kwargs)`` returns, a refused value named by its flag (``caller_terms``)."""
+    job = from_namespace(spec, args)
+    with caller_terms(spec, "cli"):
+        return job, run(job, **run_kwargs)

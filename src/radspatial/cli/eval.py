@@ -8,14 +8,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import Command
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.cli.common import Command, run_job, spec_arguments
+from radspatial.core.jobspec import caller_terms, from_namespace
 from radspatial.eval.job import EvalJob
 from radspatial.reports.job import ReportJob, SparTableJob
-
-
-def _eval_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, EvalJob)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -174,10 +170,6 @@ def _print_errors(rows: list[dict]) -> None:
         print(f"  error in {n} call(s): {message}", file=sys.stderr)
 
 
-def _report_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, ReportJob)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from radspatial.core.progress import heartbeat
     from radspatial.reports.job import run_report
@@ -196,15 +188,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spar_table_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, SparTableJob)
-
-
 def cmd_spar_table(args: argparse.Namespace) -> int:
     from radspatial.reports.job import run_spar_table
 
-    with caller_terms(SparTableJob, "cli"):
-        md = run_spar_table(from_namespace(SparTableJob, args))
+    _, md = run_job(SparTableJob, args, run_spar_table)
     print(md.read_text(), end="")
     print(f"table: {md}")
     return 0
@@ -219,7 +206,7 @@ COMMANDS = (
         "baseline:random|yes|no|anatomy-prior|standard-view[@dataset], "
         "agent:<localizer> with localizer one of {localizers} (agent:unet@<model_dir>). "
         "Rerunning the same command resumes: finished calls are never repeated.",
-        _eval_arguments,
+        spec_arguments(EvalJob),
         cmd_eval,
         localizers=True,
     ),
@@ -228,7 +215,7 @@ COMMANDS = (
         "tables, figures and a browsable HTML report from one or more eval run folders",
         "Writes summary.md, summary.json, the figures and index.html (tables, "
         "figures and an item gallery with filters; open it in a browser, no server needed).",
-        _report_arguments,
+        spec_arguments(ReportJob),
         cmd_report,
     ),
     Command(
@@ -236,7 +223,7 @@ COMMANDS = (
         "SPAR-VQA over dataset seeds as SPAR-Bench's Table 2: mean +- std per type and macro",
         "One run per seed and model (radspatial generate --questions spar --seed S, then "
         "radspatial eval); accuracy per type averaged over each run's repeats.",
-        _spar_table_arguments,
+        spec_arguments(SparTableJob),
         cmd_spar_table,
     ),
 )

@@ -6,26 +6,16 @@ from __future__ import annotations
 
 import argparse
 
-from radspatial.cli.common import Command
+from radspatial.cli.common import Command, run_job, spec_arguments
 from radspatial.cli.lmms import EXPORT_LMMS
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.formats.job import ExportHFJob, ExportMirpJob
-
-
-def _mirp_arguments(m: argparse.ArgumentParser) -> None:
-    add_arguments(m, ExportMirpJob)
-
-
-def _hf_arguments(h: argparse.ArgumentParser) -> None:
-    add_arguments(h, ExportHFJob)
 
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     from radspatial.core.textsafe import log_text
     from radspatial.formats.job import run_export_hf
 
-    with caller_terms(ExportHFJob, "cli"):
-        done = run_export_hf(from_namespace(ExportHFJob, args))
+    _, done = run_job(ExportHFJob, args, run_export_hf)
     print(f"Hugging Face dataset: {done.out.resolve()}")
     print(f"  {done.n_rows} rows in {len(done.shards)} parquet shard(s), licence {done.license}")
     print(f"  columns: {log_text(', '.join(done.columns))}")  # a manifest's own keys
@@ -36,8 +26,7 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
 def cmd_export_mirp(args: argparse.Namespace) -> int:
     from radspatial.formats.job import run_export_mirp
 
-    with caller_terms(ExportMirpJob, "cli"):
-        done = run_export_mirp(from_namespace(ExportMirpJob, args))
+    _, done = run_job(ExportMirpJob, args, run_export_mirp)
     print(f"MIRP layout: {done.out.resolve()}")
     print(f"  {len(done.folders)} setup/marker folder(s): {', '.join(done.folders)}")
     print(f"  {done.n_items} items x {done.runs} run(s); {done.n_errors} failed call(s) left out")
@@ -61,7 +50,7 @@ COMMANDS = (
                 "One folder per setup and marker (RQ1_qa, RQ2_qa_dots, ...) with "
                 "answers/<stem>_all_images_run_<k>.json, and MIRP's standard-view centres "
                 "file. Run MIRP's evaluation scripts inside each folder.",
-                _mirp_arguments,
+                spec_arguments(ExportMirpJob),
                 cmd_export_mirp,
             ),
             Command(
@@ -72,7 +61,7 @@ COMMANDS = (
                 "columns, licence and provenance of the source CTs). Load it with "
                 'datasets.load_dataset("parquet", data_dir="OUT/data"). Needs pyarrow: '
                 "pip install 'radspatial[hf-export]'.",
-                _hf_arguments,
+                spec_arguments(ExportHFJob),
                 cmd_export_hf,
             ),
             EXPORT_LMMS,

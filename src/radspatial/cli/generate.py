@@ -10,19 +10,13 @@ from typing import Any
 
 import radspatial.cli.common as common
 from radspatial.bench.job import GenerateJob
-from radspatial.core import jobspec
-
-
-def _arguments(p: argparse.ArgumentParser) -> None:
-    jobspec.add_arguments(p, GenerateJob)
+from radspatial.cli.common import run_job, spec_arguments
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from radspatial.bench.job import run_generate
 
-    job = jobspec.from_namespace(GenerateJob, args)
-    with jobspec.caller_terms(GenerateJob, "cli"):
-        summary, config = run_generate(job, log=_stderr, note=_stderr)
+    _, (summary, config) = run_job(GenerateJob, args, run_generate, log=_stderr, note=_stderr)
     print(f"dataset: {summary.out.resolve()}")
     print(f"questions: {summary.n_questions} from {len(summary.cases)} case(s)")
     for case in summary.cases:
@@ -81,7 +75,7 @@ COMMANDS = (
         "generate",
         "generate a MIRP-style spatial QA benchmark from CT volumes and organ masks",
         "With no --ct/--cases, uses the bundled real example CT and its mask.",
-        _arguments,
+        spec_arguments(GenerateJob),
         cmd_generate,
     ),
 )

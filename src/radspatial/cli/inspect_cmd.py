@@ -8,13 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from radspatial.cli.common import Command
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.cli.common import Command, run_job, spec_arguments
 from radspatial.formats.job import ImportInspectJob
-
-
-def _import_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, ImportInspectJob)
 
 
 def print_cost(run: Path) -> None:
@@ -29,8 +24,7 @@ def print_cost(run: Path) -> None:
 def cmd_import_inspect(args: argparse.Namespace) -> int:
     from radspatial.formats.job import run_import_inspect
 
-    with caller_terms(ImportInspectJob, "cli"):
-        done = run_import_inspect(from_namespace(ImportInspectJob, args))
+    _, done = run_job(ImportInspectJob, args, run_import_inspect)
     lines = [
         f"run folder: {done.out.resolve()}",
         f"  {done.n_rows} rows from {len(done.files)} inspect log(s); {done.n_errors} failed",
@@ -47,6 +41,6 @@ IMPORT_INSPECT = Command(
     "results.jsonl, metrics.json and run.json: each sample's reply scored again against the "
     "dataset (its id and prompt must be the dataset's), so report and export mirp work on the "
     "run. Needs inspect_ai (radspatial[inspect]).",
-    _import_arguments,
+    spec_arguments(ImportInspectJob),
     cmd_import_inspect,
 )

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from radspatial.cli.common import Command
+from radspatial.cli.common import Command, run_job, spec_arguments
 from radspatial.cli.inspect_cmd import IMPORT_INSPECT, print_cost
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.formats.job import ExportLmmsJob, ImportLmmsJob
 
 
@@ -19,29 +18,19 @@ def _say(head: str, *details: str) -> int:
     return 0
 
 
-def _export_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, ExportLmmsJob)
-
-
 def cmd_export_lmms(args: argparse.Namespace) -> int:
     from radspatial.formats.job import run_export_lmms
 
-    with caller_terms(ExportLmmsJob, "cli"):
-        done = run_export_lmms(from_namespace(ExportLmmsJob, args))
+    _, done = run_job(ExportLmmsJob, args, run_export_lmms)
     group = f"group {done.name}: {', '.join(done.tasks)} ({done.n_items} yes/no items)"
     run = f"run: lmms-eval --include_path {done.out} --tasks {done.name} --log_samples ..."
     return _say(f"lmms-eval task folder: {done.out.resolve()}", group, run)
 
 
-def _import_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, ImportLmmsJob)
-
-
 def cmd_import_lmms(args: argparse.Namespace) -> int:
     from radspatial.formats.job import run_import_lmms
 
-    with caller_terms(ImportLmmsJob, "cli"):
-        done = run_import_lmms(from_namespace(ImportLmmsJob, args))
+    _, done = run_job(ImportLmmsJob, args, run_import_lmms)
     _say(
         f"run folder: {done.out.resolve()}",
         f"{done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed",
@@ -57,7 +46,7 @@ EXPORT_LMMS = Command(
     "One task per setup (NAME_rq1, ...) and the group NAME, the dataset as parquet, and "
     "utils.py hooks that call radspatial's prompt, parser and scoring. Run it with "
     "lmms-eval --include_path OUT --tasks NAME. Needs pyarrow (radspatial[hf-export]).",
-    _export_arguments,
+    spec_arguments(ExportLmmsJob),
     cmd_export_lmms,
 )
 
@@ -74,7 +63,7 @@ COMMANDS = (
                 "results.jsonl, metrics.json and run.json from the result rows the task's "
                 "hooks logged, each scored again against --data, so report and export mirp "
                 "work on the run.",
-                _import_arguments,
+                spec_arguments(ImportLmmsJob),
                 cmd_import_lmms,
             ),
             IMPORT_INSPECT,

@@ -9,34 +9,23 @@ import argparse
 
 import radspatial.cli.common as common
 from radspatial.bench.job import MirrorJob
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.cli.common import run_job, spec_arguments
 from radspatial.phantoms.job import PhantomJob
-
-
-def _phantom_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, PhantomJob)
 
 
 def cmd_phantom(args: argparse.Namespace) -> int:
     from radspatial.phantoms.job import run_phantom
 
-    job = from_namespace(PhantomJob, args)
-    with caller_terms(PhantomJob, "cli"):
-        cases = run_phantom(job)
+    _, cases = run_job(PhantomJob, args, run_phantom)
     print(f"phantoms: {args.out} ({args.n} case(s))")
     print(f"cases: {cases}  (radspatial generate --cases {cases} --out ...)")
     return 0
 
 
-def _counterfactual_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, MirrorJob)
-
-
 def cmd_counterfactual(args: argparse.Namespace) -> int:
     from radspatial.bench.job import run_mirror
 
-    with caller_terms(MirrorJob, "cli"):
-        ct, seg = run_mirror(from_namespace(MirrorJob, args))
+    _, (ct, seg) = run_job(MirrorJob, args, run_mirror)
     print(f"mirrored CT: {ct}")
     print(f"mirrored mask: {seg}")
     cases = args.out / "cases.csv"
@@ -50,7 +39,7 @@ COMMANDS = (
         "write synthetic CT phantoms with TotalSegmentator masks",
         "Writes each phantom's CT and mask as NIfTI and OUT/cases.csv (case_id, "
         "ct, seg, labels, variant) for radspatial generate --cases.",
-        _phantom_arguments,
+        spec_arguments(PhantomJob),
         cmd_phantom,
     ),
     common.Command(
@@ -66,7 +55,7 @@ COMMANDS = (
                 "side, as NIfTI in OUT, plus OUT/cases.csv listing the original (variant "
                 "normal) and the mirror (variant mirrored): radspatial generate --cases "
                 "OUT/cases.csv ...",
-                _counterfactual_arguments,
+                spec_arguments(MirrorJob),
                 cmd_counterfactual,
             ),
         ),

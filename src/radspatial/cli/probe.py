@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 import radspatial.cli.common as common
+from radspatial.cli.common import run_job, spec_arguments
 from radspatial.cli.probe_vlm import VLM_COMMAND
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.probes.job import (
     ProbeBuildJob,
     ProbeEvalJob,
@@ -20,26 +20,8 @@ from radspatial.probes.job import (
 )
 
 
-def _build_arguments(b: argparse.ArgumentParser) -> None:
-    add_arguments(b, ProbeBuildJob)
-
-
-def _train_arguments(t: argparse.ArgumentParser) -> None:
-    add_arguments(t, ProbeTrainJob)
-
-
-def _eval_arguments(e: argparse.ArgumentParser) -> None:
-    add_arguments(e, ProbeEvalJob)
-
-
-def _table_arguments(tb: argparse.ArgumentParser) -> None:
-    add_arguments(tb, ProbeTableJob)
-
-
 def cmd_probe_build(args: argparse.Namespace) -> int:
-    job = from_namespace(ProbeBuildJob, args)
-    with caller_terms(ProbeBuildJob, "cli"):
-        info = run_probe_build(job)
+    job, info = run_job(ProbeBuildJob, args, run_probe_build)
     tasks = info["tasks"]
     print(f"probes: {job.out} ({len(tasks)} task(s), {info['n_cases']} case(s), seed {job.seed})")
     print(f"  {'task':<12} {'level':>5}  {'kind':<14} {'train':>6} {'val':>6} {'test':>6}  chance")
@@ -85,9 +67,7 @@ def _print_probe_results(results: dict, splits: tuple[str, ...]) -> None:
 
 
 def cmd_probe_train(args: argparse.Namespace) -> int:
-    job = from_namespace(ProbeTrainJob, args)
-    with caller_terms(ProbeTrainJob, "cli"):
-        results = run_probe_train(job)
+    job, results = run_job(ProbeTrainJob, args, run_probe_train)
     n = len(results.get("tasks", {}))
     mode = results.get("mode") or ("frozen" if job.frozen else "finetuned")
     print(f"probe run: {job.out} ({job.encoder} + {job.head}, {mode}, {n} task(s) trained)")
@@ -96,9 +76,7 @@ def cmd_probe_train(args: argparse.Namespace) -> int:
 
 
 def cmd_probe_eval(args: argparse.Namespace) -> int:
-    job = from_namespace(ProbeEvalJob, args)
-    with caller_terms(ProbeEvalJob, "cli"):
-        results = run_probe_eval(job)
+    job, results = run_job(ProbeEvalJob, args, run_probe_eval)
     where = job.out or "(not written: no --out)"
     print(f"transfer: {job.model} on {job.data}, split {job.split}; results: {where}")
     _print_probe_results(results, (job.split,))
@@ -106,9 +84,7 @@ def cmd_probe_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_probe_table(args: argparse.Namespace) -> int:
-    job = from_namespace(ProbeTableJob, args)
-    with caller_terms(ProbeTableJob, "cli"):
-        path = run_probe_table(job)
+    job, path = run_job(ProbeTableJob, args, run_probe_table)
     print(f"table: {path}")
     return 0
 
@@ -122,25 +98,25 @@ COMMANDS = (
             common.Command(
                 "build",
                 "probe datasets from cases (real CT or phantoms)",
-                arguments=_build_arguments,
+                arguments=spec_arguments(ProbeBuildJob),
                 run=cmd_probe_build,
             ),
             common.Command(
                 "train",
                 "train probe heads on an encoder (frozen or finetuned)",
-                arguments=_train_arguments,
+                arguments=spec_arguments(ProbeTrainJob),
                 run=cmd_probe_train,
             ),
             common.Command(
                 "eval",
                 "zero-shot transfer of trained probes to another dataset",
-                arguments=_eval_arguments,
+                arguments=spec_arguments(ProbeEvalJob),
                 run=cmd_probe_eval,
             ),
             common.Command(
                 "table",
                 "Table 1 (markdown + figure) from result folders",
-                arguments=_table_arguments,
+                arguments=spec_arguments(ProbeTableJob),
                 run=cmd_probe_table,
             ),
             VLM_COMMAND,

@@ -11,19 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from radspatial.cli.common import Command
-from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
+from radspatial.cli.common import Command, run_job, spec_arguments
 from radspatial.training.job import TrainUnetJob, run_train_unet
 
-
-def unet_arguments(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, TrainUnetJob)
+unet_arguments = spec_arguments(TrainUnetJob)  # also ``agent train``'s
 
 
 def cmd_train_unet(args: argparse.Namespace) -> int:
-    job = from_namespace(TrainUnetJob, args)
-    with caller_terms(TrainUnetJob, "cli"):
-        metrics = run_train_unet(job)
+    job, metrics = run_job(TrainUnetJob, args, run_train_unet)
     print(f"model: {job.out}")
     print(_train_summary(metrics))
     print(f"metrics: {Path(job.out) / 'metrics.json'} (per structure: Dice, centroid error)")
