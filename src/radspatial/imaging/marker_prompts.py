@@ -21,7 +21,7 @@ boxes (``reader="none"``: it abstains); it reads a point as a dot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -160,36 +160,34 @@ _COMMON = {
     "token": "red|blue|green",
 }
 
-CONTOUR = register_marker_style(
-    MarkerStyle(
-        name="contour",
-        phrase="the {} outline",
-        named="outlined in {}",
-        reference=rf"{_COLOURS}\s+outline",
-        classify=_classifier(rf"outlined\s+in\s+{_COLOURS}"),
-        nouns=("outline",),
-        reader="none",
-        draw=_draw_contour,
-        needs_region=True,
-        mask_label=_contour_label,
-        **_COMMON,
-    )
-)
 
-BOX = register_marker_style(
-    MarkerStyle(
-        name="box",
-        phrase="the {} box",
-        named="in the {} box",
-        reference=rf"{_COLOURS}\s+box",
-        classify=_classifier(rf"in\s+the\s+{_COLOURS}\s+box"),
-        nouns=("box",),
-        reader="none",
-        draw=_draw_box,
-        needs_region=True,
-        mask_label=_box_label,
-        **_COMMON,
+def _region_style(
+    name: str, noun: str, named: str, classify: str, draw: Callable, mask_label: Callable
+) -> MarkerStyle:
+    """A style drawn around the structure's region, named by its colour ("the red {noun}")."""
+    return register_marker_style(
+        MarkerStyle(
+            name=name,
+            phrase=f"the {{}} {noun}",
+            named=named,
+            reference=rf"{_COLOURS}\s+{noun}",
+            classify=_classifier(classify),
+            nouns=(noun,),
+            reader="none",
+            draw=draw,
+            needs_region=True,
+            mask_label=mask_label,
+            **_COMMON,
+        )
     )
+
+
+CONTOUR = _region_style(
+    "contour", "outline", "outlined in {}", rf"outlined\s+in\s+{_COLOURS}", _draw_contour,
+    _contour_label,
+)  # fmt: skip
+BOX = _region_style(
+    "box", "box", "in the {} box", rf"in\s+the\s+{_COLOURS}\s+box", _draw_box, _box_label
 )
 
 POINT = register_marker_style(
