@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from radspatial.core.jobspec import option
 from radspatial.eval.job import price
@@ -28,25 +28,40 @@ _PATH = "str | Path"
 OVERWRITE_HELP = "replace a non-empty --out"
 
 
+def _path(help: str, *, positional: bool = True) -> Any:  # noqa: A002 - option's own name
+    """A folder or file: a positional argument (unless said), read as a ``Path``."""
+    return option(type=Path, positional=positional, annotation=_PATH, help=help)
+
+
+def _overwrite() -> Any:
+    return option(False, action="store_true", help=OVERWRITE_HELP)
+
+
+def _model_name(default_from: str) -> Any:
+    return option(None, help=f"model name in metrics.json (default: {default_from})")
+
+
+def _price(help: str) -> Any:  # noqa: A002 - option's own name
+    return option(None, type=price, annotation="str | Price | None", help=help)
+
+
 # fmt: off
 @dataclass(frozen=True, kw_only=True)
 class ExportMirpJob:
     """What one ``export mirp`` is asked: an eval run, written in MIRP's layout."""
 
-    run: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="run folder written by radspatial eval")
-    out: Path = option(type=Path, positional=True, annotation=_PATH, help="output folder")
-    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    run: Path = _path("run folder written by radspatial eval")
+    out: Path = _path("output folder")
+    overwrite: bool = _overwrite()
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExportHFJob:
     """What one ``export hf`` is asked: a dataset, written as parquet shards and a card."""
 
-    data: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="dataset folder (radspatial generate)")
-    out: Path = option(type=Path, positional=True, annotation=_PATH, help="output folder")
-    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    data: Path = _path("dataset folder (radspatial generate)")
+    out: Path = _path("output folder")
+    overwrite: bool = _overwrite()
     license: str | None = option(None,
         help="licence id for the card, e.g. cc-by-4.0 (default: apache-2.0 for the bundled "
         "example CT, else 'other' and the card says it is not stated)")
@@ -60,10 +75,9 @@ class ExportHFJob:
 class ExportLmmsJob:
     """What one ``export lmms-eval`` is asked: a dataset, written as an lmms-eval task folder."""
 
-    data: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="dataset folder (radspatial generate)")
-    out: Path = option(type=Path, positional=True, annotation=_PATH, help="task folder to write")
-    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
+    data: Path = _path("dataset folder (radspatial generate)")
+    out: Path = _path("task folder to write")
+    overwrite: bool = _overwrite()
     name: str = option("radspatial", help="group name; the tasks are NAME_<setup>")
     protocol: str = option("radspatial", choices=("radspatial", "mirp"),
         help="prompt protocol: ours, or MIRP's (its examples, text first, its parser)")
@@ -73,16 +87,15 @@ class ExportLmmsJob:
 class ImportLmmsJob:
     """What one ``import lmms-eval`` is asked: sample logs, scored again against the dataset."""
 
-    samples: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder")
-    out: Path = option(type=Path, positional=True, annotation=_PATH, help="run folder to write")
-    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
-    model: str | None = option(None,
-        help="model name in metrics.json (default: the log's folder)")
-    price: Price | None = option(None, type=price, annotation="str | Price | None",
-        help="USD per million tokens, input=X,output=Y: the usage block's cost, as eval "
-        "--price (lmms-eval logs no token counts: the cost stays unknown; default: no cost)")
-    data: Path = option(type=Path, annotation=_PATH,
+    samples: Path = _path(
+        "an lmms-eval *_samples_<task>.jsonl file, or its --output_path folder")
+    out: Path = _path("run folder to write")
+    overwrite: bool = _overwrite()
+    model: str | None = _model_name("the log's folder")
+    price: Price | None = _price(
+        "USD per million tokens, input=X,output=Y: the usage block's cost, as eval --price "
+        "(lmms-eval logs no token counts: the cost stays unknown; default: no cost)")
+    data: Path = _path(positional=False,
         help="the dataset the task was exported from: every logged row is scored again "
         "against its answers (a row that differs is refused)")
 
@@ -91,17 +104,15 @@ class ImportLmmsJob:
 class ImportInspectJob:
     """What one ``import inspect`` is asked: inspect logs, scored again against the dataset."""
 
-    log: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="an inspect log (.eval or .json), or its --log-dir folder")
-    data: Path = option(type=Path, positional=True, annotation=_PATH,
-        help="the dataset the task ran on (-T data=...): every reply is scored again against it")
-    out: Path = option(type=Path, positional=True, annotation=_PATH, help="run folder to write")
-    overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
-    model: str | None = option(None,
-        help="model name in metrics.json (default: the log's model)")
-    price: Price | None = option(None, type=price, annotation="str | Price | None",
-        help="USD per million tokens, input=X,output=Y: the usage block's cost from the "
-        "log's token counts, as eval --price (default: no cost)")
+    log: Path = _path("an inspect log (.eval or .json), or its --log-dir folder")
+    data: Path = _path(
+        "the dataset the task ran on (-T data=...): every reply is scored again against it")
+    out: Path = _path("run folder to write")
+    overwrite: bool = _overwrite()
+    model: str | None = _model_name("the log's model")
+    price: Price | None = _price(
+        "USD per million tokens, input=X,output=Y: the usage block's cost from the log's "
+        "token counts, as eval --price (default: no cost)")
 # fmt: on
 
 
