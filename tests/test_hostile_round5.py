@@ -230,6 +230,137 @@ def test_hostile_prices(case, base, tmp_path, capsys, monkeypatch) -> None:
     assert not (tmp_path / "o").exists()
 
 
+# ---------------------------------------------------------------- marker styles on hostile masks
+
+_N = 64  # a 64 px slice, three slices; the CT is air around a soft-tissue square
+_II, _JJ = np.meshgrid(np.arange(_N), np.arange(_N), indexing="ij")
+
+
+def _disk(ci: int, cj: int, r: int) -> np.ndarray:
+    return (_II - ci) ** 2 + (_JJ - cj) ** 2 <= r * r
+
+
+def _two_and(liver: np.ndarray, liver_id: int = 5) -> np.ndarray:
+    """A slice holding a spleen (id 1) and a right kidney (id 2), far apart, and ``liver``
+    (bool) as ``liver_id``."""
+    m = np.zeros((_N, _N), np.uint32)
+    m[_disk(12, 12, 6)] = 1
+    m[_disk(52, 52, 6)] = 2
+    m[liver] = liver_id
+    return m
+
+
+def _pair(liver: np.ndarray, liver_id: int = 5) -> np.ndarray:
+    """The spleen and ``liver`` only (every question asks about the two)."""
+    m = _two_and(liver, liver_id)
+    m[m == 2] = 0
+    return m
+
+
+def _one_pixel() -> np.ndarray:
+    one = np.zeros((_N, _N), bool)
+    one[30, 34] = True
+    return _two_and(one)
+
+
+def _specks() -> np.ndarray:
+    specks = np.zeros((_N, _N), bool)
+    specks[22:44:3, 22:44:3] = True  # 64 one-pixel specks between the two
+    specks[2:62:4, 34:62:4] = True  # and 105 more along a side
+    return _two_and(specks)
+
+
+def _border() -> np.ndarray:
+    m = np.zeros((_N, _N), np.uint32)
+    m[_disk(0, 32, 14)] = 5  # cut in half by the top edge
+    m[_disk(63, 63, 12)] = 1  # a quarter in the far corner
+    return m
+
+
+def _masks(name: str, slice2d: np.ndarray, *more: str, dtype=np.uint16):
+    """``generate`` with the contour, box and point styles on a mask whose every slice is
+    ``slice2d`` (``more``: extra options)."""
+    import nibabel as nib
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ct = np.full((_N, _N, 3), -1000, np.int16)
+        ct[6:58, 6:58] = 40
+        affine = np.diag([3.0, 3.0, 4.0, 1.0])
+        nib.save(nib.Nifti1Image(ct, affine), tmp / "ct.nii.gz")
+        mask = np.repeat(slice2d[:, :, None], 3, axis=2).astype(dtype)
+        nib.save(nib.Nifti1Image(mask, affine), tmp / name)
+        (tmp / "t.json").write_text(
+            json.dumps({"65535": "liver", "1": "spleen", "2": "kidney_right"})
+        )
+        return ["generate", "--ct", str(tmp / "ct.nii.gz"), "--seg", str(tmp / name), "--out",
+                str(tmp / "o"), "--size", "96", "--as-count", "2", "--min-distance", "20",
+                "--markers", "contour,box,point",
+                *more]  # fmt: skip
+
+    return setup
+
+
+def _drawn(names: set[str], skipped: list[int] | None = None):
+    """Each marked row's image is in the output, its marker points are inside it and both of
+    its colours are drawn; the rows that ask about structures name exactly ``names``; the
+    dataset records the ids set to background (``skipped``)."""
+
+    def check(tmp: Path) -> None:
+        info = json.loads((tmp / "o" / "dataset.json").read_text())
+        assert info["cases"][0]["skipped_label_ids"] == (skipped or [])
+        from PIL import Image
+
+        from radspatial.imaging.markers import DOT_COLORS
+
+        rows = [json.loads(x) for x in (tmp / "o" / "manifest.jsonl").read_text().splitlines()]
+        asked = {o["name"] for r in rows for o in (r["object1"], r["object2"]) if o["name"]}
+        assert asked == names, asked
+        for r in rows:
+            if r["marker"] == "none":
+                continue
+            image = np.asarray(Image.open(tmp / "o" / r["image"]).convert("RGB")).astype(int)
+            for o in (r["object1"], r["object2"]):
+                assert all(0 <= v < 96 for v in o["marker_xy"]), (r["id"], o)
+                near = np.abs(image - DOT_COLORS[o["marker_text"]]).max(axis=2) <= 40
+                assert near.any(), (r["id"], o["marker_text"])
+
+    return check
+
+
+RING = _disk(32, 32, 16) & ~_disk(32, 32, 14)
+LIVER = _disk(40, 20, 10)
+MASKS = [
+    Case("a structure of one pixel", _masks("m.nii.gz", _one_pixel()), 0,
+         check=_drawn({"spleen", "kidney_right"})),
+    Case("structures cut by the border", _masks("m.nii.gz", _border()), 0,
+         check=_drawn({"spleen", "liver"})),
+    Case("a ring (all hole)", _masks("m.nii.gz", _pair(RING)), 0,
+         check=_drawn({"spleen", "liver"})),
+    Case("169 specks", _masks("m.nii.gz", _specks()), 0, check=_drawn({"spleen", "kidney_right"})),
+    Case("one label over the whole slice", _masks("m.nii.gz", np.full((_N, _N), 5)), 0,
+         check=_drawn(set())),
+    Case("id 65535 no table names", _masks("m.nii.gz", _two_and(LIVER, 65535)), 0,
+         check=_drawn({"spleen", "kidney_right"}, [65535])),
+    Case("id 65535 a table names", _masks("m.nii.gz", _pair(LIVER, 65535), "--labels",
+         "t.json"), 0, check=_drawn({"spleen", "liver"})),
+    Case("id 65535 and the letters marker", _masks("m.nii.gz", _two_and(LIVER, 65535),
+         "--labels", "t.json", "--markers", "letters"), 2,
+         ("m.nii.gz", "letters marker cannot mark label id 65535", "1..676")),
+    Case("id 131070 in a 32-bit mask", _masks("m.nii.gz", _two_and(LIVER, 131070),
+         dtype=np.uint32), 2, ("m.nii.gz", "mask has label 131070 > 65535")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", MASKS, ids=str)
+def test_marker_styles_on_hostile_masks(case, tmp_path, capsys, monkeypatch) -> None:
+    """contour, box and point on masks no CT gives: each generates (every mark drawn inside
+    the image) or is refused in one line naming the mask; nothing outside its folder."""
+    monkeypatch.chdir(tmp_path)
+    before = {p.name for p in tmp_path.parent.iterdir()}
+    run_case(case, tmp_path, Base(tmp_path, tmp_path), capsys, monkeypatch)
+    _nothing_outside(tmp_path, before)
+
+
 def _nothing_outside(tmp: Path, before: set[str]) -> None:
     """The row wrote nothing in the folder around its own."""
     assert {p.name for p in tmp.parent.iterdir()} <= before | {tmp.name}
@@ -395,3 +526,22 @@ def test_a_malformed_atlas_json_beside_a_model_is_refused(tmp_path, change, word
     with pytest.raises(ValueError, match=r"atlas\.json: ") as err:
         load_atlas.__wrapped__(str(tmp_path))
     assert words in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["contour", "box", "point"])
+def test_a_mark_on_a_region_with_no_pixel_is_still_drawn(kind):
+    """A region that vanished at the output size draws the blank page's shape, never nothing;
+    a one-pixel region in a corner and a whole-image region draw inside the image."""
+    from radspatial.imaging.markers import Mark, draw_marks
+
+    empty, corner, whole = (
+        np.zeros((32, 32), bool),
+        np.zeros((32, 32), bool),
+        np.ones((32, 32), bool),
+    )
+    corner[0, 31] = True
+    for region in (empty, corner, whole):
+        image = draw_marks(
+            np.zeros((32, 32, 3), np.uint8), [Mark(kind, "red", (31.0, 0.0), region)]
+        )
+        assert (image[:, :, 0] > 200).any(), (kind, int(region.sum()))
