@@ -161,6 +161,26 @@ def _probe_model(model: str) -> Case:
     return setup
 
 
+def _probe_items(change: str, edit) -> Case:
+    """probe vlm on a copy of the run whose ``change`` file (results or manifest) ``edit``
+    rewrites: refused before any model is loaded (the model named is never fetched)."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, run = _copy(base, tmp)
+        info = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps({**info, "model": "hf:org/m", "data": str(ds)}))
+        rewrite_jsonl(
+            (run / "results.jsonl") if change == "results" else (ds / "manifest.jsonl"), edit
+        )
+        return ["probe", "vlm", "--run", str(run), "--out", str(tmp / "p")]
+
+    return setup
+
+
+def _first(**fields):
+    return lambda rows: [{**rows[0], **fields}, *rows[1:]]
+
+
 CASES = [
     # names from files: the text gate
     Case("seg.nrrd name with terminal escapes", _nrrd("m.seg.nrrd", Segment0_Name=ESC,
@@ -209,6 +229,23 @@ CASES = [
          ("run.json", "not a model folder")),
     Case("probe vlm: run.json model ../..", _probe_model("hf:../../x"), 2,
          ("run.json", "not a model folder")),
+    # probe vlm: items that disagree with the dataset
+    Case("probe vlm: a result id the manifest lacks", _probe_items("results", _first(id="rq9/x")),
+         2, ("results.jsonl", "'rq9/x' is not in", "manifest.jsonl", "not of this dataset")),
+    Case("probe vlm: a result id naming a path", _probe_items("results",
+         _first(id="../../etc/passwd")), 2, ("results.jsonl", "'../../etc/passwd' is not in")),
+    Case("probe vlm: a result twice", _probe_items("results", lambda r: [*r, r[0]]), 2,
+         ("results.jsonl", "run 0 appears twice")),
+    Case("probe vlm: a forged score", _probe_items("results", lambda r: [{**r[0], "correct":
+         r[0]["parsed"] != r[0]["expected"]}, *r[1:]]), 2, ("results.jsonl", "(an edited row)")),
+    Case("probe vlm: a result of another dataset", _probe_items("results",
+         _first(question="Is the aorta above the liver?")), 2,
+         ("results.jsonl", "asks another question", "not of this dataset")),
+    Case("probe vlm: a manifest id twice", _probe_items("manifest", lambda r: [*r, r[0]]), 2,
+         ("manifest.jsonl", "appears twice")),
+    Case("probe vlm: a manifest without the run's items", _probe_items("manifest",
+         lambda r: [x for x in r if x["setup"] != "rq1"] or r[:1]), 2,
+         ("results.jsonl", "is not in", "manifest.jsonl")),
 ]  # fmt: skip
 
 

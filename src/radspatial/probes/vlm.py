@@ -110,13 +110,64 @@ def _group(row: ManifestRow, split_by: str) -> str:
     return f"{src.case_id}:{row.plane or 'axial'}:{src.slice_index}"
 
 
-def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tuple]:
+def answered(run: Path, data: Path) -> tuple[list[tuple[str, ManifestRow]], dict[str, Any]]:
+    """The dataset's manifest rows and the run's answered rows by id (run 0, calls that failed
+    left out: eval counts them in no accuracy either). The two must be of one dataset: an item
+    id twice in either file, a result naming an id the manifest lacks or asking another question
+    of it (another dataset, an edited file), or a score its answer does not give, is refused,
+    naming the file, before any model is loaded."""
+    from radspatial.core.datafiles import check_unique_ids
+
+    manifest = read_manifest(data / "manifest.jsonl")
+    check_unique_ids([row.id for _, row in manifest], data / "manifest.jsonl")
+    path, items = run / "results.jsonl", {row.id: row for _, row in manifest}
+    rows, seen = read_results(path), set()
+    for r in rows:
+        if (r.id, r.run) in seen:
+            raise InputError(f"{path}: item {_shown(r.id)} run {r.run} appears twice")
+        seen.add((r.id, r.run))
+        _agrees(path, r, items.get(r.id), data / "manifest.jsonl")
+    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
+    return manifest, results
+
+
+def _shown(text: str) -> str:
+    from radspatial.core.textsafe import log_text
+
+    return log_text(repr(text))[:120]
+
+
+def _agrees(path: Path, r: Any, row: ManifestRow | None, manifest: Path) -> None:
+    """A result row is of the manifest's item and (a yes/no relation, what the probe joins
+    with) its score is what its parsed answer gives (eval's ``parsed == expected``)."""
+    if row is None:
+        raise InputError(
+            f"{path}: item {_shown(r.id)} is not in {manifest}: the run is not of this dataset "
+            "(pass --data)"
+        )
+    ran = (r.question, r.expected, r.setup, r.marker)
+    if ran != (row.question, row.answer, row.setup, row.marker):
+        raise InputError(
+            f"{path}: item {_shown(r.id)} asks another question or expects another answer than "
+            f"{manifest}'s: the run is not of this dataset (pass --data)"
+        )
+    if row.relation in RELATIONS and bool(r.correct) != (r.parsed == r.expected):
+        raise InputError(
+            f"{path}: item {_shown(r.id)} run {r.run} is scored correct={r.correct} but its "
+            f"answer {_shown(str(r.parsed))} against {_shown(str(r.expected))} says otherwise "
+            "(an edited row)"
+        )
+
+
+def select_items(
+    data: Path, manifest: list[tuple[str, ManifestRow]], results: dict[str, Any], split_by: str
+) -> list[tuple]:
     """(row, probe item, meta, image path) of each relative-position item the run answered
-    (run 0, calls that failed left out: eval counts them in no accuracy either)."""
+    (``answered``'s rows)."""
     from radspatial.core.safepath import inside
 
     out = []
-    for where, row in read_manifest(data / "manifest.jsonl"):
+    for where, row in manifest:
         if row.relation not in RELATIONS or row.id not in results or not row.object2:
             continue
         image = inside(data, row.image, where=where, what="image")
@@ -166,9 +217,8 @@ def probe_vlm(
     run, out = Path(run), Path(out)
     model, data = _run_inputs(run, config)
     _check_out(out, run, data)
-    rows = read_results(run / "results.jsonl")
-    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
-    chosen = select_items(data, results, config.split_by)
+    manifest, results = answered(run, data)
+    chosen = select_items(data, manifest, results, config.split_by)
     if len(chosen) < 4:
         raise InputError(f"{run}: {len(chosen)} relative-position items answered; need 4 or more")
     log(f"loading {model}")
