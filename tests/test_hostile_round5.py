@@ -8,8 +8,10 @@ checked below the table, on tiny inputs."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +179,59 @@ def _probe_items(change: str, edit) -> Case:
     return setup
 
 
+def _row(**fields) -> Case:
+    """eval on a copy of the dataset whose first manifest row carries ``fields``."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, _ = _copy(base, tmp)
+        rewrite_jsonl(ds / "manifest.jsonl", _first(**fields))
+        return _eval(ds, tmp / "o")
+
+    return setup
+
+
+def _qa(**fields) -> Case:
+    """eval on the dataset as MIRP's layout (no manifest): its first qa.json entry edited."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        ds, _ = _copy(base, tmp)
+        (ds / "manifest.jsonl").unlink()
+        (ds / "dataset.json").unlink()
+        qa = json.loads((ds / "RQ1" / "qa.json").read_text())
+        qa[0]["question_answer"][0].update(fields)
+        (ds / "RQ1" / "qa.json").write_text(json.dumps(qa))
+        return _eval(ds, tmp / "o")
+
+    return setup
+
+
+LANDMARK = {"structure": "liver", "side": "right", "offset": 0.1, "area": 100, "source": "x"}
+
+
+def _landmarks(make) -> Case:
+    """generate with ``--landmarks`` a table ``make(path)`` writes."""
+
+    def setup(tmp: Path, base: Base) -> list[str]:
+        make(tmp / "lm.json")
+        return _generate(tmp, base, base.ds.parent / "in" / "synth_seg.nii.gz", "--landmarks",
+                         str(tmp / "lm.json"))  # fmt: skip
+
+    return setup
+
+
+def _table_of(entries: list, **more) -> Callable[[Path], None]:
+    return lambda path: path.write_text(json.dumps({"landmarks": entries, **more}))
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _big(path: Path) -> None:
+    with path.open("w") as f:  # a valid table padded past the cap (RADSPATIAL_MAX_JSON_MB)
+        f.write(json.dumps({"landmarks": [LANDMARK], "pad": "x" * 200_000}))
+
+
 def _first(**fields):
     return lambda rows: [{**rows[0], **fields}, *rows[1:]]
 
@@ -229,6 +284,32 @@ CASES = [
          ("run.json", "not a model folder")),
     Case("probe vlm: run.json model ../..", _probe_model("hf:../../x"), 2,
          ("run.json", "not a model folder")),
+    # the decidable field and its reason
+    Case("manifest decidable 'yes'", _row(decidable="yes"), 2,
+         ("manifest.jsonl", "line 1", "'decidable'")),
+    Case("manifest decidable 2", _row(decidable=2), 2, ("manifest.jsonl", "line 1", "'decidable'")),
+    Case("manifest decidable_reason of 10,000 characters", _row(decidable_reason="r" * 10_000), 2,
+         ("manifest.jsonl", "line 1", "'decidable_reason' is 10000 characters long")),
+    Case("manifest decidable_reason with escapes", _row(decidable_reason=ESC), 2,
+         ("manifest.jsonl", "'decidable_reason'", "control character")),
+    Case("MIRP qa.json decidable 'yes'", _qa(decidable="yes"), 2, ("qa.json", "'decidable' must")),
+    Case("MIRP qa.json decidable_reason with escapes", _qa(decidable_reason=ESC), 2,
+         ("qa.json", "'decidable_reason'", "control character")),
+    # landmark tables (generate --landmarks)
+    Case("landmark table a FIFO", _landmarks(_fifo), 2, ("lm.json", "not a regular file")),
+    Case("landmark table over the cap", _landmarks(_big), 2, ("lm.json", "over the", "limit"),
+         env={"RADSPATIAL_MAX_JSON_MB": "0.1"}),
+    Case("landmark table of 10^6 entries", _landmarks(_table_of([{}] * 10**6)), 2,
+         ("lm.json", "1000000 entries, at most 1000")),
+    Case("landmark offset NaN", _landmarks(lambda p: p.write_text(json.dumps(
+         {"landmarks": [{**LANDMARK, "offset": math.nan}]}))), 2,
+         ("lm.json", "landmarks[0]", "'offset'", "nan")),
+    Case("landmark side unknown", _landmarks(_table_of([{**LANDMARK, "side": "up"}])), 2,
+         ("lm.json", "landmarks[0]", "'side' must be 'left' or 'right'")),
+    Case("landmark table name with escapes", _landmarks(_table_of([LANDMARK], name=ESC)), 2,
+         ("lm.json", "'name'", "control character")),
+    Case("landmark source of 10,000 characters", _landmarks(_table_of([{**LANDMARK,
+         "source": "s" * 10_000}])), 2, ("lm.json", "'source' is 10000 characters long")),
     # probe vlm: items that disagree with the dataset
     Case("probe vlm: a result id the manifest lacks", _probe_items("results", _first(id="rq9/x")),
          2, ("results.jsonl", "'rq9/x' is not in", "manifest.jsonl", "not of this dataset")),
@@ -582,3 +663,17 @@ def test_a_mark_on_a_region_with_no_pixel_is_still_drawn(kind):
             np.zeros((32, 32, 3), np.uint8), [Mark(kind, "red", (31.0, 0.0), region)]
         )
         assert (image[:, :, 0] > 200).any(), (kind, int(region.sum()))
+
+
+def test_a_landmark_reason_always_passes_the_readers_gate():
+    """Many long landmark names in one slice: the reason names the first and counts the rest,
+    within the length the manifest reader takes."""
+    from radspatial.core.datafiles import check_reason
+    from radspatial.core.textsafe import MAX_PROSE_CHARS
+    from radspatial.questions.decidability import landmark_reason
+
+    assert landmark_reason(["liver", "spleen"]) == "landmark: liver, spleen"
+    names = [f"structure_{k}_" + "x" * 50 for k in range(40)]
+    reason = landmark_reason(names)
+    assert len(reason) <= MAX_PROSE_CHARS and reason.endswith(" more)") and names[0] in reason
+    check_reason(reason, "m.jsonl: line 1")
