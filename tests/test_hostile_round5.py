@@ -677,3 +677,112 @@ def test_a_landmark_reason_always_passes_the_readers_gate():
     reason = landmark_reason(names)
     assert len(reason) <= MAX_PROSE_CHARS and reason.endswith(" more)") and names[0] in reason
     check_reason(reason, "m.jsonl: line 1")
+
+
+# ---------------------------------------------------------------- forged inspect logs
+
+
+@pytest.fixture(scope="module")
+def inspect_log(base, tmp_path_factory) -> Path:
+    """A real inspect log of ``radspatial/bench`` on the base dataset (20 items), run in-process
+    by inspect's ``eval()`` against a fake OpenAI-compatible server answering "1"."""
+    pytest.importorskip("inspect_ai")
+    from fake_server import FakeChatServer
+    from inspect_ai import eval as inspect_eval
+
+    out = tmp_path_factory.mktemp("inspect_logs")
+    with FakeChatServer(answer=lambda body: "1") as server, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOCAL_BASE_URL", server.base_url)
+        mp.setenv("LOCAL_API_KEY", "unused")
+        args = {"task_args": {"data": str(base.ds)}, "log_dir": str(out), "display": "none"}
+        (log,) = inspect_eval("radspatial/bench", model="openai-api/local/fake", **args)
+    assert log.status == "success" and len(log.samples) == 20
+    return Path(log.location)
+
+
+def _same_prompt_pair(log) -> tuple[int, int]:
+    """Two samples whose prompts are the same text (on different images)."""
+    from radspatial.formats.inspect_import import _prompt_text
+
+    seen: dict[str, int] = {}
+    for k, s in enumerate(log.samples):
+        if (text := _prompt_text(s)) in seen:
+            return seen[text], k
+        seen[text] = k
+    raise AssertionError("no two samples share a prompt")
+
+
+def _forge_score(log) -> None:
+    for s in log.samples:  # every sample scored right, and the log's totals with them
+        s.scores["frames"].value = {**s.scores["frames"].value, "image": 1.0}
+    for score in log.results.scores:
+        for metric in score.metrics.values():
+            metric.value = 1.0
+
+
+def _forge_path_id(log) -> None:
+    log.samples[0].id = "../../../etc/passwd"
+
+
+def _forge_other_item(log) -> None:
+    a, b = _same_prompt_pair(log)
+    log.samples[a].id = log.samples[b].id
+    del log.samples[b]
+
+
+def _forge_twice(log) -> None:
+    log.samples.append(log.samples[0])
+
+
+def _forge_image(log) -> None:
+    a, b = _same_prompt_pair(log)
+    sa, sb = log.samples[a], log.samples[b]
+    key_a = str(sa.input[0].content[1].image).removeprefix("attachment://")
+    key_b = str(sb.input[0].content[1].image).removeprefix("attachment://")
+    sa.attachments[key_a] = sb.attachments[key_b]
+
+
+FORGED = [
+    ("a sample id naming a path", _forge_path_id, ("'../../../etc/passwd' is not an item of",)),
+    ("a sample id naming another item", _forge_other_item, ("its image is not the item's",)),
+    ("a sample logged twice", _forge_twice, ("is logged twice in one log",)),
+    ("another item's image", _forge_image, ("its image is not the item's",)),
+]
+
+
+@pytest.mark.parametrize("name, forge, words", FORGED, ids=[f[0] for f in FORGED])
+def test_a_forged_inspect_log_is_refused(name, forge, words, inspect_log, base, tmp_path, capsys):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from radspatial.cli import main
+
+    log = read_eval_log(str(inspect_log))
+    forge(log)
+    write_eval_log(log, str(tmp_path / "x.json"))  # inspect's JSON format keeps a repeat
+    argv = ["import", "inspect", "--log", str(tmp_path / "x.json"), "--data", str(base.ds)]
+    assert main([*argv, "--out", str(tmp_path / "imp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "x.json: sample" in err, err
+    assert all(w in err for w in words) and "Traceback" not in err, err
+    assert not (tmp_path / "imp").exists()
+
+
+def test_a_forged_inspect_score_is_scored_again(inspect_log, base, tmp_path):
+    """The log's scores are not read: the replies are scored again, to the clean log's rows."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from radspatial.cli import main
+    from radspatial.core.io import read_jsonl
+
+    log = read_eval_log(str(inspect_log))
+    _forge_score(log)
+    write_eval_log(log, str(tmp_path / "forged.eval"))
+    rows = {}
+    for name, path in (("clean", inspect_log), ("forged", tmp_path / "forged.eval")):
+        argv = ["import", "inspect", "--log", str(path), "--data", str(base.ds)]
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+        rows[name] = read_jsonl(tmp_path / name / "results.jsonl")
+    assert rows["forged"] == rows["clean"] and len(rows["clean"]) == 20
+    assert 0 < sum(r["correct"] for r in rows["forged"]) < 20  # "1" to every item: some wrong
+    metrics = json.loads((tmp_path / "forged" / "metrics.json").read_text())
+    assert metrics["overall"]["accuracy_mean"] < 1.0
