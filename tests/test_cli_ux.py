@@ -121,15 +121,20 @@ def test_demo_and_report_show_progress_when_piped(tmp_path):
     out = tmp_path / "demo"
     env = {"RADSPATIAL_PROGRESS_SECONDS": "0"}
     res = run("demo", "--out", str(out), "--runs", "1", "--questions", "relative_position",
-              "--model", "baseline:yes", "--model", "agent:markers", env=env)  # fmt: skip
+              "--model", "baseline:yes", "--model", "agent:mask", env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     err = res.stderr
     for stage in ("demo: [1/4] generating", "demo: [2/4] evaluating baseline:yes",
-                  "demo: [3/4] evaluating agent:markers", "demo: [4/4] writing the report",
-                  "generate: ", "eval agent:markers: calls: ", "demo: done in"):  # fmt: skip
+                  "demo: [3/4] evaluating agent:mask", "demo: [4/4] writing the report",
+                  "generate: ", "eval agent:mask: calls: ", "demo: done in"):  # fmt: skip
         assert stage in err, (stage, err[-2000:])
     assert "report: " in res.stdout
-    rep = run("report", str(out / "eval" / "agent_markers"), "--out", str(tmp_path / "r"),
+    # where index.html is (issue 50, 6), and the items the mask oracle skips and why (8)
+    assert f"report (HTML, open in a browser): {out / 'report' / 'index.html'}" in res.stdout
+    n = int(res.stdout.split("dataset: ")[1].split("(")[1].split(" questions")[0])
+    oracle = next(x for x in res.stdout.splitlines() if x.startswith("agent:mask: accuracy"))
+    assert f" of {n} items: " in oracle and "AS blank images skipped, no anatomy to read" in oracle
+    rep = run("report", str(out / "eval" / "agent_mask"), "--out", str(tmp_path / "r"),
               env=env)  # fmt: skip
     assert rep.returncode == 0, rep.stderr
     beats = [x for x in rep.stderr.splitlines() if x.startswith("report: ")]

@@ -52,6 +52,7 @@ def test_every_manifest_field_and_the_image_bytes_are_in_the_parquet(data, expor
     assert len(rows) == len(manifest)
     fields = {k for r in manifest for k in r} | {"modality"}  # every row says its modality
     assert fields == set(table.column_names) and {"mask", "params"} <= fields
+    assert {"decidable", "decidable_reason"} <= fields  # what the image decides (issue 46)
     assert {r["modality"] for r in rows} == {"CT"}
     for want, got in zip(manifest, rows, strict=True):
         for key, value in want.items():

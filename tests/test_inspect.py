@@ -72,10 +72,11 @@ def logs(data, url, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_inspect_run_imports_to_the_numbers_of_radspatial_eval(data, ours, logs, tmp_path):
+def test_inspect_run_imports_to_the_numbers_of_radspatial_eval(data, ours, logs, tmp_path, capsys):
     imported = tmp_path / "imported"
     argv = ["import", "inspect", "--log", str(logs), "--data", str(data)]
-    assert main([*argv, "--out", str(imported)]) == 0
+    assert main([*argv, "--out", str(imported), "--price", "input=1,output=2"]) == 0
+    assert "  cost: " in capsys.readouterr().out  # priced from the log's token counts
     mine = {r["id"]: r for r in read_jsonl(ours / "results.jsonl")}
     theirs = {r["id"]: r for r in read_jsonl(imported / "results.jsonl")}
     assert theirs.keys() == mine.keys() and len(mine) == int(LIMIT)
@@ -96,9 +97,11 @@ def test_inspect_run_imports_to_the_numbers_of_radspatial_eval(data, ours, logs,
     # the server reports usage: inspect's per-sample counts are the same calls' counts
     assert got["usage"]["calls"] == want["usage"]["calls"] == int(LIMIT)
     assert got["usage"]["prompt_tokens"] == want["usage"]["prompt_tokens"] > 0
+    assert got["usage"]["cost_usd"] > 0
     run = json.loads((imported / "run.json").read_text())
     assert run["source"] == "inspect" and run["status"] == "complete"
     assert main(["report", str(imported), str(ours), "--out", str(tmp_path / "rep")]) == 0
+    assert "client's concurrency" in (tmp_path / "rep" / "summary.md").read_text()
     assert main(["export", "mirp", "--run", str(imported), "--out", str(tmp_path / "mirp")]) == 0
 
 
@@ -116,6 +119,7 @@ def test_the_log_holds_frames_metadata_and_the_clustered_stderr(ours, logs):
     sample = log.samples[0]
     meta = sample.metadata
     assert {"setup", "marker", "question_type", "view", "pair", "cluster"} <= meta.keys()
+    assert isinstance(meta["decidable"], bool) and meta["decidable_reason"]  # issue 46
     assert set(meta["targets"]) == {"image", "standard", "anatomical"}
     assert meta["cluster"].startswith("slice:")
     metrics = {(s.name, k): m.value for s in log.results.scores for k, m in s.metrics.items()}

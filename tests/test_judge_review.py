@@ -137,5 +137,7 @@ def test_report_review_flag_shows_the_table(tmp_path):
     assert main(["report", str(run), "--out", str(out), "--review", str(_marks(tmp_path))]) == 0
     summary = (out / "summary.md").read_text()
     assert "## LLM judge vs human review" in summary
+    # kappa beside percentages: two decimals (issue 50, 9), not 0.333333
+    assert "| 0.33 |" in summary and "0.3333" not in summary
     kappa = json.loads((out / "review.json").read_text())["models"]["m"]["judge_vs_review"]
     assert kappa["all"]["kappa"] == pytest.approx(0.4, abs=1e-6)

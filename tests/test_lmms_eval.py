@@ -231,9 +231,13 @@ def test_import_accepts_every_row_the_hooks_log(data, task, radspatial_run, tmp_
         path.write_text("".join(json.dumps(s) + "\n" for s in samples))
     out = tmp_path / "run"
     argv = ["import", "lmms-eval", "--samples", str(tmp_path / "logs"), "--data", str(data)]
-    assert main([*argv, "--out", str(out)]) == 0
+    assert main([*argv, "--out", str(out), "--price", "input=1,output=1"]) == 0
     info = json.loads((out / "run.json").read_text())
     assert info["protocol"] == protocol and info["model"] == "fake"
+    # a usage block (the report's usage table lists the run); the logs hold no token counts
+    usage = json.loads((out / "metrics.json").read_text())["usage"]
+    assert usage["calls"] == info["n_items"] and usage["calls_with_usage"] == 0
+    assert "cost_usd" not in usage and info["usage"]["cost_usd"] is None
     if protocol == "radspatial":
         got = json.loads((out / "metrics.json").read_text())["overall"]
         want = json.loads((radspatial_run / "metrics.json").read_text())["overall"]

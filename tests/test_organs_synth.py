@@ -257,3 +257,20 @@ def test_hu_command_line_measures_the_training_patients_only(tmp_path):
     assert table["pooled_patients"] == ["patient_a", "patient_c"]
     assert table["classes"]["liver"]["structures"] == 2  # A's liver and C's
     assert table["per_patient_classes"]["patient_b"]["artery"]["mean"] > 100  # B: contrast
+
+
+@pytest.mark.parametrize("r", [1, 3, 7])
+def test_disk_closing_is_scipy_s_binary_closing_by_the_disk(r):
+    """The body hull's closing by distance transforms (issue 50: the structuring element took
+    seconds at 512 px) gives scipy's binary_closing pixel for pixel, edges included."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(r)
+    for density in (0.02, 0.2):
+        fg = rng.random((40, 33)) < density
+        fg[0, 5] = fg[-1, -1] = True  # structures touching the edges
+        padded = np.pad(fg, r + 1)
+        y, x = np.ogrid[-r : r + 1, -r : r + 1]
+        want = ndimage.binary_closing(padded, structure=x * x + y * y <= r * r)
+        want = want[r + 1 : -r - 1, r + 1 : -r - 1]
+        assert np.array_equal(organs_synth.disk_closing(fg, r), want)

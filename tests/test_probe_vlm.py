@@ -182,3 +182,21 @@ def test_qwen2_vl_vision_tokens_come_back_in_row_major_order():
     inputs = {"image_grid_thw": torch.tensor([[1, h, w]])}
     flat = reader._vision(tokens, inputs, (h, w))
     assert flat[:, 0].tolist() == list(range(h * w))
+
+
+def test_a_rerun_reuses_the_features_and_gives_the_same_numbers(probed: Path, capsys):
+    """Issue 50, 5: the stages' features are kept (OUT/features.npz, keyed by what made them),
+    so a rerun fits again without the model; seeded folds and one-thread fits give the same
+    numbers; fewer folds for few items, said on the console and in summary.json."""
+    out = probed / "probe_vlm"
+    first = json.loads((out / "summary.json").read_text())
+    assert first["n_folds"] == min(5, first["n_groups"], max(2, first["n_items"] // 12))
+    argv = ["probe", "vlm", "--run", str(probed), "--split-by", "slice", "--layers", "-1"]
+    capsys.readouterr()
+    assert main([*argv, "--epochs", "20", "--device", "cpu", "--overwrite"]) == 0
+    captured = capsys.readouterr()
+    assert f"{out / 'features.npz'} (same model, items, layers)" in captured.err
+    assert "loading hf:" not in captured.err
+    assert f"probes: {first['n_folds']} folds of whole slice groups, seeds 0, 1, 2" in captured.out
+    again = json.loads((out / "summary.json").read_text())
+    assert again["stages"] == first["stages"] and again["majority"] == first["majority"]

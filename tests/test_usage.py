@@ -148,6 +148,9 @@ def test_format_doc_lists_exactly_the_usage_and_cluster_fields():
         return ResultRow(item, 0, "rq1", "none", "Q?", 1, parsed == 1, parsed=parsed)
 
     rows = [row("001", 1)] * 2 + [row("002", 0)] * 2
-    assert documented[0] == set(clustered_fields(rows, "expected"))
+    degenerate = [row("001", 1), row("001", 0), row("002", 1), row("002", 0)]  # SE 0
+    fields = set(clustered_fields(rows, "expected"))
+    assert documented[0] == fields | set(clustered_fields(degenerate, "expected"))
+    assert "ci_cluster_fallback" not in fields
     block = usage_block([{"latency_s": 1.0, "meta": {}}], parse_price("input=1,output=1"))
     assert documented[1] == set(block)

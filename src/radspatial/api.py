@@ -35,7 +35,7 @@ from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
 if TYPE_CHECKING:
-    from radspatial.agent.core import AgentResult
+    from radspatial.agent.core import AgentAnswer
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.formats.hf_export import HFExport
     from radspatial.formats.inspect_import import InspectImport
@@ -241,11 +241,11 @@ def import_inspect(job: ImportInspectJob) -> InspectImport:
 
 
 @api_function(AnswerJob)
-def answer(job: AnswerJob) -> AgentResult:
+def answer(job: AnswerJob) -> AgentAnswer:
     """The modular agent's answer to ``question`` about the PNG/JPEG ``image``, with the
     options of ``radspatial agent`` (``localizer``, ``model``, ``mask`` + ``labels`` for the
     mask oracle, ``margin``; ``trace`` / ``overlay``: files to write the trace JSON / an overlay
-    PNG to); returns the ``AgentResult`` (``.trace``; ``agent.core.verdict`` words it). For many
+    PNG to); returns the ``AgentAnswer`` (``.trace``; ``agent.core.verdict`` words it). For many
     questions build one ``radspatial.Agent`` and call its ``answer`` (the network loads once).
 
     Example:

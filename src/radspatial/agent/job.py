@@ -17,7 +17,7 @@ from radspatial.core import rules
 from radspatial.core.jobspec import ParamError, option, positive
 
 if TYPE_CHECKING:
-    from radspatial.agent.core import AgentResult
+    from radspatial.agent.core import AgentAnswer
 
 LOCALIZER_HELP = (
     "auto: markers for marker references, the shipped organs model otherwise; or one of the "
@@ -57,7 +57,7 @@ class AnswerJob:
 # fmt: on
 
 
-def run_answer(job: AnswerJob) -> AgentResult:
+def run_answer(job: AnswerJob) -> AgentAnswer:
     """The agent's answer to ``job.question`` about ``job.image`` (the trace and overlay
     written where asked); a refused input is a :class:`ParamError` or a one-line ValueError
     naming the file."""

@@ -27,7 +27,6 @@ from itertools import product
 from typing import Any
 
 import numpy as np
-from scipy.signal import fftconvolve
 
 from radspatial.agent.types import Found
 from radspatial.imaging.markers import (
@@ -84,6 +83,8 @@ def _template(text: str, size: int, geometry: str) -> tuple[np.ndarray, np.ndarr
 
 def _ncc_map(gray: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Masked normalised cross-correlation of the template at every top-left position."""
+    from scipy.signal import fftconvolve  # ~1 s to import: not on the way to any --help
+
     m = mask.astype(np.float32)
     n = float(m.sum())
     t = np.where(mask, values - values[mask].mean(), 0.0).astype(np.float32)

@@ -202,12 +202,16 @@ def mirror_case(ct: Path, seg: Path, out: Path, *, labels: str | None = None) ->
 
 
 def _from_csv(path: Path, out: Path) -> str:
-    """``path`` as ``OUT/cases.csv`` names it: relative to OUT (how the CSV is read), so the
-    folders can move together; absolute only where no relative path exists (another drive)."""
+    """``path`` as ``OUT/cases.csv`` names it, as given (symlinks not resolved): a file inside
+    OUT or in a folder beside it (``../in/ct.nii.gz``) relative to OUT (how the CSV is read),
+    so OUT and its neighbour move together; a file farther away (a shared data folder)
+    absolute, so moving OUT does not break a ``../../..`` path to it."""
+    given = os.path.abspath(path)
     try:
-        return Path(os.path.relpath(Path(path).resolve(), Path(out).resolve())).as_posix()
-    except ValueError:
-        return str(Path(path).resolve())
+        rel = Path(os.path.relpath(given, os.path.abspath(out)))
+    except ValueError:  # another drive
+        return given
+    return rel.as_posix() if rel.parts[:2].count("..") < 2 else given
 
 
 def _mirror_nifti(

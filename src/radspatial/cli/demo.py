@@ -66,8 +66,11 @@ def _stage(text: str) -> None:
     print(f"demo: {text}", file=sys.stderr, flush=True)
 
 
-def _evaluate(spec: str, data: Path, job: DemoJob, step: str, start: float) -> Path:
-    """One model's run folder under OUT/eval; a deterministic backend runs once."""
+def _evaluate(
+    spec: str, data: Path, job: DemoJob, step: str, start: float, total: int | None = None
+) -> Path:
+    """One model's run folder under OUT/eval; a deterministic backend runs once. ``total``:
+    the dataset's items, so a model asked fewer says how many and why."""
     import time
     from dataclasses import replace
 
@@ -89,9 +92,23 @@ def _evaluate(spec: str, data: Path, job: DemoJob, step: str, start: float) -> P
         close = getattr(backend, "close", None)  # opened here, so closed here (Ray replicas)
         if close is not None:
             close()
-    _print_eval(run_dir, rows)
+    _print_eval(run_dir, rows, scope=_scope(spec, rows, total, limit))
     sys.stdout.flush()
     return run_dir
+
+
+def _scope(spec: str, rows: list[dict], total: int | None, limit: int | None) -> str | None:
+    """What a model's summary line covers when it is not every item: the mask oracle skips
+    the AS items (blank images: no label image, no anatomy to read), the plain agent is asked
+    a spread sample. None: every item."""
+    n = len({r["id"] for r in rows})
+    if total is None:
+        return None
+    if limit:
+        return f"a spread sample of {n} of {total} items"
+    if spec in DEMO_SETUPS and n < total:
+        return f"{n} of {total} items: {total - n} AS blank images skipped, no anatomy to read"
+    return None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -121,10 +138,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"dataset: {data} ({summary.n_questions} questions)", flush=True)
     run_dirs = []
     for k, spec in enumerate(specs, start=2):
-        run_dirs.append(_evaluate(spec, data, job, f"[{k}/{n_steps}]", start))
+        step = f"[{k}/{n_steps}]"
+        run_dirs.append(_evaluate(spec, data, job, step, start, summary.n_questions))
     _stage(f"[{n_steps}/{n_steps}] writing the report ({time.monotonic() - start:.0f} s so far)")
     report = build_report(run_dirs, job.out / "report", log=_stage)
     print(f"report: {report.summary_md}")
+    print(f"report (HTML, open in a browser): {report.index_html}")
     for fig in report.figures:
         print(f"figure: {fig}")
     _stage(f"done in {time.monotonic() - start:.0f} s")

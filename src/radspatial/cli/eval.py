@@ -43,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with caller_terms(EvalJob, "cli"):
             configs[spec] = eval_config(job, template)
     opts.show_retries()
-    n_err = 0
+    n_err, errors = 0, []
     for i, spec in enumerate(specs):
         # said once the backend is open: a refused spec gets its one error line alone
         note = partial(
@@ -58,25 +58,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
             except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
                 raise ValueError(f"{exc.filename}: {exc.strerror}") from None
         n_err += _print_eval(out_dirs[spec], rows)
+        errors += [str(r["error"]) for r in rows if r.get("error")]
     if len(specs) > 1:
         from radspatial.reports.build import build_report
 
         report = build_report(list(out_dirs.values()), args.out / "report")
         print(f"report: {report.index_html}")
     if n_err:
+        from radspatial.eval.hints import failure_hint
+
+        keyed = bool(args.api_key_env) or any(s.startswith("openai:") for s in specs)
+        hint = failure_hint(errors, keyed=keyed)
         again = shlex.join(["radspatial", *getattr(args, "argv", ["eval", "..."])])
         where = args.out / "results.jsonl" if len(specs) == 1 else "each run's results.jsonl"
         print(
             f"radspatial eval: {n_err} call(s) failed after retries (errors, not wrong answers; "
-            f"see {where}); to resume, rerun the same command: {again}",
+            f"see {where}); {hint.text}" + (f": {again}" if hint.rerun else ""),
             file=sys.stderr,
         )
         return 3
     return 0
 
 
-def _print_eval(out: Path, rows: list[dict]) -> int:
-    """Print the run's summary; returns the number of errors (calls without an answer)."""
+def _print_eval(out: Path, rows: list[dict], scope: str | None = None) -> int:
+    """Print the run's summary; returns the number of errors (calls without an answer).
+    ``scope``: what the items are when not all of them (the demo's oracle skips AS items)."""
     import json
 
     from radspatial.core.records import error_count
@@ -87,11 +93,12 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
     if o.get("accuracy_mean") is None:
         print(f"{metrics['model']}: no answered calls (errors {n_err} of {metrics['n_rows']})")
     else:
-        scope = "all question types and setups"
+        items = f"{o['n_items']} items (all question types and setups)"
+        items = f"{scope} (all question types)" if scope else items
         print(
             f"{metrics['model']}: accuracy {100 * o['accuracy_mean']:.1f} +- "
             f"{100 * (o['accuracy_std'] or 0):.1f}% over {o['runs']} run(s) of "
-            f"{o['n_items']} items ({scope}), invalid {100 * o['invalid_rate']:.1f}% (same "
+            f"{items}, invalid {100 * o['invalid_rate']:.1f}% (same "
             f"items: abstentions and unreadable replies), errors {n_err} (not counted in accuracy)"
         )
     if line := _decidable_line(metrics.get("by_decidable")):
@@ -107,6 +114,7 @@ def _print_eval(out: Path, rows: list[dict]) -> int:
 
     if line := plain_rq1_line(metrics.get("rq1_plain")):
         print(line)
+    _print_cost(metrics.get("usage"))
     _print_judge(metrics.get("judge"))
     _print_errors(rows)
     print(f"results: {out / 'results.jsonl'}")
@@ -129,6 +137,19 @@ def _decidable_line(groups: dict | None) -> str | None:
         return None
     honest = " (undecidable: the image cannot tell; an honest reader scores 50%)"
     return "  by what the image decides: " + "; ".join(parts) + (honest if len(parts) > 1 else "")
+
+
+def _print_cost(usage: dict | None) -> None:
+    """With ``--price``: the run's cost on the console (not only in metrics.json)."""
+    if not usage or not usage.get("price"):
+        return
+    if usage.get("cost_usd") is None:
+        print("  cost: unknown (no call reported token counts)")
+        return
+    print(
+        f"  cost: {usage['cost_usd']:.4f} USD ({usage.get('prompt_tokens', 0):,} prompt + "
+        f"{usage.get('completion_tokens', 0):,} completion tokens)"
+    )
 
 
 def _print_judge(judge: dict | None) -> None:

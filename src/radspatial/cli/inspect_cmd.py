@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from radspatial.cli.common import Command
 from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
@@ -14,6 +15,15 @@ from radspatial.formats.job import ImportInspectJob
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:
     add_arguments(p, ImportInspectJob)
+
+
+def print_cost(run: Path) -> None:
+    """An imported run's cost line, as ``eval --price`` prints it."""
+    import json
+
+    from radspatial.cli.eval import _print_cost
+
+    _print_cost(json.loads((run / "metrics.json").read_text()).get("usage"))
 
 
 def cmd_import_inspect(args: argparse.Namespace) -> int:
@@ -27,6 +37,7 @@ def cmd_import_inspect(args: argparse.Namespace) -> int:
         f"  report: radspatial report {done.out} --out REPORT",
     ]
     print("\n".join(lines))
+    print_cost(done.out)
     return 0
 
 

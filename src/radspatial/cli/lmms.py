@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from radspatial.cli.common import Command
-from radspatial.cli.inspect_cmd import IMPORT_INSPECT
+from radspatial.cli.inspect_cmd import IMPORT_INSPECT, print_cost
 from radspatial.core.jobspec import add_arguments, caller_terms, from_namespace
 from radspatial.formats.job import ExportLmmsJob, ImportLmmsJob
 
@@ -42,11 +42,13 @@ def cmd_import_lmms(args: argparse.Namespace) -> int:
 
     with caller_terms(ImportLmmsJob, "cli"):
         done = run_import_lmms(from_namespace(ImportLmmsJob, args))
-    return _say(
+    _say(
         f"run folder: {done.out.resolve()}",
         f"{done.n_rows} rows from {len(done.files)} sample log(s); {done.n_errors} failed",
         f"report: radspatial report {done.out} --out REPORT",
     )
+    print_cost(done.out)
+    return 0
 
 
 EXPORT_LMMS = Command(

@@ -56,6 +56,9 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
     out = args.out or args.run / "probe_vlm"
     s = probe_vlm(args.run, out, config, overwrite=args.overwrite, log=_log)
     print(f"probe vlm: {out} ({s['model']}, {s['n_items']} items, {s['n_groups']} groups)")
+    seeds = ", ".join(map(str, s["seeds"]))
+    print(f"  probes: {s['n_folds']} folds of whole {s['split_by']} groups, seeds {seeds}, "
+          f"{args.epochs} epochs (the same numbers on a rerun)")  # fmt: skip
     print(f"  {'stage':<14} {'pooled':>8} {'tokens':>8}   McNemar p vs answer (tokens)")
     for stage in s["stage_order"]:
         p, t = s["stages"][stage]["pooled"], s["stages"][stage]["tokens"]
@@ -75,6 +78,12 @@ def _log(line: str) -> None:
 VLM_COMMAND = common.Command(
     "vlm",
     "probe an hf: VLM's encoder, projector and LM on an eval run's items, joined with its answers",
+    "For every relative-position item the run answered, one forward pass of the item's prompt "
+    "through the model (no generation) reads each stage's tokens (encoder, projector, the "
+    "--layers); small MLP probes, cross-fitted over held-out patient or slice groups with 3 "
+    "seeds, say whether each stage holds the asked pair's relation, and McNemar's test on the "
+    "items finds where the model's answers lose it. Writes OUT/items.jsonl, summary.json and "
+    "stages.png; docs/probes.md says how to read them.",
     arguments=vlm_arguments,
     run=cmd_probe_vlm,
 )

@@ -92,7 +92,7 @@ _CLUSTER: dict[str, tuple[type, ...]] = {
     "ci_cluster_low": _NUM,
     "ci_cluster_high": _NUM,
 }
-_CLUSTER |= {"n_clusters": _COUNT, "cluster_by": _TEXT}
+_CLUSTER |= {"n_clusters": _COUNT, "cluster_by": _TEXT, "ci_cluster_fallback": _TEXT}
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class GroupMetrics(_Flat):
     ci_cluster_high: float | None = None
     n_clusters: int | None = None
     cluster_by: str | None = None  # "slice", "group" or "group+slice"
+    ci_cluster_fallback: str | None = None  # why the clustered CI is the Wilson one (SE 0)
     answers: str | None = None  # "open" or "mixed"
     extra: Mapping[str, Any] = field(default_factory=dict)
 

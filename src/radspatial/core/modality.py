@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from radspatial.core.errors import InputError
+
 MODALITIES = ("CT", "MR")
 # what a dataset, item or row that names no modality is (every dataset before MR was CT);
 # ``generate`` writes a modality only where it is not this one
@@ -66,9 +68,10 @@ def infer_modality(tables: Iterable[str | None]) -> str:
 
 def check_hounsfield(ct: Any, where: str) -> None:
     """Refuse a volume shown in the CT window that holds no air (``AIR_BELOW_HU``): an MR,
-    or a CT not in Hounsfield units, would be shown as a white image. ``ct`` is an array."""
+    or a CT not in Hounsfield units, would be shown as a white image. ``ct`` is an array;
+    the error names ``where`` (the file) once: an ``InputError`` is passed on unprefixed."""
     if ct.size and float(ct.min()) >= AIR_BELOW_HU:
-        raise ValueError(
+        raise InputError(
             f"{where}: no voxel below {AIR_BELOW_HU:g} HU, so not a CT in Hounsfield units (a "
             "CT holds air at about -1000 HU) and the CT window would show it white: for an MR "
             "give --modality mr (its label table: --labels totalsegmentator_mr); to show it "

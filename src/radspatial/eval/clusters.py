@@ -11,7 +11,12 @@ G / (G - 1) for G clusters::
 
     se^2 = G / (G - 1) * sum_g (sum_{i in g} (y_i - mean))^2 / N^2
 
-With every item its own cluster it equals the usual ``sd(y, ddof=1) / sqrt(N)``. inspect_ai's
+With every item its own cluster it equals the usual ``sd(y, ddof=1) / sqrt(N)``.
+
+A standard error of 0 is not an interval: it happens when every cluster's accuracy equals the
+overall one (each consistency group 4 of 8 right, or every answer right, or every one wrong),
+and a cluster bootstrap is of zero width there too. Then the clustered interval is the Wilson
+one and the group says why (``ci_cluster_fallback``). inspect_ai's
 ``stderr(cluster=...)`` is this same formula (the inspect tasks name the ``cluster`` metadata);
 lmms-eval 0.7.3's ``stderr_clustered`` (the export's ``cluster_key``) sums the same cross-terms
 but takes the diagonal with ddof=1 and no G / (G - 1) factor, so the two differ by O(1/G).
@@ -109,10 +114,27 @@ def clustered_fields(rows: Sequence[ResultRow], target: str) -> dict[str, Any]:
     ci = clustered_interval(values, ids)
     if ci is None:
         return {}
+    low, high, fallback = ci.low, ci.high, {}
+    if ci.se < 1e-12:  # a zero-width "interval": the Wilson one, and the reason
+        from radspatial.eval.metrics import wilson_interval
+
+        low, high = wilson_interval(round(math.fsum(values)), len(values))
+        fallback = {"ci_cluster_fallback": _degenerate(ci)}
     return {
         "se_cluster": round(ci.se, 6),
-        "ci_cluster_low": round(ci.low, 6),
-        "ci_cluster_high": round(ci.high, 6),
+        "ci_cluster_low": round(low, 6),
+        "ci_cluster_high": round(high, 6),
         "n_clusters": ci.n_clusters,
         "cluster_by": "+".join(sorted({c.split(":", 1)[0] for c in named})),
-    }
+    } | fallback
+
+
+def _degenerate(ci: ClusteredCI) -> str:
+    """Why a clustered standard error is 0, in a line."""
+    if ci.mean in (0.0, 1.0):
+        every = "right" if ci.mean == 1.0 else "wrong"
+        return f"CR1 standard error 0 (every answer {every}): Wilson interval instead"
+    return (
+        f"CR1 standard error 0 (each of the {ci.n_clusters} clusters has the overall accuracy "
+        f"{100 * ci.mean:.1f}%): Wilson interval instead"
+    )

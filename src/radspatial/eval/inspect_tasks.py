@@ -91,10 +91,16 @@ def frames(spec_args: dict[str, Any]) -> Any:
 
 
 def _task(spec_args: dict[str, Any]) -> Task:
-    spec = TaskSpec.from_args(spec_args)
-    by_id, prompt = _loaded(spec)
-    if not by_id:
-        raise ValueError(f"{spec.data}: no items (check -T setups/markers/questions)")
+    # inspect prints a PrerequisiteError as its one line, without the traceback of a bug
+    from inspect_ai._util.error import PrerequisiteError
+
+    try:
+        spec = TaskSpec.from_args(spec_args)
+        by_id, prompt = _loaded(spec)
+        if not by_id:
+            raise ValueError(f"{spec.data}: no items (check -T setups/markers/questions)")
+    except ValueError as exc:  # bad -T arguments or data: the user's to fix
+        raise PrerequisiteError(f"radspatial: {exc}") from None
     samples = [_sample(item, prompt(item)) for item in by_id.values()]
     d = Decoding()
     config = GenerateConfig(

@@ -174,5 +174,6 @@ def usage_block(calls: Iterable[Mapping[str, Any]], price: Price | None = None) 
     if price is not None:
         cost = totals["prompt_tokens"] * price.input + totals["completion_tokens"] * price.output
         out["price"] = price.to_json()
-        out["cost_usd"] = round(cost / 1e6, 6)
+        # no call reported tokens (a baseline, an lmms-eval log): the cost is unknown, not 0
+        out["cost_usd"] = round(cost / 1e6, 6) if n_usage else None
     return out

@@ -19,13 +19,16 @@ import platform
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, max_json_bytes
 from radspatial.core.gates import model_name
 from radspatial.core.textsafe import log_text
 from radspatial.eval.inspect_items import TaskSpec, task_items
+
+if TYPE_CHECKING:
+    from radspatial.eval.usage import Price
 
 LOG_SUFFIXES = (".eval", ".json")
 TASKS = {"radspatial/bench": "radspatial", "radspatial/mirp": "mirp"}
@@ -205,25 +208,36 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
         yield epoch - 1, row, spec, {**_usage(sample), "error": error}
 
 
+def _usage_block(calls: Any, price: Price | None, where: str) -> tuple[dict[str, Any], Any]:
+    """The usage block (``eval.usage``) of the samples' calls, as JSON and as the record."""
+    from radspatial.core.metrics_blocks import Usage
+    from radspatial.eval.usage import usage_block
+
+    usage = usage_block(calls, price)
+    return usage, Usage.from_json(usage, where)
+
+
 def import_inspect(
-    log: Path, data: Path, out: Path, *, model: str | None = None, overwrite: bool = False
+    log: Path,
+    data: Path,
+    out: Path,
+    *,
+    model: str | None = None,
+    overwrite: bool = False,
+    price: Price | None = None,
 ) -> InspectImport:
     """Write the run folder ``out`` from the inspect logs at ``log`` of a task on ``data``.
 
-    ``model``: the name in ``metrics.json`` (default: the log's model). Raises
-    ``DataFileError`` (a ValueError) on a bad log, one whose samples are not the dataset's
-    items, or logs of several models.
+    ``model``: the name in ``metrics.json`` (default: the log's model); ``price``: as ``eval
+    --price``. ``DataFileError`` on a bad log, one not of the dataset's items, or of several models.
     """
     import os
 
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
-    from radspatial.core.metrics_blocks import Usage
     from radspatial.core.staging import staged
     from radspatial.eval.aggregate import compute_metrics
-    from radspatial.eval.usage import usage_block
 
-    data = Path(os.path.abspath(data))
-    files = log_files(log)
+    data, files = Path(os.path.abspath(data)), log_files(log)
     rows: dict[tuple[str, int], dict] = {}
     calls: dict[tuple[str, int], dict] = {}
     models, specs = set(), set()
@@ -245,7 +259,7 @@ def import_inspect(
     order = {item.id: k for k, item in enumerate(task_items(specs.pop())[0])}
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[1], order[k[0]]))]
     n_errors = sum(1 for r in ordered if r.get("error"))
-    usage = usage_block(calls.values())
+    usage, block = _usage_block(calls.values(), price, f"{log}: usage")
     run_info = {
         "source": "inspect",
         "data": str(data),
@@ -259,7 +273,7 @@ def import_inspect(
         "versions": {"radspatial": __version__, "python": platform.python_version()},
     }
     metrics = compute_metrics(ordered, model=model, runs=runs)
-    metrics = metrics.with_blocks(usage=Usage.from_json(usage, f"{log}: usage"))
+    metrics = metrics.with_blocks(usage=block)
     with staged(Path(out), overwrite, inputs={"--log": Path(log), "--data": data}) as stage:
         atomic_write_jsonl(stage / "results.jsonl", ordered)
         atomic_write_json(stage / "metrics.json", metrics.to_json())

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from radspatial.core.jobspec import option
+from radspatial.eval.job import price
 
 if TYPE_CHECKING:
+    from radspatial.eval.usage import Price
     from radspatial.formats.hf_export import HFExport
     from radspatial.formats.inspect_import import InspectImport
     from radspatial.formats.lmms_export import LmmsExport
@@ -77,6 +79,9 @@ class ImportLmmsJob:
     overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
     model: str | None = option(None,
         help="model name in metrics.json (default: the log's folder)")
+    price: Price | None = option(None, type=price, annotation="str | Price | None",
+        help="USD per million tokens, input=X,output=Y: the usage block's cost, as eval "
+        "--price (lmms-eval logs no token counts: the cost stays unknown; default: no cost)")
     data: Path = option(type=Path, annotation=_PATH,
         help="the dataset the task was exported from: every logged row is scored again "
         "against its answers (a row that differs is refused)")
@@ -94,6 +99,9 @@ class ImportInspectJob:
     overwrite: bool = option(False, action="store_true", help=OVERWRITE_HELP)
     model: str | None = option(None,
         help="model name in metrics.json (default: the log's model)")
+    price: Price | None = option(None, type=price, annotation="str | Price | None",
+        help="USD per million tokens, input=X,output=Y: the usage block's cost from the "
+        "log's token counts, as eval --price (default: no cost)")
 # fmt: on
 
 
@@ -130,7 +138,7 @@ def run_import_lmms(job: ImportLmmsJob) -> LmmsImport:
 
     return import_lmms(
         Path(job.samples), Path(job.out), data=Path(job.data), model=job.model,
-        overwrite=job.overwrite,
+        overwrite=job.overwrite, price=job.price,
     )  # fmt: skip
 
 
@@ -139,5 +147,10 @@ def run_import_inspect(job: ImportInspectJob) -> InspectImport:
     from radspatial.formats.inspect_import import import_inspect
 
     return import_inspect(
-        Path(job.log), Path(job.data), Path(job.out), model=job.model, overwrite=job.overwrite
+        Path(job.log),
+        Path(job.data),
+        Path(job.out),
+        model=job.model,
+        overwrite=job.overwrite,
+        price=job.price,
     )

@@ -22,7 +22,7 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
@@ -31,6 +31,9 @@ from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
+
+if TYPE_CHECKING:
+    from radspatial.eval.usage import Price
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
@@ -197,18 +200,23 @@ def import_lmms(
     data: Path,
     model: str | None = None,
     overwrite: bool = False,
+    price: Price | None = None,
 ) -> LmmsImport:
     """Write the run folder ``out`` from lmms-eval sample logs at ``samples``.
 
     ``data``: the dataset the task was exported from: the truth every row is scored against,
     recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file
     there); ``model``: the name in ``metrics.json`` (default: the folder holding the first
-    log, which lmms-eval names after the model; control characters shown as escapes).
+    log, which lmms-eval names after the model; control characters shown as escapes);
+    ``price``: as ``eval --price``. The usage block counts the logged replies as calls; the
+    sample logs hold no token counts or latencies, so those (and the cost) stay unknown.
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.io import atomic_write_json, atomic_write_jsonl
+    from radspatial.core.metrics_blocks import Usage
     from radspatial.core.staging import staged
     from radspatial.eval.aggregate import compute_metrics
+    from radspatial.eval.usage import usage_block
 
     files = sample_files(samples)
     inputs = {"--samples": Path(samples), "--data": Path(data)}
@@ -217,6 +225,7 @@ def import_lmms(
         rows, protocol = read_samples(files, dataset_truth(Path(data)))
         model = log_text(model or files[0].resolve().parent.name)
         n_errors = sum(1 for r in rows if r.get("error"))
+        usage = usage_block(({"error": r.get("error")} for r in rows), price)
         run_info = {
             "source": "lmms-eval",
             "data": os.path.abspath(data),
@@ -227,11 +236,12 @@ def import_lmms(
             "n_items": len(rows),
             "status": "complete" if n_errors == 0 else "incomplete",
             "n_errors": n_errors,
+            "usage": usage,
             "versions": {"radspatial": __version__, "python": platform.python_version()},
         }
         atomic_write_jsonl(stage / "results.jsonl", rows)
-        atomic_write_json(
-            stage / "metrics.json", compute_metrics(rows, model=model, runs=1).to_json()
-        )
+        metrics = compute_metrics(rows, model=model, runs=1)
+        metrics = metrics.with_blocks(usage=Usage.from_json(usage, f"{samples}: usage"))
+        atomic_write_json(stage / "metrics.json", metrics.to_json())
         atomic_write_json(stage / "run.json", run_info)
     return LmmsImport(Path(out), tuple(files), len(rows), n_errors, model)

@@ -131,6 +131,18 @@ def majority(res: dict[str, Any], task: str, split: str) -> float | None:
     return counts[dst_names.index(name)] / sum(counts)
 
 
+def _chance_cell(task: str, entry: dict[str, Any]) -> str:
+    """The chance row's cell: a classification task whose chance comes from the data (count:
+    the training majority-class rate, not 1/k) is marked so."""
+    from radspatial.probes.tasks import TASKS
+
+    text = cell(task, entry.get("chance"))
+    spec = TASKS.get(task)
+    if spec is not None and spec.chance is None and spec.kind == "classification":
+        return f"{text} (maj.)"
+    return text
+
+
 def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[list[str]]:
     """Header, then per block: a block title row, chance, majority class and n rows, the models."""
     columns = [
@@ -157,7 +169,7 @@ def table_rows(results: Sequence[dict[str, Any]], split: str = "test") -> list[l
         for task, _ in columns:
             owner = next((r for r in group if task in r.get("tasks", {})), None)
             entry = owner["tasks"][task] if owner else None
-            chance.append(cell(task, entry.get("chance")) if entry else DASH)
+            chance.append(_chance_cell(task, entry) if entry else DASH)
             major.append(_pct(majority(owner, task, split)) if owner else DASH)
             n.append(str(entry.get(split, {}).get("n", DASH)) if entry else DASH)
         rows.append(["Chance", "", "", *chance])
@@ -231,7 +243,9 @@ def write_table(result_dirs: Sequence[Path], out: Path, *, split: str = "test") 
         "512 px reference slice (lower is better). Perm: full-permutation accuracy % (per-tile "
         "accuracy % after Hungarian assignment). Others: accuracy %. Majority class: always "
         "answering the training split's most frequent class (a stronger baseline than chance "
-        "where classes are unbalanced). Chance (a uniform guess, 1/k) can exceed it: the "
+        "where classes are unbalanced). Chance: a uniform guess (1/k); localize: always the "
+        "training mean; *(maj.)*: a task whose chance is its training majority-class rate "
+        "(count), not 1/k. A uniform guess can exceed the majority class: the "
         "class most frequent in training can be rarer in this split (splits are by case), and "
         "then always answering it scores below 1/k. "
         f"{DASH}: task not run or no samples.\n\n"

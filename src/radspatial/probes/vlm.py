@@ -6,7 +6,10 @@ sent (``vlm_extract``); probes are cross-fitted on each stage (``vlm_fit``) and 
 run's answers item by item (``vlm_join``). Writes ``OUT/items.jsonl`` (one row per item and
 stage), ``OUT/summary.json`` and ``OUT/stages.png`` (encoder -> projector -> language model ->
 answer); ``report`` shows the figure and table of every such folder inside a run folder (the
-default ``OUT`` is ``RUN/probe_vlm``).
+default ``OUT`` is ``RUN/probe_vlm``). The features are kept in ``OUT/features.npz`` with a key
+of everything that determines them (model, dataset manifest, items, prompts, layers, pixels): a
+rerun into the same ``OUT`` (other ``--epochs``, ``--split-by``) fits again without loading the
+model.
 
 Example::
 
@@ -26,9 +29,10 @@ import numpy as np
 from radspatial.core.datafiles import read_json
 from radspatial.core.errors import InputError
 from radspatial.core.records import ManifestRow, ObjectRow, read_manifest, read_results
-from radspatial.probes.vlm_fit import READOUTS, SEEDS, FitOptions, ProbeItem
+from radspatial.probes.vlm_fit import READOUTS, SEEDS, FitOptions, ProbeItem, n_folds
 
 KIND = "radspatial-probe-vlm"
+FEATURES = "features.npz"  # the stages' features, reused by a rerun that would read the same
 RELATIONS = {"left_of": 0, "right_of": 0, "above": 1, "below": 1}
 FIGURE = "stages.png"
 
@@ -209,8 +213,6 @@ def probe_vlm(
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Probe every stage of the run's model and join with its answers; returns summary.json."""
-    from radspatial.models.base import Decoding, create_backend
-    from radspatial.probes.vlm_extract import StageReader
     from radspatial.probes.vlm_fit import fit_stage
     from radspatial.probes.vlm_join import item_rows, summarize
 
@@ -221,18 +223,16 @@ def probe_vlm(
     chosen = select_items(data, manifest, results, config.split_by)
     if len(chosen) < 4:
         raise InputError(f"{run}: {len(chosen)} relative-position items answered; need 4 or more")
-    log(f"loading {model}")
     options = {"device": config.device, "dtype": config.dtype, **_run_backend(run)}
-    backend = create_backend(model, decoding=Decoding(), **options)
-    reader = StageReader(backend, config.layers)
-    feats = _extract(reader, chosen, results, log)
+    key = _features_key(model, data, chosen, results, config.layers, options)
+    kind, feats, device = _features(model, options, config.layers, chosen, results, out, key, log)
     items = [c[1] for c in chosen]
     meta = [c[2] for c in chosen]
     targets = np.array([i.target for i in items])
     answer = np.array([bool(results[i.id].correct) for i in items])
     fit = config.fit
     if fit.device == "auto":
-        fit = replace(fit, device=backend.device)
+        fit = replace(fit, device=device)
     stages = {}
     for stage, f in feats.items():
         log(f"fitting the probes of {stage}")
@@ -242,18 +242,81 @@ def probe_vlm(
         "run": str(run),
         "model": model,
         "data": str(data),
-        "architecture": reader.kind,
-        "model_type": reader.model_type,
-        "stage_order": list(reader.stages),  # summary.json sorts its keys
+        "architecture": kind,
+        "model_type": _model_type(model),
+        "stage_order": list(feats),  # summary.json sorts its keys
         "readouts": list(READOUTS),
         "seeds": list(SEEDS),
         "split_by": config.split_by,
+        "n_folds": n_folds(len(items), len({i.group for i in items})),
         "n_items": len(items),
         "n_groups": len({i.group for i in items}),
         **summarize(stages, targets, answer, meta),
     }
     _write(out, overwrite, item_rows(meta, stages, targets, answer), summary)
+    _save_features(out, key, kind, feats, str(device))
     return summary
+
+
+def _features(model, options, layers, chosen, results, out, key, log):  # noqa: ANN001, ANN202
+    """(architecture, per-stage features, device): from ``OUT/features.npz`` when its key
+    matches, else read from the model (loaded only then)."""
+    from radspatial.models.base import Decoding, create_backend
+    from radspatial.probes.vlm_extract import StageReader
+
+    cached = _cached(out, key)
+    if cached is not None:
+        log(f"features: {len(chosen)} items from {out / FEATURES} (same model, items, layers)")
+        return cached
+    log(f"loading {model}")
+    backend = create_backend(model, decoding=Decoding(), **options)
+    reader = StageReader(backend, layers)
+    return reader.kind, _extract(reader, chosen, results, log), backend.device
+
+
+def _model_type(model: str) -> str | None:
+    """The model folder's ``config.json`` ``model_type`` (None where it cannot be read)."""
+    import json
+
+    config = Path(model.removeprefix("hf:").split("@", 1)[0]) / "config.json"
+    try:
+        value = json.loads(config.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _features_key(model, data, chosen, results, layers, options) -> str:  # noqa: ANN001
+    """A hash of everything the features depend on (the model's files by size and time)."""
+    import hashlib
+    import json
+
+    spec = model.removeprefix("hf:").split("@", 1)[0]
+    files = sorted(Path(spec).glob("*")) if Path(spec).is_dir() else []
+    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    manifest = (data / "manifest.jsonl").stat()
+    ids = [(c[0].id, results[c[0].id].prompt) for c in chosen]
+    what = [model, stamp, manifest.st_size, manifest.st_mtime_ns, ids, list(layers), options]
+    return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()
+
+
+def _cached(out: Path, key: str) -> tuple[str, dict, str] | None:
+    """(architecture, features, device) from ``OUT/features.npz`` when its key is ``key``."""
+    try:
+        with np.load(out / FEATURES, allow_pickle=False) as z:
+            if str(z["key"]) != key:
+                return None
+            stages = [str(s) for s in z["stages"]]
+            feats = {s: {r: z[f"{s}|{r}"] for r in READOUTS} for s in stages}
+            return str(z["kind"]), feats, str(z["device"])
+    except (OSError, ValueError, KeyError):  # none yet, or not ours: extract again
+        return None
+
+
+def _save_features(out: Path, key: str, kind: str, feats: dict, device: str) -> None:
+    arrays = {f"{s}|{r}": v for s, d in feats.items() for r, v in d.items()}
+    with (out / FEATURES).open("wb") as f:  # OUT is ours now: written after the swap
+        np.savez(f, key=key, kind=kind, device=device, stages=np.array(list(feats)), **arrays)
 
 
 def _write(out: Path, overwrite: bool, rows: list[dict], summary: dict[str, Any]) -> None:

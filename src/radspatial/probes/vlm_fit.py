@@ -9,7 +9,11 @@ Read-outs, as in SPAR: ``pooled`` (the mean of the stage's tokens) and ``tokens`
 each object's point, concatenated); both get the asked axis as two extra inputs.
 
 Folds are groups (``slice``: one slice's items in every setup and marker; ``patient``: one
-case), up to 5; three seeds draw the folds and the probes' initialisation. Each fit is the
+case), up to 5, fewer when the items are few (``n_folds``: at least ``MIN_PER_FOLD`` items a
+held-out fold on average, and never under 2); three seeds (0, 1, 2) draw the folds and the
+probes' initialisation. Under ``ONE_THREAD_BELOW`` items a CPU fit runs on one thread: such fits
+are too small to gain from more (on a busy machine they lose), and one thread sums in one order,
+so a rerun on any machine gives the same predictions. Each fit is the
 SPAR probes' MLP head (``probes/heads``) trained full-batch with the probes' loss
 (``probes/fitting.loss_fn``) on standardised features. The ``majority`` read-out predicts the
 training folds' commoner target; chance is 0.5.
@@ -25,6 +29,8 @@ import numpy as np
 READOUTS = ("pooled", "tokens")
 SEEDS = (0, 1, 2)
 MAX_FOLDS = 5
+MIN_PER_FOLD = 12
+ONE_THREAD_BELOW = 500
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,20 @@ class FitOptions:
     device: str = "cpu"  # "auto" (probe_vlm): the model's device
 
 
+def n_folds(n_items: int, n_groups: int) -> int:
+    """How many folds: up to ``MAX_FOLDS``, no more than the groups, and few enough that a
+    held-out fold has ``MIN_PER_FOLD`` items on average (2 at least).
+
+    Example:
+        >>> n_folds(60, 29), n_folds(24, 12), n_folds(1000, 3)
+        (5, 2, 3)
+    """
+    return max(2, min(MAX_FOLDS, n_groups, n_items // MIN_PER_FOLD))
+
+
 def folds(groups: Sequence[str], seed: int) -> np.ndarray:
-    """Fold index per item: groups shuffled by ``seed`` and dealt round-robin."""
+    """Fold index per item: groups shuffled by ``seed`` and dealt round-robin into
+    ``n_folds`` folds."""
     unique = sorted(set(groups))
     if len(unique) < 2:
         raise ValueError(
@@ -55,7 +73,7 @@ def folds(groups: Sequence[str], seed: int) -> np.ndarray:
             "(use --split-by slice, or more cases)"
         )
     order = np.random.default_rng(seed).permutation(len(unique))
-    k = min(MAX_FOLDS, len(unique))
+    k = n_folds(len(groups), len(unique))
     fold_of = {unique[i]: n % k for n, i in enumerate(order)}
     return np.array([fold_of[g] for g in groups])
 
@@ -124,6 +142,24 @@ def fit_stage(
     seeds: Sequence[int] = SEEDS,
 ) -> dict[str, np.ndarray]:
     """Per read-out (and ``majority``): the items' predictions, shape (seeds, items)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if str(opt.device) == "cpu" and len(items) < ONE_THREAD_BELOW:
+        torch.set_num_threads(1)
+    try:
+        return _fit_stage(pooled, tokens, items, opt, seeds)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_stage(
+    pooled: np.ndarray,
+    tokens: np.ndarray,
+    items: Sequence[ProbeItem],
+    opt: FitOptions,
+    seeds: Sequence[int],
+) -> dict[str, np.ndarray]:
     axes = np.array([i.axis for i in items])
     inputs = {"pooled": design(pooled, axes), "tokens": design(tokens, axes)}
     out: dict[str, list[np.ndarray]] = {"pooled": [], "tokens": [], "majority": []}

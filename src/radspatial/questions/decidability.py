@@ -160,9 +160,11 @@ def parse_landmarks(data: Mapping[str, Any], where: str) -> LandmarkTable:
 
 def _number(entry: dict, key: str, at: str, low: float, high: float) -> float:
     value = entry.get(key)
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or not low <= value <= high:
-        raise DataFileError(f"{at}: {key!r} must be a number in [{low:g}, {high:g}], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        value = None
+    if value is None or not math.isfinite(value) or not low <= value <= high:
+        got = entry.get(key)
+        raise DataFileError(f"{at}: {key!r} must be a number in [{low:g}, {high:g}], got {got!r}")
     return float(value)
 
 

@@ -97,12 +97,17 @@ def load_run(path: Path, label: str | None = None) -> RunData:
 
 
 def modality_groups(rows: Sequence[ResultRow]) -> dict[str, Any]:
-    """modality -> setup/marker (and "all") -> accuracy with Wilson 95% CI, errors left out."""
+    """modality -> setup/marker (and "all") -> accuracy with Wilson 95% CI, errors left out.
+    "all" pools every question type; the setup/marker groups are MIRP's relative-position
+    questions only (Table 1's), so the two tables never disagree on the same cell."""
+    from radspatial.core.records import DEFAULT_TYPE
+
     answered = [r for r in rows if not r.error]
     out = {}
     for m in sorted({r.modality or "unknown" for r in answered}):
         mine = [r for r in answered if (r.modality or "unknown") == m]
-        groups = grouped_accuracy(mine, lambda r: f"{r.setup}/{r.marker}")
+        relpos = [r for r in mine if r.question_type == DEFAULT_TYPE]
+        groups = grouped_accuracy(relpos, lambda r: f"{r.setup}/{r.marker}")
         groups |= grouped_accuracy(mine, lambda r: "all")
         out[m] = {k: g.to_json() for k, g in sorted(groups.items())}
     return out

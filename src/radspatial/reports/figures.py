@@ -23,6 +23,7 @@ from radspatial.reports.common import consistency_groups, group_of, type_groups
 from radspatial.reports.figures_frames import SETUP_ORDER, draw_frames, draw_plane_frames
 from radspatial.reports.plotting import (
     PALETTE,
+    abstains,
     chance_line,
     grouped_bars,
     legend_below,
@@ -76,7 +77,7 @@ def _accuracy_figure(
 
 def _abstained(by: Groups, cols: Sequence[str]) -> list[list[bool]]:
     """Per model and column: every answer invalid or an abstention (drawn "abst.", not 0)."""
-    return [[bool(g[c].n_items) and g[c].invalid_rate == 1.0 for c in cols] for g in by.values()]
+    return [[abstains(g[c]) for c in cols] for g in by.values()]
 
 
 def _setup_scope(s: Summary) -> tuple[list[str], Groups, str]:
@@ -162,6 +163,7 @@ def draw_rotation_heatmap(s: Summary) -> bytes | str:
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100)
         for (r, c), v in np.ndenumerate(grid):
             text = "–" if math.isnan(v) else f"{v:.1f}"
+            text = "abst." if abstains(typed[models[r]][cols[c]]) else text
             ax.text(c, r, text, ha="center", va="center", fontsize=8, color=_ink(cmap, v))
         ax.set_xticks(range(len(cols)), [_variant_tick(c) for c in cols], fontsize=8)
         ax.set_yticks(range(len(models)), [fig_text(m) for m in models])
@@ -240,6 +242,10 @@ def draw_consistency(s: dict[str, Any]) -> bytes | None:
         shares = [100 * (g.classes[cls].share or 0.0) for g in data.values()]
         ax.bar(range(len(data)), shares, 0.6, bottom=bottoms, color=colour, label=TITLES[cls])
         bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
+    overall = {m["label"]: group_of(m.get("overall")) for m in s.get("models", [])}
+    for x, m in enumerate(data):  # no answer at all reads "constant": say it abstains
+        if abstains(overall.get(m)):
+            ax.text(x, 50, "abst.", ha="center", va="center", fontsize=8, color="white")
     pad = max(0.0, (3 - len(data)) / 2)  # one or two bars: centred, bar-wide, not page-wide
     ax.set_xlim(-0.7 - pad, len(data) - 0.3 + pad)
     tilt = 20 if len(data) > 3 else 0

@@ -18,6 +18,7 @@ from radspatial.imaging.planes import DEFAULT_PLANE, PLANE
 from radspatial.reports.common import AXES, Frames, frame_groups
 from radspatial.reports.plotting import (
     PALETTE,
+    abstains,
     chance_line,
     grouped_bars,
     legend_below,
@@ -100,7 +101,8 @@ def _draw(by_model: Frames, setup: str, plane: str, *, other_planes: bool) -> by
                  [pct_of(v, "accuracy_std") for v in views[frame]], colours[frame])
                 for frame in shown
             ]  # fmt: skip
-            grouped_bars(ax, len(models), series, values=True)
+            none = [[abstains(v) for v in views[frame]] for frame in shown]
+            grouped_bars(ax, len(models), series, values=True, abstained=none)
             chance_line(ax)
             style_axes(ax, "Accuracy (%)" if col == 0 else "")
             n_set = set(ns) - {0}

@@ -41,9 +41,10 @@ FILTERS = (  # data attribute, label
 _YES_NO = {1: "yes", 0: "no", None: "–"}
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:0 16px;color:#222}
-h1,h2,h3{font-weight:600}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}
-th{background:#f2f2f2}
+h1,h2,h3{font-weight:600}table{border-collapse:collapse;margin:8px 0 16px;font-size:12px}
+th,td{border:1px solid #ccc;padding:3px 5px;text-align:right;white-space:nowrap}
+th{background:#f2f2f2;white-space:normal}td:first-child{white-space:normal;max-width:14em;
+overflow-wrap:anywhere}
 td:first-child,th:first-child{text-align:left}img.fig{max-width:100%;border:1px solid #eee}
 nav a{margin-right:12px}#filters{position:sticky;top:0;background:#fff;padding:8px 0;z-index:1;
 border-bottom:1px solid #ddd}#filters label{margin-right:14px}

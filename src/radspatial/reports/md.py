@@ -213,7 +213,7 @@ def _variant_table(s: dict[str, Any]) -> str:
     rows = [[label, *(acc(g[c]) for c in cols)] for label, g in s["by_variant"].items()]
     return (
         "## Normal vs counterfactual anatomy\n\nAccuracy in % per anatomy variant of the case "
-        "(all setups except AS).\n\n" + table(["Model", *cols], rows)
+        "(all setups except AS, every question type pooled).\n\n" + table(["Model", *cols], rows)
     )
 
 
@@ -233,12 +233,16 @@ def _modality_tables(s: dict[str, Any]) -> str:
     rows = [[label, *(_ci(g.get(m, {}).get("all")) for m in mods)] for label, g in by.items()]
     parts = [
         "## Modality\n\nAccuracy in % with Wilson 95% CI, all runs pooled, per modality of the "
-        "case (answers = items x runs; from results.jsonl).\n\n" + table(["Model", *mods], rows)
+        "case (answers = items x runs; from results.jsonl); every question type pooled. Each "
+        "modality's setup/marker table below holds MIRP's relative-position questions only, "
+        "as Table 1 does.\n\n" + table(["Model", *mods], rows)
     ]
     for m in mods:
         keys = sorted({k for g in by.values() for k in g.get(m, {}) if k != "all"}, key=_rank)
         body = [[label, *(_ci(g.get(m, {}).get(k)) for k in keys)] for label, g in by.items()]
         body = [r for r in body if any(c != DASH for c in r[1:])]
+        if not keys:  # no relative-position questions
+            continue
         parts.append(f"### {m}\n\n" + table(["Model", *map(column_name, keys)], body))
     return "\n".join(parts)
 

@@ -61,7 +61,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
                 label,
                 j.judge,
                 f"{j.n_judged} of {j.n_open_rows} ({_pct(j.judge_needed_rate)}%)",
-                str(j.rules_vs_judge.kappa),
+                kappa_text(j.rules_vs_judge.kappa),
                 _pct(j.calibration.judge_accuracy),
             ]
             for label, j in judged
@@ -83,7 +83,7 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
                 str(m["n_reviewed"]),
                 str(m["n_ambiguous"]),
                 _pct(m["agreement"]),
-                str(m["kappa"]),
+                kappa_text(m["kappa"]),
                 _pct(m["accuracy_automatic"]),
                 _pct(m["accuracy_reviewed"]),
             ]
@@ -100,6 +100,16 @@ def open_markdown(runs: Sequence[Any], review: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
+def kappa_text(kappa: float | None) -> str:
+    """Cohen's kappa as read beside percentages: two decimals (0.57), a dash when undefined.
+
+    Example:
+        >>> kappa_text(0.571429), kappa_text(None)
+        ('0.57', '–')
+    """
+    return DASH if kappa is None else f"{kappa:.2f}"
+
+
 def _judge_review_markdown(review: dict[str, Any]) -> str:
     """LLM judge vs the reviewers per question type (``grading.review.judge_vs_review``)."""
     rows = []
@@ -110,7 +120,7 @@ def _judge_review_markdown(review: dict[str, Any]) -> str:
                 for verdict, marks in sorted(a["confusion"].items())
                 for mark, n in sorted(marks.items())
             ]
-            kappa = DASH if a["kappa"] is None else str(a["kappa"])
+            kappa = kappa_text(a["kappa"])
             rows.append([label, qtype, str(a["n"]), _pct(a["agreement"]), kappa, "; ".join(cells)])
     if not rows:
         return ""

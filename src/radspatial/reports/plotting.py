@@ -39,6 +39,12 @@ def pct_of(group: GroupMetrics | None, value: str) -> float:
     return math.nan if v is None else 100 * float(v)
 
 
+def abstains(group: GroupMetrics | None) -> bool:
+    """Every answer of the group an abstention or invalid: drawn "abst.", never a 0 bar that
+    would read as always wrong (the tables' *abstains*)."""
+    return group is not None and bool(group.n_items) and group.invalid_rate == 1.0
+
+
 def chance_line(ax: Any, levels: Sequence[float] | None = None) -> None:
     """The chance line: 50% across, or each group's own level (``levels``, %) over its bars."""
     if levels is None:
@@ -68,13 +74,14 @@ def grouped_bars(
     series: Sequence[tuple[str, list[float], list[float], str]],
     *,
     values: bool = False,
-    abstained: Sequence[Sequence[bool]] = (),
+    abstained: Sequence[Sequence[bool]],
 ) -> None:
     """Bars of ``series`` (name, means, stds, colour) side by side within each of the groups.
 
     ``values`` writes each mean under its bar's top (so 0% and missing, "n/a", are visible);
     a bar whose answers were all abstentions or invalid (``abstained[series][group]``) is
-    written "abst." instead of a 0 that would read as always wrong.
+    written "abst." instead of a 0 that would read as always wrong; every caller says which
+    (``abstains``), so no figure can draw an abstaining model as 0.
     """
     width = 0.8 / max(len(series), 1)
     ax.set_xlim(-0.6, n_groups - 0.4)  # nan bars (no items) set no limits of their own
@@ -85,11 +92,12 @@ def grouped_bars(
     for i, (name, means, stds, colour) in enumerate(series):
         xs = [g - 0.4 + width * (i + 0.5) for g in range(n_groups)]
         ax.bar(xs, means, width * 0.92, color=colour, label=name, zorder=2)
-        none = abstained[i] if i < len(abstained) else [False] * n_groups
-        for x, m, e, a in zip(xs, means, stds, none, strict=True) if values else ():
+        for x, m, e, a in zip(xs, means, stds, abstained[i], strict=True):
             top = m + (e if e > 0 else 0.0) + 1.0  # above the error bar
             text, y = ("n/a", 1.0) if math.isnan(m) else (f"{m:.0f}", top)
             text = "abst." if a else text
+            if not values and not a:
+                continue
             ax.text(x, y, text, ha="center", va="bottom", fontsize=6 if upright else 6.5,
                     color="0.25", zorder=3, rotation=90 if upright else 0)  # fmt: skip
         spread = [(x, m, e) for x, m, e in zip(xs, means, stds, strict=True) if e > 0]

@@ -38,20 +38,24 @@ def _pct(x: Any) -> str:
 
 def usage_markdown(runs: Sequence[Any]) -> str:
     """Token totals, latency percentiles and cost per model (runs with a ``usage`` block)."""
-    rows = []
+    rows, inspect = [], False
     for r in runs:
         u = r.metrics.usage
         if u is None:
             continue
+        # nothing reported (a baseline, an lmms-eval log): unknown, not 0
+        tokens = _int if u.calls_with_usage else (lambda _: DASH)
+        star = "*" if r.info.get("source") == "inspect" else ""
+        inspect = inspect or bool(star)
         rows.append(
             [
                 r.label,
                 f"{_int(u.calls)} ({_int(u.calls_with_usage)})",
-                _int(u.prompt_tokens),
-                _int(u.completion_tokens),
-                _int(u.reasoning_tokens),
-                _fixed(u.latency_s_p50, 3),
-                _fixed(u.latency_s_p95, 3),
+                tokens(u.prompt_tokens),
+                tokens(u.completion_tokens),
+                tokens(u.reasoning_tokens),
+                _fixed(u.latency_s_p50, 3) + star,
+                _fixed(u.latency_s_p95, 3) + star,
                 _fixed(u.cost_usd, 4),
             ]
         )
@@ -64,8 +68,18 @@ def usage_markdown(runs: Sequence[Any]) -> str:
         "`usage`; hf: counted), summed over the run's successful calls (a resumed run keeps its "
         "earlier calls' usage); calls in brackets: those that reported any. Latency: one call, "
         "retries excluded. Cost: with `eval --price input=...,output=...` (USD per million "
-        "tokens; reasoning tokens are completion tokens).\n\n" + md_table(header, rows)
+        "tokens; reasoning tokens are completion tokens; `import inspect` and `import "
+        "lmms-eval` take it too). A dash: nothing reported (tokens), or not priced.\n\n"
+        + md_table(header, rows)
+        + (INSPECT_NOTE if inspect else "")
     )
+
+
+INSPECT_NOTE = (
+    "\n\\* Imported from inspect logs: a sample's working time, which includes the wait for "
+    "inspect's own connection limit (`--max-connections`), so it measures the client's "
+    "concurrency as much as the model's speed.\n"
+)
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -90,7 +104,8 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
                     scope,
                     _pct(g.accuracy_mean),
                     _interval(g.ci_low, g.ci_high),
-                    _interval(g.ci_cluster_low, g.ci_cluster_high),
+                    _interval(g.ci_cluster_low, g.ci_cluster_high)
+                    + (" (Wilson: clustered SE 0)" if g.ci_cluster_fallback else ""),
                     _int(g.n_clusters),
                     str(g.cluster_by or DASH),
                 ]
@@ -104,6 +119,7 @@ def clustered_markdown(runs: Sequence[Any]) -> str:
         "the questions of one slice are not independent; the clustered interval (CR1 "
         "cluster-robust standard error, normal 95%, all runs pooled) allows for that, the "
         "Wilson interval does not. Every group in `metrics.json` carries both where items "
-        "are clustered (`ci_cluster_low`, `ci_cluster_high`, `se_cluster`).\n\n"
-        + md_table(header, rows)
+        "are clustered (`ci_cluster_low`, `ci_cluster_high`, `se_cluster`). Where the clustered "
+        "standard error is 0 (every cluster as right as the whole) it is the Wilson interval, "
+        "marked, and `ci_cluster_fallback` says why.\n\n" + md_table(header, rows)
     )

@@ -185,9 +185,7 @@ def body_outline(
     if not fg.any():
         z = np.zeros_like(fg)
         return z, z, z
-    r = max(1, round(20.0 / px_mm))
-    padded = np.pad(fg, r + 1)
-    hull = ndimage.binary_closing(padded, structure=_disk(r))[r + 1 : -r - 1, r + 1 : -r - 1]
+    hull = disk_closing(fg, max(1, round(20.0 / px_mm)))
     hull = ndimage.binary_fill_holes(hull | fg)
     if hull_mm > 0:
         hull = ndimage.distance_transform_edt(~hull) * px_mm <= hull_mm
@@ -197,9 +195,17 @@ def body_outline(
     return hull, wall, fat
 
 
-def _disk(r: int) -> np.ndarray:
-    y, x = np.ogrid[-r : r + 1, -r : r + 1]
-    return x * x + y * y <= r * r
+def disk_closing(fg: np.ndarray, r: int) -> np.ndarray:
+    """``binary_closing`` of ``fg`` (padded: nothing lost at its edges) by a disk of radius
+    ``r`` px, as two Euclidean distance transforms: the same pixels (a pixel is within ``r`` of
+    another exactly when the disk holds their offset) in milliseconds, where the disk as a
+    structuring element took seconds at 512 px (r ~ 128 px on a small label map)."""
+    from scipy import ndimage
+
+    pad = r + 1
+    dilated = ndimage.distance_transform_edt(~np.pad(fg, pad)) <= r
+    closed = ndimage.distance_transform_edt(np.pad(dilated, pad)) > r  # outside: background
+    return closed[2 * pad : -2 * pad, 2 * pad : -2 * pad]
 
 
 def _smooth_noise(rng: np.random.Generator, shape: tuple[int, int], sigma: float) -> np.ndarray:
