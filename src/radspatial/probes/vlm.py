@@ -264,7 +264,7 @@ def _features(model, options, layers, chosen, results, out, key, log):  # noqa: 
     from radspatial.models.base import Decoding, create_backend
     from radspatial.probes.vlm_extract import StageReader
 
-    cached = _cached(out, key)
+    cached = _cached(out, key, len(chosen))
     if cached is not None:
         log(f"features: {len(chosen)} items from {out / FEATURES} (same model, items, layers)")
         return cached
@@ -300,23 +300,53 @@ def _features_key(model, data, chosen, results, layers, options) -> str:  # noqa
     return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()
 
 
-def _cached(out: Path, key: str) -> tuple[str, dict, str] | None:
-    """(architecture, features, device) from ``OUT/features.npz`` when its key is ``key``."""
+def _cached(out: Path, key: str, n_items: int) -> tuple[str, dict, str] | None:
+    """(architecture, features, device) from ``OUT/features.npz`` when its key is ``key``
+    (None: no file, or one of other items, model or layers: read them again). A file that is
+    not one we wrote (not a regular file, not an npz of stored arrays, its arrays not one
+    finite row per item) is refused in one line naming it, never waited on or fitted."""
+    import zipfile
+
+    path = out / FEATURES
+    if not path.exists() and not path.is_symlink():
+        return None
+    fix = "delete it to read the features from the model again"
+    if path.is_symlink() or not path.is_file():
+        raise InputError(f"{path}: not a regular file (a link, FIFO or folder); {fix}")
     try:
-        with np.load(out / FEATURES, allow_pickle=False) as z:
+        with zipfile.ZipFile(path) as archive:  # stored arrays: memory bounded by the file
+            if any(i.compress_type != zipfile.ZIP_STORED for i in archive.infolist()):
+                raise ValueError("compressed members")
+        with np.load(path, allow_pickle=False) as z:
             if str(z["key"]) != key:
                 return None
             stages = [str(s) for s in z["stages"]]
             feats = {s: {r: z[f"{s}|{r}"] for r in READOUTS} for s in stages}
-            return str(z["kind"]), feats, str(z["device"])
-    except (OSError, ValueError, KeyError):  # none yet, or not ours: extract again
-        return None
+            kind, device = str(z["kind"]), str(z["device"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: not a probe vlm features file ({exc}); {fix}") from None
+    for stage, arrays in feats.items():
+        for readout, a in arrays.items():
+            numeric = a.dtype.kind in "fiu"
+            if a.ndim != 2 or a.shape[0] != n_items or not numeric or not np.isfinite(a).all():
+                raise InputError(
+                    f"{path}: {stage}|{readout} holds {a.shape} values, not one finite row for "
+                    f"each of the {n_items} items; {fix}"
+                )
+    if not stages:
+        raise InputError(f"{path}: no stages; {fix}")
+    return kind, feats, device
 
 
 def _save_features(out: Path, key: str, kind: str, feats: dict, device: str) -> None:
+    """Written whole or not at all (a crash mid-write leaves no torn file to refuse)."""
+    import os
+
     arrays = {f"{s}|{r}": v for s, d in feats.items() for r, v in d.items()}
-    with (out / FEATURES).open("wb") as f:  # OUT is ours now: written after the swap
+    part = out / (FEATURES + ".partial")
+    with part.open("wb") as f:  # OUT is ours now: written after the swap
         np.savez(f, key=key, kind=kind, device=device, stages=np.array(list(feats)), **arrays)
+    os.replace(part, out / FEATURES)
 
 
 def _write(out: Path, overwrite: bool, rows: list[dict], summary: dict[str, Any]) -> None:
