@@ -695,7 +695,8 @@ def inspect_log(base, tmp_path_factory) -> Path:
         mp.setenv("LOCAL_BASE_URL", server.base_url)
         mp.setenv("LOCAL_API_KEY", "unused")
         args = {"task_args": {"data": str(base.ds)}, "log_dir": str(out), "display": "none"}
-        (log,) = inspect_eval("radspatial/bench", model="openai-api/local/fake", **args)
+        # a model name of its own: inspect keeps a model per name, bound to this server
+        (log,) = inspect_eval("radspatial/bench", model="openai-api/local/forge", **args)
     assert log.status == "success" and len(log.samples) == 20
     return Path(log.location)
 
