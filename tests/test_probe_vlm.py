@@ -200,3 +200,80 @@ def test_a_rerun_reuses_the_features_and_gives_the_same_numbers(probed: Path, ca
     assert f"probes: {first['n_folds']} folds of whole slice groups, seeds 0, 1, 2" in captured.out
     again = json.loads((out / "summary.json").read_text())
     assert again["stages"] == first["stages"] and again["majority"] == first["majority"]
+
+
+def _cache_of(probed: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the probed run (its probe_vlm folder and features.npz inside)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(probed, run)
+    return run, run / "probe_vlm" / "features.npz"
+
+
+def _rewrite(path: Path, change) -> None:
+    """features.npz with its arrays changed by ``change(dict)``, its key kept."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    change(arrays)
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def _first_stage(arrays: dict) -> str:
+    return next(k for k in arrays if "|" in k)
+
+
+def _fewer_rows(arrays: dict) -> None:
+    k = _first_stage(arrays)
+    arrays[k] = arrays[k][:-1]
+
+
+def _nan(arrays: dict) -> None:
+    k = _first_stage(arrays)
+    arrays[k] = np.full_like(arrays[k], np.nan)
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _fifo(path: Path) -> None:
+    import os
+
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _compressed(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    with path.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+
+
+CACHES = [
+    ("truncated", _truncate, "not a probe vlm features file"),
+    ("garbage", lambda p: p.write_bytes(b"\x00garbage" * 100), "not a probe vlm features file"),
+    ("a FIFO", _fifo, "not a regular file"),
+    ("compressed", _compressed, "compressed members"),
+    ("a row short", lambda p: _rewrite(p, _fewer_rows), "not one finite row for each of the 24"),
+    ("NaN features", lambda p: _rewrite(p, _nan), "not one finite row for each of the 24"),
+]
+
+
+@pytest.mark.parametrize("name, spoil, words", CACHES, ids=[c[0] for c in CACHES])
+def test_a_spoilt_features_file_is_one_line(name, spoil, words, probed, tmp_path, capsys):
+    """OUT/features.npz that probe vlm did not write whole (cut, garbage, a FIFO, compressed,
+    a row short or NaN under the right key): one line naming it, exit 2, nothing fitted; the
+    folder it sits in is left as it was."""
+    run, cache = _cache_of(probed, tmp_path)
+    spoil(cache)
+    before = sorted(p.name for p in cache.parent.iterdir())
+    argv = ["probe", "vlm", "--run", str(run), "--split-by", "slice", "--layers", "-1"]
+    capsys.readouterr()
+    assert main([*argv, "--epochs", "2", "--device", "cpu", "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([x for x in err if "error:" in x]) == 1 and "Traceback" not in "".join(err)
+    assert f"{cache}: " in err[-1] and words in err[-1], err[-1]
+    assert sorted(p.name for p in cache.parent.iterdir()) == before

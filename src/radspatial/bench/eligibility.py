@@ -37,10 +37,21 @@ def size_rule(config: GenerateConfig) -> tuple[float | Callable[[int], float], f
     markers = tuple(dict.fromkeys((*MARKER_TYPES, *config.markers)))
 
     def min_area(label_id: int) -> float:
-        texts = ((m, marker_style(m).texts([label_id], ("red",))[0]) for m in markers)
+        texts = ((m, _text(m, label_id)) for m in markers)
         return MIN_SIZE_FACTOR * max(drawn_area(m, t, size, geometry) for m, t in texts)
 
     return min_area, min_gap
+
+
+def _text(marker: str, label_id: int) -> str:
+    """What ``marker`` draws on ``label_id``; for an id its code cannot write (letters past
+    676, counted by the mirp size rule though not drawn: ``plan_case`` refuses a configured
+    one) the style's first example stands in."""
+    style = marker_style(marker)
+    try:
+        return style.texts([label_id], ("red",))[0]
+    except ValueError:
+        return style.examples[0]
 
 
 def eligible_structures(

@@ -72,6 +72,7 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -
     qtypes = [q for q in qtypes if set(q.setups) & set(config.setups)]
     if not qtypes:
         return []
+    _check_codes(vol, config)
     usable = usable_slices(vol, config, min(min_eligible(q) for q in qtypes))
     judge = PlanJudge(vol, config, plane) if config.decidable == "only" else None
     plans: list[SlicePlan] = []
@@ -84,6 +85,20 @@ def plan_case(vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -
         else:
             plans += _plan_type(vol, config, q, usable, plane, judge)
     return plans
+
+
+def _check_codes(vol: Volume, config: GenerateConfig) -> None:
+    """A configured marker style that cannot write the mask's largest named id (letters: MIRP's
+    two-letter codes cover ids 1..676) is refused here, naming the mask, not mid-slice."""
+    top = int(vol.seg.max()) if vol.seg.size else 0
+    for marker in config.markers if top else ():
+        try:
+            marker_style(marker).texts([top], ("red",))
+        except ValueError as exc:
+            raise InputError(
+                f"{vol.source.get('seg', vol.case_id)}: the {marker} marker cannot mark label id "
+                f"{top} ({exc}); leave {marker} out of --markers"
+            ) from None
 
 
 def _decided_groups(

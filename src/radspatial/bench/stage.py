@@ -129,8 +129,11 @@ def shard_task(job: ShardJob) -> ShardDone | CaseFailure:
         return ShardDone(case.case_id, info, len(rows))
     except InputError as exc:
         return CaseFailure(case.case_id, " ".join(str(exc).split()))
-    except ValueError as exc:
-        return CaseFailure(case.case_id, f"{case.ct}: {' '.join(str(exc).split())}")
+    except ValueError as exc:  # named by the CT unless the message names its file already
+        line = " ".join(str(exc).split())
+        return CaseFailure(
+            case.case_id, line if line.startswith(f"{case.ct}:") else f"{case.ct}: {line}"
+        )
     except OSError as exc:
         if exc.errno in DISK_ERRNOS:
             return CaseFailure(case.case_id, disk_error_line(exc, job.shards), fatal=True)

@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from radspatial.core.gates import number_from_file
-from radspatial.core.textsafe import MAX_FILE_NUMBER
+from radspatial.core.gates import file_text, number_from_file
+from radspatial.core.textsafe import MAX_FILE_NUMBER, MAX_PROSE_CHARS
 
 
 class DataFileError(ValueError):
@@ -212,6 +212,14 @@ def check_names(row: dict, where: str, keys: tuple[str, ...], *, ids: tuple[str,
         value = row.get(key)
         if isinstance(value, str) and any(unicodedata.category(c)[0] == "C" for c in value):
             raise DataFileError(f"{where}: {key!r} holds a control character: {value!r}")
+
+
+def check_reason(reason: object, where: str) -> None:
+    """A ``decidable_reason`` (a manifest row's, an exported MIRP entry's): absent, or text
+    through the text gate with room for a sentence (``MAX_PROSE_CHARS``)."""
+    if reason is not None:
+        file_text(reason, source=where, field="'decidable_reason'", limit=MAX_PROSE_CHARS,
+                  error=DataFileError)  # fmt: skip
 
 
 def read_json_lines(path: Path) -> list[tuple[str, dict]]:

@@ -26,6 +26,7 @@ from radspatial.core.datafiles import (
     answers01,
     check_fields,
     check_names,
+    check_reason,
     read_json_lines,
 )
 from radspatial.core.open_rows import OpenGrade, open_values
@@ -243,6 +244,7 @@ class ManifestRow:
         check_fields(row, where, _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
+        check_reason(row.get("decidable_reason"), where)
         raw_type = row.get("question_type")
         answers = {"answer": check_answer(row.get("answer"), raw_type, where)}
         for key in ("answer_standard", "answer_anatomical", "answer_canonical"):

@@ -103,5 +103,6 @@ def text_problem(text: object, limit: int = MAX_NAME_CHARS) -> str | None:
     return None
 
 
+MAX_PROSE_CHARS = 1000  # a sentence from a file: a decidable_reason, a landmark's source
 MAX_MODEL_CHARS = 200  # "openai-compat:org/model-name@https://host/v1" with room to spare
 MAX_FILE_NUMBER = 2.0**53  # beyond it a JSON number has lost its digits: no count or size is

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from radspatial.bench.mirp import MIRP_CENTRES, SETUP_DIRS, read_mirp_qa
-from radspatial.core.datafiles import DataFileError, check_unique_ids, read_json
+from radspatial.core.datafiles import DataFileError, check_reason, check_unique_ids, read_json
 from radspatial.core.eval_item import EvalItem
 from radspatial.core.labels import normalize_name
 from radspatial.core.modality import DEFAULT_MODALITY, modality_of
@@ -254,8 +254,7 @@ def decidable_of(qa: dict, where: str) -> dict[str, Any]:
     if not isinstance(value, bool):
         raise DataFileError(f"{where}: 'decidable' must be true, false or null, got {value!r}")
     reason = qa.get("decidable_reason")
-    if not isinstance(reason, str | None):
-        raise DataFileError(f"{where}: 'decidable_reason' must be a string, got {reason!r}")
+    check_reason(reason, where)
     return {"decidable": value, "decidable_reason": reason}
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, max_json_bytes
 from radspatial.core.gates import model_name
+from radspatial.core.textsafe import log_text
 from radspatial.eval.inspect_items import TaskSpec, task_items
 
 if TYPE_CHECKING:
@@ -104,6 +105,45 @@ def _prompt_text(sample: Any) -> str:
     return "".join(parts) if messages else str(sample.input)
 
 
+def _images(sample: Any) -> list[str]:
+    """The images of the sample's user turn as logged: data URIs (inspect inlines a local
+    file), an ``attachment://`` one resolved from the sample's attachments."""
+    out = []
+    for message in sample.input if isinstance(sample.input, list) else []:
+        content = message.content if isinstance(message.content, list) else []
+        for part in content:
+            if getattr(part, "type", None) == "image":
+                image = str(part.image)
+                if image.startswith("attachment://"):
+                    image = str((sample.attachments or {}).get(image.removeprefix("attachment://")))
+                out.append(image)
+    return out
+
+
+def _check_image(where: str, sample: Any, item: Any) -> None:
+    """The sample's one image is the item's (its bytes, or its path where the log kept a
+    path): a sample id naming another item whose prompt is the same is refused, never scored
+    against the other item's answer."""
+    import base64
+    import binascii
+
+    images = _images(sample)
+    if len(images) != 1:
+        raise DataFileError(f"{where}: {len(images)} images in its prompt, not the item's one")
+    image, same = images[0], False
+    if image.startswith("data:") and "," in image:
+        try:
+            same = (
+                base64.b64decode(image.split(",", 1)[1], validate=True) == item.image.read_bytes()
+            )
+        except (binascii.Error, ValueError):
+            same = False
+    else:
+        same = image == str(item.image)
+    if not same:
+        raise DataFileError(f"{where}: its image is not the item's ({item.image})")
+
+
 def _usage(sample: Any) -> dict[str, Any]:
     """A sample as a ``calls.jsonl``-like row for ``usage_block``."""
     totals = {"prompt_tokens": 0, "completion_tokens": 0, "reasoning": 0}
@@ -143,17 +183,21 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
         raise DataFileError(f"{path}: task {name!r} is not a radspatial task ({', '.join(TASKS)})")
     spec = TaskSpec.from_args({**(log.eval.task_args or {}), "protocol": TASKS[name]}, data)
     items, prompt = task_items(spec)
-    by_id = {i.id: i for i in items}
+    by_id, seen = {i.id: i for i in items}, set()
     for sample in log.samples or []:
-        where = f"{path}: sample {str(sample.id)[:200]!r}"
+        where = f"{path}: sample {log_text(repr(str(sample.id)))[:200]}"
         item = by_id.get(str(sample.id))
         if item is None:
             raise DataFileError(f"{where} is not an item of {data} (with the task's filters)")
         if _prompt_text(sample) != prompt(item):
             raise DataFileError(f"{where}: its prompt is not the one radspatial asks the item with")
+        _check_image(where, sample, item)
         epoch = sample.epoch
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
             raise DataFileError(f"{where}: epoch must be an integer >= 1, got {epoch!r}")
+        if (item.id, epoch) in seen:
+            raise DataFileError(f"{where}: epoch {epoch} is logged twice in one log")
+        seen.add((item.id, epoch))
         error = sample.error.message if sample.error is not None else None
         reply = sample.output.completion if error is None and sample.output else None
         if error is None and not isinstance(reply, str):

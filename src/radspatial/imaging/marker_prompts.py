@@ -81,9 +81,10 @@ def _bbox(region: np.ndarray) -> tuple[int, int, int, int] | None:
 
 
 def _draw_contour(draw, mark, size: int, *, boxed: bool, colors: Mapping, geometry: MarkerGeometry):
-    """The structure's outline; a circle outline about the point on a blank page."""
+    """The structure's outline; a circle outline about the point on a blank page (or where the
+    region has no pixel at this size: never an invisible mark)."""
     colour = colors[mark.text]
-    if mark.region is None:
+    if mark.region is None or not mark.region.any():
         r = dot_extent(size, geometry)
         cx, cy = _clamp_center(mark.xy, (r, r), size)
         draw.ellipse((cx - r, cy - r, cx + r, cy + r), outline=colour, width=_line(size))

@@ -211,13 +211,13 @@ def _integer_labels(path: Path, data: np.ndarray) -> np.ndarray:
     if data.dtype.kind == "f":
         bad = data != np.rint(data)
         if bad.any():
-            raise InputError(f"{path}: mask has non-integer value {data[bad].flat[0]!r}")
+            raise InputError(f"{path}: mask has non-integer value {data[bad].flat[0].item()!r}")
     if data.dtype.kind not in "uif":
         raise InputError(f"{path}: mask has data type {data.dtype}, expected integer labels")
     if data.size and data.min() < 0:
-        raise InputError(f"{path}: mask has negative label {data.min()!r}")
+        raise InputError(f"{path}: mask has negative label {data.min().item()!r}")
     if data.size and data.max() > np.iinfo(np.uint16).max:
-        raise InputError(f"{path}: mask has label {data.max()!r} > 65535")
+        raise InputError(f"{path}: mask has label {data.max().item()!r} > 65535")
     return data if data.dtype in (np.uint8, np.uint16) else data.astype(np.uint16)
 
 

@@ -115,13 +115,64 @@ def _group(row: ManifestRow, split_by: str) -> str:
     return f"{src.case_id}:{row.plane or DEFAULT_PLANE}:{src.slice_index}"
 
 
-def select_items(data: Path, results: dict[str, Any], split_by: str) -> list[tuple]:
+def answered(run: Path, data: Path) -> tuple[list[tuple[str, ManifestRow]], dict[str, Any]]:
+    """The dataset's manifest rows and the run's answered rows by id (run 0, calls that failed
+    left out: eval counts them in no accuracy either). The two must be of one dataset: an item
+    id twice in either file, a result naming an id the manifest lacks or asking another question
+    of it (another dataset, an edited file), or a score its answer does not give, is refused,
+    naming the file, before any model is loaded."""
+    from radspatial.core.datafiles import check_unique_ids
+
+    manifest = read_manifest(data / "manifest.jsonl")
+    check_unique_ids([row.id for _, row in manifest], data / "manifest.jsonl")
+    path, items = run / "results.jsonl", {row.id: row for _, row in manifest}
+    rows, seen = read_results(path), set()
+    for r in rows:
+        if (r.id, r.run) in seen:
+            raise InputError(f"{path}: item {_shown(r.id)} run {r.run} appears twice")
+        seen.add((r.id, r.run))
+        _agrees(path, r, items.get(r.id), data / "manifest.jsonl")
+    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
+    return manifest, results
+
+
+def _shown(text: str) -> str:
+    from radspatial.core.textsafe import log_text
+
+    return log_text(repr(text))[:120]
+
+
+def _agrees(path: Path, r: Any, row: ManifestRow | None, manifest: Path) -> None:
+    """A result row is of the manifest's item and (a yes/no relation, what the probe joins
+    with) its score is what its parsed answer gives (eval's ``parsed == expected``)."""
+    if row is None:
+        raise InputError(
+            f"{path}: item {_shown(r.id)} is not in {manifest}: the run is not of this dataset "
+            "(pass --data)"
+        )
+    ran = (r.question, r.expected, r.setup, r.marker)
+    if ran != (row.question, row.answer, row.setup, row.marker):
+        raise InputError(
+            f"{path}: item {_shown(r.id)} asks another question or expects another answer than "
+            f"{manifest}'s: the run is not of this dataset (pass --data)"
+        )
+    if row.relation in RELATIONS and bool(r.correct) != (r.parsed == r.expected):
+        raise InputError(
+            f"{path}: item {_shown(r.id)} run {r.run} is scored correct={r.correct} but its "
+            f"answer {_shown(str(r.parsed))} against {_shown(str(r.expected))} says otherwise "
+            "(an edited row)"
+        )
+
+
+def select_items(
+    data: Path, manifest: list[tuple[str, ManifestRow]], results: dict[str, Any], split_by: str
+) -> list[tuple]:
     """(row, probe item, meta, image path) of each relative-position item the run answered
-    (run 0, calls that failed left out: eval counts them in no accuracy either)."""
+    (``answered``'s rows)."""
     from radspatial.core.safepath import inside
 
     out = []
-    for where, row in read_manifest(data / "manifest.jsonl"):
+    for where, row in manifest:
         if row.relation not in RELATIONS or row.id not in results or not row.object2:
             continue
         image = inside(data, row.image, where=where, what="image")
@@ -169,9 +220,8 @@ def probe_vlm(
     run, out = Path(run), Path(out)
     model, data = _run_inputs(run, config)
     _check_out(out, run, data)
-    rows = read_results(run / "results.jsonl")
-    results = {r.id: r for r in rows if r.run == 0 and r.error is None and r.reply is not None}
-    chosen = select_items(data, results, config.split_by)
+    manifest, results = answered(run, data)
+    chosen = select_items(data, manifest, results, config.split_by)
     if len(chosen) < 4:
         raise InputError(f"{run}: {len(chosen)} relative-position items answered; need 4 or more")
     options = {"device": config.device, "dtype": config.dtype, **_run_backend(run)}
@@ -215,7 +265,7 @@ def _features(model, options, layers, chosen, results, out, key, log):  # noqa: 
     from radspatial.models.base import Decoding, create_backend
     from radspatial.probes.vlm_extract import StageReader
 
-    cached = _cached(out, key)
+    cached = _cached(out, key, len(chosen))
     if cached is not None:
         log(f"features: {len(chosen)} items from {out / FEATURES} (same model, items, layers)")
         return cached
@@ -251,23 +301,53 @@ def _features_key(model, data, chosen, results, layers, options) -> str:  # noqa
     return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()
 
 
-def _cached(out: Path, key: str) -> tuple[str, dict, str] | None:
-    """(architecture, features, device) from ``OUT/features.npz`` when its key is ``key``."""
+def _cached(out: Path, key: str, n_items: int) -> tuple[str, dict, str] | None:
+    """(architecture, features, device) from ``OUT/features.npz`` when its key is ``key``
+    (None: no file, or one of other items, model or layers: read them again). A file that is
+    not one we wrote (not a regular file, not an npz of stored arrays, its arrays not one
+    finite row per item) is refused in one line naming it, never waited on or fitted."""
+    import zipfile
+
+    path = out / FEATURES
+    if not path.exists() and not path.is_symlink():
+        return None
+    fix = "delete it to read the features from the model again"
+    if path.is_symlink() or not path.is_file():
+        raise InputError(f"{path}: not a regular file (a link, FIFO or folder); {fix}")
     try:
-        with np.load(out / FEATURES, allow_pickle=False) as z:
+        with zipfile.ZipFile(path) as archive:  # stored arrays: memory bounded by the file
+            if any(i.compress_type != zipfile.ZIP_STORED for i in archive.infolist()):
+                raise ValueError("compressed members")
+        with np.load(path, allow_pickle=False) as z:
             if str(z["key"]) != key:
                 return None
             stages = [str(s) for s in z["stages"]]
             feats = {s: {r: z[f"{s}|{r}"] for r in READOUTS} for s in stages}
-            return str(z["kind"]), feats, str(z["device"])
-    except (OSError, ValueError, KeyError):  # none yet, or not ours: extract again
-        return None
+            kind, device = str(z["kind"]), str(z["device"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: not a probe vlm features file ({exc}); {fix}") from None
+    for stage, arrays in feats.items():
+        for readout, a in arrays.items():
+            numeric = a.dtype.kind in "fiu"
+            if a.ndim != 2 or a.shape[0] != n_items or not numeric or not np.isfinite(a).all():
+                raise InputError(
+                    f"{path}: {stage}|{readout} holds {a.shape} values, not one finite row for "
+                    f"each of the {n_items} items; {fix}"
+                )
+    if not stages:
+        raise InputError(f"{path}: no stages; {fix}")
+    return kind, feats, device
 
 
 def _save_features(out: Path, key: str, kind: str, feats: dict, device: str) -> None:
+    """Written whole or not at all (a crash mid-write leaves no torn file to refuse)."""
+    import os
+
     arrays = {f"{s}|{r}": v for s, d in feats.items() for r, v in d.items()}
-    with (out / FEATURES).open("wb") as f:  # OUT is ours now: written after the swap
+    part = out / (FEATURES + ".partial")
+    with part.open("wb") as f:  # OUT is ours now: written after the swap
         np.savez(f, key=key, kind=kind, device=device, stages=np.array(list(feats)), **arrays)
+    os.replace(part, out / FEATURES)
 
 
 def _write(out: Path, overwrite: bool, rows: list[dict], summary: dict[str, Any]) -> None:

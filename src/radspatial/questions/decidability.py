@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from radspatial import questions as q
 from radspatial.core.datafiles import DataFileError, read_json
+from radspatial.core.gates import file_text
+from radspatial.core.textsafe import MAX_PROSE_CHARS
 from radspatial.imaging.planes import plane_of
 from radspatial.questions.records import Candidate
 
@@ -56,6 +58,7 @@ _SIDES = ("left", "right")
 _LEVELS = [f"C{i}" for i in range(1, 8)] + [f"T{i}" for i in range(1, 13)]
 _LEVELS += [f"L{i}" for i in range(1, 6)] + ["S1"]
 SPINE = ("vertebrae", "sacrum", "spinal_cord")
+MAX_LANDMARKS = 1000
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,11 @@ def parse_landmarks(data: Mapping[str, Any], where: str) -> LandmarkTable:
     entries = data.get("landmarks")
     if not isinstance(entries, list) or not entries:
         raise DataFileError(f"{where}: 'landmarks' must be a non-empty list")
+    if len(entries) > MAX_LANDMARKS:
+        raise DataFileError(
+            f"{where}: 'landmarks' holds {len(entries)} entries, at most {MAX_LANDMARKS} (a "
+            "label table's sided structures are far fewer)"
+        )
     seen: set[str] = set()
     out = []
     for k, entry in enumerate(entries):
@@ -146,7 +154,9 @@ def parse_landmarks(data: Mapping[str, Any], where: str) -> LandmarkTable:
         seen.add(mark.structure)
         out.append(mark)
     name = data.get("name")
-    return LandmarkTable(name if isinstance(name, str) and name else where, tuple(out))
+    if name is not None and name != "":
+        name = file_text(name, source=where, field="'name'", error=DataFileError)
+    return LandmarkTable(name or where, tuple(out))
 
 
 def _number(entry: dict, key: str, at: str, low: float, high: float) -> float:
@@ -178,6 +188,7 @@ def _landmark(entry: dict, at: str) -> Landmark:
     source = entry.get("source")
     if not isinstance(source, str) or not source.strip():
         raise DataFileError(f"{at}: 'source' must say where the side comes from")
+    file_text(source, source=at, field="'source'", limit=MAX_PROSE_CHARS, error=DataFileError)
     return Landmark(
         structure,
         side,
@@ -279,10 +290,20 @@ def decide(
         if alternative is not None and alternative == spec.answer:
             return Decidability(True, MIRROR_INVARIANT)
     if landmarks := visible_landmarks(evidence):
-        return Decidability(True, "landmark: " + ", ".join(landmarks))
+        return Decidability(True, landmark_reason(landmarks))
     if alternative is None:
         return Decidability(None, f"side-dependent; {qtype.name} cannot re-read its answer")
     return Decidability(False, NO_LANDMARK)
+
+
+def landmark_reason(landmarks: Sequence[str]) -> str:
+    """ "landmark: liver, spleen"; past ``MAX_PROSE_CHARS`` (a user's table, many landmarks in
+    one slice) the first names and how many more, so every reason passes the reader's gate."""
+    text, shown = "landmark: " + ", ".join(landmarks), list(landmarks)
+    while len(text) > MAX_PROSE_CHARS:
+        shown.pop()
+        text = f"landmark: {', '.join(shown)} (+{len(landmarks) - len(shown)} more)"
+    return text
 
 
 def reading_of(setup: str) -> str:
