@@ -265,13 +265,15 @@ def _grade_calibration(
     calib = []
     for c, case in zip(calibration, calib_cases, strict=True):
         rec = done.get(case["key"])
-        judged = rec["grade"] if rec and rec.get("understood") else "failed"
+        understood = bool(rec and rec.get("understood"))
+        grade: int | None = rec["grade"] if rec and understood else None
         norm = normalize(c["reply"], c["question_type"], c["question"])
         rules = rule_grade(norm, c["expected"], c["question_type"])
+        judged = grade if understood else "failed"
         calib.append({**c, "judge": judged, "rules": rules, "rules_status": norm.status})
-        if norm.status != "undecided" and judged != "failed":
+        if norm.status != "undecided" and understood:
             pairs[0].append(_label(rules))
-            pairs[1].append(_label(judged))
+            pairs[1].append(_label(grade))
     return calib
 
 

@@ -71,7 +71,9 @@ def fold_review(
     matched: set[int] = set()  # marks that matched some run (one matching two counts once)
     for label, spec, rows in runs:
         by_key = {(r.id, r.run): r for r in rows}
-        pairs, disagree, ambiguous = [], [], 0
+        pairs: list[tuple[str, str]] = []  # (automatic, reviewed)
+        disagree: list[dict[str, Any]] = []
+        ambiguous = 0
         judged: list[tuple[ResultRow, str]] = []  # (row, reviewer's mark) of non-ambiguous marks
         for k, m in enumerate(marks):
             if m.get("model") not in (None, label, spec):
