@@ -132,7 +132,8 @@ _SECTIONS: dict[str, Callable[[ResultRow], str | None]] = {
     "by_pair": lambda r: r.pair,
     "by_decidable": lambda r: DECIDABLE_KEYS.get(r.decidable),
 }
-DECIDABLE_KEYS = {True: "decidable", False: "undecidable"}  # None (unknown): in neither
+# None (unknown): in neither
+DECIDABLE_KEYS: dict[bool | None, str] = {True: "decidable", False: "undecidable"}
 
 
 def _frame_row(r: ResultRow) -> ResultRow:
@@ -229,6 +230,8 @@ def compute_metrics(
     axial = [r for r in typed if not r.plane]
     chance = chance_levels()
     types = _by(typed, lambda r: r.question_type, runs, "type")
+    # one field of Metrics per _SECTIONS name (each a dict of GroupMetrics), named at run time
+    sections: dict[str, Any] = {n: _by(typed, key, runs, n) for n, key in _SECTIONS.items()}
     return Metrics(
         model=model,
         runs=runs,
@@ -238,7 +241,7 @@ def compute_metrics(
         headline=group_metrics([r for r in typed if _is_headline(r)], runs, where="headline"),
         # coverage and accuracy on answered, with CIs
         rq1_plain=PlainRQ1.from_json(plain_rq1(typed, runs), "rq1_plain"),
-        **{name: _by(typed, key, runs, name) for name, key in _SECTIONS.items()},
+        **sections,
         by_question_type={
             k: TypeGroup(**_fields(g), chance=chance.get(k)) for k, g in types.items()
         },

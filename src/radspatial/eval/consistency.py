@@ -88,5 +88,5 @@ def consistency_metrics(rows: Sequence[Row]) -> dict[str, Consistency]:
         cls = classify(members, twin if twin and len(twin) == N_VARIANTS else None)
         for k in keys:
             counts[k][cls] += 1
-    keys = sorted(set(counts) | set(incomplete), key=lambda k: (k != "all", k))
-    return {k: _shares(counts[k], incomplete[k]) for k in keys}
+    names = sorted(set(counts) | set(incomplete), key=lambda k: (k != "all", k))
+    return {k: _shares(counts[k], incomplete[k]) for k in names}

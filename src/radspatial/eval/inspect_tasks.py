@@ -31,7 +31,7 @@ from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import ChatMessageUser, ContentImage, ContentText, GenerateConfig
+from inspect_ai.model import ChatMessageUser, Content, ContentImage, ContentText, GenerateConfig
 from inspect_ai.scorer import Score, Target, accuracy, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
@@ -48,7 +48,7 @@ def _loaded(spec: TaskSpec) -> tuple[dict[str, Any], Any]:
 
 
 def _sample(item: Any, prompt: str) -> Sample:
-    content = [ContentText(text=prompt), ContentImage(image=str(item.image))]
+    content: list[Content] = [ContentText(text=prompt), ContentImage(image=str(item.image))]
     return Sample(
         id=item.id,
         input=[ChatMessageUser(content=content)],

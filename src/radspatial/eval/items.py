@@ -99,7 +99,7 @@ def _contained_table(root: Path, labels: object, where: str) -> str | None:
     from radspatial.core.labels import BUILTIN_TABLES
 
     if labels is None or labels in BUILTIN_TABLES:
-        return labels  # type: ignore[return-value]
+        return labels
     if not isinstance(labels, str):
         raise DataFileError(f"{where}: 'labels' must be a table name or a path, got {labels!r}")
     try:
@@ -156,7 +156,8 @@ def _manifest_item(
     source = row.source
     if source and source.ct:  # for localizers that work on the volume (TotalSegmentator)
         extra.update(ct=source.ct, slice_index=source.slice_index)
-    case_info = tables.get(source.case_id if source else None, {})
+    case_id = source.case_id if source else None
+    case_info = tables.get(case_id, {}) if case_id is not None else {}
     extra["modality"] = modality_of(case_info.get("modality") or row.modality)
     named = centres.get(Path(row.image).name)
     if named:  # every named structure of the slice, for the anatomy-region subgroups

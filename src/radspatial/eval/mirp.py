@@ -168,7 +168,7 @@ def mirp_block(rows: Sequence[ResultRow], runs: int) -> dict[str, Any]:
 
 
 def draw_examples(
-    groups: dict[tuple[str, str, str], list[tuple[str, str, int]]], runs: int
+    groups: dict[tuple[str, str, str], list[tuple[str, str, int | str]]], runs: int
 ) -> dict[tuple[str, int], tuple[str, int]]:
     """MIRP's in-context examples: ``(item id, run) -> (question, answer)``.
 

@@ -63,7 +63,7 @@ def _yes_no_scores(item: EvalItem, reply: str | None, prompt: str, protocol: str
     else:
         parsed = parse_answer(reply, item.question) if reply is not None else None
 
-    def correct(target: int | None) -> bool | None:
+    def correct(target: int | str | None) -> bool | None:
         return None if target is None else parsed == target
 
     return {

@@ -22,7 +22,7 @@ Calls that failed (``error``: no reply at all) are left out, as in every other m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from radspatial.core.records import ResultRow
 from radspatial.core.stats import wilson_interval
@@ -96,7 +96,7 @@ def _decidable_split(sub: Sequence[ResultRow]) -> dict[str, Any]:
     return out | {"by_decidable": parts}
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 

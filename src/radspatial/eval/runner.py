@@ -132,7 +132,7 @@ def call_key(
 
 def mirp_examples(items: Sequence[EvalItem], runs: int) -> dict[tuple[str, int], tuple[str, int]]:
     """MIRP's protocol: each (item, run) gets another item's question and answer as example."""
-    groups: dict[tuple[str, str, str], list[tuple[str, str, int]]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[str, str, int | str]]] = {}
     for item in sorted(items, key=lambda i: (i.extra.get("order", 0), i.id)):
         key = (item.setup, item.marker, item.question_type)
         groups.setdefault(key, []).append((item.id, item.question, item.expected))
@@ -338,11 +338,12 @@ def _call_all(
             text, error = reply.text, reply.error
             if error is None and not isinstance(text, str):  # a backend bug, not an answer
                 text, error = None, f"the backend returned {type(text).__name__}, not text"
+            cleaned = clean_reply(decoding, text)  # None exactly when text is None
             row = {
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": None if text is None else utf8_clean(clean_reply(decoding, text)),
+                "reply": None if cleaned is None else utf8_clean(cleaned),
                 "error": None if error is None else redact(utf8_clean(str(error))),
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,

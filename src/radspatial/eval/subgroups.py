@@ -26,7 +26,8 @@ from radspatial.core.records import ResultRow
 from radspatial.core.stats import wilson_interval
 from radspatial.questions.open_common import reasoning_type
 
-_PELVIS = ("urinary_bladder", "hip", "sacrum", "femur", "rectum", "prostate", "gluteus")
+_PELVIS: tuple[str, ...] = ("urinary_bladder", "hip", "sacrum", "femur", "rectum", "prostate")
+_PELVIS += ("gluteus",)
 _PELVIS += ("iliac_artery", "iliac_vena", "iliac")
 _UPPER = ("liver", "spleen", "stomach", "pancreas", "gallbladder")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 TOKENS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 _MAX_TOKENS = 10**12  # a count beyond this in a reply is nonsense, not usage
@@ -97,7 +97,8 @@ def forged_numbers(row: Mapping[str, Any]) -> str | None:
     meta = row.get("meta")
     if not isinstance(meta, Mapping):
         return None
-    usage = meta.get("usage") if isinstance(meta.get("usage"), Mapping) else {}
+    raw = meta.get("usage")
+    usage: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     details = usage.get("completion_tokens_details")
     found = [(f"usage.{k}", usage.get(k)) for k in ("prompt_tokens", "completion_tokens")]
     if isinstance(details, Mapping):
@@ -111,7 +112,7 @@ def forged_numbers(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _in(value: Any, high: float) -> bool:
+def _in(value: Any, high: float) -> TypeGuard[int | float]:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     return ok and math.isfinite(value) and 0 <= value <= high
 

@@ -134,7 +134,7 @@ def anatomical_holds(
 
 
 def anatomical_from_standard(
-    relation: str | None, standard: int | None, plane: str = DEFAULT_PLANE
+    relation: str | None, standard: int | str | None, plane: str = DEFAULT_PLANE
 ) -> int | None:
     """The patient-frame answer from the standard-view answer (left/right swap, above/below
     keep; sagittal: both keep); for datasets that stored only the standard view."""
