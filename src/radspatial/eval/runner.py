@@ -338,12 +338,11 @@ def _call_all(
             text, error = reply.text, reply.error
             if error is None and not isinstance(text, str):  # a backend bug, not an answer
                 text, error = None, f"the backend returned {type(text).__name__}, not text"
-            cleaned = clean_reply(decoding, text)  # None exactly when text is None
             row = {
                 "key": req.key,
                 "id": req.meta["id"],
                 "run": req.meta["run"],
-                "reply": None if cleaned is None else utf8_clean(cleaned),
+                "reply": None if text is None else utf8_clean(clean_reply(decoding, text)),
                 "error": None if error is None else redact(utf8_clean(str(error))),
                 "latency_s": round(reply.latency_s, 4),
                 "meta": reply.meta,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,8 +22,11 @@ from radspatial.core.errors import InputError, first_line
 from radspatial.core.textsafe import log_text
 from radspatial.imaging.nifti import check_affine, max_volume_bytes
 
+if TYPE_CHECKING:  # pydicom itself is imported only when a series is read
+    from pydicom.dataset import Dataset
+
 Warn = Callable[[str], None]
-Slice = tuple[Path, object]  # (file, pydicom Dataset)
+Slice = tuple[Path, "Dataset"]  # (file, pydicom Dataset)
 
 _GEOMETRY = {"ImageOrientationPatient": 6, "PixelSpacing": 2, "ImagePositionPatient": 3}
 _RESCALE = (("RescaleSlope", 1.0), ("RescaleIntercept", 0.0))
@@ -132,7 +136,8 @@ def _read_slices(folder: Path, warn: Warn, *, pixels: bool = True) -> list[Slice
     ``pixels=False`` leaves the pixel data in the files (read lazily, never here)."""
     import pydicom
 
-    slices, skipped = [], Skipped()
+    slices: list[Slice] = []
+    skipped = Skipped()
     for p in sorted(folder.iterdir()):
         if not p.is_file():  # a sub-folder, a FIFO, a dangling symlink or a symlink loop
             skipped.add("not a regular file", p)

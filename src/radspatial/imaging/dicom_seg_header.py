@@ -76,12 +76,12 @@ def read_summary(path: Path):
     if sop not in (SEG_SOP_CLASS, LABELMAP_SOP_CLASS):
         what = f"modality {ds.get('Modality', '?')}, SOP class {sop or '?'}"
         raise InputError(f"{path}: not a DICOM Segmentation object ({log_text(what)})")
-    kind = str(ds.get("SegmentationType", "")).strip().upper()
+    seg_type = str(ds.get("SegmentationType", "")).strip().upper()
     allowed = ("LABELMAP",) if sop == LABELMAP_SOP_CLASS else ("BINARY", "FRACTIONAL")
-    if kind not in allowed:
+    if seg_type not in allowed:
         storage = "Label Map" if sop == LABELMAP_SOP_CLASS else "binary/fractional"
         raise InputError(
-            f"{path}: DICOM SEG SegmentationType {log_text(repr(kind))[:40]} does not fit its "
+            f"{path}: DICOM SEG SegmentationType {log_text(repr(seg_type))[:40]} does not fit its "
             f"SOP class ({storage} Segmentation Storage expects {' or '.join(allowed)})"
         )
     n_segments = len(ds.get("SegmentSequence", []))

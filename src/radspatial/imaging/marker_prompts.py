@@ -22,6 +22,7 @@ boxes (``reader="none"``: it abstains); it reads a point as a dot.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def _contour_label(image: np.ndarray, mask: np.ndarray, text: str) -> int | None
     best, score = None, 0.0
     for label in np.unique(mask[drawn & (mask > 0)]):
         edge = _edge(mask == label, width)
-        hit = np.count_nonzero(drawn & edge) / max(1, np.count_nonzero(edge))
+        hit = np.count_nonzero(drawn & edge) / max(1, int(np.count_nonzero(edge)))
         if hit > score:
             best, score = int(label), hit
     return best if score >= 0.5 else None
@@ -140,21 +141,32 @@ def _box_label(image: np.ndarray, mask: np.ndarray, text: str) -> int | None:
     if drawn is None or mask.shape != image.shape[:2]:
         return None
 
-    def area(b):
+    def area(b: tuple[int, int, int, int]) -> int:
         return max(0, b[2] - b[0] + 1) * max(0, b[3] - b[1] + 1)
 
     best, score = None, 0.0
     for label in np.unique(mask[mask > 0]):
         own = _bbox(mask == label)
-        inter = (max(own[0], drawn[0]), max(own[1], drawn[1]))
-        inter += (min(own[2], drawn[2]), min(own[3], drawn[3]))
-        iou = area(inter) / (area(own) + area(drawn) - area(inter))
+        if own is None:  # never: the label is in the mask
+            continue
+        inter = (max(own[0], drawn[0]), max(own[1], drawn[1]))  # top-left
+        inter4 = (*inter, min(own[2], drawn[2]), min(own[3], drawn[3]))  # and bottom-right
+        iou = area(inter4) / (area(own) + area(drawn) - area(inter4))
         if iou > score:
             best, score = int(label), iou
     return best if score >= 0.8 else None
 
 
-_COMMON = {
+class _Common(TypedDict):
+    """The MarkerStyle fields every colour-named style shares."""
+
+    examples: tuple[str, ...]
+    texts: Callable[[Sequence[int], Sequence[str]], tuple[str, ...]]
+    blank_texts: Callable[[np.random.Generator], tuple[str, str]]
+    token: str
+
+
+_COMMON: _Common = {
     "examples": DOT_ORDER,
     "texts": _colour_texts,
     "blank_texts": _colour_blank,

@@ -205,9 +205,9 @@ class MarkerGeometry:
             w = 2 * self.pad_x + self.box_w_per_char * len(text)
             return _scaled(w, size), _scaled(self.box_h, size)
         left, top, right, bottom = _font(size, self.font_px).getbbox(text)
-        return (
-            right - left + 2 * _scaled(self.pad_x, size),
-            bottom - top + 2 * _scaled(self.pad_y, size),
+        return (  # FreeType's box is in whole pixels (Pillow's annotation says float)
+            int(right - left) + 2 * _scaled(self.pad_x, size),
+            int(bottom - top) + 2 * _scaled(self.pad_y, size),
         )
 
 
@@ -235,7 +235,10 @@ def marker_geometry(profile: str) -> MarkerGeometry:
 def _font(size: int, px: float = _FONT_PX) -> ImageFont.FreeTypeFont:
     from PIL import ImageFont
 
-    return ImageFont.load_default(size=max(8, round(px * size / _REF)))
+    font = ImageFont.load_default(size=max(8, round(px * size / _REF)))
+    if not isinstance(font, ImageFont.FreeTypeFont):  # Pillow built without FreeType
+        raise RuntimeError("Pillow has no FreeType support: marker text cannot be sized")
+    return font
 
 
 def _scaled(v: float, size: int) -> int:

@@ -151,4 +151,4 @@ def case_table(
 
 def ignore_table(read: Callable[[Path], Any]) -> Read:
     """A ``Read`` from a loader that needs only the path (its first two results)."""
-    return lambda path, table, warn: tuple(read(path)[:2])  # type: ignore[return-value]
+    return lambda path, table, warn: tuple(read(path)[:2])

@@ -46,7 +46,8 @@ def split_header(path: Path) -> tuple[list[bytes], int]:
             head = fh.read(MAX_HEADER_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read NRRD ({exc.strerror or first_line(exc)})") from None
-    lines, offset = [], 0
+    lines: list[bytes] = []
+    offset = 0
     for line in head.splitlines(keepends=True):
         if offset + len(line) > MAX_HEADER_BYTES:
             raise InputError(f"{path}: NRRD header is longer than {MAX_HEADER_BYTES} bytes")
@@ -184,11 +185,11 @@ def _inflated(path: Path, fh, encoding: str, n: int, skip: int) -> bytearray:
     out = bytearray()
     try:
         while not d.eof:
-            if gzip:
-                chunk = d.unconsumed_tail or fh.read(_CHUNK)
-            else:
+            if isinstance(d, bz2.BZ2Decompressor):  # exactly when not gzip
                 chunk = fh.read(_CHUNK) if d.needs_input else b""
-            if not chunk and (gzip or d.needs_input):
+            else:
+                chunk = d.unconsumed_tail or fh.read(_CHUNK)
+            if not chunk and (not isinstance(d, bz2.BZ2Decompressor) or d.needs_input):
                 break
             out += d.decompress(chunk, cap + 1 - len(out))
             if len(out) > cap:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -194,6 +195,7 @@ def _points(path: Path, item, where: str) -> np.ndarray:
     value = None if elem is None else elem.value
     if value is None or len(value) == 0:
         raise InputError(f"{path}: {where} has no ContourData")
+    tokens: list[Any]  # bytes from the file; anything from a dataset built in memory
     if isinstance(value, bytes | bytearray):
         if len(value) > MAX_CONTOUR_POINTS * 3 * _DS_BYTES:
             raise InputError(f"{path}: {where} has over {MAX_CONTOUR_POINTS} points")

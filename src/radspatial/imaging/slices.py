@@ -146,8 +146,8 @@ def render_gray(display_hu: np.ndarray, geom: Geometry, window: tuple[float, flo
     img = Image.fromarray(gray)
     if (geom.content_w, geom.content_h) != (geom.n_cols, geom.n_rows):
         img = img.resize((geom.content_w, geom.content_h), Image.Resampling.BILINEAR)
-    out = np.zeros((geom.size, geom.size), np.uint8)
-    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = img
+    out, arr = np.zeros((geom.size, geom.size), np.uint8), np.asarray(img)
+    out[geom.pad_y : geom.pad_y + geom.content_h, geom.pad_x : geom.pad_x + geom.content_w] = arr
     return out
 
 

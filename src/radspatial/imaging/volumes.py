@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import nibabel as nib
 import numpy as np
@@ -41,8 +42,8 @@ from radspatial.imaging.nifti import check_affine, check_declared_size, load_nif
 log = logging.getLogger(__name__)
 
 # What a damaged .nii.gz raises, often only once the data (not the header) is read.
-_READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, ImageFileError, HeaderDataError)
-_READ_ERRORS += (WrapStructError,)
+_READ_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error, ValueError)
+_READ_ERRORS += (ImageFileError, HeaderDataError, WrapStructError)
 
 # A case id becomes part of file names: letters, digits, '.', '_', '-', not starting with '.'.
 _CASE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -138,7 +139,7 @@ def _open_nifti(path: Path, what: str) -> tuple[nib.spatialimages.SpatialImage, 
             img = _load_bounded(path)
     except InputError:
         raise
-    except (*_READ_ERRORS, MemoryError) as exc:
+    except _READ_ERRORS + (MemoryError,) as exc:
         raise InputError(f"{path}: cannot read {what} as NIfTI ({first_line(exc)})") from None
     shape = tuple(int(s) for s in img.shape)
     while len(shape) > 3 and shape[-1] == 1:  # (X, Y, Z, 1) is still one volume
@@ -155,13 +156,15 @@ def _load_bounded(path: Path) -> nib.spatialimages.SpatialImage:
         # inflating it whole (size-checked first, see imaging/nifti.py) checks CRC and length.
         return load_nifti_gz(path, InputError)
     img = nib.load(path)
+    if not isinstance(img, nib.spatialimages.SpatialImage):  # e.g. a CIFTI-2 .nii: no grid
+        raise InputError(f"{path}: not a volume (nibabel reads a {type(img).__name__})")
     check_declared_size(path, img.header, InputError)
     return img
 
 
-def _read_data(path: Path, read: Callable[[], np.ndarray]) -> np.ndarray:
+def _read_data(path: Path, read: Callable[..., np.ndarray], *args: object) -> np.ndarray:
     try:
-        return read()
+        return read(*args)
     except _READ_ERRORS as exc:
         raise InputError(f"{path}: corrupt or truncated image data ({first_line(exc)})") from None
 
@@ -182,7 +185,7 @@ def load_ct(
     info = {"ct_format": "nifti", "ct_orientation": _axcodes(affine)}
     # Same values as img.get_fdata(dtype=np.float32) (scl_slope/scl_inter applied), but scaled
     # in place on the one canonical float32 copy: nibabel's scaled read is several times slower.
-    proxy = img.dataobj
+    proxy = cast(nib.arrayproxy.ArrayProxy, img.dataobj)  # read on demand, unscaled
     raw = _read_data(path, proxy.get_unscaled).reshape(shape)
     data, affine = _canonical(raw, affine, np.float32)
     slope, inter = float(proxy.slope), float(proxy.inter)
@@ -247,7 +250,7 @@ def _totalseg_folder(folder: Path, table: LabelTable, warn: Warn) -> tuple[np.nd
             raise InputError(f"{p}: mask shape {shape} != {first.name} shape {labels.shape}")
         elif diff := _grid_difference(np.asarray(img.affine, float), affine):
             raise InputError(f"{p}: grid differs from {first.name}: {diff}")
-        data = _read_data(p, lambda img=img: np.asanyarray(img.dataobj)).reshape(shape)
+        data = _read_data(p, np.asanyarray, img.dataobj).reshape(shape)
         labels[data != 0] = label_id
     assert labels is not None
     return labels, affine

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from radspatial.core.jobspec import ParamError
 
@@ -107,6 +107,10 @@ def settings(decoding: Decoding) -> Settings:
     return Settings(f.temperature, None, f.max_tokens, None, f.detail, f.strip_newlines)
 
 
+@overload
+def clean_reply(decoding: Decoding, text: str) -> str: ...
+@overload
+def clean_reply(decoding: Decoding, text: None) -> None: ...
 def clean_reply(decoding: Decoding, text: str | None) -> str | None:
     """The reply as MIRP scored it (Llama: newlines removed); ours unchanged."""
     if text is None or not settings(decoding).strip_newlines:
