@@ -1,5 +1,6 @@
-"""mypy accepts questions/ and core/ (the type contract, the records, the bottom layer): run
-as pyproject's ``[tool.mypy]`` says, where mypy is installed (the ``dev`` extra)."""
+"""mypy accepts questions/ and core/ (the type contract, the records, the bottom layer) and
+grading/, eval/ and imaging/: run as pyproject's ``[tool.mypy]`` says (its ``files``), where
+mypy is installed (the ``dev`` extra)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_mypy_accepts_questions_and_core():
+def test_mypy_accepts_the_checked_packages():
     pytest.importorskip("mypy")
     cache = ROOT / ".mypy_cache"  # incremental: a rerun reads only what changed
     done = subprocess.run(
