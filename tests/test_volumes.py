@@ -490,3 +490,13 @@ def test_sha256_path(tmp_path):
     assert sha256_path(f.parent) == before
     f.rename(f.with_name("b.bin"))
     assert sha256_path(f.parent) != before
+
+
+def test_a_non_volume_nibabel_file_is_refused_by_name(tmp_path):
+    """nibabel opens a GIFTI surface too; it has no voxel grid, so it is refused, not a crash."""
+    from nibabel.gifti import GiftiDataArray, GiftiImage
+
+    path = tmp_path / "ct.gii"
+    nib.save(GiftiImage(darrays=[GiftiDataArray(np.zeros(3, np.float32))]), path)
+    with pytest.raises(InputError, match=r"ct\.gii: not a volume \(nibabel reads a GiftiImage\)"):
+        load_ct(path)
