@@ -135,11 +135,11 @@ def landmark_votes(
     """The patient's right from the table's other landmarks: each found one at least its
     offset off the midline (across ``posterior``) votes for the side it lies on; None when
     none does or two disagree."""
-    from radspatial.questions.decidability import load_landmarks
+    from radspatial.questions.decidability import landmark_table
 
     votes: list[np.ndarray] = []
     names: list[str] = []
-    for mark in load_landmarks().landmarks:
+    for mark in landmark_table().landmarks:
         if mark.structure in RIGHT + LEFT:
             continue
         c = _centroid(mask_of((mark.structure,)))
@@ -174,10 +174,11 @@ def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tup
 
 
 def counterpart(name: str) -> str:
-    """The same structure on the other side (``femur_left`` -> ``femur_right``)."""
-    if name.endswith("_left"):
-        return name.removesuffix("_left") + "_right"
-    return name.removesuffix("_right") + "_left"
+    """The same structure on the other side (``femur_left`` -> ``femur_right``): the
+    decidability rule's ``other_side``, the one place a side word is swapped."""
+    from radspatial.questions.decidability import other_side
+
+    return other_side(name) or name
 
 
 def lateral(name: str) -> bool:

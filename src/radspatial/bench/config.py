@@ -90,10 +90,10 @@ class GenerateConfig:
         if self.decidable not in ("all", "only"):
             raise ParamError("decidable", f"{{param}} must be all or only, got {self.decidable!r}")
         if self.landmarks is not None:
-            from radspatial.questions.decidability import load_landmarks
+            from radspatial.questions.decidability import landmark_table
 
             try:  # a bad table is refused before any case is read
-                load_landmarks(self.landmarks)
+                landmark_table(self.landmarks)
             except (OSError, ValueError) as exc:
                 raise ParamError("landmarks", f"{{param}}: {exc}") from None
         if self.as_count < 0 or self.as_count % 2:

@@ -291,9 +291,9 @@ class _Tally:
 
 
 def _landmark_table_name(config: GenerateConfig) -> str:
-    from radspatial.questions.decidability import load_landmarks
+    from radspatial.questions.decidability import landmark_table
 
-    return load_landmarks(config.landmarks).name
+    return landmark_table(config.landmarks).name
 
 
 def _write_manifest(dst: Path, streams: list[Iterator[ManifestRow]]) -> _Tally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 
 import numpy as np
 from scipy import ndimage
@@ -29,10 +28,9 @@ from radspatial.questions.decidability import (
     SPINE,
     Body,
     Decidability,
-    LandmarkTable,
     SliceEvidence,
     decide,
-    load_landmarks,
+    landmark_table,
     reading_of,
 )
 
@@ -77,18 +75,13 @@ def body_of(
     return Body(midline, radius)
 
 
-@lru_cache(maxsize=8)
-def _table(spec: str | None) -> LandmarkTable:
-    return load_landmarks(spec)
-
-
 class PlanJudge:
     """Decides the plans of one volume in one plane (``vol`` reformatted to ``plane``): each
     slice's body and component areas computed once."""
 
     def __init__(self, vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -> None:
         self.vol, self.config, self.plane = vol, config, plane
-        self.table = _table(config.landmarks)
+        self.table = landmark_table(config.landmarks)
         self.vocabulary = frozenset(vol.table.names.values())
         self.geom = Geometry.for_slice(vol.seg.shape[:2], vol.spacing[:2], config.size)
         self._bodies: dict[int, Body | None] = {}

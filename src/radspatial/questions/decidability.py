@@ -32,6 +32,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,13 @@ class SliceEvidence:
 # --- the landmark table: data, checked on reading ------------------------------------------------
 
 
+@lru_cache(maxsize=8)
+def landmark_table(spec: str | None = None) -> LandmarkTable:
+    """:func:`load_landmarks`, read once per process and table (the generator's workers and the
+    agent ask for it per slice)."""
+    return load_landmarks(spec)
+
+
 def load_landmarks(spec: str | Path | None = None) -> LandmarkTable:
     """The built-in table (None or "default") or a user's JSON file of the same shape."""
     if spec in (None, "default"):
@@ -206,16 +214,21 @@ def _rank(level: str) -> int:
 # --- the rule ------------------------------------------------------------------------------------
 
 
-def partner_name(name: str, vocabulary: frozenset[str]) -> str | None:
-    """kidney_left -> kidney_right, rib_left_10 -> rib_right_10 (one side word anywhere in the
-    name) where the label table has both sides, else None (a name whose other side the table
-    lacks, e.g. the right lung's middle lobe, has no mirror twin)."""
+def other_side(name: str) -> str | None:
+    """kidney_left -> kidney_right, rib_left_10 -> rib_right_10: the name with its one side
+    word swapped (None: no side word, or more than one)."""
     words = name.split("_")
     sided = [k for k, w in enumerate(words) if w in _SIDES]
     if len(sided) != 1:
         return None
     k = sided[0]
-    other = "_".join([*words[:k], "right" if words[k] == "left" else "left", *words[k + 1 :]])
+    return "_".join([*words[:k], "right" if words[k] == "left" else "left", *words[k + 1 :]])
+
+
+def partner_name(name: str, vocabulary: frozenset[str]) -> str | None:
+    """:func:`other_side` where the label table has both sides, else None (a name whose other
+    side the table lacks, e.g. the right lung's middle lobe, has no mirror twin)."""
+    other = other_side(name)
     return other if other in vocabulary else None
 
 
