@@ -399,7 +399,7 @@ def main() -> None:
         default=["transformer"],
         choices=["mlp", "transformer", "both"],
         help="suite: finetuned runs of the permutation task alone with these heads (default "
-        "transformer: the tiles' tokens attend to each other; docs/probes_results.md)",
+        "transformer: the tiles' tokens attend to each other; benchmarks/RESULTS.md)",
     )
     ap.add_argument(
         "--dihedral",

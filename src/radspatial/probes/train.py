@@ -157,7 +157,7 @@ def _results_head(cfg: TrainConfig, data: Path) -> dict[str, Any]:
 @contextlib.contextmanager
 def _threads(n: int | None) -> Iterator[None]:
     # On a shared, loaded CPU, OpenMP with as many threads as cores was 30x slower than one
-    # thread (docs/probes_results.md), hence the option.
+    # thread (benchmarks/RESULTS.md, SPAR probes), hence the option.
     before = torch.get_num_threads()
     if n:
         torch.set_num_threads(n)
