@@ -17,6 +17,14 @@ Training volumes (every real labelled CT the project may train on, in ``../share
   :data:`DEFAULT_VOLUMES` (issue #34 round 5 measured adding B: benchmarks/RESULTS.md; a model
   trained on B has no real patient B to be tested on, and its config.json says so).
 
+- the chest slab ``gstt_thorax`` (20 DICOM slices at the heart, T7-T12, RLE lossless) with
+  its DICOM RTSTRUCT (34 contoured structures), read through the generator's loader (each
+  contour on the slice it references; the one uneven step accepted, axial slices only), only
+  when named (``"chest"``). Its labels are TotalSegmentator v1 *model output*, not manual: the
+  heart as five structures (``core.labels.TOTALSEG_V1_HEART``), lung lobes, esophagus, aorta,
+  IVC, T7-T12, ribs, autochthon; every other pixel of the body is background, as v1 labels
+  every structure it knows (record: ``labels``).
+
 Never read here: ``mirp_sample``.
 
 :func:`plausibility` summarises the training labels per structure in terms that survive the
@@ -140,14 +148,29 @@ def patient_b(root: Path) -> TrainVolume:
     return TrainVolume("patient_b", vol.ct, vol.seg, vol.spacing, source)
 
 
+def chest_slab(root: Path) -> TrainVolume:
+    """gstt_thorax: the real chest slab through its RTSTRUCT (model-output labels)."""
+    from radspatial.imaging.volumes import Case, load_case
+
+    folder = root / "gstt_thorax"
+    ct, rt = folder / "ct_dicom", folder / "rtstruct" / "rt-struct-test-data-81-100.dcm"
+    vol = load_case(Case("chest", ct, rt, "totalsegmentator"), uneven=True, warn=lambda _: None)
+    source: dict[str, Any] = {"ct": "gstt_thorax/ct_dicom/*.dcm"}
+    for i, f in enumerate(sorted(p for p in ct.iterdir() if p.is_file())):
+        source[f"ct_{i}_sha256"] = sha256_file(f)
+    source |= {"seg": f"gstt_thorax/rtstruct/{rt.name}", "seg_sha256": sha256_file(rt)}
+    source["labels"] = "TotalSegmentator v1 model output (not manual)"
+    return TrainVolume("patient_chest", vol.ct, vol.seg, vol.spacing, source)
+
+
 def body_mask_volume(ct: np.ndarray) -> np.ndarray:
     return np.stack([body_mask(ct[:, :, z] > BODY_HU) for z in range(ct.shape[2])], axis=2)
 
 
 DEFAULT_VOLUMES = ("a", "c")
-READERS = {"a": patient_a, "b": patient_b, "c": patient_c}
+READERS = {"a": patient_a, "b": patient_b, "c": patient_c, "chest": chest_slab}
 VOLUME_NAMES = {key: f"patient_{key}" for key in READERS}  # each reader's TrainVolume.name
-HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom"}  # a patient's files when not trained on
+HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom", "chest": "gstt_thorax"}  # a patient's files when not trained on
 
 
 def training_volumes(root: Path | None = None, names: tuple[str, ...] = DEFAULT_VOLUMES):

@@ -30,7 +30,7 @@ import numpy as np
 
 from radspatial.agent import unet
 from radspatial.core.io import atomic_write_json, sha256_file
-from radspatial.core.labels import load_table
+from radspatial.core.labels import load_table, with_v1_heart
 from radspatial.core.runtime import keyed_rng
 from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr, phase_table
 from radspatial.training.organs_data import held_out, render_hu, render_lab
@@ -160,7 +160,7 @@ def build_banks(config: OrgansConfig, progress: bool = True):
 
 
 def class_list(labs: list[np.ndarray]) -> list[tuple[int, str]]:
-    names = load_table("totalsegmentator", group=True).names
+    names = with_v1_heart(load_table("totalsegmentator", group=True)).names
     ids = sorted(set().union(*(set(np.unique(x).tolist()) for x in labs)) - {0})
     return [(0, "background")] + [(i, names[i]) for i in ids if i in names and i < 65535]
 
