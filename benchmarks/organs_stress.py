@@ -152,6 +152,7 @@ def agents() -> dict:
         ("match_floor", AtlasRules(min_match=0.95)),  # round 5's second candidate
         ("shipped", AtlasRules()),  # the defaults
         ("no_votes", AtlasRules(landmark_votes=False)),  # before the table's landmarks voted
+        ("no_reflect", AtlasRules(reflect_missing=False)),  # before counterparts reflected
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -354,7 +355,7 @@ def main() -> None:
     p.add_argument(
         "--agents",
         default="current,need_sides",
-        help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,fixed_margin",
+        help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,no_reflect,fixed_margin",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

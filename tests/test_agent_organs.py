@@ -337,6 +337,7 @@ def test_patient_b_trains_only_when_named_and_config_says_what_was_held_out(tmp_
 
     assert organs_data.held_out(organs_data.DEFAULT_VOLUMES) == [
         "totalseg_example/ct_dicom",
+        "gstt_thorax",
         "mirp_sample",
     ]
     with pytest.raises(ValueError, match="unknown training volume"):
@@ -350,7 +351,7 @@ def test_patient_b_trains_only_when_named_and_config_says_what_was_held_out(tmp_
     assert [v["name"] for v in volumes] == ["patient_b", "patient_c"]
     assert volumes[0]["seg_sha256"].startswith("98af7f65") and volumes[0]["slices"] == 20
     assert len([k for k in volumes[0] if k.startswith("ct_") and k.endswith("_sha256")]) == 20
-    assert record["data"]["held_out_never_used"] == ["mirp_sample"]
+    assert record["data"]["held_out_never_used"] == ["gstt_thorax", "mirp_sample"]
     # the DICOM (LPS on disk) is read RAS+ like its NIfTI labels: the liver lies at larger x
     # (the patient's right) than the spleen, and their labels sit on soft tissue, not air
     b = organs_data.patient_b(organs_data.shared_data())

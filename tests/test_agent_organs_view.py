@@ -4,6 +4,7 @@ centres it gates (benchmarks/RESULTS.md, "Round 3 of issue #34")."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from radspatial.agent import organs_atlas, organs_checks, organs_view
 from radspatial.agent.types import Found
@@ -169,3 +170,22 @@ def test_vessels_on_the_wrong_sides_or_disagreeing_fix_nothing():
     assert _sides(ids, body, 0)[1:] == (None, ())
     ids, body = _lumbar(aorta_x=33, ivc_x=31, ivc_y=32)  # within the offsets of the midline
     assert _sides(ids, body, 0)[1:] == (None, ())
+
+
+def test_reflect_puts_the_counterpart_across_the_midline_in_any_view():
+    """A structure whose counterpart was not found stands in for it mirrored across the body's
+    midline (the line along the posterior axis through the body's centre), whatever the
+    view's rotation; the sides abstention is dropped and the uncertainty has a floor."""
+    from radspatial.agent.organs_atlas import UNCERTAINTY
+    from radspatial.agent.organs_view import REFLECT_UNCERTAINTY, REFLECTED, reflect
+    from radspatial.questions.records import Found
+
+    f = Found((40.0, 70.0), 0.9, "organs", {"abstain_reason": "sides not shown", "class": 3})
+    down = reflect(f, (64.0, 64.0), (0.0, 1.0), name="femur_right")  # posterior down
+    assert down.xy == pytest.approx((88.0, 70.0)) and down.method == REFLECTED
+    assert "abstain_reason" not in down.details and down.details[UNCERTAINTY] == REFLECT_UNCERTAINTY
+    assert down.details["reflected_from"] == "femur_left"
+    turned = reflect(f, (64.0, 64.0), (1.0, 0.0), name="femur_right")  # posterior right
+    assert turned.xy == pytest.approx((40.0, 58.0))
+    sure = Found((40.0, 70.0), 0.9, "organs", {UNCERTAINTY: 0.4})
+    assert reflect(sure, (64.0, 64.0), (0.0, 1.0), name="x_right").details[UNCERTAINTY] == 0.4

@@ -102,10 +102,19 @@ class OrgansLocalizer:
         sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
         match = self._match(model, pred, gray, body)
         seen = (model, pred, votes, body, match)
-        out = [self._structure(seen, label_id, via) for label_id, via in resolved]
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
-        floor = self.min_score
-        return [None if f is None else _to_image(f, pred, sx, sy, floor, px, votes) for f in out]
+        out: list[Found | None] = []
+        for label_id, via in resolved:
+            parts = None if label_id is None else model.composites.get(label_id)
+            if parts:  # the whole as one class: its parts merged, no atlas (it holds parts)
+                p, v = merge_parts(pred, votes, parts)
+                f = self._one(model, p, v, body, parts[0], via, label_id)
+                f = None if f is None else replace(f, details={**f.details, "parts": len(parts)})
+            else:
+                p, v = pred, votes
+                f = self._structure(seen, label_id, via)
+            out.append(None if f is None else _to_image(f, p, sx, sy, self.min_score, px, v))
+        return out
 
     def _structure(self, seen: tuple, label_id: int | None, via: str, mirror: bool = True):
         """One structure (128 px frame) with the atlas's opinion; a sided one on a slice that
@@ -129,7 +138,11 @@ class OrgansLocalizer:
         details = {**f.details, "abstain_reason": before or organs_view.SIDES_NOT_SHOWN}
         if self.atlas_rules.mirror_sides and mirror and not before:
             other = model.id_of_name(organs_view.counterpart(name))
-            details[MIRROR] = None if other is None else self._structure(seen, other, via, False)
+            twin = None if other is None else self._structure(seen, other, via, False)
+            reflect = self.atlas_rules.reflect_missing and match.midline is not None
+            if twin is None and reflect:  # not found: f across the midline
+                twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
+            details[MIRROR] = twin
         return replace(f, details=details)
 
     def _with_atlas(
@@ -177,12 +190,19 @@ class OrgansLocalizer:
         )
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
         shown = organs_view.sides_shown(axes[1], m.orientation)
-        return replace(m, views=views, sides=shown or not rules.need_sides, sides_from=via)
+        centre, posterior = organs_view.body_centre(body), axes[0]
+        line = None
+        if centre is not None and posterior is not None:
+            line = (tuple(map(float, centre)), tuple(map(float, posterior)))
+        shown = shown or not rules.need_sides
+        return replace(m, views=views, sides=shown, sides_from=via, midline=line)
 
-    def _one(self, model, pred, votes, body, cls: int, via: str) -> Found | None:
+    def _one(
+        self, model, pred, votes, body, cls: int, via: str, label_id: int | None = None
+    ) -> Found | None:
         """The structure inside the body, with the checks' evidence (and any reason to
-        abstain) in its details."""
-        label_id = model.classes[cls][0]
+        abstain) in its details; ``label_id``: a composite's own (its parts merged in ``cls``)."""
+        label_id = model.classes[cls][0] if label_id is None else label_id
         inside = unet.Prediction(pred.probs, np.where(body, pred.labels, 0))
         found = unet.found_for_class(inside, cls, label_id, via, organs_checks.core_prob)
         if found is None:
@@ -193,6 +213,7 @@ class OrgansLocalizer:
         reason, doubt = organs_checks.assess(n_votes, spread, self.checks)
         if reason is None and self.checks.plausibility:
             reason = organs_checks.plausible(region, body, model.plausibility.get(label_id))
+        reason = reason or model.unseen_in_real(label_id)
         checks = {
             "votes": f"{n_votes}/{self.checks.variants}",
             "spread_body_radii": round(spread, 3) if np.isfinite(spread) else None,
@@ -208,6 +229,18 @@ class OrgansLocalizer:
         return Found(found.xy, found.score, found.method, details)
 
 
+def merge_parts(
+    pred: unet.Prediction, votes: np.ndarray, parts: tuple[int, ...]
+) -> tuple[unet.Prediction, np.ndarray]:
+    """``pred`` and ``votes`` with the classes ``parts`` as one, in ``parts[0]``: its
+    probability the parts' sum, its pixels wherever any part wins."""
+    probs = pred.probs.copy()
+    probs[parts[0]] = pred.probs[list(parts)].sum(axis=0)
+    keep = parts[0]
+    labels = np.where(np.isin(pred.labels, parts), keep, pred.labels)
+    return unet.Prediction(probs, labels), np.where(np.isin(votes, parts), keep, votes)
+
+
 def _to_image(
     found: Found, pred: unet.Prediction, sx: float, sy: float, floor: float, radius_px: float,
     votes: np.ndarray | None = None,
@@ -217,7 +250,7 @@ def _to_image(
     radii: ``radius_px``) in image pixels. A centre from the atlas (``method`` "atlas") says
     where, not how large or in how many pieces: its area and components are unknown (None)."""
     cls = found.details["class"]
-    alone = found.method == "atlas"
+    alone = found.method in ("atlas", organs_view.REFLECTED)  # a centre without pixels
     x, y = (found.xy[0] + 0.5) * sx - 0.5, (found.xy[1] + 0.5) * sy - 0.5
     details = dict(found.details)
     if details.get(MIRROR) is not None:

@@ -86,6 +86,9 @@ class AtlasRules:
     # where liver vs spleen/stomach are not found, the other handedness landmarks of the
     # decidability table vote for the patient's right (organs_view.landmark_votes; #46/#47)
     landmark_votes: bool = True
+    # on a slice that does not show the sides, a sided structure whose counterpart is not
+    # found stands in for it reflected across the midline (organs_view.reflect; #47)
+    reflect_missing: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class Match:
     views: tuple[int, ...] = tuple(range(8))  # views the network's anatomy allows (organs_view)
     sides: bool = True  # the patient's right is shown and agrees with ``orientation``
     sides_from: tuple[str, ...] = ()  # the landmarks that showed it (organs_view)
+    # the body's centre and posterior unit vector (x, y; 128 px frame) where the spine shows
+    # it: the midline a structure is reflected across when its counterpart is not found
+    midline: tuple[tuple[float, float], tuple[float, float]] | None = None
 
     @property
     def score(self) -> float:

@@ -22,7 +22,11 @@ def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:
     letters: ``MarkerStyle.label_of``); dots -> None."""
     if ref.name:
         own = model.id_of_name(ref.name)
-        return (own if own is not None else _by_name_grouped(ref.name, model)), "name"
+        if own is None:
+            own = _by_name_grouped(ref.name, model)
+        if own is None and (whole := model.composite_id(ref.name)) is not None:
+            return whole, "name (the union of its parts)"
+        return own, "name"
     by_text = marker_label(ref.marker, ref.text)
     if by_text is None:
         return None, "no-structure-named"

@@ -36,6 +36,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from radspatial.questions.records import Found
+
 SPINE = ("vertebrae", "spinal_cord", "autochthon_left", "autochthon_right")
 RIGHT = ("liver",)
 LEFT = ("spleen", "stomach")
@@ -171,6 +173,37 @@ def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tup
         return tuple(ok)
     both = [k for k in ok if VIEW_AXES[k, 1] @ right > cos45]
     return tuple(both) if both else tuple(range(8))
+
+
+REFLECTED = "reflected"  # a Found's method: its counterpart's centre across the midline
+REFLECT_UNCERTAINTY = 0.15  # body radii: how far a left-right pair may be from symmetric
+
+
+def body_centre(body: np.ndarray) -> np.ndarray | None:
+    """The body's centroid (x, y), or None without enough body."""
+    return _centroid(body)
+
+
+def reflect(
+    found: Found,
+    centre: tuple[float, float],
+    posterior: tuple[float, float],
+    *,
+    name: str,
+) -> Found:
+    """Where ``found``'s counterpart on the other side lies if the pair is symmetric: its
+    centre reflected across the body's midline (the line through ``centre`` along
+    ``posterior``), with at least :data:`REFLECT_UNCERTAINTY` body radii of uncertainty.
+    Used when the slice does not show the sides and the counterpart was not found."""
+    from radspatial.agent.organs_atlas import UNCERTAINTY
+
+    c, p = np.asarray(centre, float), np.asarray(posterior, float)
+    d = np.asarray(found.xy, float) - c
+    xy = c + 2 * float(d @ p) * p - d
+    details = {k: v for k, v in found.details.items() if k != "abstain_reason"}
+    u = max(float(details.get(UNCERTAINTY) or 0.0), REFLECT_UNCERTAINTY)
+    details |= {UNCERTAINTY: u, "reflected_from": counterpart(name), "structure": name}
+    return Found((float(xy[0]), float(xy[1])), found.score, REFLECTED, details)
 
 
 def counterpart(name: str) -> str:

@@ -15,6 +15,7 @@ torch and monai are imported inside functions; inference runs :mod:`radspatial.a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -141,6 +142,8 @@ class UNetModel:
         self.plausibility: dict[int, dict] = {  # organs: training ranges per label id
             int(k): v for k, v in (real.get("plausibility") or {}).items()
         }
+        self.composites = composites_of(self.classes)  # whole's label id -> parts' classes
+        self.levels: dict | None = real.get("levels")  # what the real training images covered
 
     def class_of(self, label_id: int) -> int | None:
         for index, (lid, _) in enumerate(self.classes):
@@ -152,6 +155,28 @@ class UNetModel:
         key = normalize_name(name)
         ids = [lid for lid, n in self.classes[1:] if n == key]
         return ids[0] if ids else None
+
+    def unseen_in_real(self, label_id: int) -> str | None:
+        """Why a structure this model learned only from drawn slices (label maps, phantoms)
+        is not answered, or None: a model folder that records its levels
+        (``data.real.levels``) answers only what its real training images showed."""
+        if not self.levels or "structures_real" not in self.levels:
+            return None
+        names = dict(self.classes) | {i: n for n, i in _whole_ids().items()}
+        name = names.get(label_id)
+        if name is None or name in self.levels["structures_real"]:
+            return None
+        span = self.levels.get("span") or ["?", "?"]
+        return (
+            f"not seen in real texture: {name} is only in drawn training slices "
+            f"(real training levels {span[0]}-{span[1]})"
+        )
+
+    def composite_id(self, name: str) -> int | None:
+        """The label id of a structure this model knows only as its parts (``heart`` for a
+        network trained on TotalSegmentator v1's five heart structures), else None."""
+        label_id = _whole_ids().get(normalize_name(name))
+        return label_id if label_id in self.composites else None
 
     def predict(self, image: np.ndarray) -> Prediction:
         import torch
@@ -165,6 +190,29 @@ class UNetModel:
             logits = F.interpolate(logits, size=(h, w), mode="bilinear", align_corners=False)
             probs = torch.softmax(logits, dim=1)[0].cpu().numpy()
         return Prediction(probs, probs.argmax(axis=0))
+
+
+@functools.lru_cache(maxsize=1)
+def _whole_ids() -> dict[str, int]:
+    """Each composite's name -> its id in the grouped TotalSegmentator table."""
+    from radspatial.core.labels import COMPOSITES, load_table
+
+    names = load_table("totalsegmentator", group=True).names
+    return {n: i for i, n in names.items() if n in COMPOSITES}
+
+
+def composites_of(classes: list[tuple[int, str]]) -> dict[int, tuple[int, ...]]:
+    """label id of a whole the classes lack -> the class indices of its parts (at least two
+    of them present): :data:`radspatial.core.labels.COMPOSITES`."""
+    from radspatial.core.labels import COMPOSITES
+
+    names = {n: i for i, (_, n) in enumerate(classes) if i > 0}
+    out: dict[int, tuple[int, ...]] = {}
+    for whole, label_id in _whole_ids().items():
+        parts = tuple(names[p] for p in COMPOSITES[whole] if p in names)
+        if whole not in names and len(parts) >= 2:
+            out[label_id] = parts
+    return out
 
 
 def config_head(

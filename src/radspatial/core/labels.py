@@ -279,6 +279,11 @@ TOTALSEG_V1_HEART = {
 }
 
 
+# a structure a model may know only as its parts (a network trained on v1's heart): the whole
+# is the union of the parts' pixels (the agent answers "the heart" from them)
+COMPOSITES: dict[str, tuple[str, ...]] = {"heart": tuple(TOTALSEG_V1_HEART.values())}
+
+
 def with_v1_heart(table: LabelTable) -> LabelTable:
     """``table`` (a totalsegmentator table) plus :data:`TOTALSEG_V1_HEART` where neither the id
     nor the name is taken."""

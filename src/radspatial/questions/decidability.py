@@ -58,6 +58,7 @@ SAGITTAL = "sagittal: a flip swaps front and back, which the spine shows"
 _SIDES = ("left", "right")
 _LEVELS = [f"C{i}" for i in range(1, 8)] + [f"T{i}" for i in range(1, 13)]
 _LEVELS += [f"L{i}" for i in range(1, 6)] + ["S1"]
+LEVELS: tuple[str, ...] = tuple(_LEVELS)  # vertebral levels, head to feet
 SPINE = ("vertebrae", "sacrum", "spinal_cord")
 MAX_LANDMARKS = 1000
 

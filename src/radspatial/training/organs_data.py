@@ -95,6 +95,7 @@ def patient_a(root: Path) -> TrainVolume:
     vol = load_case(Case("patient_a", ct, seg, "totalsegmentator"))
     source = {"ct": str(ct.name), "ct_sha256": sha256_file(ct)}
     source |= {"seg": str(seg.name), "seg_sha256": sha256_file(seg)}
+    source["levels"] = vertebral_levels(Case("patient_a", ct, seg, "totalsegmentator"))
     return TrainVolume("patient_a", vol.ct, vol.seg, vol.spacing, source)
 
 
@@ -130,6 +131,7 @@ def patient_c(root: Path) -> TrainVolume:
     body = body_mask_volume(ct)
     seg[(seg == 0) & body] = IGNORE
     spacing = tuple(float(np.linalg.norm(ct_affine[:3, k])) for k in range(3))
+    source["levels"] = []  # its spine is one label: no level is named
     return TrainVolume("patient_c", ct, seg, spacing, source)
 
 
@@ -141,10 +143,11 @@ def patient_b(root: Path) -> TrainVolume:
     ts = root / "totalseg_example"
     folder, seg = ts / "ct_dicom", ts / "example_seg_dicom.nii.gz"
     vol = load_case(Case("patient_b", folder, seg, "totalsegmentator"))
+    levels = vertebral_levels(Case("patient_b", folder, seg, "totalsegmentator"))
     source: dict[str, Any] = {"ct": "ct_dicom/*.dcm"}
     for i, f in enumerate(sorted(p for p in folder.iterdir() if p.is_file())):
         source[f"ct_{i}_sha256"] = sha256_file(f)
-    source |= {"seg": seg.name, "seg_sha256": sha256_file(seg)}
+    source |= {"seg": seg.name, "seg_sha256": sha256_file(seg), "levels": levels}
     return TrainVolume("patient_b", vol.ct, vol.seg, vol.spacing, source)
 
 
@@ -154,13 +157,55 @@ def chest_slab(root: Path) -> TrainVolume:
 
     folder = root / "gstt_thorax"
     ct, rt = folder / "ct_dicom", folder / "rtstruct" / "rt-struct-test-data-81-100.dcm"
-    vol = load_case(Case("chest", ct, rt, "totalsegmentator"), uneven=True, warn=lambda _: None)
+    case = Case("chest", ct, rt, "totalsegmentator")
+    vol = load_case(case, uneven=True, warn=lambda _: None)
     source: dict[str, Any] = {"ct": "gstt_thorax/ct_dicom/*.dcm"}
     for i, f in enumerate(sorted(p for p in ct.iterdir() if p.is_file())):
         source[f"ct_{i}_sha256"] = sha256_file(f)
     source |= {"seg": f"gstt_thorax/rtstruct/{rt.name}", "seg_sha256": sha256_file(rt)}
     source["labels"] = "TotalSegmentator v1 model output (not manual)"
+    source["levels"] = vertebral_levels(case)
     return TrainVolume("patient_chest", vol.ct, vol.seg, vol.spacing, source)
+
+
+def vertebral_levels(case: Any) -> list[str]:
+    """The vertebral levels a case's labels name (``vertebrae_T7`` ...), head to feet; empty
+    where the spine is one label. Read with the table's own ids (no grouping)."""
+    from radspatial.imaging.volumes import load_case
+    from radspatial.questions.decidability import LEVELS
+
+    vol = load_case(case, group=False, uneven=True, warn=lambda _: None)
+    names = vol.table.names
+    present = {
+        names[i].removeprefix("vertebrae_").upper()
+        for i in np.unique(vol.seg).tolist()
+        if str(names.get(i, "")).startswith("vertebrae_")
+    }
+    return [level for level in LEVELS if level in present]
+
+
+def levels_record(sources: list[dict], labs: np.ndarray, names: dict[int, str]) -> dict:
+    """What the real training images covered (config.json ``data.real.levels``): each
+    volume's vertebral levels, their span, and every structure with its number of real
+    slices (the agent answers only structures seen in real texture: ``structures_real``)."""
+    from radspatial.questions.decidability import LEVELS
+
+    per = {s["name"]: s.get("levels", []) for s in sources}
+    every = [lv for lv in LEVELS if any(lv in v for v in per.values())]
+    counts: dict[str, int] = {}
+    for lab in labs:
+        for label_id in np.unique(lab).tolist():
+            if label_id not in (0, IGNORE) and label_id in names:
+                counts[names[label_id]] = counts.get(names[label_id], 0) + 1
+    for whole, parts in _composite_ids().items():  # the heart, where only its parts are
+        n = sum(bool(np.isin(lab, parts).any()) for lab in labs)
+        if n and names.get(whole) and names[whole] not in counts:
+            counts[names[whole]] = n
+    return {
+        "vertebrae": per,
+        "span": [every[0], every[-1]] if every else None,
+        "structures_real": dict(sorted(counts.items())),
+    }
 
 
 def body_mask_volume(ct: np.ndarray) -> np.ndarray:
@@ -170,7 +215,8 @@ def body_mask_volume(ct: np.ndarray) -> np.ndarray:
 DEFAULT_VOLUMES = ("a", "c")
 READERS = {"a": patient_a, "b": patient_b, "c": patient_c, "chest": chest_slab}
 VOLUME_NAMES = {key: f"patient_{key}" for key in READERS}  # each reader's TrainVolume.name
-HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom", "chest": "gstt_thorax"}  # a patient's files when not trained on
+# a patient's files when not trained on
+HELD_OUT_FILES = {"b": "totalseg_example/ct_dicom", "chest": "gstt_thorax"}
 
 
 def training_volumes(root: Path | None = None, names: tuple[str, ...] = DEFAULT_VOLUMES):
@@ -238,10 +284,14 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
         body = body_mask(h.astype(np.float32) > BODY_HU)
         if body.sum() < 50:
             continue
-        for label_id in np.unique(lb[body]).tolist():
+        present = np.unique(lb[body]).tolist()
+        for label_id in present:
             if label_id in (0, IGNORE):
                 continue
             stats.setdefault(int(label_id), []).append(region_stats(lb == label_id, body))
+        for whole, parts in _composite_ids().items():  # the heart as its five v1 parts
+            if whole not in present and any(p in present for p in parts):
+                stats.setdefault(whole, []).append(region_stats(np.isin(lb, parts), body))
     out = {}
     for label_id, vals in stats.items():
         a, r = np.array(vals).T
@@ -251,6 +301,14 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
             "n_slices": len(vals),
         }
     return out
+
+
+def _composite_ids() -> dict[int, tuple[int, ...]]:
+    """Grouped id of each ``core.labels.COMPOSITES`` whole -> its parts' ids."""
+    from radspatial.core.labels import COMPOSITES, load_table, with_v1_heart
+
+    ids = {n: i for i, n in with_v1_heart(load_table("totalsegmentator", group=True)).names.items()}
+    return {ids[w]: tuple(ids[p] for p in parts if p in ids) for w, parts in COMPOSITES.items()}
 
 
 def plausibility_of(real: tuple, drawn: tuple) -> dict[int, dict]:

@@ -153,6 +153,8 @@ def build_banks(config: OrgansConfig, progress: bool = True):
 
     drawn, real_source["synthesised"] = synth_banks(config, vols)
     real_source["plausibility"] = organs_data.plausibility_of(real, drawn)
+    names = with_v1_heart(load_table("totalsegmentator", group=True)).names
+    real_source["levels"] = organs_data.levels_record(sources, real[1], names)
     if progress:
         counts = f"{len(synth[0])} phantom, {len(real[0])} real, {len(drawn[0])} synthesised"
         print(f"organs: {counts} slices", flush=True)
