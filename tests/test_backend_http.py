@@ -286,6 +286,27 @@ def test_openai_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SECRET not in json.dumps(description)
 
 
+def test_both_http_backends_take_one_option_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """openai: and openai-compat: declare the same options (http_factory); only the key
+    variable's default differs, and the options reach the client."""
+    import inspect
+
+    from radspatial.models.openai_compat import create_openai, create_openai_compat
+    from radspatial.models.options import backend_contract
+
+    assert [o.key for o in backend_contract("openai")[0]] == [
+        o.key for o in backend_contract("openai-compat")[0]
+    ]
+    defaults = [inspect.signature(f).parameters["api_key_env"].default
+                for f in (create_openai, create_openai_compat)]  # fmt: skip
+    assert defaults == ["OPENAI_API_KEY", None]
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    backend = create_backend("openai:gpt-4o", max_attempts=3, backoff_cap_s=5.0, timeout_s=7.0)
+    description = backend.describe()
+    assert description["retries"] == RetryPolicy(3, cap_s=5.0).to_json()
+    assert description["timeout_s"] == 7.0
+
+
 @pytest.mark.parametrize(
     "spec",
     ["openai-compat:model", "openai-compat:", "openai-compat:@http://127.0.0.1:1/v1", "openai:"],

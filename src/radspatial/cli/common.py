@@ -154,6 +154,13 @@ def spec_arguments(spec: type) -> Callable[[argparse.ArgumentParser], None]:
     return partial(add_arguments, spec=spec)
 
 
+def job_command(
+    name: str, help: str, spec: type, run: Callable[[argparse.Namespace], int]
+) -> Command:
+    """A command whose options are job spec ``spec``'s, run by ``run``."""
+    return Command(name, help, arguments=spec_arguments(spec), run=run)
+
+
 def run_job(
     spec: type[J], args: argparse.Namespace, run: Callable[..., R], **run_kwargs: Any
 ) -> tuple[J, R]:

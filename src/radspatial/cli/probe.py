@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 import radspatial.cli.common as common
-from radspatial.cli.common import run_job, spec_arguments
+from radspatial.cli.common import job_command, run_job
 from radspatial.cli.probe_vlm import VLM_COMMAND
 from radspatial.probes.job import (
     ProbeBuildJob,
@@ -89,37 +89,23 @@ def cmd_probe_table(args: argparse.Namespace) -> int:
     return 0
 
 
+# fmt: off
 COMMANDS = (
     common.Command(
         "probe",
         "SPAR probes of vision encoders: build, train, eval, table; vlm (a VLM's own stages)",
         dest="probe_command",
         subcommands=(
-            common.Command(
-                "build",
-                "probe datasets from cases (real CT or phantoms)",
-                arguments=spec_arguments(ProbeBuildJob),
-                run=cmd_probe_build,
-            ),
-            common.Command(
-                "train",
-                "train probe heads on an encoder (frozen or finetuned)",
-                arguments=spec_arguments(ProbeTrainJob),
-                run=cmd_probe_train,
-            ),
-            common.Command(
-                "eval",
-                "zero-shot transfer of trained probes to another dataset",
-                arguments=spec_arguments(ProbeEvalJob),
-                run=cmd_probe_eval,
-            ),
-            common.Command(
-                "table",
-                "Table 1 (markdown + figure) from result folders",
-                arguments=spec_arguments(ProbeTableJob),
-                run=cmd_probe_table,
-            ),
+            job_command("build", "probe datasets from cases (real CT or phantoms)",
+                        ProbeBuildJob, cmd_probe_build),
+            job_command("train", "train probe heads on an encoder (frozen or finetuned)",
+                        ProbeTrainJob, cmd_probe_train),
+            job_command("eval", "zero-shot transfer of trained probes to another dataset",
+                        ProbeEvalJob, cmd_probe_eval),
+            job_command("table", "Table 1 (markdown + figure) from result folders",
+                        ProbeTableJob, cmd_probe_table),
             VLM_COMMAND,
         ),
     ),
 )
+# fmt: on

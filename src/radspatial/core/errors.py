@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Collection
 from pathlib import Path
 
 from radspatial.core.textsafe import log_text
@@ -10,6 +11,12 @@ from radspatial.core.textsafe import log_text
 
 class InputError(ValueError):
     """Bad user input; str(err) is one line naming the file and the problem (CLI exits 2)."""
+
+
+def check_one_of(value: object, allowed: Collection[str], what: str) -> None:
+    """ValueError ``"<what> must be one of a, b, got 'x'"`` unless ``value`` is in ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 def disk_error_line(exc: OSError, where: Path) -> str:

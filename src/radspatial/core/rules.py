@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from radspatial.core.errors import check_one_of
+
 MIN_DISTANCE_PX = 50.0  # between centres of two structures in one question
 MARGIN_PX = 10.0  # relative position: along the asked axis; distance: d1 vs d2
 SIZE_TOLERANCE = 0.10  # size/symmetry/distance: differ by >= 10% of the larger
@@ -46,10 +48,7 @@ class QuestionRules:
     profile: str = "mirp"
 
     def __post_init__(self) -> None:
-        if self.profile not in RULE_PROFILES:
-            raise ValueError(
-                f"--rules must be one of {', '.join(RULE_PROFILES)}, got {self.profile!r}"
-            )
+        check_one_of(self.profile, RULE_PROFILES, "--rules")
 
     @property
     def mirp(self) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.errors import check_one_of
 from radspatial.eval.items import EvalItem
 from radspatial.imaging.planes import DEFAULT_PLANE
 
@@ -50,8 +51,7 @@ class TaskSpec:
         if where is None or where == "":
             raise ValueError("-T data=DATASET is required (a radspatial generate folder)")
         protocol = args.get("protocol") or "radspatial"
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"-T protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        check_one_of(protocol, PROTOCOLS, "-T protocol")
         limit, seed = args.get("limit"), args.get("limit_seed") or 0
         for name, value in (("limit", limit), ("limit_seed", seed)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):

@@ -25,6 +25,7 @@ inspect`` rescores the log's replies against the dataset rather than trusting th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,31 +121,34 @@ def _args(**kwargs: Any) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}
 
 
-@task
-def bench(
-    data: str,
-    setups: str | None = None,
-    markers: str | None = None,
-    questions: str | None = None,
-    limit: int | None = None,
-    limit_seed: int = 0,
-) -> Task:
-    """A radspatial dataset with radspatial's prompts and parser (``radspatial eval``)."""
-    kwargs = {"setups": setups, "markers": markers, "questions": questions}
-    return _task(
-        _args(data=data, protocol="radspatial", **kwargs, limit=limit, limit_seed=limit_seed)
+def _protocol_task(protocol: str, about: str) -> Callable[..., Task]:
+    """The task that asks under ``protocol``; its parameters are the ``-T`` arguments."""
+
+    def protocol_task(
+        data: str,
+        setups: str | None = None,
+        markers: str | None = None,
+        questions: str | None = None,
+        limit: int | None = None,
+        limit_seed: int = 0,
+    ) -> Task:
+        kwargs = {"setups": setups, "markers": markers, "questions": questions}
+        return _task(
+            _args(data=data, protocol=protocol, **kwargs, limit=limit, limit_seed=limit_seed)
+        )
+
+    protocol_task.__doc__ = about
+    return protocol_task
+
+
+bench = task(name="bench")(
+    _protocol_task(
+        "radspatial",
+        "A radspatial dataset with radspatial's prompts and parser (``radspatial eval``).",
     )
-
-
-@task
-def mirp(
-    data: str,
-    setups: str | None = None,
-    markers: str | None = None,
-    questions: str | None = None,
-    limit: int | None = None,
-    limit_seed: int = 0,
-) -> Task:
-    """A radspatial dataset under MIRP's protocol (``radspatial eval --protocol mirp``)."""
-    kwargs = {"setups": setups, "markers": markers, "questions": questions}
-    return _task(_args(data=data, protocol="mirp", **kwargs, limit=limit, limit_seed=limit_seed))
+)
+mirp = task(name="mirp")(
+    _protocol_task(
+        "mirp", "A radspatial dataset under MIRP's protocol (``radspatial eval --protocol mirp``)."
+    )
+)

@@ -15,17 +15,15 @@ The usage block (``eval.usage``) sums each sample's ``model_usage`` and takes it
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, max_json_bytes
 from radspatial.core.gates import model_name
 from radspatial.core.textsafe import log_text
 from radspatial.eval.inspect_items import TaskSpec, task_items
+from radspatial.formats.imported_run import ImportedRun, write_imported_run
 
 if TYPE_CHECKING:
     from radspatial.eval.usage import Price
@@ -34,13 +32,7 @@ LOG_SUFFIXES = (".eval", ".json")
 TASKS = {"radspatial/bench": "radspatial", "radspatial/mirp": "mirp"}
 
 
-@dataclass(frozen=True)
-class InspectImport:
-    out: Path
-    files: tuple[Path, ...]
-    n_rows: int
-    n_errors: int
-    model: str
+InspectImport = ImportedRun  # what ``import_inspect`` returns
 
 
 def log_files(log: Path) -> list[Path]:
@@ -208,15 +200,6 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
         yield epoch - 1, row, spec, {**_usage(sample), "error": error}
 
 
-def _usage_block(calls: Any, price: Price | None, where: str) -> tuple[dict[str, Any], Any]:
-    """The usage block (``eval.usage``) of the samples' calls, as JSON and as the record."""
-    from radspatial.core.metrics_blocks import Usage
-    from radspatial.eval.usage import usage_block
-
-    usage = usage_block(calls, price)
-    return usage, Usage.from_json(usage, where)
-
-
 def import_inspect(
     log: Path,
     data: Path,
@@ -233,9 +216,7 @@ def import_inspect(
     """
     import os
 
-    from radspatial.core.io import atomic_write_json, atomic_write_jsonl
     from radspatial.core.staging import staged
-    from radspatial.eval.aggregate import compute_metrics
 
     data, files = Path(os.path.abspath(data)), log_files(log)
     rows: dict[tuple[str, int], dict] = {}
@@ -258,24 +239,10 @@ def import_inspect(
     runs = 1 + max(run for _, run in rows)
     order = {item.id: k for k, item in enumerate(task_items(specs.pop())[0])}
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[1], order[k[0]]))]
-    n_errors = sum(1 for r in ordered if r.get("error"))
-    usage, block = _usage_block(calls.values(), price, f"{log}: usage")
-    run_info = {
-        "source": "inspect",
-        "data": str(data),
-        "logs": [str(p) for p in files],
-        "model": model,
-        "runs": runs,
-        "n_items": len({r["id"] for r in ordered}),
-        "status": "complete" if n_errors == 0 else "incomplete",
-        "n_errors": n_errors,
-        "usage": usage,
-        "versions": {"radspatial": __version__, "python": platform.python_version()},
-    }
-    metrics = compute_metrics(ordered, model=model, runs=runs)
-    metrics = metrics.with_blocks(usage=block)
+    source = {"source": "inspect", "data": str(data), "logs": [str(p) for p in files]}
     with staged(Path(out), overwrite, inputs={"--log": Path(log), "--data": data}) as stage:
-        atomic_write_jsonl(stage / "results.jsonl", ordered)
-        atomic_write_json(stage / "metrics.json", metrics.to_json())
-        atomic_write_json(stage / "run.json", run_info)
+        n_errors = write_imported_run(
+            stage, ordered, {**source, "model": model}, runs=runs, calls=calls.values(),
+            price=price, where=f"{log}: usage",
+        )  # fmt: skip
     return InspectImport(Path(out), tuple(files), len(ordered), n_errors, model)

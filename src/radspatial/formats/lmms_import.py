@@ -19,17 +19,16 @@ name sorts last: lmms-eval's names start with the run's date and time.
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from radspatial import __version__
 from radspatial.core.datafiles import DataFileError, read_json_lines
 from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
+from radspatial.formats.imported_run import ImportedRun, write_imported_run
 from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
 
 if TYPE_CHECKING:
@@ -38,13 +37,7 @@ if TYPE_CHECKING:
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
 
-@dataclass(frozen=True)
-class LmmsImport:
-    out: Path
-    files: tuple[Path, ...]
-    n_rows: int
-    n_errors: int
-    model: str
+LmmsImport = ImportedRun  # what ``import_lmms`` returns
 
 
 def sample_files(samples: Path) -> list[Path]:
@@ -212,11 +205,7 @@ def import_lmms(
     sample logs hold no token counts or latencies, so those (and the cost) stay unknown.
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
-    from radspatial.core.io import atomic_write_json, atomic_write_jsonl
-    from radspatial.core.metrics_blocks import Usage
     from radspatial.core.staging import staged
-    from radspatial.eval.aggregate import compute_metrics
-    from radspatial.eval.usage import usage_block
 
     files = sample_files(samples)
     inputs = {"--samples": Path(samples), "--data": Path(data)}
@@ -224,24 +213,16 @@ def import_lmms(
     with staged(Path(out), overwrite, inputs, made) as stage:
         rows, protocol = read_samples(files, dataset_truth(Path(data)))
         model = log_text(model or files[0].resolve().parent.name)
-        n_errors = sum(1 for r in rows if r.get("error"))
-        usage = usage_block(({"error": r.get("error")} for r in rows), price)
-        run_info = {
+        source = {
             "source": "lmms-eval",
             "data": os.path.abspath(data),
             "samples": [os.path.abspath(p) for p in files],  # any working folder, as data
             "model": model,
             "protocol": protocol,
-            "runs": 1,
-            "n_items": len(rows),
-            "status": "complete" if n_errors == 0 else "incomplete",
-            "n_errors": n_errors,
-            "usage": usage,
-            "versions": {"radspatial": __version__, "python": platform.python_version()},
         }
-        atomic_write_jsonl(stage / "results.jsonl", rows)
-        metrics = compute_metrics(rows, model=model, runs=1)
-        metrics = metrics.with_blocks(usage=Usage.from_json(usage, f"{samples}: usage"))
-        atomic_write_json(stage / "metrics.json", metrics.to_json())
-        atomic_write_json(stage / "run.json", run_info)
+        calls = ({"error": r.get("error")} for r in rows)
+        where = f"{samples}: usage"
+        n_errors = write_imported_run(
+            stage, rows, source, runs=1, calls=calls, price=price, where=where
+        )
     return LmmsImport(Path(out), tuple(files), len(rows), n_errors, model)

@@ -16,6 +16,8 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from radspatial.core.errors import check_one_of
+
 # MIRP codes: A = horizontally flipped, B = not; 1..4 = 0, 90, 180, 270 degrees
 # counter-clockwise (as seen on screen), applied after the flip.
 VARIANTS: tuple[str, ...] = ("A1", "A2", "A3", "A4", "B1", "B2", "B3", "B4")
@@ -26,10 +28,7 @@ class Variant:
     code: str
 
     def __post_init__(self) -> None:
-        if self.code not in VARIANTS:
-            raise ValueError(
-                f"unknown rotation/flip variant {self.code!r}; expected one of {VARIANTS}"
-            )
+        check_one_of(self.code, VARIANTS, "rotation/flip variant")
 
     @property
     def flip(self) -> bool:

@@ -161,13 +161,12 @@ class OpenAIChatBackend:
         *,
         decoding: Decoding,
         concurrency: int,
-        timeout_s: float = 120.0,
-        connect_timeout_s: float = 10.0,
-        max_attempts: int = RetryPolicy.max_attempts,
-        backoff_base_s: float = RetryPolicy.base_s,
-        backoff_cap_s: float = RetryPolicy.cap_s,
-        max_reply_mb: float = 8.0,
+        timeout_s: float,
+        connect_timeout_s: float,
+        retry: RetryPolicy,
+        max_reply_mb: float,
     ) -> None:
+        """The bounds and the retry policy are the factory's options (``openai_compat``)."""
         if concurrency < 1:
             raise ValueError(f"{endpoint.spec}: concurrency must be >= 1, got {concurrency}")
         self.spec = endpoint.spec
@@ -176,7 +175,7 @@ class OpenAIChatBackend:
         self.base_url = endpoint.base_url.rstrip("/")
         self.decoding = decoding
         self.concurrency = concurrency
-        self.retry = RetryPolicy(max_attempts, backoff_base_s, backoff_cap_s)
+        self.retry = retry
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.max_reply_bytes = int(max_reply_mb * 2**20)

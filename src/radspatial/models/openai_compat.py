@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated
 from urllib.parse import urlsplit
 
 from radspatial.models.base import Decoding, is_loopback, register_backend
@@ -57,8 +58,6 @@ ConnectTimeout = Annotated[float, Opt("connect_timeout", check=positive)]
 Attempts = Annotated[int, Opt("retries", "--retries", at_least(0), lambda r: r + 1)]
 KeyEnv = Annotated[str, Opt(flag="--api-key-env")]
 ReplyMB = Annotated[float, Opt(check=positive)]
-_CLIENT_OPTIONS = ("timeout_s", "connect_timeout_s", "max_attempts", "max_reply_mb")
-_CLIENT_OPTIONS += ("backoff_base_s", "backoff_cap_s")  # OpenAIChatBackend's keywords
 
 
 def _key_from_env(name: str, spec: str) -> str:
@@ -66,14 +65,6 @@ def _key_from_env(name: str, spec: str) -> str:
     if not key:
         raise ValueError(f"{spec}: --api-key-env {name}: the variable {name} is not set or empty")
     return key
-
-
-def _backend(
-    endpoint: Endpoint, decoding: Decoding, concurrency: int, given: dict[str, Any]
-) -> OpenAIChatBackend:
-    """The HTTP backend with the factory's options (``given``: its keywords)."""
-    options = {k: given[k] for k in _CLIENT_OPTIONS}
-    return OpenAIChatBackend(endpoint, decoding=decoding, concurrency=concurrency, **options)
 
 
 def compat_is_remote(rest: str) -> bool:
@@ -85,26 +76,8 @@ def compat_is_remote(rest: str) -> bool:
         return True
 
 
-@register_backend("openai-compat", remote=compat_is_remote)
-def create_openai_compat(
-    rest: str,
-    *,
-    decoding: Decoding,
-    concurrency: int,
-    timeout_s: Timeout = 120.0,
-    connect_timeout_s: ConnectTimeout = 10.0,
-    max_attempts: Attempts = RetryPolicy.max_attempts,
-    api_key_env: KeyEnv | None = None,
-    max_reply_mb: ReplyMB = 8.0,
-    backoff_base_s: float = RetryPolicy.base_s,
-    backoff_cap_s: float = RetryPolicy.cap_s,
-) -> OpenAIChatBackend:
-    """``openai-compat:<model>@<base_url>``; sends a key only from env ``api_key_env`` if given.
-
-    Options (--model-args keys in brackets): ``timeout_s`` [timeout] (read/write, default
-    120), ``connect_timeout_s`` [connect_timeout] (10), ``max_attempts`` [retries + 1] (6),
-    ``max_reply_mb`` (8), ``backoff_base_s`` (1), ``backoff_cap_s`` (60).
-    """
+def compat_endpoint(rest: str, api_key_env: str | None) -> Endpoint:
+    """``openai-compat:<model>@<base_url>``; sends a key only from env ``api_key_env`` if given."""
     model, base_url = parse_compat_spec(rest)
     api_key = _key_from_env(api_key_env, f"openai-compat:{rest}") if api_key_env else None
     if api_key and base_url.startswith("http:") and compat_is_remote(rest):
@@ -113,36 +86,66 @@ def create_openai_compat(
             f"over plain http to {urlsplit(base_url).hostname}; use https",
             file=sys.stderr,
         )
-    endpoint = Endpoint(f"openai-compat:{rest.strip()}", model, base_url, api_key)
-    return _backend(endpoint, decoding, concurrency, locals())
+    return Endpoint(f"openai-compat:{rest.strip()}", model, base_url, api_key)
 
 
-@register_backend("openai", remote=True)
-def create_openai(
-    rest: str,
-    *,
-    decoding: Decoding,
-    concurrency: int,
-    timeout_s: Timeout = 120.0,
-    connect_timeout_s: ConnectTimeout = 10.0,
-    max_attempts: Attempts = RetryPolicy.max_attempts,
-    api_key_env: KeyEnv = DEFAULT_KEY_ENV,
-    max_reply_mb: ReplyMB = 8.0,
-    backoff_base_s: float = RetryPolicy.base_s,
-    backoff_cap_s: float = RetryPolicy.cap_s,
-) -> OpenAIChatBackend:
-    """``openai:<model>`` against api.openai.com; the API key (env ``api_key_env``) is required.
-
-    Takes the same options as ``openai-compat``.
-    """
+def openai_endpoint(rest: str, api_key_env: str | None) -> Endpoint:
+    """``openai:<model>`` against api.openai.com; the API key (env ``api_key_env``) is required."""
     model = rest.strip()
     if not model or "@" in model:
         raise ValueError(
             f"bad spec 'openai:{rest}': expected 'openai:<model>', e.g. 'openai:gpt-4o'; "
             "for another server use 'openai-compat:<model>@<base_url>'"
         )
-    api_key = os.environ.get(api_key_env)
+    key_env = api_key_env or DEFAULT_KEY_ENV
+    api_key = os.environ.get(key_env)
     if not api_key:
-        raise ValueError(f"openai:{model}: needs an API key: set the {api_key_env} variable")
-    endpoint = Endpoint(f"openai:{model}", model, OPENAI_BASE_URL, api_key)
-    return _backend(endpoint, decoding, concurrency, locals())
+        raise ValueError(f"openai:{model}: needs an API key: set the {key_env} variable")
+    return Endpoint(f"openai:{model}", model, OPENAI_BASE_URL, api_key)
+
+
+def http_factory(
+    endpoint_of: Callable[[str, str | None], Endpoint], key_env: str | None
+) -> Callable[..., OpenAIChatBackend]:
+    """The factory of an HTTP backend whose spec ``endpoint_of(rest, api_key_env)`` reads;
+    ``key_env``: the default of its ``api_key_env``. Both HTTP backends take these options.
+
+    Options (--model-args keys in brackets): ``timeout_s`` [timeout] (read/write, default
+    120), ``connect_timeout_s`` [connect_timeout] (10), ``max_attempts`` [retries + 1] (6),
+    ``max_reply_mb`` (8), ``backoff_base_s`` (1), ``backoff_cap_s`` (60).
+    """
+
+    def factory(
+        rest: str,
+        *,
+        decoding: Decoding,
+        concurrency: int,
+        timeout_s: Timeout = 120.0,
+        connect_timeout_s: ConnectTimeout = 10.0,
+        max_attempts: Attempts = RetryPolicy.max_attempts,
+        api_key_env: KeyEnv | None = key_env,
+        max_reply_mb: ReplyMB = 8.0,
+        backoff_base_s: float = RetryPolicy.base_s,
+        backoff_cap_s: float = RetryPolicy.cap_s,
+    ) -> OpenAIChatBackend:
+        endpoint = endpoint_of(rest, api_key_env)
+        return OpenAIChatBackend(
+            endpoint,
+            decoding=decoding,
+            concurrency=concurrency,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retry=RetryPolicy(max_attempts, backoff_base_s, backoff_cap_s),
+            max_reply_mb=max_reply_mb,
+        )
+
+    factory.__doc__ = endpoint_of.__doc__
+    return factory
+
+
+create_openai_compat = register_backend("openai-compat", remote=compat_is_remote)(
+    http_factory(compat_endpoint, None)
+)
+create_openai = register_backend("openai", remote=True)(
+    http_factory(openai_endpoint, DEFAULT_KEY_ENV)
+)
