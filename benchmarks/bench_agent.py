@@ -9,7 +9,7 @@ and prints two tables:
 - per question, ``Agent.answer`` on an already decoded image (parse + localize + verify) for
   markers, mask (with the exported label image) and unet (with ``--unet-model``): mean, p50, p90,
   max ms and correct / wrong / abstain counts. Target: mean < 20 ms for markers and mask.
-- the server (``radspatial.agent.server.serve`` in its own process, stopped with Ctrl-C):
+- the server (``radspatial.agent.server.server.serve`` in its own process, stopped with Ctrl-C):
   ``--clients`` threads, each with its own keep-alive connection, send ``--requests`` chat calls
   (MIRP prompt + PNG, prepared beforehand) per agent; requests/s, latency p50/p90, errors and
   answers. Target: zero errors. The client process shares this machine's cores.
@@ -38,9 +38,9 @@ import httpx
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.core import Agent, load_image
-from radspatial.agent.server import build_agents
-from radspatial.agent.types import Context
+from radspatial.agent.pipeline.agent import Agent, load_image
+from radspatial.agent.pipeline.types import Context
+from radspatial.agent.server.server import build_agents
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.core.runtime import bundled_example
@@ -113,7 +113,7 @@ def bench_localizer(agent: Agent, items: list[EvalItem], repeats: int) -> dict[s
 def server_process(threads: int, unet_model: Path | None) -> Iterator[str]:
     """Run ``serve()`` in a child process (as ``radspatial serve`` would); yield its base URL."""
     code = (
-        "import sys; from radspatial.agent.server import serve; "
+        "import sys; from radspatial.agent.server.server import serve; "
         "serve(port=0, threads=int(sys.argv[1]), model_dir=sys.argv[2] or None)"
     )
     args = [sys.executable, "-c", code, str(threads), str(unet_model or "")]

@@ -6,7 +6,7 @@ plain-torch U-Net against the MONAI one it replaced, interleaved in one run.
 Each try is a new Python process that runs the CLI's ``agent`` (``radspatial.cli.main``: parse,
 load the shipped network and atlas, the re-oriented copies, checks, verify) on a 512 px slice of
 the bundled CT with "Is the liver to the left of the spleen?"; "this" is the shipped path
-(:mod:`radspatial.agent.unet_torch`, no MONAI import), "monai" the same process with the network
+(:mod:`radspatial.nets.unet_torch`, no MONAI import), "monai" the same process with the network
 built by MONAI (``unet_torch.torch_unet`` patched to decline, as before this change). The two
 alternate, so both see the same machine load. Prints per path the median and best wall time
 and process CPU time (user + system of the child) and the ratio of the medians (this / monai),
@@ -31,7 +31,7 @@ QUESTION = "Is the liver to the left of the spleen?"
 CHILD = """
 import json, sys
 if {reference!r}:
-    from radspatial.agent import unet_torch
+    from radspatial.nets import unet_torch
     unet_torch.torch_unet = lambda arch: None  # the network built by MONAI, as before
 from radspatial.cli import main
 rc = main(["agent", "--image", {image!r}, "--question", {question!r}])

@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.core import Agent, draw_overlay
-from radspatial.agent.types import Context, Ref
+from radspatial.agent.overlay import draw_overlay
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Context, Ref
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 if not SHARED.is_dir():
@@ -199,8 +200,8 @@ def cpu_time(agent: Agent, repeats: int) -> dict:
     """Process CPU time of ``locate`` (liver + spleen) on a 512 px MIRP image, with the
     localizer's own test-time checks, against a reference measured in the same run: the same
     call with the 8-copy checks of the previous release (``ratio`` = this / reference)."""
-    from radspatial.agent import organs_checks
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs import organs_checks
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     image = np.asarray(
         Image.open(SHARED / "mirp_sample" / "RQ1" / "images" / "amos_img3_slice68.png").convert(
@@ -240,8 +241,8 @@ def agent_time(repeats: int) -> dict:
     measured interleaved with it (the previous release's ``organs`` with 8 copies, no atlas);
     ``ratio_cpu_median`` = this / reference. CPU time is what the budget is about: the wall
     time of a shared machine also counts the other jobs' time."""
-    from radspatial.agent.organs import OrgansLocalizer
-    from radspatial.agent.organs_checks import with_copies
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs_checks import with_copies
 
     items = [
         (np.asarray(Image.open(i["image"]).convert("RGB")), i["question"])
@@ -359,7 +360,7 @@ def main() -> None:
     for model_dir, tag in zip(dirs, tags, strict=True):
         options: dict = {"model_dir": model_dir} if model_dir else {}
         if a.variants:
-            from radspatial.agent.organs_checks import with_copies
+            from radspatial.agent.localizers.organs.organs_checks import with_copies
 
             options["checks"] = with_copies(a.variants)
         agent = Agent(a.localizer, **options)

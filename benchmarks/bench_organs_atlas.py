@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs, organs_atlas, organs_checks
-from radspatial.agent.organs import OrgansLocalizer
-from radspatial.agent.types import Context, Ref
+from radspatial.agent.localizers.organs import organs, organs_atlas, organs_checks
+from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+from radspatial.agent.pipeline.types import Context, Ref
 from radspatial.core.labels import normalize_name
 
 RULES = {

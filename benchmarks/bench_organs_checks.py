@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs, organs_checks, unet
-from radspatial.agent.organs import OrgansLocalizer
+from radspatial.agent.localizers.organs import organs, organs_checks
+from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 from radspatial.core.labels import normalize_name
+from radspatial.nets import unet
 
 SUBSETS = {v: tuple(range(v)) for v in (1, 2, 4, 8)}  # the first v of VARIANT_ORDER
 WINDOWS = ((400, 40), (350, 50), (600, 60), (1000, 0), (1500, -100), (2000, 100))

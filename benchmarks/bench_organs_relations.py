@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent.core import Agent
-from radspatial.agent.organs import OrgansLocalizer
+from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+from radspatial.agent.pipeline.agent import Agent
 from radspatial.core.rules import MIN_DISTANCE_PX
 from radspatial.questions.relative_position import named_question
 
@@ -98,7 +98,7 @@ class Cached:
 
 
 def run(items, loc: OrgansLocalizer, ok_px: float) -> dict:
-    from radspatial.agent.types import Context, Ref
+    from radspatial.agent.pipeline.types import Context, Ref
 
     counts = {r: Counter() for r in RULES}
     for _, image, objects in items:
@@ -176,7 +176,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    from radspatial.agent.organs_checks import with_copies
+    from radspatial.agent.localizers.organs.organs_checks import with_copies
 
     checks = with_copies(a.variants) if a.variants else None
     loc = OrgansLocalizer(a.model_dir, atlas=a.atlas or False, checks=checks)

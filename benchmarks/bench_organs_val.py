@@ -30,7 +30,7 @@ VARIANTS = 4  # the shipped checks' copies
 
 
 def _objects(lab: np.ndarray, names: dict[int, str], min_px: int) -> list:
-    from radspatial.agent import organs_checks
+    from radspatial.agent.localizers.organs import organs_checks
     from radspatial.training.organs_data import IGNORE
 
     out = []
@@ -105,8 +105,8 @@ def per_structure(rows: list[dict]) -> dict:
 def measure(model_dir: Path | None, items: list, ok_px: float) -> dict:
     import bench_organs_checks as boc
 
-    from radspatial.agent import organs
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs import organs
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     loc = OrgansLocalizer(model_dir)
     rows_by_set: dict[str, list] = defaultdict(list)

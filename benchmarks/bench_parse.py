@@ -1,5 +1,5 @@
-"""Question parsing speed (``radspatial.agent.parse.parse_question``), moved here from the test
-suite: a test must not depend on how fast the machine is.
+"""Question parsing speed (``radspatial.agent.pipeline.parse.parse_question``), moved here from the
+test suite: a test must not depend on how fast the machine is.
 
     .venv/bin/python benchmarks/bench_parse.py [--repeats 50]
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from radspatial.agent.parse import parse_question
+from radspatial.agent.pipeline.parse import parse_question
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 

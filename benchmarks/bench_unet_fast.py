@@ -68,8 +68,9 @@ def main() -> None:
     a = p.parse_args()
     import torch
 
-    from radspatial.agent import organs, organs_checks, unet_fast
-    from radspatial.agent.types import Context, Ref
+    from radspatial.agent.localizers.organs import organs, organs_checks
+    from radspatial.agent.pipeline.types import Context, Ref
+    from radspatial.nets import unet_fast
 
     torch.set_num_threads(a.threads)
     image = np.asarray(Image.open(IMAGE).convert("RGB"))

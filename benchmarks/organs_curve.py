@@ -153,7 +153,7 @@ def hits(loc, items, ok_px: float = 20.0) -> dict:
 
     from PIL import Image
 
-    from radspatial.agent.types import Context, Ref
+    from radspatial.agent.pipeline.types import Context, Ref
     from radspatial.core.labels import normalize_name
 
     n = found = close = 0
@@ -175,8 +175,8 @@ def evaluate(a: argparse.Namespace) -> None:
     import bench_organs_relations as bor
     import torch
 
-    from radspatial.agent.core import Agent
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+    from radspatial.agent.pipeline.agent import Agent
 
     torch.set_num_threads(1)
     t0 = time.process_time()

@@ -133,8 +133,8 @@ def agents() -> dict:
     (no match floor), with the atlas match floor (round 5's second candidate, since shipped),
     as shipped now (the defaults) and with the margin in px of every image as given (before
     round 6's margin at a 512 px reference)."""
-    from radspatial.agent.core import Agent
-    from radspatial.agent.organs_atlas import AtlasRules
+    from radspatial.agent.localizers.organs.organs_atlas import AtlasRules
+    from radspatial.agent.pipeline.agent import Agent
 
     out = {}
     before = {"min_match": 0.0}  # the rounds before 5 had no match floor
@@ -175,7 +175,7 @@ def sample(sets: list[dict], per_set: int, seed: int):
 def lopo_agents(root: Path) -> dict:
     """Per label-map patient, plain ``agent`` with the shipped weights and an atlas of every
     other anatomy (``root/no_<name>``: weights + ``train atlas --volumes`` without it)."""
-    from radspatial.agent.core import Agent
+    from radspatial.agent.pipeline.agent import Agent
 
     return {n: Agent("auto", model_dir=root / f"no_{n}") for n in ("amos", "s0327", "s0328")}
 
@@ -183,7 +183,7 @@ def lopo_agents(root: Path) -> dict:
 def folder_agents(dirs: list[Path], tags: list[str], mirror: bool = False) -> dict:
     """Plain ``agent`` (shipped rules) with each model folder: other weights, same checks;
     with ``mirror`` also each with ``AtlasRules.mirror_sides`` on (tag + "+mirror")."""
-    from radspatial.agent.core import Agent
+    from radspatial.agent.pipeline.agent import Agent
 
     if len(tags) != len(dirs):
         raise SystemExit(f"--tag: {len(tags)} given for {len(dirs)} --model-dir")
@@ -355,7 +355,8 @@ def main() -> None:
     p.add_argument(
         "--agents",
         default="current,need_sides",
-        help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,no_reflect,fixed_margin",
+        help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
+        "no_reflect,fixed_margin",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

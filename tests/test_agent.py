@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.agent.core import Agent, draw_overlay, load_image
-from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
+from radspatial.agent.overlay import draw_overlay
+from radspatial.agent.pipeline.agent import Agent, load_image
+from radspatial.agent.pipeline.types import Context, Found, Ref, create_localizer, list_localizers
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.questions.relative_position import verify_relation as verify
 
@@ -156,7 +157,7 @@ def test_a_multiple_choice_question_is_abstained_on_not_read_as_yes_no():
 def test_totalsegmentator_localizer_path_on_an_existing_segmentation(masked):
     """The real path minus the network: TotalSegmentator's output for the example CT is the
     bundled mask, so centroids must reproduce every dataset answer."""
-    from radspatial.agent.parse import parse_question
+    from radspatial.agent.pipeline.parse import parse_question
     from radspatial.cli import bundled_example
     from radspatial.eval.items import load_items
 

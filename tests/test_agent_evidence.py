@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent import organs_atlas, organs_checks
-from radspatial.agent.organs import OrgansLocalizer, predict_small
-from radspatial.agent.types import Found
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks
+from radspatial.agent.localizers.organs.organs import OrgansLocalizer, predict_small
+from radspatial.agent.pipeline.types import Found
 
 EXTRA = {"label_id": 5, "class": 5, "via": "name"}
 ATLAS = organs_atlas.AtlasFound((60.0, 52.0), 1.0, 0.05, 5)
@@ -81,8 +81,8 @@ def test_a_centre_from_the_atlas_has_no_extent_so_count_and_size_abstain():
     """The atlas says where a structure is, not how large or in how many pieces: an
     atlas-only centre reports no area and no components (before: 0 px and the network's
     stray fragments, which answered "0 regions" or "smaller" with confidence)."""
-    from radspatial.agent import unet
-    from radspatial.agent.organs import _to_image
+    from radspatial.agent.localizers.organs.organs import _to_image
+    from radspatial.nets import unet
     from radspatial.questions.count import verify_count
     from radspatial.questions.size import verify_size
 
@@ -145,8 +145,8 @@ def test_a_count_needs_every_re_oriented_copy_to_count_the_same():
 
 
 def test_the_localizer_reports_each_copys_components():
-    from radspatial.agent import unet
-    from radspatial.agent.organs import _to_image
+    from radspatial.agent.localizers.organs.organs import _to_image
+    from radspatial.nets import unet
 
     labels = np.zeros((128, 128), np.int64)
     labels[10:20, 10:20] = 5

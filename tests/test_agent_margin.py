@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent.core import Agent
-from radspatial.agent.types import Context
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Context
 from radspatial.core.rules import MARGIN_PX, MIN_COMPONENT_PX, QuestionRules
 
 LEFT_OF = "Is the liver to the left of the spleen?"

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.agent.core import Agent
-from radspatial.agent.marker_templates import framed, locate_rendered
-from radspatial.agent.markers_localizer import MarkerLocalizer
-from radspatial.agent.types import Context, Ref
+from radspatial.agent.localizers.markers.marker_templates import framed, locate_rendered
+from radspatial.agent.localizers.markers.markers_localizer import MarkerLocalizer
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Context, Ref
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.agent.markers_localizer import MarkerLocalizer, ReadMarker
-from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
+from radspatial.agent.localizers.markers.markers_localizer import MarkerLocalizer, ReadMarker
+from radspatial.agent.pipeline.types import Context, Found, Ref, create_localizer, list_localizers
 from radspatial.imaging.markers import Mark, draw_marks
 from radspatial.imaging.slices import VARIANTS
 from radspatial.questions.frames import worded_relation as relation_of

@@ -1,5 +1,5 @@
 """Issue #34 round 4: on a slice that does not show the patient's right, a question is answered
-only when its answer is the same with every side swapped (``agent/mirror.py``)."""
+only when its answer is the same with every side swapped (``agent/pipeline/mirror.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from radspatial.agent import mirror, organs_atlas, organs_view
-from radspatial.agent.core import Agent
-from radspatial.agent.types import Context, Found, Ref
+from radspatial.agent.localizers.organs import organs_atlas, organs_view
+from radspatial.agent.pipeline import mirror
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Context, Found, Ref
 
 SIDES = organs_view.SIDES_NOT_SHOWN
 
@@ -107,7 +108,7 @@ def test_a_structure_without_a_side_is_the_same_in_both_readings():
 def test_the_localizer_carries_the_counterpart_on_a_real_slice(monkeypatch):
     """End to end on patient A: with the sides reported not shown, the left autochthon
     abstains and carries the right one, on the other side of the spine (on by default)."""
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     image = _patient_a_slice()
     refs = [Ref(name="autochthon_left"), Ref(name="liver")]
@@ -143,7 +144,7 @@ def test_a_reason_of_its_own_survives_the_sides_and_blocks_a_reading():
 
 
 def test_the_localizer_keeps_a_structures_own_reason_under_the_sides(monkeypatch):
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     image = _patient_a_slice()
     loc = OrgansLocalizer(atlas=True)

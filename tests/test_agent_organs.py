@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.agent.core import Agent, draw_overlay
-from radspatial.agent.organs import OrgansLocalizer, shipped_model_dir
-from radspatial.agent.server import build_agents, make_server
-from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
-from radspatial.agent.unet import read_config
+from radspatial.agent.localizers.organs.organs import OrgansLocalizer, shipped_model_dir
+from radspatial.agent.overlay import draw_overlay
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Context, Found, Ref, create_localizer, list_localizers
+from radspatial.agent.server.server import build_agents, make_server
 from radspatial.cli import bundled_example
 from radspatial.core.io import sha256_file
 from radspatial.core.labels import letter_code
@@ -32,6 +32,7 @@ from radspatial.imaging.slices import (
     to_display,
 )
 from radspatial.imaging.volumes import Case, load_case
+from radspatial.nets.unet import read_config
 
 CTX = Context()
 TARGETS = ("liver", "spleen", "kidney_left", "kidney_right", "aorta")

@@ -10,9 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from radspatial.agent import organs_atlas, organs_checks
-from radspatial.agent.organs import shipped_model_dir
-from radspatial.agent.types import Context, Found, Ref, create_localizer, list_localizers
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks
+from radspatial.agent.localizers.organs.organs import shipped_model_dir
+from radspatial.agent.pipeline.types import Context, Found, Ref, create_localizer, list_localizers
 from radspatial.core.io import sha256_file
 from radspatial.imaging.slices import window_to_uint8
 from radspatial.training import organs_atlas as build_atlas
@@ -117,7 +117,7 @@ def test_the_localizer_gives_the_atlas_opinion_in_image_pixels():
 
 
 def test_a_model_folder_without_an_atlas_is_one_clear_error(tmp_path):
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     with pytest.raises(ValueError, match="no atlas.npz"):
         OrgansLocalizer(shipped_model_dir(), atlas=tmp_path)

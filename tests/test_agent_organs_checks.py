@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent import organs, organs_checks
-from radspatial.agent.core import Agent
-from radspatial.agent.types import Found
+from radspatial.agent.localizers.organs import organs, organs_checks
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Found
 from radspatial.training import organs_data
 
 SHARED = organs_data.shared_data()
@@ -75,7 +75,7 @@ def test_fast_inference_matches_the_plain_network_on_every_copy():
     copy by copy (an asymmetric input: a wrong mapping back would differ)."""
     import torch
 
-    from radspatial.agent import organs
+    from radspatial.agent.localizers.organs import organs
 
     model = organs.OrgansLocalizer().model
     rng = np.random.default_rng(0)
@@ -162,8 +162,8 @@ def test_warm_start_carries_classes_by_label_id(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from radspatial.agent import unet
-    from radspatial.agent.organs import shipped_model_dir
+    from radspatial.agent.localizers.organs.organs import shipped_model_dir
+    from radspatial.nets import unet
     from radspatial.training.organs_init import warm_start
 
     folder = shipped_model_dir()
@@ -213,8 +213,8 @@ def test_organs_train_command_line_records_volumes_and_warm_start(tmp_path, caps
 def test_shipped_weights_name_every_file_behind_them_with_sha256():
     """The shipped config.json lists each training file's sha256, and those of the weights it
     was warm-started from (patient A's 30-slice scan), with seed, command, device and time."""
-    from radspatial.agent import unet
-    from radspatial.agent.organs import shipped_model_dir
+    from radspatial.agent.localizers.organs.organs import shipped_model_dir
+    from radspatial.nets import unet
 
     config = unet.read_config(shipped_model_dir())
     hashes = [v for vol in config["data"]["real"]["volumes"] for k, v in vol.items() if "sha" in k]
@@ -227,7 +227,7 @@ def test_shipped_weights_name_every_file_behind_them_with_sha256():
 
 
 def test_core_score_keeps_a_thin_sure_structure_and_drops_an_unsure_blob():
-    from radspatial.agent import unet
+    from radspatial.nets import unet
 
     probs = np.zeros((3, 64, 64), np.float32)
     labels = np.zeros((64, 64), np.int64)

@@ -4,12 +4,12 @@ hidden set asked about "T12", which resolved to nothing before)."""
 
 from __future__ import annotations
 
-from radspatial.agent import unet
-from radspatial.agent.organs import shipped_model_dir
-from radspatial.agent.organs_names import resolve
-from radspatial.agent.parse import parse_question
-from radspatial.agent.types import Ref
+from radspatial.agent.localizers.organs.organs import shipped_model_dir
+from radspatial.agent.localizers.organs.organs_names import resolve
+from radspatial.agent.pipeline.parse import parse_question
+from radspatial.agent.pipeline.types import Ref
 from radspatial.core.labels import load_table
+from radspatial.nets import unet
 
 
 def test_a_named_vertebra_or_rib_resolves_to_its_group_as_its_marker_does():

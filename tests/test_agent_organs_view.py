@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radspatial.agent import organs_atlas, organs_checks, organs_view
-from radspatial.agent.types import Found
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks, organs_view
+from radspatial.agent.pipeline.types import Found
 
 IDS = {"vertebrae": 1, "liver": 2, "spleen": 3}
 
@@ -62,7 +62,7 @@ def test_the_spine_alone_leaves_the_mirror_open_and_nothing_leaves_every_view():
 
 
 def test_an_atlas_only_centre_needs_the_confirmed_view():
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     loc = OrgansLocalizer(atlas=True, atlas_rules=organs_atlas.AtlasRules(confirm_view=True))
     extra = {"label_id": 5, "class": 5, "via": "name"}
@@ -109,8 +109,8 @@ def test_a_lateral_structure_abstains_when_the_sides_are_not_shown(monkeypatch):
     not shown, so a structure with a side abstains with the reason and one without is kept."""
     from dataclasses import replace
 
-    from radspatial.agent.organs import OrgansLocalizer
-    from radspatial.agent.types import Context, Ref
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+    from radspatial.agent.pipeline.types import Context, Ref
     from radspatial.training import organs_data
 
     sm = organs_data.shared_data() / "totalseg_example" / "example_ct_sm.nii.gz"
@@ -176,8 +176,12 @@ def test_reflect_puts_the_counterpart_across_the_midline_in_any_view():
     """A structure whose counterpart was not found stands in for it mirrored across the body's
     midline (the line along the posterior axis through the body's centre), whatever the
     view's rotation; the sides abstention is dropped and the uncertainty has a floor."""
-    from radspatial.agent.organs_atlas import UNCERTAINTY
-    from radspatial.agent.organs_view import REFLECT_UNCERTAINTY, REFLECTED, reflect
+    from radspatial.agent.localizers.organs.organs_atlas import UNCERTAINTY
+    from radspatial.agent.localizers.organs.organs_view import (
+        REFLECT_UNCERTAINTY,
+        REFLECTED,
+        reflect,
+    )
     from radspatial.questions.records import Found
 
     f = Found((40.0, 70.0), 0.9, "organs", {"abstain_reason": "sides not shown", "class": 3})

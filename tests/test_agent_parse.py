@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from radspatial.agent.parse import extract_question, known_names, lookup_name, parse_question
-from radspatial.agent.types import ParseError, Ref
+from radspatial.agent.pipeline.parse import (
+    extract_question,
+    known_names,
+    lookup_name,
+    parse_question,
+)
+from radspatial.agent.pipeline.types import ParseError, Ref
 from radspatial.core.labels import (
     BUILTIN_TABLES,
     display_name,

@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from radspatial.agent import trust
-from radspatial.agent.core import Agent, verdict
-from radspatial.agent.mask_localizer import MaskLocalizer
-from radspatial.agent.types import LOCALIZERS, Context
+from radspatial.agent.localizers.mask.mask_localizer import MaskLocalizer
+from radspatial.agent.pipeline import trust
+from radspatial.agent.pipeline.agent import Agent, verdict
+from radspatial.agent.pipeline.types import LOCALIZERS, Context
 from radspatial.grading.normalize import normalize
 
 # label ids of TotalSegmentator's table: 1 spleen, 5 liver (the context gives no labels: the

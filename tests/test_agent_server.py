@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from radspatial.agent.chat_format import MAX_TEXT_CHARS
-from radspatial.agent.core import Agent, AgentAnswer
-from radspatial.agent.server import AgentServer, build_agents, make_server
-from radspatial.agent.types import Context, Found
+from radspatial.agent.pipeline.agent import Agent, AgentAnswer
+from radspatial.agent.pipeline.types import Context, Found
+from radspatial.agent.server.chat_format import MAX_TEXT_CHARS
+from radspatial.agent.server.server import AgentServer, build_agents, make_server
 from radspatial.eval.items import EvalItem, load_items
 from radspatial.eval.prompts import MIRP
 from radspatial.eval.scoring import parse_answer
@@ -251,7 +251,7 @@ def test_mask_agent_uses_the_label_image_extension(
 def test_api_key_required_on_every_route(
     items: list[EvalItem], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="radspatial.agent.server")
+    caplog.set_level(logging.DEBUG, logger="radspatial.agent.server.server")
     item = next(i for i in items if i.marker == "dots" and i.setup == "rq3")
     body = chat(item.question, data_url(item.image.read_bytes()))
     with make_server(api_key=KEY, agents=build_agents(("markers",))) as server:
@@ -309,7 +309,7 @@ def test_bad_content_length(server: AgentServer, header: bytes, status: int) -> 
 def test_image_bomb_is_refused_before_decoding(
     server: AgentServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import radspatial.agent.server as server_module
+    import radspatial.agent.server.server as server_module
 
     bomb = huge_png()
     assert len(bomb) < 200_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from radspatial.agent import organs_atlas, organs_checks
-from radspatial.agent.core import Agent
-from radspatial.agent.types import Found
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.types import Found
 from radspatial.questions.relative_position import verify_relation
 
 
@@ -110,7 +110,7 @@ def test_open_questions_abstain_on_the_localizer_checks_too():
 
 
 def test_a_network_centre_under_the_score_floor_gives_way_to_the_atlas():
-    from radspatial.agent.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
 
     loc = OrgansLocalizer(atlas=True)
     extra = {"label_id": 5, "class": 5, "via": "name"}

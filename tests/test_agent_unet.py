@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("monai") is None:  # not imported here: collecting stays quick
     pytest.skip("monai is not installed", allow_module_level=True)
 
-from radspatial.agent import unet  # noqa: E402
-from radspatial.agent.types import Context, Ref, create_localizer, list_localizers  # noqa: E402
+from radspatial.agent.pipeline.types import Context, Ref, create_localizer, list_localizers  # noqa: E402
 from radspatial.core.labels import letter_code  # noqa: E402
 from radspatial.imaging.slices import VARIANTS, Variant  # noqa: E402
+from radspatial.nets import unet  # noqa: E402
 from radspatial.training.unet_train import (  # noqa: E402
     AugParams,
     TrainConfig,
@@ -202,7 +202,8 @@ def test_refs_by_name_number_letters_dots_and_absent(trained):
 def test_registry_and_cheap_import():
     assert "unet" in list_localizers()
     code = (
-        "import sys; from radspatial.agent.types import list_localizers; list_localizers(); "
+        "import sys; from radspatial.agent.pipeline.types import list_localizers; "
+        "list_localizers(); "
         "print('torch' in sys.modules)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

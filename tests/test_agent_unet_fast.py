@@ -1,6 +1,7 @@
-"""The channels-last forward of the ``organs`` U-Net (:mod:`radspatial.agent.unet_fast`): the
+"""The channels-last forward of the ``organs`` U-Net (:mod:`radspatial.nets.unet_fast`): the
 plain MONAI forward's probabilities on a real slice, other UNet shapes, the fallbacks, and the
-class-last mapping back and integer grey of :func:`radspatial.agent.organs.variant_probs`."""
+class-last mapping back and integer grey of
+:func:`radspatial.agent.localizers.organs.organs.variant_probs`."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("monai") is None:  # not imported here: collecting stays quick
     pytest.skip("monai is not installed", allow_module_level=True)
 
-from radspatial.agent import organs, organs_checks, unet, unet_fast  # noqa: E402
+from radspatial.agent.localizers.organs import organs, organs_checks  # noqa: E402
 from radspatial.core.runtime import bundled_example  # noqa: E402
 from radspatial.imaging.slices import Geometry, render_gray, to_display  # noqa: E402
 from radspatial.imaging.volumes import Case, load_case  # noqa: E402
+from radspatial.nets import unet, unet_fast  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The plain-torch U-Net (:mod:`radspatial.agent.unet_torch`) against MONAI's: the shipped weights
+"""The plain-torch U-Net (:mod:`radspatial.nets.unet_torch`) against MONAI's: the shipped weights
 on real slices of the bundled CT give MONAI's logits and argmax (plain and channels-last
 forward), other shapes load the same state dicts and give the same logits, an architecture it
 does not know is left to MONAI, and plain ``agent`` answers in a fresh process without
@@ -18,10 +18,11 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("monai") is None:  # not imported here: collecting stays quick
     pytest.skip("monai is not installed", allow_module_level=True)
 
-from radspatial.agent import organs, organs_checks, unet, unet_fast, unet_torch  # noqa: E402
+from radspatial.agent.localizers.organs import organs, organs_checks  # noqa: E402
 from radspatial.core.runtime import bundled_example  # noqa: E402
 from radspatial.imaging.slices import Geometry, render_gray, to_display  # noqa: E402
 from radspatial.imaging.volumes import Case, load_case  # noqa: E402
+from radspatial.nets import unet, unet_fast, unet_torch  # noqa: E402
 
 
 @pytest.fixture(scope="module")

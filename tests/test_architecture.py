@@ -127,14 +127,14 @@ def test_the_import_finder_sees_function_level_imports(tmp_path):
     path = tmp_path / "m.py"
     path.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    import radspatial.agent.core\n"
+        "if TYPE_CHECKING:\n    import radspatial.agent.pipeline.agent\n"
         "def f():\n    from radspatial.questions import parsing\n"
     )
     assert _imported("x", path, top_level_only=True) == set()
     assert _imported("x", path, top_level_only=False) == {"radspatial.questions.parsing"}
     assert _imported("x", path, top_level_only=False, types=True) == {
         "radspatial.questions.parsing",
-        "radspatial.agent.core",
+        "radspatial.agent.pipeline.agent",
     }
 
 

@@ -196,7 +196,7 @@ def test_help_gives_every_option_a_text_and_its_default(path):
 
 
 def test_eval_help_lists_agent_and_every_localizer():
-    from radspatial.agent.types import list_localizers
+    from radspatial.agent.pipeline.types import list_localizers
 
     text = " ".join(_subparser(build_parser(), "eval").format_help().split())
     assert "agent:<localizer>" in text

@@ -133,7 +133,7 @@ def test_escaping_image_never_reaches_the_model(ds: Path, tmp_path: Path, capsys
 
 
 def test_unet_training_data_paths_are_contained(ds: Path) -> None:
-    from radspatial.agent.unet import read_slices
+    from radspatial.nets.unet import read_slices
 
     assert read_slices(ds)  # the clean dataset reads
     _rewrite_row(ds, mask="../../x.png")
@@ -306,7 +306,10 @@ def test_second_eval_on_one_folder_is_refused_and_signals_mark_interrupted(ds, t
 
 
 def test_totalseg_cache_is_per_user_and_keyed_by_content(tmp_path, monkeypatch) -> None:
-    from radspatial.agent.totalseg_localizer import TotalSegLocalizer, default_cache_dir
+    from radspatial.agent.localizers.totalsegmentator.totalseg_localizer import (
+        TotalSegLocalizer,
+        default_cache_dir,
+    )
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     a = tmp_path / "a" / "ct.nii.gz"

@@ -508,7 +508,7 @@ _REFUSED = [
 
 @pytest.mark.parametrize("extra, words", _REFUSED, ids=[str(r[0]) for r in _REFUSED])
 def test_the_server_refuses_what_it_cannot_honour(extra, words):
-    from radspatial.agent.chat_format import ApiError, check_sampling
+    from radspatial.agent.server.chat_format import ApiError, check_sampling
 
     with pytest.raises(ApiError) as err:
         check_sampling(extra)
@@ -516,7 +516,7 @@ def test_the_server_refuses_what_it_cannot_honour(extra, words):
 
 
 def test_the_server_still_takes_what_it_can_honour():
-    from radspatial.agent.chat_format import check_sampling
+    from radspatial.agent.server.chat_format import check_sampling
 
     for extra in ({"stream_options": {"include_usage": True}}, {"tool_choice": "none"},
                   {"logprobs": False}, {"tool_choice": "auto"}):  # fmt: skip
@@ -526,7 +526,7 @@ def test_the_server_still_takes_what_it_can_honour():
 def test_two_authorization_headers_are_refused():
     import socket
 
-    from radspatial.agent.server import build_agents, make_server
+    from radspatial.agent.server.server import build_agents, make_server
 
     agents = build_agents(("markers",))
     with make_server(agents=agents, default_model="agent:markers", api_key="k") as srv:
@@ -634,8 +634,8 @@ def test_unet_training_refuses_a_mask_id_no_table_names(base, tmp_path):
      ({"npz_sha256": "0" * 64}, "npz_sha256 is not"), ({"size": "64"}, "size is '64'")],
 )  # fmt: skip
 def test_a_malformed_atlas_json_beside_a_model_is_refused(tmp_path, change, words):
-    from radspatial.agent.organs import shipped_model_dir
-    from radspatial.agent.organs_atlas import load_atlas
+    from radspatial.agent.localizers.organs.organs import shipped_model_dir
+    from radspatial.agent.localizers.organs.organs_atlas import load_atlas
 
     for name in ("atlas.npz", "atlas.json"):
         shutil.copy(shipped_model_dir() / name, tmp_path / name)

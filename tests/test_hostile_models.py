@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hostile import Base, Case, run_case
 
-from radspatial.agent.unet_config import read_pixels
+from radspatial.nets.unet_config import read_pixels
 
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "radspatial" / "data" / "organs"
 
@@ -138,7 +138,7 @@ def test_a_30000_px_mask_is_refused_before_decoding(tmp_path):
 
 
 def test_a_damaged_atlas_names_its_file(tmp_path):
-    from radspatial.agent.organs_atlas import load_atlas
+    from radspatial.agent.localizers.organs.organs_atlas import load_atlas
 
     np.savez(tmp_path / "atlas.npz", grey=np.zeros((2, 4, 4)), labels=np.zeros((3, 4, 4)))
     (tmp_path / "atlas.json").write_text("{}")
@@ -151,7 +151,7 @@ def test_a_damaged_atlas_names_its_file(tmp_path):
 
 
 def test_a_dataset_label_table_is_read_from_the_dataset_not_the_cwd(tmp_path, monkeypatch):
-    from radspatial.agent.unet import label_names
+    from radspatial.nets.unet import label_names
 
     ds = tmp_path / "ds"
     (ds / "labels").mkdir(parents=True)
@@ -184,7 +184,7 @@ def test_a_full_disk_names_the_output_path(tmp_path, monkeypatch):
 
 
 def test_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
-    from radspatial.agent.unet import UNetModel
+    from radspatial.nets.unet import UNetModel
 
     model(lambda c: None)(tmp_path, Base(tmp_path, tmp_path))
     with pytest.raises(ValueError, match=r"model\.safetensors: does not fit config\.json"):

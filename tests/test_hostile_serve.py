@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from radspatial.agent.server import build_agents, make_server
+from radspatial.agent.server.server import build_agents, make_server
 
 _PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~"
@@ -64,7 +64,7 @@ def test_hostile_request_fields(server, name, extra, status, words) -> None:
 
 
 def test_control_characters_in_request_lines_are_escaped_in_the_log(server, caplog) -> None:
-    caplog.set_level(logging.DEBUG, logger="radspatial.agent.server")
+    caplog.set_level(logging.DEBUG, logger="radspatial.agent.server.server")
     evil = (
         b"GET /v1/\x1b[2J\x1b]0;pwned\x07x\xe2\x80\xae HTTP/1.1\r\n"
         b"Host: x\r\nConnection: close\r\n\r\n"

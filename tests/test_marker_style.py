@@ -73,8 +73,8 @@ def codes():
 
 
 def test_wording_examples_and_parsing_come_from_the_style(codes):
-    from radspatial.agent.parse import parse_question
-    from radspatial.agent.types import ParseError, Ref
+    from radspatial.agent.pipeline.parse import parse_question
+    from radspatial.agent.pipeline.types import ParseError, Ref
     from radspatial.eval.prompts import example_question, open_example
     from radspatial.questions import QuestionSpec, Wording, get_question_type
     from radspatial.questions.relative_position import marker_question

@@ -141,8 +141,8 @@ def test_agent_eval_on_mr_never_loads_the_ct_network(mr_data, tmp_path):
 
 
 def test_auto_localizer_does_not_fall_back_to_the_ct_network_on_mr(monkeypatch):
-    from radspatial.agent.organs import AutoLocalizer, OrgansLocalizer
-    from radspatial.agent.types import Context, Ref
+    from radspatial.agent.localizers.organs.organs import AutoLocalizer, OrgansLocalizer
+    from radspatial.agent.pipeline.types import Context, Ref
 
     def no_network(*_args, **_kwargs):
         raise AssertionError("the CT network was asked about an MR image")
@@ -358,7 +358,7 @@ def test_serve_warms_each_network_up_before_it_listens(capsys):
     stderr; localizers without a network are left alone."""
     from types import SimpleNamespace
 
-    from radspatial.agent.server import _warm_up
+    from radspatial.agent.server.server import _warm_up
 
     calls = []
     warm = SimpleNamespace(localizer=SimpleNamespace(warm_up=lambda: calls.append("organs")))

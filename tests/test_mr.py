@@ -177,9 +177,9 @@ def test_hf_export_carries_the_modality(runs, tmp_path):
 
 
 def test_organ_localizer_trained_on_ct_abstains_on_mr():
-    from radspatial.agent.core import Agent
-    from radspatial.agent.types import Context, Ref
-    from radspatial.agent.unet import modality_refusal
+    from radspatial.agent.pipeline.agent import Agent
+    from radspatial.agent.pipeline.types import Context, Ref
+    from radspatial.nets.unet import modality_refusal
 
     image = np.zeros((64, 64, 3), np.uint8)
     question = "Is the liver to the left of the spleen?"

@@ -82,9 +82,9 @@ def test_model_folder_records_its_real_levels_and_structures(tiny_chest_model):
 
 
 def test_heart_resolves_to_the_union_of_its_parts(tiny_chest_model):
-    from radspatial.agent import unet
-    from radspatial.agent.organs_names import resolve
-    from radspatial.agent.types import Ref
+    from radspatial.agent.localizers.organs.organs_names import resolve
+    from radspatial.agent.pipeline.types import Ref
+    from radspatial.nets import unet
 
     model = unet.UNetModel(tiny_chest_model[0])
     parts = model.composites[51]
@@ -95,7 +95,7 @@ def test_heart_resolves_to_the_union_of_its_parts(tiny_chest_model):
 
 
 def test_structures_only_drawn_are_not_answered_with_the_reason(tiny_chest_model):
-    from radspatial.agent import unet
+    from radspatial.nets import unet
 
     model = unet.UNetModel(tiny_chest_model[0])
     model.levels = {**model.levels, "structures_real": {"liver": 3}}
@@ -107,8 +107,8 @@ def test_structures_only_drawn_are_not_answered_with_the_reason(tiny_chest_model
 
 
 def test_merge_parts_takes_the_union_and_sums_the_probabilities():
-    from radspatial.agent import unet
-    from radspatial.agent.organs import merge_parts
+    from radspatial.agent.localizers.organs.organs import merge_parts
+    from radspatial.nets import unet
 
     probs = np.zeros((4, 4, 4), np.float32)
     probs[0], probs[1, :, :2], probs[2, :, 2:] = 0.2, 0.5, 0.6

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from synth import write_case
 
-from radspatial.agent.core import AgentAnswer
+from radspatial.agent.pipeline.agent import AgentAnswer
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.dataset import build_dataset
 from radspatial.imaging.volumes import Case

@@ -158,7 +158,7 @@ def test_synth_bank_is_deterministic_and_draws_every_labelled_slice(tmp_path):
 
 
 def test_atlas_from_label_maps_counts_anatomies_and_keeps_sides(tmp_path):
-    from radspatial.agent.organs_atlas import UNKNOWN
+    from radspatial.agent.localizers.organs.organs_atlas import UNKNOWN
     from radspatial.training import organs_atlas as builder
 
     arrays, meta = builder.build(("amos",), _amos_root(tmp_path), step_mm=5.0)

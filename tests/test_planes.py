@@ -227,8 +227,8 @@ def test_mask_oracle_and_baselines_on_consistency_groups(dataset, tmp_path):
 
 
 def test_organs_localizer_refuses_other_planes_with_the_reason_in_the_trace():
-    from radspatial.agent.core import Agent
-    from radspatial.agent.types import Context
+    from radspatial.agent.pipeline.agent import Agent
+    from radspatial.agent.pipeline.types import Context
 
     image = np.zeros((64, 64, 3), np.uint8)
     result = Agent("organs").answer(

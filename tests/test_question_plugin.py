@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import radspatial.questions as questions_pkg
-from radspatial.agent.parse import parse_question
-from radspatial.agent.types import ParseError
+from radspatial.agent.pipeline.parse import parse_question
+from radspatial.agent.pipeline.types import ParseError
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.cli import bundled_example
@@ -167,8 +167,8 @@ def test_a_plugin_type_without_a_rule_makes_the_agent_abstain():
 
     import numpy as np
 
-    from radspatial.agent.core import Agent
-    from radspatial.agent.types import Context, ParsedQuestion
+    from radspatial.agent.pipeline.agent import Agent
+    from radspatial.agent.pipeline.types import Context, ParsedQuestion
 
     class Wobbly(questions_pkg.KeepVariant):
         name, n_objects, chance, parse_order = "wobbly", 1, 0.5, 1

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from radspatial.agent.core import Agent
-from radspatial.agent.parse import parse_question
-from radspatial.agent.types import Context, Found
+from radspatial.agent.pipeline.agent import Agent
+from radspatial.agent.pipeline.parse import parse_question
+from radspatial.agent.pipeline.types import Context, Found
 from radspatial.bench.dataset import build_dataset
 from radspatial.bench.generate import GenerateConfig
 from radspatial.eval.items import load_items
@@ -501,7 +501,7 @@ def test_eval_filters_question_types(spar_dataset, tmp_path):
 
 
 def test_dataset_label_names_are_known_to_the_parser():
-    from radspatial.agent.types import ParseError
+    from radspatial.agent.pipeline.types import ParseError
 
     with pytest.raises(ParseError, match="unknown structure 'mass'"):
         parse_question("Is the mass larger than the liver?")

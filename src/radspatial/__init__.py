@@ -37,7 +37,7 @@ _LAZY = {
     "import_inspect": "radspatial.api:import_inspect",
     "export_mirp": "radspatial.api:export_mirp",
     "spar_table": "radspatial.api:spar_table",
-    "Agent": "radspatial.agent.core:Agent",
+    "Agent": "radspatial.agent.pipeline.agent:Agent",
     "answer": "radspatial.api:answer",
     "serve": "radspatial.api:serve",
     "train_unet": "radspatial.api:train_unet",

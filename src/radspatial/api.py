@@ -35,7 +35,7 @@ from radspatial.reports.job import ReportJob, SparTableJob
 from radspatial.training.job import TrainUnetJob
 
 if TYPE_CHECKING:
-    from radspatial.agent.core import AgentAnswer
+    from radspatial.agent.pipeline.agent import AgentAnswer
     from radspatial.bench.dataset import DatasetSummary
     from radspatial.formats.hf_export import HFExport
     from radspatial.formats.inspect_import import InspectImport
@@ -264,7 +264,8 @@ def serve(job: ServeJob) -> None:
     """Serve the agent as an OpenAI-compatible API until Ctrl-C, with the options of
     ``radspatial serve`` (``host``, ``port``, ``api_key`` or ``api_key_env``, ``localizers``,
     ``model``, ``threads``, ``max_connections``, ``max_pixels``, ``max_total_pixels``;
-    docs/howto/serve_agent.md). ``agent/server.make_server`` builds a server without blocking."""
+    docs/howto/serve_agent.md). ``agent/server/server.make_server`` builds a server without
+    blocking."""
     from radspatial.agent.job import run_serve
 
     with caller_terms(ServeJob, "api"):

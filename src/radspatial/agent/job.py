@@ -17,7 +17,7 @@ from radspatial.core import rules
 from radspatial.core.jobspec import ParamError, option, positive
 
 if TYPE_CHECKING:
-    from radspatial.agent.core import AgentAnswer
+    from radspatial.agent.pipeline.agent import AgentAnswer
 
 LOCALIZER_HELP = (
     "auto: markers for marker references, the shipped organs model otherwise; or one of the "
@@ -63,8 +63,9 @@ def run_answer(job: AnswerJob) -> AgentAnswer:
     naming the file."""
     if job.image is None or job.question is None:
         raise ParamError(("image", "question"), "{image} and {question} are both needed")
-    from radspatial.agent.core import Agent, draw_overlay, load_image
-    from radspatial.agent.types import Context
+    from radspatial.agent.overlay import draw_overlay
+    from radspatial.agent.pipeline.agent import Agent, load_image
+    from radspatial.agent.pipeline.types import Context
     from radspatial.core.io import atomic_write_bytes, atomic_write_json
     from radspatial.core.progress import heartbeat
 
@@ -123,7 +124,7 @@ def _mask_array(path):  # noqa: ANN001, ANN202 - numpy, lazily imported
     import numpy as np
     from PIL import Image
 
-    from radspatial.agent.core import MAX_PIXELS
+    from radspatial.agent.pipeline.agent import MAX_PIXELS
 
     try:
         with Image.open(path) as img:
@@ -175,9 +176,9 @@ def serve_key(job: ServeJob) -> str | None:
 
 
 def run_serve(job: ServeJob) -> None:
-    """Serves the agents ``job`` asks for until Ctrl-C (``agent/server.serve``); a port that
+    """Serves the agents ``job`` asks for until Ctrl-C (``agent/server/server.serve``); a port that
     cannot be bound is a :class:`ParamError` naming ``port``."""
-    from radspatial.agent.server import serve
+    from radspatial.agent.server.server import serve
 
     api_key = serve_key(job)
     keywords: dict[str, Any] = {

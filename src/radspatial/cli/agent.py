@@ -19,7 +19,7 @@ class AgentHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
 def cmd_agent(args: argparse.Namespace) -> int:
     import json
 
-    from radspatial.agent.core import verdict
+    from radspatial.agent.pipeline.agent import verdict
 
     job, result = run_job(AnswerJob, args, run_answer)
     if job.json:

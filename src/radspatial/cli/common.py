@@ -64,7 +64,7 @@ class LocalizerHelpParser(argparse.ArgumentParser):
 
     def format_help(self) -> str:
         if self.description and "{localizers}" in self.description:
-            from radspatial.agent.types import list_localizers
+            from radspatial.agent.pipeline.types import list_localizers
 
             self.description = self.description.replace(
                 "{localizers}", ", ".join(list_localizers())

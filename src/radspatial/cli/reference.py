@@ -38,7 +38,7 @@ def _commands(
 def _description(sub: argparse.ArgumentParser) -> str:
     text = sub.description or ""
     if "{localizers}" in text:
-        from radspatial.agent.types import list_localizers
+        from radspatial.agent.pipeline.types import list_localizers
 
         text = text.replace("{localizers}", ", ".join(list_localizers()))
     return " ".join(text.split())

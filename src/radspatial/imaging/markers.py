@@ -71,9 +71,9 @@ class MarkerStyle:
     two texts of a blank-image (AS) item. Wording: ``phrase`` refers to one marker ("the number
     {}"), ``plural`` picks the verb ("Are the letters BZ ...", "do the letters BZ mark");
     ``examples`` are the in-context example's marks (first, second, third object). Parsing
-    (``agent/parse``): ``reference`` matches a marker-only phrase without its article (group 1:
-    the text), ``token`` a bare text after "marker"/"label", ``classify(text, strict)`` returns
-    the canonical text or None (``strict``: a parenthetical, "kidney (lt)" is no marker);
+    (``agent/pipeline/parse``): ``reference`` matches a marker-only phrase without its article
+    (group 1: the text), ``token`` a bare text after "marker"/"label", ``classify(text, strict)``
+    returns the canonical text or None (``strict``: a parenthetical, "kidney (lt)" is no marker);
     ``nouns`` are the words naming it before its text (a digit after them is no answer).
     Localizing: ``label_of(text)`` is the label id the text names (None: not deterministic or
     a bad text; ``how`` names that lookup in traces); ``reader`` is how the agent reads it from

@@ -26,7 +26,7 @@ def _context(meta: dict[str, Any], truth: Mapping[str, Any]):
     (``reads_truth``) the label image, the CT and where the image came from."""
     from PIL import Image
 
-    from radspatial.agent.types import Context
+    from radspatial.agent.pipeline.types import Context
     from radspatial.core.labels import load_table
 
     meta = {**meta, **truth}
@@ -46,7 +46,7 @@ class AgentBackend:
     deterministic = True  # no sampling: every run answers an item the same (``demo`` runs once)
 
     def __init__(self, spec: str, localizer: str, options: dict[str, Any], threads: int) -> None:
-        from radspatial.agent.core import Agent
+        from radspatial.agent.pipeline.agent import Agent
 
         self.spec = spec
         self.localizer = localizer

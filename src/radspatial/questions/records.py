@@ -4,7 +4,7 @@
 ``parse`` returns), ``Found`` (where a localizer found a Ref), ``Decision`` (a type's
 ``verify``), ``Context`` (what a localizer may use besides the image) and ``Scene`` (what
 ``verify`` may use). They live below the agent, with the question types that make and read
-them; ``agent/types.py`` re-exports them for localizers.
+them; ``agent/pipeline/types.py`` re-exports them for localizers.
 
 Image coordinates: (x, y) in pixels of the image as shown, x to the right, y downward.
 """

@@ -41,8 +41,8 @@ class TrainUnetJob:
 def check_train_unet(job: TrainUnetJob) -> None:
     """The refusals that need no torch: an ``out`` on its ``data``, a count below 1, a size the
     U-Net cannot take (each a :class:`ParamError` naming its parameter)."""
-    from radspatial.agent.unet_config import MAX_SIZE
     from radspatial.core.safepath import check_disjoint
+    from radspatial.nets.unet_config import MAX_SIZE
 
     check_disjoint(Path(job.out), {"data": Path(job.data)})
     for name in ("epochs", "threads"):

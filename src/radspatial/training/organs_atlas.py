@@ -7,11 +7,11 @@
 Every slice with a label of each training volume with an image (``a``, ``c``;
 :func:`organs_data.banks`, at the network's 128 px in the generator's display geometry) is
 shown at W400 / L40, cut to the body's box and resized to the atlas grid
-(:data:`radspatial.agent.organs_atlas.SIZE`); its grey is stored as ranks within the body, its
-labels as grouped label ids (``UNKNOWN`` where the patient is only partially labelled), with
-the label ids each patient labels at all. Written atomically: ``atlas.npz`` (compressed) and
-``atlas.json`` (volumes and their sha256, slices, size, command, the npz's sha256, and
-``anatomies``: how many patients). Nothing here runs at inference.
+(:data:`radspatial.agent.localizers.organs.organs_atlas.SIZE`); its grey is stored as ranks within
+the body, its labels as grouped label ids (``UNKNOWN`` where the patient is only partially
+labelled), with the label ids each patient labels at all. Written atomically: ``atlas.npz``
+(compressed) and ``atlas.json`` (volumes and their sha256, slices, size, command, the npz's sha256,
+and ``anatomies``: how many patients). Nothing here runs at inference.
 
 Label-map patients without an image (``amos``, ``s0327``, ``s0328``, ``mr``:
 ``organs_labelmaps``) join with slices about ``--step-mm`` (6) apart; their grey is the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs_atlas, organs_checks
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
 from radspatial.imaging.slices import window_to_uint8
 from radspatial.training import organs_data, organs_labelmaps, organs_synth

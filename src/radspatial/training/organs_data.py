@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.organs_checks import BODY_HU, body_mask, region_stats
+from radspatial.agent.localizers.organs.organs_checks import BODY_HU, body_mask, region_stats
 from radspatial.core.io import sha256_file
 from radspatial.imaging.slices import Geometry, to_display
 

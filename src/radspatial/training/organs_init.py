@@ -19,8 +19,8 @@ def warm_start(net: Any, model_dir: Path, classes: list[tuple[int, str]]) -> dic
     import torch
     from safetensors.torch import load_file
 
-    from radspatial.agent import unet
     from radspatial.core.io import sha256_file
+    from radspatial.nets import unet
 
     old_cfg = unet.read_config(Path(model_dir))
     old_ids = [int(c["label_id"]) for c in old_cfg["classes"]]

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from radspatial.agent import unet
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.labels import load_table, with_v1_heart
 from radspatial.core.runtime import keyed_rng
+from radspatial.nets import unet
 from radspatial.training.organs_augment import augment, elastic_field, one_cycle_lr, phase_table
 from radspatial.training.organs_data import held_out, render_hu, render_lab
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from radspatial.agent import unet
-from radspatial.agent.mask_localizer import MaskLocalizer
-from radspatial.agent.types import Context, Ref
+from radspatial.agent.localizers.mask.mask_localizer import MaskLocalizer
+from radspatial.nets import unet
 from radspatial.questions import is_mirp_type
+from radspatial.questions.records import Context, Ref
 from radspatial.questions.relative_position import verify_relation
 
 

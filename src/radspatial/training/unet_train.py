@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from radspatial.agent import unet
-from radspatial.agent.unet_config import MAX_SIZE
 from radspatial.core.io import atomic_write_json, sha256_file
 from radspatial.core.modality import modality_of
 from radspatial.core.runtime import keyed_rng
 from radspatial.core.safepath import check_disjoint
+from radspatial.nets import unet
+from radspatial.nets.unet_config import MAX_SIZE
 from radspatial.training.unet_eval import evaluate_unet
 
 FORMAT = "radspatial-unet"

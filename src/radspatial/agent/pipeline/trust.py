@@ -1,7 +1,7 @@
 """The agent's shared trust checks: what every kind of question goes through between the
 localizer and the question type's ``verify``.
 
-A yes/no, choice, count or name question is answered by one pipeline (``agent/core.py``):
+A yes/no, choice, count or name question is answered by one pipeline (``agent/pipeline/agent.py``):
 parse -> the type's ``to_locate`` -> :func:`refusal` -> locate -> :func:`check_found` -> the
 type's ``verify``. The checks here never ask what kind of answer the question wants: each
 structure the type names by a role (``QuestionType.roles``) must be found, with a score at or

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import ndimage
 
-from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.agent.pipeline.types import Context, Found, Ref, register_localizer
 from radspatial.core.labels import load_table
 from radspatial.imaging.markers import marker_label, marker_mask_label, marker_reader
 

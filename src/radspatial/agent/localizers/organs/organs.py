@@ -7,11 +7,11 @@ weights ship in ``radspatial/data/organs`` (fp16 safetensors + config.json: data
 command, sha256), so it works out of the box with no download. A ref's structure comes from its
 name, or from a number / letters marker (TotalSegmentator ids, grouped as MIRP did); a dot
 names no structure (None). The answer is the centroid of the largest component of the class
-(see :func:`radspatial.agent.unet.found_for_class`); the agent abstains when a score is under
-``min_score`` or when a check of :mod:`radspatial.agent.organs_checks` fails (test-time re-
-orientation agreement, body region, plausibility), and, with the atlas, on a structure with a
-side when no asymmetric organ shows the patient's right (:mod:`radspatial.agent.organs_view`);
-the reason goes to the trace.
+(see :func:`radspatial.nets.unet.found_for_class`); the agent abstains when a score is under
+``min_score`` or when a check of :mod:`radspatial.agent.localizers.organs.organs_checks` fails
+(test-time re-orientation agreement, body region, plausibility), and, with the atlas, on a structure
+with a side when no asymmetric organ shows the patient's right
+(:mod:`radspatial.agent.localizers.organs.organs_view`); the reason goes to the trace.
 
 ``auto``: each ref with a marker goes to the ``markers`` reader, the others to ``organs`` with
 the model folder's atlas when it has one (the shipped weights do: ``organs+atlas``); a marker
@@ -27,11 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent import organs_atlas, organs_checks, organs_view, unet, unet_fast
-from radspatial.agent.mirror import MIRROR
-from radspatial.agent.organs_names import resolve
-from radspatial.agent.types import Context, Found, Ref, create_localizer, register_localizer
+from radspatial.agent.localizers.organs import organs_atlas, organs_checks, organs_view
+from radspatial.agent.localizers.organs.organs_names import resolve
+from radspatial.agent.pipeline.mirror import MIRROR
+from radspatial.agent.pipeline.types import (
+    Context,
+    Found,
+    Ref,
+    create_localizer,
+    register_localizer,
+)
 from radspatial.imaging.planes import DEFAULT_PLANE
+from radspatial.nets import unet, unet_fast
 
 MIN_SCORE = 0.5  # score (organs_checks.core_prob x size factor) under this: abstain
 
@@ -118,7 +125,7 @@ class OrgansLocalizer:
 
     def _structure(self, seen: tuple, label_id: int | None, via: str, mirror: bool = True):
         """One structure (128 px frame) with the atlas's opinion; a sided one on a slice that
-        hides the sides abstains (and may carry its counterpart: ``agent/mirror.py``)."""
+        hides the sides abstains (and may carry its counterpart: ``agent/pipeline/mirror.py``)."""
         model, pred, votes, body, match = seen
         cls = None if label_id is None else model.class_of(label_id)
         f = None if cls is None else self._one(model, pred, votes, body, cls, via)
@@ -321,7 +328,7 @@ def variant_probs(model: unet.UNetModel, image: np.ndarray, variants: int = 1):
     tensor, class last; grey (S, S) 0-255) at the network's resolution. The image is resized
     with PIL's antialiased bilinear filter, as the training slices were rendered; the copies
     are the first ``variants`` of :data:`organs_checks.VARIANT_ORDER`, run as one batch
-    (:func:`radspatial.agent.unet_fast.logits`: the same logits as the plain forward, faster)."""
+    (:func:`radspatial.nets.unet_fast.logits`: the same logits as the plain forward, faster)."""
     import torch
     from PIL import Image
 

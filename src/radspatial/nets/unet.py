@@ -10,7 +10,7 @@ class is absent or only specks under :data:`MIN_AREA_PX` pixels remain), with
 score = mean softmax probability of the class in the component (``organs``: over its core,
 ``organs_checks.core_prob``) x ``min(1, area / tiny)``, ``tiny`` = :data:`TINY_AREA_FRACTION` of
 the image area but at least :data:`TINY_MIN_PX`, so a speck cannot carry a confident answer.
-torch and monai are imported inside functions; inference runs :mod:`radspatial.agent.unet_torch`.
+torch and monai are imported inside functions; inference runs :mod:`radspatial.nets.unet_torch`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from radspatial.agent.types import Context, Found, Ref, register_localizer
-from radspatial.agent.unet_config import CONFIG, WEIGHTS, read_config, read_pixels
 from radspatial.core.errors import first_line
 from radspatial.core.io import read_jsonl
 from radspatial.core.labels import BUILTIN_TABLES, load_table, normalize_name
 from radspatial.core.modality import DEFAULT_MODALITY, modality_of
 from radspatial.core.safepath import inside
 from radspatial.imaging.markers import marker_label
+from radspatial.nets.unet_config import CONFIG, WEIGHTS, read_config, read_pixels
+from radspatial.questions.records import Context, Found, Ref
 
 if TYPE_CHECKING:
     import torch
@@ -121,7 +121,7 @@ class UNetModel:
     def __init__(self, model_dir: Path, device: str = "cpu") -> None:
         from safetensors.torch import load_file
 
-        from radspatial.agent.unet_torch import torch_unet  # answering imports no MONAI
+        from radspatial.nets.unet_torch import torch_unet  # answering imports no MONAI
 
         self.model_dir = Path(model_dir)
         self.config = read_config(self.model_dir)
@@ -418,31 +418,3 @@ def locate_refs(model: UNetModel, pred: Prediction, refs: Sequence[Ref]) -> list
         cls = None if label_id is None else model.class_of(label_id)
         out.append(None if cls is None else found_for_class(pred, cls, label_id, via))
     return out
-
-
-@register_localizer("unet")
-class UNetLocalizer:
-    """``create_localizer("unet", model_dir="runs/unet")``; the model loads on first use."""
-
-    name = "unet"
-    thread_safe = True  # inference holds the loaded model's lock (UNetModel)
-
-    def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
-        self.model_dir = Path(model_dir)
-        self.device = device
-        read_config(self.model_dir)  # fail early, without torch, on a wrong folder
-
-    @property
-    def model(self) -> UNetModel:
-        return load_model(self.model_dir, self.device)
-
-    def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
-        return modality_refusal(read_config(self.model_dir), context)
-
-    def locate(
-        self, image: np.ndarray, refs: Sequence[Ref], context: Context
-    ) -> list[Found | None]:
-        model = self.model
-        if not any(resolve_label(r, model)[0] is not None for r in refs):
-            return [None] * len(refs)
-        return locate_refs(model, model.predict(image), refs)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent.organs_checks import body_radius, largest
+from radspatial.agent.localizers.organs.organs_checks import body_radius, largest
 from radspatial.core.errors import first_line
 from radspatial.core.textsafe import log_text
 
@@ -78,7 +78,7 @@ class AtlasRules:
     # agreeing with the atlas's orientation (organs_view.sides_shown; #34 round 3, 2nd)
     need_sides: bool = True
     # on a slice that does not show the sides, answer when the question's answer is the same
-    # with every side swapped (agent/mirror.py; #34 round 4: its rule was met, on)
+    # with every side swapped (agent/pipeline/mirror.py; #34 round 4: its rule was met, on)
     mirror_sides: bool = True
     # a centre from the atlas alone needs the match's similarity (``Match.score``) at least
     # this (0: any match); #34 round 5: its rule was met on a fresh set, on
@@ -319,7 +319,7 @@ def combine(net, atlas: AtlasFound | None, radius: float, rules: AtlasRules, ext
     opinion: disagreement beyond ``rules.agree`` is a reason to abstain; a structure the
     network missed is taken from the atlas when enough slices hold it in one place.
     ``extra``: label_id, class, via (the details of an atlas-only ``Found``)."""
-    from radspatial.agent.types import Found
+    from radspatial.agent.pipeline.types import Found
 
     if atlas is None:
         return net

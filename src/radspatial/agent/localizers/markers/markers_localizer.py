@@ -8,7 +8,8 @@ cross-correlation against digits and capitals rendered with Pillow's default fon
 our generator uses) and DejaVu Sans (matplotlib's package data). MIRP's Arial-like font is
 neither; per-glyph matching tolerates that. A small beam search picks the cuts and the reading.
 Where the generator's glyphs touch their box (MIRP's boxes below about 360 px), or the reader
-finds nothing, the marker is looked for as the generator draws it (``agent/marker_templates``).
+finds nothing, the marker is looked for as the generator draws it
+(``agent/localizers/markers/marker_templates``).
 
     >>> loc = create_localizer("markers")
     >>> loc.locate(image, [Ref(marker="numbers", text="52")], Context())[0].xy
@@ -26,7 +27,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 # the text reader's parts (glyphs.py is this localizer's own helper module)
-from radspatial.agent.glyphs import (
+from radspatial.agent.localizers.markers.glyphs import (
     _MARGIN,
     _MIN_TEXT_SCORE,
     _REF,
@@ -46,8 +47,8 @@ from radspatial.agent.glyphs import (
     glyph_kinds,
     text_regions,
 )
-from radspatial.agent.marker_templates import locate_rendered, read_by_look_first
-from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.agent.localizers.markers.marker_templates import locate_rendered, read_by_look_first
+from radspatial.agent.pipeline.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.markers import marker_reader
 
 _DOT_RADIUS = 7.5  # ours 7, MIRP's 8

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from radspatial.agent.core import AgentAnswer
+from radspatial.agent.pipeline.agent import AgentAnswer
 
 _DATA_URL = re.compile(r"data:image/(?:png|jpeg|jpg);base64,(.*)", re.IGNORECASE | re.DOTALL)
 # Prompts are short (MIRP's: ~700 characters); text is bounded before parsing, and whitespace

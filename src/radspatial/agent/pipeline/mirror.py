@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from radspatial.agent import organs_view
+from radspatial.agent.localizers.organs import organs_view
 from radspatial.questions.records import Decision, Found
 
 MIRROR = "mirror"  # details key: the counterpart's Found (None: not found)

@@ -40,16 +40,16 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from radspatial.agent.chat_format import ApiError, ChatCall, decode_image, probe_image
-from radspatial.agent.core import Agent, AgentAnswer
-from radspatial.agent.server_http import RequestHandler
-from radspatial.agent.server_limits import (
+from radspatial.agent.pipeline.agent import Agent, AgentAnswer
+from radspatial.agent.pipeline.types import Context
+from radspatial.agent.server.chat_format import ApiError, ChatCall, decode_image, probe_image
+from radspatial.agent.server.server_http import RequestHandler
+from radspatial.agent.server.server_limits import (
     Budget,
     Connections,
     ServerLimits,
     return_freed_buffers,
 )
-from radspatial.agent.types import Context
 
 log = logging.getLogger(__name__)
 _DRAIN_BYTES, _DRAIN_S = 2**20, 1.0  # read at most this before a close, so the client sees our

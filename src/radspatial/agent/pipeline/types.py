@@ -55,7 +55,13 @@ LocalizerFactory = Callable[..., Localizer]
 # built-in localizers register themselves when imported; heavy imports stay inside functions
 LOCALIZERS: Registry[LocalizerFactory] = Registry(
     "localizer",
-    ("mask_localizer", "unet", "markers_localizer", "totalseg_localizer", "organs"),
+    (
+        "localizers.mask.mask_localizer",
+        "localizers.unet.unet_localizer",
+        "localizers.markers.markers_localizer",
+        "localizers.totalsegmentator.totalseg_localizer",
+        "localizers.organs.organs",
+    ),
     package="radspatial.agent",
 )
 register_localizer = LOCALIZERS.register  # decorator: @register_localizer("name")

@@ -10,7 +10,7 @@
   filled); a structure is only looked for inside it (an arm lying beside the trunk is never
   taken for the stomach).
 - **Score**: the class probability over the component's core (:func:`core_prob`) x the size
-  factor of :func:`radspatial.agent.unet.found_for_class`, against ``organs.MIN_SCORE``.
+  factor of :func:`radspatial.nets.unet.found_for_class`, against ``organs.MIN_SCORE``.
 - **Plausibility**: area / body area and centre distance from the body's centre / body
   radius must lie in the range seen in training (``config.json`` ``data.real.plausibility``).
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 
-from radspatial.agent import unet
-from radspatial.agent.types import Ref
+from radspatial.agent.pipeline.types import Ref
 from radspatial.core.labels import load_table, normalize_name
 from radspatial.imaging.markers import marker_label
+from radspatial.nets import unet
 
 
 def resolve(ref: Ref, model: unet.UNetModel) -> tuple[int | None, str]:

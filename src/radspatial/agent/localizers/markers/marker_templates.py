@@ -1,10 +1,10 @@
 """Finding our own generator's text markers by their exact look, at any image size.
 
-The glyph reader (``agent/glyphs.py``) needs dark glyphs framed by white. Below about 360 px
-the generator's fonts stop shrinking (Pillow's 8 px floor) while MIRP's boxes keep shrinking
-with the image, so glyphs touch the box edge (256 px: 10 px of ink in an 11 px box) or spill
-over it (below 224 px) and merge with dark tissue; the reader then finds no string. This module
-asks the generator instead: it draws the requested marker exactly as ``radspatial generate``
+The glyph reader (``agent/localizers/markers/glyphs.py``) needs dark glyphs framed by white. Below
+about 360 px the generator's fonts stop shrinking (Pillow's 8 px floor) while MIRP's boxes keep
+shrinking with the image, so glyphs touch the box edge (256 px: 10 px of ink in an 11 px box) or
+spill over it (below 224 px) and merge with dark tissue; the reader then finds no string. This
+module asks the generator instead: it draws the requested marker exactly as ``radspatial generate``
 does for this image width (``imaging.markers.draw_text`` in each of ``LOOKS``: both rule
 profiles' geometries and our bare text, so the font size, box and padding follow the image size
 by the generator's own rule, not a per-size table) and looks for it by masked normalised
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from radspatial.agent.types import Found
+from radspatial.agent.pipeline.types import Found
 from radspatial.imaging.markers import (
     GEOMETRIES,
     STRICT_GEOMETRY,

@@ -195,7 +195,7 @@ def reflect(
     centre reflected across the body's midline (the line through ``centre`` along
     ``posterior``), with at least :data:`REFLECT_UNCERTAINTY` body radii of uncertainty.
     Used when the slice does not show the sides and the counterpart was not found."""
-    from radspatial.agent.organs_atlas import UNCERTAINTY
+    from radspatial.agent.localizers.organs.organs_atlas import UNCERTAINTY
 
     c, p = np.asarray(centre, float), np.asarray(posterior, float)
     d = np.asarray(found.xy, float) - c

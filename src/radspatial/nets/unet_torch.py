@@ -2,8 +2,8 @@
 
 ``import monai.networks.nets`` alone took ~8.5 s of a quiet plain ``agent``'s cold start (65 s
 at load 22), longer than the rest of its first answer. The networks we train are MONAI UNets
-(:func:`radspatial.agent.unet.build_model`: 2D, 1 input channel, kernel 3, PReLU, instance
-norm, no dropout, the architecture dict of :func:`radspatial.agent.unet.architecture`);
+(:func:`radspatial.nets.unet.build_model`: 2D, 1 input channel, kernel 3, PReLU, instance
+norm, no dropout, the architecture dict of :func:`radspatial.nets.unet.architecture`);
 :class:`TorchUNet` rebuilds the same layers with ``torch.nn`` alone, under the same names, so
 the same state dict loads into it (strictly: a missing or extra tensor is an error) and its
 forward is the same arithmetic in the same order (tests/test_agent_unet_torch.py: the
@@ -16,7 +16,7 @@ up)``; the bottom level is a stride-1 ``down`` unit; ``down`` is a residual unit
 convolution block when ``num_res_units`` is 0); ``up`` is a transposed convolution block,
 followed by a 1-subunit residual unit when ``num_res_units`` > 0; at the top the last
 convolution has no norm or activation (the logits). A convolution block is
-``Sequential(conv, adn=Sequential(N=InstanceNorm2d, A=PReLU))``; :mod:`radspatial.agent.unet_fast`
+``Sequential(conv, adn=Sequential(N=InstanceNorm2d, A=PReLU))``; :mod:`radspatial.nets.unet_fast`
 walks these modules as it walks MONAI's.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from radspatial.agent.unet_config import UNET
+from radspatial.nets.unet_config import UNET
 
 KNOWN_KEYS = frozenset(
     {"name", "spatial_dims", "in_channels", "out_channels", "channels", "strides", "num_res_units"}

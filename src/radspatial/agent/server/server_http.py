@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from radspatial.agent.chat_format import (
+from radspatial.agent.server.chat_format import (
     ApiError,
     ChatCall,
     completion,
@@ -29,11 +29,11 @@ from radspatial.agent.chat_format import (
 from radspatial.core.textsafe import log_text
 
 if TYPE_CHECKING:
-    from radspatial.agent.server_limits import Budget, Connections, ServerLimits
+    from radspatial.agent.server.server_limits import Budget, Connections, ServerLimits
 
 
 class Served(Protocol):
-    """What a request handler reads of its server (``agent/server.AgentServer``)."""
+    """What a request handler reads of its server (``agent/server/server.AgentServer``)."""
 
     limits: ServerLimits
     connections: Connections
@@ -46,7 +46,7 @@ class Served(Protocol):
     def run_agent(self, call: ChatCall) -> Any: ...
 
 
-log = logging.getLogger("radspatial.agent.server")  # one logger for the whole server
+log = logging.getLogger("radspatial.agent.server.server")  # one logger for the whole server
 _METHOD_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n")  # what a request line starts with
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent.mask_localizer import MaskLocalizer
-from radspatial.agent.types import Context, Found, Ref, register_localizer
+from radspatial.agent.localizers.mask.mask_localizer import MaskLocalizer
+from radspatial.agent.pipeline.types import Context, Found, Ref, register_localizer
 from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import Geometry, Variant, render_labels, to_display
 

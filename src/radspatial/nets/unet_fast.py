@@ -1,5 +1,5 @@
 """A faster CPU forward of a MONAI UNet (or of its plain-torch copy,
-:mod:`radspatial.agent.unet_torch`) with the same numbers: the layers run in channels-last.
+:mod:`radspatial.nets.unet_torch`) with the same numbers: the layers run in channels-last.
 
 On a CPU, oneDNN's convolutions are 1.3-5x faster on channels-last (NHWC) tensors than on
 NCHW ones (the 45-class output level of the shipped ``organs`` net, batch of 4 at 128 px, 1
@@ -22,7 +22,7 @@ differ by more than :data:`TOLERANCE`.
 
 torch is imported inside functions; MONAI's classes are looked at only when MONAI was imported
 already (a network built by MONAI), so answering with
-:class:`~radspatial.agent.unet_torch.TorchUNet` imports no MONAI.
+:class:`~radspatial.nets.unet_torch.TorchUNet` imports no MONAI.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ _CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def _kinds() -> SimpleNamespace:
-    """The module classes the walk knows: :mod:`radspatial.agent.unet_torch`'s, and MONAI's
+    """The module classes the walk knows: :mod:`radspatial.nets.unet_torch`'s, and MONAI's
     when MONAI is imported (no MONAI network exists before that: nothing to import it for)."""
-    from radspatial.agent import unet_torch as ours
+    from radspatial.nets import unet_torch as ours
 
     kinds = SimpleNamespace(
         unets=(ours.TorchUNet,), skips=(ours.Skip,), residuals=(ours.Residual,), sequences=()
@@ -62,7 +62,7 @@ def _kinds() -> SimpleNamespace:
 
 def applies(net: Any, x: torch.Tensor) -> bool:
     """Whether the fast forward is meant for ``net`` on ``x``: a MONAI UNet or its
-    :class:`~radspatial.agent.unet_torch.TorchUNet` copy in eval mode, on a CPU, with 2D
+    :class:`~radspatial.nets.unet_torch.TorchUNet` copy in eval mode, on a CPU, with 2D
     (NCHW) input."""
     return (
         isinstance(net, _kinds().unets)

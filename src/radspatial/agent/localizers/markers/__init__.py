@@ -1,0 +1,2 @@
+"""The ``markers`` localizer: the numbers, letters and dots drawn on the image, read from
+their pixels."""

@@ -1,0 +1,1 @@
+"""The ``mask`` localizer: an oracle that reads the item's label image."""

@@ -1,0 +1,1 @@
+"""The ``totalsegmentator`` localizer: TotalSegmentator run on the item's CT."""

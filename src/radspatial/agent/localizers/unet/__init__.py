@@ -1,0 +1,1 @@
+"""The ``unet`` localizer: a U-Net trained by ``radspatial train unet``."""
