@@ -161,6 +161,26 @@ def test_the_runtime_agent_imports_no_training_phantoms_or_generator():
     assert _layer_offenders("radspatial.agent", banned) == {}
 
 
+def test_the_networks_sit_below_the_agent_and_training():
+    """``nets/`` (the U-Net, its config and loading) is imported by the agent's localizers and
+    by ``training/``; it imports neither, so training reaches the network it trains downward
+    (issue 51)."""
+    assert {"radspatial.nets.unet", "radspatial.nets.unet_config"} <= set(MODULES)
+    banned = ("radspatial.agent", "radspatial.training")
+    assert _layer_offenders("radspatial.nets", banned) == {}
+
+
+def test_the_agent_is_packages_that_show_its_pipeline():
+    """``agent/``: ``pipeline/`` (parse, locate, check, verify, trace), one package per
+    localizer under ``localizers/``, ``server/``; the pipeline never imports a server (issue
+    51)."""
+    agent = {m.split(".")[2] for m in MODULES if m.startswith("radspatial.agent.")}
+    assert agent == {"job", "localizers", "overlay", "pipeline", "server"}
+    localizers = {m.split(".")[3] for m in MODULES if m.startswith("radspatial.agent.localizers.")}
+    assert localizers == {"markers", "mask", "organs", "totalsegmentator", "unet"}
+    assert _layer_offenders("radspatial.agent.pipeline", ("radspatial.agent.server",)) == {}
+
+
 def test_the_report_sits_above_the_evaluator():
     """``report/`` reads what runs wrote; the pipeline below it (eval, grading, models, the
     generator, the agent, the kernel, core) never imports it."""
@@ -241,6 +261,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
     ("imaging",),
     ("questions",),
+    ("nets",),  # the U-Net: run by agent/'s localizers, trained by training/ (issue 51)
     ("bench",),
     ("agent",),
     ("models",),
