@@ -7,7 +7,7 @@ time it is asked for a name, so listing stays fast and heavy imports (torch) sta
 are used. Example::
 
     LOCALIZERS: Registry[Factory] = Registry(
-        "localizer", ("mask_localizer", "unet"), package="radspatial.agent"
+        "localizer", ("localizers.mask.mask_localizer",), package="radspatial.agent"
     )
 
     @LOCALIZERS.register("mask")

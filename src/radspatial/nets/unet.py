@@ -1,4 +1,5 @@
-"""The ``unet`` localizer: a small 2D U-Net (MONAI) segments the shown slice, refs -> centroids.
+"""The U-Net the ``unet`` and ``organs`` localizers run: a small 2D U-Net (MONAI) segments the
+shown slice, refs -> centroids (the ``unet`` localizer itself: agent/localizers/unet/).
 
 A model folder (written by :func:`radspatial.training.unet_train.train_unet`) holds
 ``model.safetensors`` (a plain state dict), ``config.json`` (architecture, class map, input size,
