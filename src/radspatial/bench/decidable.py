@@ -13,11 +13,12 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import ndimage
 
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.plans import SlicePlan, candidate, component_areas_of
 from radspatial.core.modality import DEFAULT_MODALITY, modality_of
+from radspatial.imaging.body import BODY_HU
+from radspatial.imaging.body import body_mask as largest_region
 from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.slices import Geometry, StructureStat, Variant, to_display
 from radspatial.imaging.volumes import Volume
@@ -34,7 +35,7 @@ from radspatial.questions.decidability import (
     reading_of,
 )
 
-CT_BODY_HU = -500.0  # air outside the body is ~-1000 HU, fat -100, lung -850 (filled as a hole)
+CT_BODY_HU = BODY_HU  # air outside the body is ~-1000 HU, fat -100, lung -850 (a filled hole)
 
 
 def body_mask(display: np.ndarray, modality: str | None) -> np.ndarray:
@@ -45,11 +46,7 @@ def body_mask(display: np.ndarray, modality: str | None) -> np.ndarray:
     else:
         high = float(np.percentile(data, 99))
         inside = data > 0.1 * high if high > 0 else np.zeros(data.shape, bool)
-    lab, n = ndimage.label(inside)
-    if n == 0:
-        return inside
-    sizes = np.bincount(lab.ravel())[1:]
-    return ndimage.binary_fill_holes(lab == int(np.argmax(sizes)) + 1)
+    return largest_region(inside, eight=False)
 
 
 def body_of(

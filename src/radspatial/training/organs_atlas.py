@@ -7,7 +7,7 @@
 Every slice with a label of each training volume with an image (``a``, ``c``;
 :func:`organs_data.banks`, at the network's 128 px in the generator's display geometry) is
 shown at W400 / L40, cut to the body's box and resized to the atlas grid
-(:data:`radspatial.agent.localizers.organs.organs_atlas.SIZE`); its grey is stored as ranks within
+(:data:`radspatial.nets.atlas_grid.SIZE`); its grey is stored as ranks within
 the body, its labels as grouped label ids (``UNKNOWN`` where the patient is only partially
 labelled), with the label ids each patient labels at all. Written atomically: ``atlas.npz``
 (compressed) and ``atlas.json`` (volumes and their sha256, slices, size, command, the npz's sha256,
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent.localizers.organs import organs_atlas, organs_checks
 from radspatial.core.io import atomic_write_bytes, atomic_write_json, sha256_file
+from radspatial.imaging.body import body_of
 from radspatial.imaging.slices import window_to_uint8
+from radspatial.nets import atlas_grid
 from radspatial.training import organs_data, organs_labelmaps, organs_synth
 
 RENDER_SIZE = 128  # the organs network's input size: the query is normalised from it
@@ -40,19 +41,19 @@ WINDOW = (400.0, 40.0)
 def atlas_slices(hu: np.ndarray, lab: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(rank grey, label ids) of one 128 px slice on the atlas grid; None without a body."""
     grey = window_to_uint8(hu.astype(np.float32), *WINDOW)
-    body = organs_checks.body_of(grey)
-    box = organs_atlas.body_box(body)
+    body = body_of(grey)
+    box = atlas_grid.body_box(body)
     if box is None:
         return None
-    small_body = organs_atlas.crop_resize(body.astype(np.uint8), box, nearest=True) > 0
-    rank = organs_atlas.rank_image(organs_atlas.crop_resize(grey, box, nearest=False), small_body)
-    ids = np.where(lab == organs_data.IGNORE, organs_atlas.UNKNOWN, lab).astype(np.uint8)
-    return rank, organs_atlas.crop_resize(ids, box, nearest=True)
+    small_body = atlas_grid.crop_resize(body.astype(np.uint8), box, nearest=True) > 0
+    rank = atlas_grid.rank_image(atlas_grid.crop_resize(grey, box, nearest=False), small_body)
+    ids = np.where(lab == organs_data.IGNORE, atlas_grid.UNKNOWN, lab).astype(np.uint8)
+    return rank, atlas_grid.crop_resize(ids, box, nearest=True)
 
 
 def _known_row(seg: np.ndarray) -> tuple[np.ndarray, list[int]]:
     ids = np.unique(seg)
-    ids = ids[(ids != organs_data.IGNORE) & (ids < organs_atlas.UNKNOWN)]
+    ids = ids[(ids != organs_data.IGNORE) & (ids < atlas_grid.UNKNOWN)]
     row = np.zeros(256, bool)
     row[ids] = True
     return row, ids.tolist()
@@ -110,7 +111,7 @@ def build(
     meta = {
         "format": "radspatial-organs-atlas",
         "format_version": 1,
-        "size": organs_atlas.SIZE,
+        "size": atlas_grid.SIZE,
         "render_size": RENDER_SIZE,
         "window": list(WINDOW),
         "slices": len(greys),

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from radspatial.agent.localizers.organs.organs_checks import BODY_HU, body_mask, region_stats
 from radspatial.core.io import sha256_file
+from radspatial.imaging.body import BODY_HU, body_mask, region_stats
 from radspatial.imaging.slices import Geometry, to_display
 
 IGNORE = 65535  # label id of "unknown" pixels (partially labelled volumes); no loss there

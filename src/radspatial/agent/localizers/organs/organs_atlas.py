@@ -37,10 +37,13 @@ import numpy as np
 from radspatial.agent.localizers.organs.organs_checks import body_radius, largest
 from radspatial.core.errors import first_line
 from radspatial.core.textsafe import log_text
+from radspatial.nets.atlas_grid import SIZE as SIZE
+from radspatial.nets.atlas_grid import UNKNOWN as UNKNOWN
+from radspatial.nets.atlas_grid import body_box as body_box
+from radspatial.nets.atlas_grid import crop_resize as crop_resize
+from radspatial.nets.atlas_grid import rank_image as rank_image
 
-SIZE = 64  # atlas grid (body box resized to SIZE x SIZE)
 UNCERTAINTY = "uncertainty_body_radii"  # a Found's uncertainty in the 128 px frame
-UNKNOWN = 255  # label value of pixels no label was given for (partially labelled patients)
 
 
 @dataclass(frozen=True)
@@ -167,33 +170,6 @@ def _check_meta(path: Path, meta: dict, shape: tuple[int, ...], npz: Path) -> No
 
 def has_atlas(folder: Path) -> bool:
     return (folder / "atlas.npz").is_file() and (folder / "atlas.json").is_file()
-
-
-def body_box(body: np.ndarray) -> tuple[int, int, int, int] | None:
-    ys, xs = np.nonzero(body)
-    if ys.size < 50:
-        return None
-    return int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
-
-
-def crop_resize(a: np.ndarray, box: tuple[int, int, int, int], nearest: bool) -> np.ndarray:
-    from PIL import Image
-
-    y0, y1, x0, x1 = box
-    img = Image.fromarray(np.ascontiguousarray(a[y0:y1, x0:x1]))
-    mode = Image.Resampling.NEAREST if nearest else Image.Resampling.BILINEAR
-    return np.asarray(img.resize((SIZE, SIZE), mode))
-
-
-def rank_image(grey: np.ndarray, body: np.ndarray) -> np.ndarray:
-    """uint8 rank of each body pixel's grey among the body's (1-255; 0 outside the body)."""
-    from scipy.stats import rankdata
-
-    out = np.zeros(grey.shape, np.uint8)
-    vals = grey[body].astype(np.float32)
-    if vals.size:
-        out[body] = np.clip(1 + 254 * (rankdata(vals) - 0.5) / vals.size, 1, 255).astype(np.uint8)
-    return out
 
 
 def _dihedral_np(a: np.ndarray, k: int) -> np.ndarray:

@@ -24,9 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from radspatial.imaging.body import BODY_GREY as BODY_GREY
+from radspatial.imaging.body import BODY_HU as BODY_HU
+from radspatial.imaging.body import body_mask as body_mask
+from radspatial.imaging.body import body_of as body_of
+from radspatial.imaging.body import body_radius as body_radius
+from radspatial.imaging.body import region_stats as region_stats
+
 _EIGHT = np.ones((3, 3), bool)
-BODY_HU = -500.0  # air / body threshold (training slices in HU)
-BODY_GREY = 12.0  # 8-bit grey above which a pixel is body (air is 0-13 at any window tried)
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,6 @@ def undo_dihedral(x, k: int):
 
     y = torch.flip(x, dims=(-1,)) if k >= 4 else x
     return torch.rot90(y, -(k % 4), dims=(-2, -1))
-
-
-def body_of(gray_small: np.ndarray) -> np.ndarray:
-    return body_mask(gray_small > BODY_GREY)
 
 
 def core_prob(probs: np.ndarray) -> float:
@@ -157,33 +158,6 @@ def assess(n_votes: int, spread: float, checks: Checks) -> tuple[str | None, str
     if reason is None or n_votes < checks.min_votes or spread > checks.max_uncertainty:
         return reason, None
     return None, reason
-
-
-def body_radius(body: np.ndarray) -> float:
-    """Radius (px) of the disc with the body's area."""
-    return float(np.sqrt(max(body.sum(), 1) / np.pi))
-
-
-def body_mask(inside: np.ndarray) -> np.ndarray:
-    """The largest 8-connected region of ``inside`` with its holes filled (the trunk: arms
-    lying apart from it and the table are left out)."""
-    from scipy import ndimage
-
-    comp, n = ndimage.label(inside, structure=np.ones((3, 3), bool))
-    if n == 0:
-        return np.zeros_like(inside, bool)
-    sizes = np.bincount(comp.ravel())[1:]
-    return ndimage.binary_fill_holes(comp == int(np.argmax(sizes)) + 1)
-
-
-def region_stats(region: np.ndarray, body: np.ndarray) -> tuple[float, float]:
-    """(area / body area, distance of the region's centroid from the body's / body radius)."""
-    area = float(body.sum())
-    ys, xs = np.nonzero(region)
-    by, bx = np.nonzero(body)
-    radius = float(np.sqrt(area / np.pi))
-    d = float(np.hypot(xs.mean() - bx.mean(), ys.mean() - by.mean())) if xs.size else 0.0
-    return float(xs.size) / area, d / radius
 
 
 def featureless(image: np.ndarray) -> bool:
