@@ -2,9 +2,10 @@
 
 On a slice without asymmetric anatomy (pelvis, legs, often the neck) a left-right mirrored
 view is the same picture: whether "the left femur" is the femur on the image's left or right
-is not in the pixels, so the localizer marks each structure with a side as not trusted
-(``organs_view.SIDES_NOT_SHOWN``). With ``AtlasRules.mirror_sides`` (on) it also locates the
-structure's counterpart on the other side (``details[MIRROR]``). The agent then decides the
+is not in the pixels, so the localizer marks each structure with a side as not trusted (a
+reason starting :data:`SIDES_PREFIX`). With ``AtlasRules.mirror_sides`` (on) it also locates
+the structure's counterpart on the other side (``details[MIRROR]``; where it is not found,
+the structure reflected across the midline: ``organs_view.reflect``). The agent then decides the
 question twice: as the network labelled the slice, and with *every* sided structure swapped
 for its counterpart (the mirrored reading of the same image). Whichever reading is the
 patient's, one of the two is it; when both pass every other check and give the same answer,
@@ -18,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from radspatial.agent.localizers.organs import organs_view
 from radspatial.questions.records import Decision, Found
 
+SIDES_PREFIX = "sides not shown"  # a localizer's abstention: the slice hides the sides
 MIRROR = "mirror"  # details key: the counterpart's Found (None: not found)
 SAME_EITHER_WAY = (
     "the slice does not show the patient's right; the same answer with every side swapped"
@@ -32,7 +33,7 @@ def _trusted(f: Found | None) -> Found | None:
     if f is None:
         return None
     details = _without(f.details)
-    if str(details.get("abstain_reason", "")).startswith(organs_view.SIDES_PREFIX):
+    if str(details.get("abstain_reason", "")).startswith(SIDES_PREFIX):
         details.pop("abstain_reason")
     return replace(f, details=details)
 

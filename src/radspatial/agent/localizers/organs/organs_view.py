@@ -43,7 +43,6 @@ RIGHT = ("liver",)
 LEFT = ("spleen", "stomach")
 MIN_OFFSET = 0.2  # body radii: a centroid this far from the reference to give a direction
 MIN_PX = 8  # pixels of a class before it counts
-SIDES_PREFIX = "sides not shown"
 SIDES_NOT_SHOWN = (
     "sides not shown: no handedness landmark (liver vs spleen / stomach, or the table's others) "
     "fixes the patient's right"
