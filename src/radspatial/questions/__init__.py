@@ -276,7 +276,7 @@ class QuestionType(Guesses, ABC):
         """The metrics its rows add to a group beside accuracy: names of ``eval/metric_hooks``'
         hooks (default: ``yes_no``, F1 and the yes rate, for a yes/no type; none for an open
         one). A plugin type adds its own by registering a hook and naming it here."""
-        return () if self.open_answer else ("yes_no",)
+        return default_metric_hooks(self.answer_kind)
 
 
 TypeDefaults = QuestionType  # the name older plugins derive from (the optional members)
@@ -354,6 +354,20 @@ def answer_kind(question_type: str | None) -> str:
     if question_type is None or question_type not in QUESTION_TYPES:
         return YES_NO
     return QUESTION_TYPES.get(question_type).answer_kind
+
+
+def default_metric_hooks(kind: str) -> tuple[str, ...]:
+    """The metric hooks of answers of ``kind`` (``eval/metric_hooks``): F1 and the yes rate
+    (``yes_no``) for yes/no, none for the others."""
+    return ("yes_no",) if kind == YES_NO else ()
+
+
+def metric_hooks_of(question_type: str, kind: str) -> tuple[str, ...]:
+    """The metric hooks of a row of ``question_type`` whose answers are of ``kind``: its type's
+    (``QuestionType.metric_hooks``), or for a name no type claims the default of ``kind``."""
+    if question_type in QUESTION_TYPES:
+        return QUESTION_TYPES.get(question_type).metric_hooks()
+    return default_metric_hooks(kind)
 
 
 def mirp_type_names() -> frozenset[str]:
