@@ -14,9 +14,9 @@ from radspatial.bench.config import GenerateConfig
 from radspatial.bench.dataset import build_dataset
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.records import (
+    GRADED_RESULT_FIELDS,
     MANIFEST_FIELDS,
     OBJECT_FIELDS,
-    GRADED_RESULT_FIELDS,
     RESULT_FIELDS,
     ManifestRow,
     ResultRow,
