@@ -65,7 +65,7 @@ def test_judge_negation_cache_and_password(tmp_path):
         url = server.base_url.replace("http://", f"http://judge:{secret}@")
         rows, summary = apply_judge(_rows(), tmp_path, f"openai-compat:j@{url}")
     assert [r.outcome for r in rows] == [0, 0] and not any(r.correct for r in rows)
-    assert all(r.parsed is None and r.open and r.open.source == "judge" for r in rows)
+    assert all(r.parsed is None and r.grade.source == "judge" for r in rows)
     assert summary["n_judge_failed"] == 0
     written = (tmp_path / "judge.json").read_text()
     assert secret not in written and "***@" in written

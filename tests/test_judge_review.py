@@ -21,10 +21,10 @@ CASES = [
     ("laterality", "incorrect", "incorrect"),
     ("laterality", "invalid", "incorrect"),
     ("laterality", "incorrect", "correct"),
-    ("count", "correct", "correct"),
-    ("count", "incorrect", "incorrect"),
-    ("count", "incorrect", "incorrect"),
-    ("count", "correct", "incorrect"),
+    ("counting", "correct", "correct"),
+    ("counting", "incorrect", "incorrect"),
+    ("counting", "incorrect", "incorrect"),
+    ("counting", "correct", "incorrect"),
 ]
 
 
@@ -44,7 +44,8 @@ def _rows() -> list[dict]:
 
 def _records(rows: list[dict]) -> list:
     """``rows`` as the result rows a judged run writes (open rows the judge decided)."""
-    from radspatial.core.records import OpenGrade, ResultRow
+    from radspatial.core.answers import Grade
+    from radspatial.core.records import ResultRow
 
     return [
         ResultRow(
@@ -58,7 +59,8 @@ def _records(rows: list[dict]) -> list:
             correct=r["correct"],
             reply="left",
             parsed=None,  # the rules read nothing: the judge decided
-            open=OpenGrade(status="undecided", source="judge", judge=r["judge"]),
+            kind="choice",
+            reading=Grade(None, "undecided", "", r["correct"], "judge", {"judge": r["judge"]}),
         )
         for r in rows
     ]
@@ -88,9 +90,9 @@ def test_kappa_per_type_equals_the_hand_computed_value(tmp_path):
         "incorrect": {"incorrect": 1, "correct": 1},
         "invalid": {"incorrect": 1},
     }
-    # count: judge C I I C, reviewer C I I I: observed 3/4; judge 2C 2I, reviewer 1C 3I ->
+    # counting: judge C I I C, reviewer C I I I: observed 3/4; judge 2C 2I, reviewer 1C 3I ->
     # chance 0.5*0.25 + 0.5*0.75 = 0.5; kappa (0.75 - 0.5) / 0.5 = 0.5
-    assert agreement["count"]["kappa"] == pytest.approx(0.5, abs=1e-6)
+    assert agreement["counting"]["kappa"] == pytest.approx(0.5, abs=1e-6)
     # all 10: observed 7/10; judge 5 C / 5 not, reviewer 4 C / 6 not -> chance 0.5; kappa 0.4
     assert agreement["all"]["n"] == 10
     assert agreement["all"]["kappa"] == pytest.approx(0.4, abs=1e-6)

@@ -303,8 +303,8 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
     odd = [k for k, r in enumerate(rows) if r.question_type == D][:4]
     for k, reply in zip(odd, ["north", "east", "to the north", "patient's left"], strict=True):
         read = normalize(reply, D, rows[k].question)
-        grade = replace(rows[k].open, status=read.status, reason=read.reason)
-        rows[k] = replace(rows[k], reply=reply, open=grade)
+        grade = replace(rows[k].grade, status=read.status, reason=read.reason)
+        rows[k] = replace(rows[k], reply=reply, reading=grade)
     with FakeChatServer(answer=_judge_answer) as server:
         spec = f"openai-compat:judge@{server.base_url}"
         judged, summary = apply_judge(rows, run, spec)
@@ -314,7 +314,7 @@ def test_judge_through_local_server_cache_resume_kappa(bundled, tmp_path):
         assert summary["rules_vs_judge"]["kappa"] is not None
         assert 0.5 < summary["calibration"]["judge_accuracy"] <= 1.0
         north_east = [r for r in judged if r.reply in ("north", "east")]
-        assert all(r.open and r.open.source == "judge" for r in north_east)
+        assert all(r.grade.source == "judge" for r in north_east)
         # cache: the same call again asks nothing
         apply_judge(rows, run, spec)
         assert server.calls == first_calls

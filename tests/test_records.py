@@ -14,9 +14,9 @@ from radspatial.bench.config import GenerateConfig
 from radspatial.bench.dataset import build_dataset
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.records import (
+    GRADED_RESULT_FIELDS,
     MANIFEST_FIELDS,
     OBJECT_FIELDS,
-    OPEN_RESULT_FIELDS,
     RESULT_FIELDS,
     ManifestRow,
     ResultRow,
@@ -72,7 +72,7 @@ def test_every_result_line_round_trips_and_run_eval_returns_what_it_wrote(run):
     out, returned = run
     lines = _lines(out / "results.jsonl")
     rows = read_results(out / "results.jsonl")
-    assert any(r.open is not None for r in rows) and any(r.open is None for r in rows)
+    assert any(r.reading is not None for r in rows) and any(r.reading is None for r in rows)
     for line, row, ret in zip(lines, rows, returned, strict=True):
         assert json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) == line
         assert row.to_json() == ret and list(row.to_json()) == list(ret)  # keys in written order
@@ -83,11 +83,15 @@ def test_results_key_order_is_the_row_order_written_before_records(run):
     yes_no = next(r for r in returned if "grade" not in r)
     assert list(yes_no)[:3] == ["id", "run", "setup"]
     written_when_set = ("plane", "group", "group_twin", "decidable")
-    assert [k for k in yes_no if k not in written_when_set][-3:] == [
+    assert [k for k in yes_no if k not in written_when_set][-5:] == [
         "structures_asked",
         "region",
         "modality",
+        "expected_answer",  # the grade is added after the columns (issue 51)
+        "grades",
     ]
+    assert yes_no["expected_answer"] == {"kind": "yes/no", "value": yes_no["expected"]}
+    assert yes_no["grades"]["image"]["correct"] == yes_no["correct"]
     open_row = next(r for r in returned if "grade" in r)
     keys = list(open_row)
     assert keys.index("expected_anatomical") + 1 == keys.index("image")
@@ -160,7 +164,7 @@ def test_older_result_rows_still_read():
         "correct": True,
     }
     row = ResultRow.from_json(old)
-    assert row.expected_standard == 0 and row.image is None and row.open is None
+    assert row.expected_standard == 0 and row.image is None and row.reading is None
     with pytest.raises(DataFileError, match=r"^r: missing required field 'run'$"):
         ResultRow.from_json({k: v for k, v in old.items() if k != "run"}, "r")
 
@@ -178,7 +182,7 @@ def test_older_open_rows_read_as_their_answers():
     }  # fmt: skip
     row = ResultRow.from_json(old)
     assert (row.expected, row.expected_standard, row.parsed) == ("left", "right", "right")
-    assert row.open.status == "answer" and row.open.source == "rules" and row.answered
+    assert row.grade.status == "answer" and row.grade.source == "rules" and row.answered
     new = row.to_json()
     assert "answer_expected" not in new and new["grade"]["reason"] == "one side"
     assert ResultRow.from_json(new) == row
@@ -224,4 +228,4 @@ def test_format_doc_lists_exactly_the_manifest_fields():
 def test_format_doc_lists_exactly_the_result_fields():
     results, open_rows = _doc_fields("results.jsonl")
     assert results == set(RESULT_FIELDS)
-    assert open_rows == set(OPEN_RESULT_FIELDS)
+    assert open_rows == set(GRADED_RESULT_FIELDS)

@@ -271,8 +271,8 @@ class _Tally:
         )
         c["n"] += 1
         c[{True: "decidable", False: "undecidable", None: "unknown"}[row.decidable]] += 1
-        if row.decidable and not get_question_type(row.question_type).open_answer:
-            c["decidable_yes"] = c.get("decidable_yes", 0) + int(row.answer)
+        if row.decidable:
+            get_question_type(row.question_type).tally_decidable(c, row.answer)
 
     def decidability(self, config: GenerateConfig) -> dict:
         """dataset.json's ``decidability`` block (docs/benchmark_validity.md)."""

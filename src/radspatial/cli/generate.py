@@ -15,6 +15,7 @@ from radspatial.cli.common import run_job, spec_arguments
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from radspatial.bench.job import run_generate
+    from radspatial.questions import tally_text
 
     _, (summary, config) = run_job(GenerateJob, args, run_generate, log=_stderr, note=_stderr)
     print(f"dataset: {summary.out.resolve()}")
@@ -22,15 +23,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for case in summary.cases:
         print(f"  {case['case_id']}: {case['n_selected']} of {case['n_slices']} slices used")
     for key, c in {**summary.counts, **summary.question_types}.items():
-        if "classes" in c and not c["yes"]:  # an open type: answers per class
-            spread = ", ".join(f"{k}: {v}" for k, v in sorted(c["classes"].items())[:6])
-            more = " ..." if len(c["classes"]) > 6 else ""
-            print(f"  {key:<17} {c['n']:>5} questions, {spread}{more}")
-            continue
-        n_open = sum(c.get("classes", {}).values())
-        tail = f" (+{n_open} open)" if n_open else ""
-        yes, no = c["yes"], c["n"] - n_open - c["yes"]
-        print(f"  {key:<17} {c['n']:>5} questions, {yes} yes / {no} no{tail}")
+        print(f"  {key:<17} {tally_text(c)}")
     if line := decidable_line(summary.decidability):
         print(line)
     print(f"manifest: {summary.out / 'manifest.jsonl'}")

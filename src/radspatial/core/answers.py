@@ -10,12 +10,15 @@ A :class:`Grade` says how one reply was scored: the answer read from it (None wh
 the reading's ``status`` (``answer``: one value read; ``invalid``: a hedge, refusal or several
 values, scored wrong; ``undecided``: the rules found nothing they know, the judge may decide),
 whether it is ``correct`` (None: not graded) and who graded it (``source``: ``rules``, ``judge``
-or ``none``). Both are frozen records with ``to_json``/``from_json``.
+or ``none``); its ``metadata`` holds what else the grading knows: the options a uniform guess
+picks from (``options``), the judge's verdict (``judge``). Both are frozen records with
+``to_json``/``from_json``; a results row (``core.records.ResultRow``) holds one grade per frame.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from radspatial.core.datafiles import DataFileError
@@ -61,11 +64,28 @@ class Grade:
     reason: str = ""
     correct: bool | None = None  # None: not graded (undecided, no judge)
     source: str = "rules"  # rules | judge | none
+    # options (a uniform guess's choices), judge (the verdict), ...; not part of the hash
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def value(self) -> Value | None:
         """The value read (None where the reply gave none)."""
         return None if self.read is None else self.read.value
+
+    @property
+    def answered(self) -> bool:
+        """Whether the reply counts as an answer: graded right, or (graded wrong) one value was
+        read, or the judge's verdict was not "invalid". Metrics count the others as invalid."""
+        if self.correct:
+            return True
+        if self.source == "judge":
+            return (self.metadata.get("judge") or {}).get("verdict") != "invalid"
+        return self.status == "answer"
+
+    @property
+    def outcome(self) -> int | None:
+        """1 right, 0 wrong, None no answer (``answered``), as metrics count it."""
+        return (1 if self.correct else 0) if self.answered else None
 
     def graded(self, expected: Answer | None) -> Grade:
         """This reading compared with ``expected``: correct where one value was read (and equals
@@ -75,14 +95,16 @@ class Grade:
         return replace(self, correct=self.status == "answer" and self.read == expected)
 
     def to_json(self) -> dict[str, Any]:
+        """The grade as written (``metadata`` only where it holds something)."""
         read = None if self.read is None else self.read.to_json()
-        return {
+        out = {
             "read": read,
             "status": self.status,
             "reason": self.reason,
             "correct": self.correct,
             "source": self.source,
         }
+        return out | ({"metadata": dict(self.metadata)} if self.metadata else {})
 
     @classmethod
     def from_json(cls, data: Any, where: str = "grade") -> Grade:
@@ -94,11 +116,14 @@ class Grade:
         correct = data.get("correct")
         if correct is not None and not isinstance(correct, bool):
             raise DataFileError(f"{where}: a grade's 'correct' must be true, false or null")
-        read = data.get("read")
+        read, metadata = data.get("read"), data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise DataFileError(f"{where}: a grade's 'metadata' must be an object")
         return cls(
             None if read is None else Answer.from_json(read, f"{where}: read"),
             status,
             str(data.get("reason") or ""),
             correct,
             source,
+            metadata,
         )

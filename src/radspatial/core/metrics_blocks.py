@@ -67,24 +67,44 @@ class _Flat:
         return cls(**known)
 
 
+_PROPORTION: dict[str, tuple[type, ...]] = {
+    "n": _COUNT,
+    "accuracy": _NUM,
+    "ci_low": _NUM,
+    "ci_high": _NUM,
+}
+
+
 @dataclass(frozen=True)
-class RunScores(_Flat):
-    """One run's scores of a group (``per_run``: ``metrics.BinaryMetrics.to_json``)."""
+class Proportion(_Flat):
+    """A share of right answers: how many (``n``), the accuracy and its Wilson 95 % CI. The
+    blocks that report one extend it: a run's scores (``RunScores``), a subgroup's
+    (``Share``), an open type's frame (``metrics_open.Accuracy``)."""
 
     n: int | None = None
+    accuracy: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    _TYPES = _PROPORTION
+
+
+@dataclass(frozen=True)
+class RunScores(Proportion):
+    """One run's scores of a group (``per_run``: ``metrics.BinaryMetrics.to_json``)."""
+
     n_valid: int | None = None
     correct: int | None = None
-    accuracy: float | None = None
     f1: float | None = None  # None for open answers
     invalid_rate: float | None = None
     yes_rate: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # a plugin type's metric hook's
 
-    _TYPES = {"n": _COUNT, "n_valid": _COUNT, "correct": _COUNT} | {
-        k: _NUM for k in ("accuracy", "f1", "invalid_rate", "yes_rate", "ci_low", "ci_high")
-    }
+    _TYPES: ClassVar[dict[str, tuple[type, ...]]] = {
+        "n": _COUNT,
+        "n_valid": _COUNT,
+        "correct": _COUNT,
+    } | {k: _NUM for k in ("accuracy", "f1", "invalid_rate", "yes_rate", "ci_low", "ci_high")}
 
 
 _CLUSTER: dict[str, tuple[type, ...]] = {
@@ -207,16 +227,13 @@ class Agreement(_Flat):
 
 
 @dataclass(frozen=True)
-class Share(_Flat):
-    """Accuracy of a subgroup (``subgroups``; ``n``: answers) with its Wilson 95 % CI."""
+class Share(Proportion):
+    """Accuracy of a subgroup (``subgroups``; ``n``: answers) with its Wilson 95 % CI and the
+    invalid rate."""
 
-    n: int | None = None
-    accuracy: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
     invalid_rate: float | None = None
 
-    _TYPES = {"n": _COUNT} | {k: _NUM for k in ("accuracy", "ci_low", "ci_high", "invalid_rate")}
+    _TYPES = _PROPORTION | {"invalid_rate": _NUM}
 
 
 @dataclass(frozen=True)

@@ -9,20 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from radspatial.core.metrics_blocks import _COUNT, _NUM, _OBJ, _TEXT, _check, _Flat
+from radspatial.core.metrics_blocks import _COUNT, _NUM, _OBJ, _TEXT, Proportion, _check, _Flat
 
 
 @dataclass(frozen=True)
-class Accuracy(_Flat):
+class Accuracy(Proportion):
     """An open type's accuracy in one frame (``open``): answers, accuracy and its Wilson 95 %
     CI (``{"n": 0}`` without answers)."""
 
-    n: int = 0
-    accuracy: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    n: int = 0  # always written: 0 without answers
 
-    _TYPES = {"n": _COUNT, "accuracy": _NUM, "ci_low": _NUM, "ci_high": _NUM}
     _OPTIONAL = ("accuracy", "ci_low", "ci_high")
 
 

@@ -165,23 +165,25 @@ class Metrics:
         return cls(**values)
 
 
+def _nested(
+    obj: Mapping[str, Any], name: str, where: str, read: Callable[[Any, str], Any]
+) -> dict[str, Any]:
+    """Block ``name`` as a mapping of mappings of records (``frames``: setup -> axis -> frame
+    metrics; ``subgroups``: kind -> cell -> share), each record read by ``read``."""
+    return _mapping(
+        obj.get(name) or {}, f"{where}: {name}", lambda inner, w: _mapping(inner, w, read)
+    )
+
+
 def _blocks(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The blocks other than the group sections (each None or empty where absent)."""
     out: dict[str, Any] = {}
     types = obj.get("by_question_type") or {}
     out["by_question_type"] = _mapping(types, f"{where}: by_question_type", TypeGroup.from_json)
-    out["frames"] = _mapping(
-        obj.get("frames") or {},
-        f"{where}: frames",
-        lambda axes, w: _mapping(axes, w, FrameMetrics.from_json),
-    )
+    out["frames"] = _nested(obj, "frames", where, FrameMetrics.from_json)
     agree = obj.get("run_agreement") or {}
     out["run_agreement"] = _mapping(agree, f"{where}: run_agreement", Agreement.from_json)
-    out["subgroups"] = _mapping(
-        obj.get("subgroups") or {},
-        f"{where}: subgroups",
-        lambda cells, w: _mapping(cells, w, Share.from_json),
-    )
+    out["subgroups"] = _nested(obj, "subgroups", where, Share.from_json)
     out["mirp"] = obj.get("mirp") or {}
     if obj.get("open") is not None:
         out["open"] = _mapping(obj["open"], f"{where}: open", OpenTypeMetrics.from_json)

@@ -4,7 +4,8 @@
 ``ObjectRow``, its slice and source CT as ``SliceRow`` and ``SourceRow``); ``bench.dataset``
 writes them to ``manifest.jsonl`` and the MIRP files; ``eval.items`` reads them back into
 ``EvalItem``; ``eval.runner`` writes one ``ResultRow`` per item and run to ``results.jsonl``
-(open question types add an ``OpenGrade``), which the report and the MIRP export read back.
+(its expected ``Answer`` and one ``Grade`` per frame: ``core/row_grades.py``), which the report
+and the MIRP export read back.
 
 ``to_json`` gives exactly the keys and values written (files are written with sorted keys);
 ``from_json`` reads rows of every earlier version (``answer_canonical`` in a manifest and
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from radspatial.core.answers import YES_NO, Answer, Grade
 from radspatial.core.datafiles import (
     DataFileError,
     answers01,
@@ -29,9 +31,16 @@ from radspatial.core.datafiles import (
     check_reason,
     read_json_lines,
 )
-from radspatial.core.open_rows import OpenGrade, open_values
-
-__all__ = ["OpenGrade"]  # results rows' open part: core/open_rows.py
+from radspatial.core.row_grades import (
+    ADDED_KEYS,
+    FRAMES,
+    GRADE_KEYS,
+    column_grade,
+    frame_grade,
+    grade_keys,
+    graded_values,
+    written_kind,
+)
 
 Point = tuple[float, float]
 # the question type of a row that names none (rows written before there were other types);
@@ -283,14 +292,16 @@ def read_manifest(path: Path) -> list[tuple[str, ManifestRow]]:
 
 @dataclass(frozen=True)
 class ResultRow:
-    """One item in one run: a line of ``results.jsonl`` (docs/format.md)."""
+    """One item in one run: a line of ``results.jsonl`` (docs/format.md). Its expected answer
+    is an ``Answer`` (``answer``: ``kind`` and ``expected``) and its grade one ``Grade`` per
+    frame (``grades``; ``core/row_grades.py``)."""
 
     id: str
     run: int
     setup: str
     marker: str
     question: str
-    expected: int | str  # the answer in the shown image: 0/1, or an open type's word or number
+    expected: int | str  # the answer in the shown image: 0/1, or a word, a name or a number
     correct: bool
     question_type: str = RELPOS
     relation: str | None = None
@@ -311,55 +322,94 @@ class ResultRow:
     structures_asked: tuple[str, ...] = ()
     region: str | None = None
     modality: str | None = None
-    open: OpenGrade | None = None
     plane: str | None = None  # the item's plane; absent: axial
     group: str | None = None  # the item's consistency group and its twin; absent: none
     group_twin: str | None = None
     decidable: bool | None = None  # the image decides the item (absent: unknown, older rows)
+    kind: str = YES_NO  # the kind of the answers (core/answers.py)
+    # the image frame's grade where it says more than ``parsed`` and ``correct`` (how the reply
+    # was read, who graded, options, the judge's verdict); None: the rules' reading of them
+    reading: Grade | None = None
     # a row from before the frames had names: the frame metrics derive the anatomical answer
     legacy_frames: bool = field(default=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if self.reading is not None and bool(self.reading.correct) != self.correct:
+            raise ValueError(f"result row {self.id!r}: 'correct' differs from its grade's")
+
+    @property
+    def answer(self) -> Answer:
+        """The expected answer in the shown image."""
+        return Answer(self.kind, self.expected)
+
+    @property
+    def grade(self) -> Grade:
+        """The reply's grade in the shown image."""
+        if self.reading is not None:
+            return self.reading
+        return column_grade(self.kind, self.parsed, self.correct)
+
+    @property
+    def grades(self) -> dict[str, Grade]:
+        """Frame (``image``, ``standard``, ``anatomical``) -> the reply's grade in it, for the
+        frames the row has an answer in."""
+        out = {}
+        for expected, _, frame in FRAMES:
+            if (grade := self.grade_in(expected)) is not None:
+                out[frame] = grade
+        return out
+
+    def grade_in(self, target: str) -> Grade | None:
+        """The reply's grade against ``target`` (an ``expected*`` field), None where the row
+        has no answer in that frame."""
+        asked = getattr(self, target)
+        if asked is None:
+            return None
+        if target == "expected":
+            return self.grade
+        return frame_grade(self.grade, Answer(self.kind, asked), getattr(self, _CORRECT[target]))
+
     @property
     def answered(self) -> bool:
-        """Whether the reply counts as an answer: yes/no read as 0/1; an open reply graded right
-        or wrong (``outcome``). Metrics count the others as invalid."""
-        if self.open is None:
-            return self.parsed is not None
-        return self.open.answered(self.correct)
+        """Whether the reply counts as an answer (``Grade.answered``); metrics count the others
+        as invalid."""
+        return self.grade.answered
 
     @property
     def outcome(self) -> int | None:
         """1 right, 0 wrong, None no answer (``answered``), as metrics count the row."""
-        return (1 if self.correct else 0) if self.answered else None
+        return self.grade.outcome
 
-    def scored(self, target: str = "expected") -> tuple[Any, Any] | None:
-        """``(answer asked, answer read)`` as accuracy scores the row against ``target`` (an
-        ``expected*`` field), None where it is not scored in that frame: yes/no rows their 0/1
-        answers, open rows ``(1, outcome)`` in the shown image only (their other frames are in
-        the ``open`` metrics)."""
-        if self.open is not None:
-            return (1, self.outcome) if target == "expected" else None
+    def scored(self, target: str = "expected") -> tuple[int, int | None] | None:
+        """``(1, outcome)`` in the frame of ``target`` (an ``expected*`` field), as accuracy
+        counts the row; None where the row has no answer in that frame."""
+        grade = self.grade_in(target)
+        return None if grade is None else (1, grade.outcome)
+
+    def said(self, target: str = "expected") -> tuple[Any, Any] | None:
+        """``(answer asked, answer read)`` in the frame of ``target``, None where the row has no
+        answer in it (what the yes/no rates count)."""
         asked = getattr(self, target)
         return None if asked is None else (asked, self.parsed)
 
     def to_json(self) -> dict[str, Any]:
-        """The row as written (yes/no rows: the keys and order they always had; open rows add
-        ``options`` before the subgroup fields and ``grade`` and ``judge`` after them)."""
+        """The row as written: the columns in the order they always had (a row with a
+        ``reading`` adds ``options`` before the subgroup fields and ``grade`` and ``judge``
+        after them), then ``expected_answer`` and ``grades``."""
         head: tuple[str, ...] = ("id", "run", "setup", "marker", "question", "question_type")
         head += ("relation", "transform", "variant", "pair", "expected", "expected_standard")
         scores = ("parsed", "parsed_mirp", "correct", "correct_standard", "correct_anatomical")
         groups: list[tuple[str, ...]] = [head + ("expected_anatomical",)]
-        grade = self.open.to_json() if self.open else {}
+        extra = grade_keys(self.reading) if self.reading is not None else {}
         groups += [("image", "prompt", "reply"), scores + ("latency_s", "error")]
-        if grade.get("options"):
-            groups.append(("options",))
+        groups += [k for k in [("options",)] if k[0] in extra]
         groups.append(("structures_asked", "region", "modality"))
-        groups += [("grade",)] if grade else []
-        if grade.get("judge") is not None:
-            groups.append(("judge",))
-        groups += [tuple(k for k in _PLANE_GROUP if getattr(self, k) is not None)]
-        own = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "open"}
-        values = own | grade
+        groups += [(k,) for k in ("grade", "judge") if k in extra]
+        groups += [tuple(k for k in _PLANE_GROUP if getattr(self, k) is not None), ADDED_KEYS]
+        own = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name in _COLUMNS}
+        extra["expected_answer"] = self.answer.to_json()
+        extra["grades"] = {frame: g.to_json() for frame, g in self.grades.items()}
+        values = own | extra
         return {key: values[key] for group in groups for key in group}
 
     @classmethod
@@ -372,11 +422,12 @@ class ResultRow:
         check_fields(row, where, required | {"correct": _BOOL}, optional)
         check_names(row, where, _NAMED, ids=("id",))
         _check_setup(row, where)
-        if "grade" in row or "answer_expected" in row:  # an open type's row
-            return cls(**open_values(_known(cls, row), row, where))
+        own = {k: v for k, v in _known(cls, row).items() if k in _COLUMNS}
+        if "grade" in row or "answer_expected" in row:  # its grade says more than its columns
+            return cls(**graded_values(own, row, where))
         frames = ("expected_standard", "expected_anatomical", "parsed", "parsed_mirp")
-        values = _known(cls, row) | answers01(row, where, ("expected",), frames)
-        values.pop("open", None)
+        values = own | answers01(row, where, ("expected",), frames)
+        values["kind"] = written_kind(row, where, YES_NO)
         if "expected_standard" not in row and "expected_canonical" in row:
             old = answers01(row, where, (), ("expected_canonical",))  # runs before named frames
             values["expected_standard"] = old.get("expected_canonical")
@@ -387,6 +438,10 @@ class ResultRow:
 
 # written only when set (older rows: never)
 _PLANE_GROUP = ("plane", "group", "group_twin", "decidable")
+# the fields written as they are (the others: ``expected_answer``, ``grades``, ``grade``)
+_RECORD_ONLY = ("kind", "reading", "legacy_frames")
+_COLUMNS = frozenset(f.name for f in fields(ResultRow)) - set(_RECORD_ONLY)
+_CORRECT = {expected: correct for expected, correct, _ in FRAMES}
 
 
 def read_results(path: Path) -> list[ResultRow]:
@@ -399,8 +454,8 @@ def read_results(path: Path) -> list[ResultRow]:
 # the fields each file's rows may carry, in the order written (docs/format.md documents each)
 MANIFEST_FIELDS = tuple(f.name for f in fields(ManifestRow) if f.name != "legacy_frames")
 OBJECT_FIELDS = tuple(f.name for f in fields(ObjectRow))
-RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name not in ("open", "legacy_frames"))
-OPEN_RESULT_FIELDS = ("grade", "options", "judge")  # what OpenGrade.to_json adds
+RESULT_FIELDS = tuple(f.name for f in fields(ResultRow) if f.name not in _RECORD_ONLY) + ADDED_KEYS
+GRADED_RESULT_FIELDS = GRADE_KEYS  # what a row whose grade says more than its columns adds
 
 
 def error_count(metrics: Mapping[str, Any]) -> int:

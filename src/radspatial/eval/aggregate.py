@@ -33,9 +33,9 @@ from radspatial.eval.metric_hooks import METRIC_HOOKS, per_run, rounded
 from radspatial.eval.mirp import mirp_block
 from radspatial.eval.rq1_plain import plain_rq1
 from radspatial.eval.subgroups import subgroup_metrics
-from radspatial.grading.summary import open_metrics
+from radspatial.grading.summary import answers_label, open_metrics
 from radspatial.imaging.planes import DEFAULT_PLANE
-from radspatial.questions import QUESTION_TYPES, chance_levels, get_question_type, is_mirp_type
+from radspatial.questions import chance_levels, is_mirp_type, metric_hooks_of
 from radspatial.questions.frames import AXES, anatomical_from_standard
 
 
@@ -57,7 +57,6 @@ def group_metrics(
     acc_mean, acc_std = mean_std([m.accuracy for m in runs_scored])
     correct_total, n_total = sum(m.correct for m in runs_scored), sum(m.n for m in runs_scored)
     lo, hi = wilson_interval(correct_total, n_total)
-    n_open = sum(r.open is not None for r in rows)
     run_values: dict[int, dict[str, Any]] = {
         run: {k: m.to_json()[k] for k in _RUN_FIELDS} for run, m in by_run.items()
     }
@@ -72,8 +71,8 @@ def group_metrics(
         **clustered_fields(rows, target),
         "invalid_rate": rounded(sum(m.invalid_rate for m in runs_scored) / len(runs_scored)),
     }
-    if n_open:
-        out["answers"] = "open" if n_open == len(rows) else "mixed"
+    if label := answers_label(rows):
+        out["answers"] = label
     for name, sub in _hook_rows(rows).items():
         added = METRIC_HOOKS.get(name)(sub, runs, target)
         out.update(added.group)
@@ -88,19 +87,15 @@ _RUN_FIELDS = ("n", "n_valid", "correct", "accuracy", "invalid_rate", "ci_low", 
 
 
 def _hook_rows(rows: Sequence[ResultRow]) -> dict[str, list[ResultRow]]:
-    """Hook name -> the rows whose question type names it (``QuestionType.metric_hooks``; a
-    type no longer registered: the yes/no default for its yes/no rows)."""
-    hooks: dict[str, tuple[str, ...]] = {}
+    """Hook name -> the rows whose question type names it (``questions.metric_hooks_of``: a
+    type no longer registered takes the default of its rows' answer kind)."""
+    hooks: dict[tuple[str, str], tuple[str, ...]] = {}
     out: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
-        if r.question_type not in hooks:
-            known = r.question_type in QUESTION_TYPES
-            hooks[r.question_type] = (
-                get_question_type(r.question_type).metric_hooks()
-                if known
-                else (() if r.open is not None else ("yes_no",))
-            )
-        for name in hooks[r.question_type]:
+        key = (r.question_type, r.kind)
+        if key not in hooks:
+            hooks[key] = metric_hooks_of(*key)
+        for name in hooks[key]:
             out[name].append(r)
     return out
 
@@ -253,7 +248,7 @@ def compute_metrics(
         run_agreement=run_agreement(typed, runs),
         mirp=mirp_block(axial, runs),
         subgroups=subgroup_metrics(typed),
-        open=open_metrics(typed) if any(r.open is not None for r in typed) else None,
+        open=open_metrics(typed) or None,
         **_plane_and_group_metrics(typed, model, runs, by_plane),
     )
 

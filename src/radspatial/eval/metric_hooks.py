@@ -55,12 +55,18 @@ def rounded(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, 6)
 
 
-def per_run(rows: Sequence[ResultRow], runs: int, target: str) -> dict[int, BinaryMetrics]:
-    """Run index -> binary metrics of its rows scored against ``target`` (``ResultRow.scored``;
-    runs without any left out)."""
+Pair = Callable[[ResultRow, str], "tuple[Any, Any] | None"]
+
+
+def per_run(
+    rows: Sequence[ResultRow], runs: int, target: str, pair: Pair = ResultRow.scored
+) -> dict[int, BinaryMetrics]:
+    """Run index -> binary metrics of its rows against ``target``, each row as ``pair`` gives
+    it (``ResultRow.scored``: ``(1, outcome)``, what accuracy counts; ``ResultRow.said``: the
+    answers asked and read, what the yes/no rates count); runs without any left out."""
     out = {}
     for run in range(runs):
-        pairs = [s for r in rows if r.run == run and (s := r.scored(target)) is not None]
+        pairs = [s for r in rows if r.run == run and (s := pair(r, target)) is not None]
         if pairs:
             out[run] = binary_metrics([e for e, _ in pairs], [p for _, p in pairs])
     return out
@@ -70,7 +76,7 @@ def per_run(rows: Sequence[ResultRow], runs: int, target: str) -> dict[int, Bina
 def yes_no_rates(rows: Sequence[ResultRow], runs: int, target: str) -> HookMetrics:
     """F1 of "yes" (mean and std over runs) and the yes rate (mean over runs of the valid
     answers' share of "yes") of yes/no answers."""
-    by_run = per_run(rows, runs, target)
+    by_run = per_run(rows, runs, target, ResultRow.said)
     binary = list(by_run.values())
     f1_mean, f1_std = mean_std([m.f1 for m in binary]) if binary else (math.nan, math.nan)
     yes = [m.yes_rate for m in binary if not math.isnan(m.yes_rate)]

@@ -381,11 +381,10 @@ def _write_results(
     from radspatial.core.metrics_blocks import Usage
     from radspatial.core.metrics_open import JudgeSummary
     from radspatial.eval.aggregate import compute_metrics
+    from radspatial.grading.judge import apply_judge, needs_judge
 
     judge = None
-    if config.judge and any(r.open is not None for r in rows):  # open rows
-        from radspatial.grading.judge import apply_judge
-
+    if config.judge and needs_judge(rows):
         rows, judge = apply_judge(
             rows, out, config.judge, judge_all=config.judge_all, concurrency=config.concurrency
         )

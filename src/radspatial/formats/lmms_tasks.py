@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.answers import YES_NO
 from radspatial.core.records import ManifestRow, ResultRow
 from radspatial.eval.items import EvalItem, manifest_item
-from radspatial.questions import answer_kind
+from radspatial.questions import answer_kind, metric_hooks_of
 
 TASK_FILE = "radspatial_task.json"  # protocol, version pin, MIRP examples
 FAILED = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]")  # lmms-eval's failed calls
@@ -44,12 +43,14 @@ FRAME_METRICS = {
 OTHER_METRICS = ("f1", "invalid_rate")
 ROW_METRIC = "accuracy"  # its logged value is the whole row (lmms_import reads it)
 # what the aggregations read of a row (the other metrics log only these)
-KINDS = (YES_NO,)  # the answer kinds a task scores (core/answers.py): its metrics are yes/no's
+TASK_HOOKS = ("yes_no",)  # the metric hooks (eval/metric_hooks) a task's F1 comes from
 
 
 def scored_here(question_type: str | None) -> bool:
-    """Whether an lmms-eval task holds questions of this type (its answers are of ``KINDS``)."""
-    return answer_kind(question_type) in KINDS
+    """Whether an lmms-eval task holds questions of this type: the type declares the metrics a
+    task reports (``TASK_HOOKS`` among its ``metric_hooks``: F1 and the yes rate)."""
+    hooks = metric_hooks_of(question_type or "", answer_kind(question_type))
+    return set(TASK_HOOKS) <= set(hooks)
 
 
 SCORE_FIELDS = ("id", "run", "setup", "marker", "error", "parsed", *FRAME_METRICS.values())
@@ -112,9 +113,15 @@ def _score(
     from radspatial.eval.aggregate import group_metrics
 
     rows = [r for r in rows if not r.get("error") and (marker is None or r["marker"] == marker)]
-    # a logged row holds the scored fields (SCORE_FIELDS) of a yes/no result row
+    # a logged row holds the scored fields (SCORE_FIELDS) of a yes/no result row; its grade is
+    # the reading of ``parsed`` (the other frames: compared with their answers)
     typed = [
-        ResultRow(question="", correct=False, **{k: r.get(k) for k in SCORE_FIELDS}) for r in rows
+        ResultRow(
+            question="",
+            correct=r.get("parsed") == r.get("expected"),
+            **{k: r.get(k) for k in SCORE_FIELDS},
+        )
+        for r in rows
     ]
     got = getattr(group_metrics(typed, 1, target=target), value)
     return float("nan") if got is None else float(got)

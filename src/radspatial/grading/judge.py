@@ -23,11 +23,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from radspatial.core.answers import Grade
 from radspatial.core.datafiles import DataFileError
 from radspatial.core.io import atomic_write_json, jsonl_line, open_append, read_call_log
-from radspatial.core.records import OpenGrade, ResultRow
+from radspatial.core.records import ResultRow
 from radspatial.core.redact import redact, redact_json
 from radspatial.grading.normalize import normalize, rule_grade
+from radspatial.grading.rows import is_open_row
 from radspatial.grading.verdict import parse_verdict
 from radspatial.models.base import Decoding, Reply, Request, create_backend
 from radspatial.questions import get_question_type
@@ -171,8 +173,9 @@ def apply_judge(
     """Judge the open rows the rules left undecided (all open rows with ``judge_all``); return
     the rows in their order (judged ones take the judge's grade: ``correct`` and the grade's
     ``source`` = ``judge``; the rules' reading stays in ``parsed`` and the grade's ``status``;
-    the verdict in ``OpenGrade.judge``) and the judge summary written to ``out/judge.json``."""
-    open_rows = [i for i, r in enumerate(rows) if r.open is not None and not r.error]
+    the verdict in the grade's ``metadata["judge"]``) and the judge summary written to
+    ``out/judge.json``."""
+    open_rows = [i for i, r in enumerate(rows) if is_open_row(r) and not r.error]
     chosen = [i for i in open_rows if judge_all or _grade(rows[i]).status == "undecided"]
     cases = [
         _case(rows[i].question, rows[i].expected, rows[i].reply or "", rows[i].question_type)
@@ -222,10 +225,26 @@ def _case(question: str, expected: Any, reply: str, qtype: str) -> dict[str, Any
     return {"question": question, "expected": expected, "reply": reply, "qtype": qtype}
 
 
-def _grade(row: ResultRow) -> OpenGrade:
-    if row.open is None:
+def needs_judge(rows: Sequence[ResultRow]) -> bool:
+    """Whether some rows' answers are words, names or numbers (what the judge grades)."""
+    return any(is_open_row(r) for r in rows)
+
+
+def _grade(row: ResultRow) -> Grade:
+    if not is_open_row(row):
         raise ValueError(f"result row {row.id!r} (run {row.run}) is not an open row")
-    return row.open
+    return row.grade
+
+
+def _judged(row: ResultRow, verdict: dict[str, Any], correct: bool | None = None) -> ResultRow:
+    """``row`` with the judge's ``verdict`` in its grade's metadata; ``correct`` (where the
+    judge decided): the judge's grade."""
+    grade = _grade(row)
+    metadata = {**grade.metadata, "judge": verdict}
+    if correct is None:
+        return replace(row, reading=replace(grade, metadata=metadata))
+    taken = replace(grade, correct=correct, source="judge", metadata=metadata)
+    return replace(row, correct=correct, reading=taken)
 
 
 def _take_verdicts(
@@ -242,16 +261,14 @@ def _take_verdicts(
         if rec is None or not rec.get("understood"):
             n_failed += 1
             failed = {"verdict": None, "reply": rec.get("reply") if rec else None}
-            judged.append(replace(row, open=replace(grade, judge=failed)))
+            judged.append(_judged(row, failed))
             continue
         verdict = rec["grade"]
         if grade.status != "undecided":
             pairs[0].append(_label(row.outcome))
             pairs[1].append(_label(verdict))
         taken = {"verdict": _label(verdict), "key": case["key"]}
-        judged.append(
-            replace(row, correct=verdict == 1, open=replace(grade, source="judge", judge=taken))
-        )
+        judged.append(_judged(row, taken, verdict == 1))
     return judged, n_failed
 
 

@@ -95,7 +95,7 @@ def fold_review(
                         "run": m["run"],
                         "automatic": auto,
                         "reviewed": m["mark"],
-                        "grade_source": "rules" if row.open is None else row.open.source,
+                        "grade_source": row.grade.source,
                         "reply": row.reply,
                         **{k: m[k] for k in ("reviewer", "note") if k in m},
                     }
@@ -138,7 +138,7 @@ def judge_vs_review(judged: list[tuple[ResultRow, str]]) -> dict[str, Any]:
     type and ``all`` (empty when the judge graded none of them)."""
     by_type: dict[str, list[tuple[str, str]]] = {}
     for row, mark in judged:
-        verdict = ((row.open.judge if row.open is not None else None) or {}).get("verdict")
+        verdict = (row.grade.metadata.get("judge") or {}).get("verdict")
         if verdict not in ("correct", "incorrect", "invalid"):
             continue  # not judged, or the judge's call failed
         by_type.setdefault(str(row.question_type), []).append((verdict, mark))

@@ -196,6 +196,13 @@ class QuestionType(Guesses, ABC):
         else:
             counts["yes"] += answer
 
+    def tally_decidable(self, counts: dict[str, Any], answer: Any) -> None:
+        """dataset.json's count of a decidable item's answer (``decidability``): yes/no types
+        count their yeses (``decidable_yes``: is the decidable subset still balanced?), open
+        types nothing."""
+        if not self.open_answer:
+            counts["decidable_yes"] = counts.get("decidable_yes", 0) + int(answer)
+
     @abstractmethod
     def choose_variant(self, target: int, default: str, rng: np.random.Generator) -> str:
         """The rotation/flip variant to show (most types keep the pair's ``default``)."""
@@ -276,7 +283,7 @@ class QuestionType(Guesses, ABC):
         """The metrics its rows add to a group beside accuracy: names of ``eval/metric_hooks``'
         hooks (default: ``yes_no``, F1 and the yes rate, for a yes/no type; none for an open
         one). A plugin type adds its own by registering a hook and naming it here."""
-        return () if self.open_answer else ("yes_no",)
+        return default_metric_hooks(self.answer_kind)
 
 
 TypeDefaults = QuestionType  # the name older plugins derive from (the optional members)
@@ -354,6 +361,34 @@ def answer_kind(question_type: str | None) -> str:
     if question_type is None or question_type not in QUESTION_TYPES:
         return YES_NO
     return QUESTION_TYPES.get(question_type).answer_kind
+
+
+def tally_text(counts: Mapping[str, Any]) -> str:
+    """dataset.json's count of one group of questions (``QuestionType.tally``) as generate
+    prints it: "30 questions, 15 yes / 15 no (+42 open)", or an open type's spread of answers
+    ("12 questions, 1: 4, 2: 4, 3: 4")."""
+    classes: Mapping[str, int] = counts.get("classes") or {}
+    if classes and not counts["yes"]:
+        spread = ", ".join(f"{k}: {v}" for k, v in sorted(classes.items())[:6])
+        return f"{counts['n']:>5} questions, {spread}{' ...' if len(classes) > 6 else ''}"
+    n_open = sum(classes.values())
+    tail = f" (+{n_open} open)" if n_open else ""
+    yes, no = counts["yes"], counts["n"] - n_open - counts["yes"]
+    return f"{counts['n']:>5} questions, {yes} yes / {no} no{tail}"
+
+
+def default_metric_hooks(kind: str) -> tuple[str, ...]:
+    """The metric hooks of answers of ``kind`` (``eval/metric_hooks``): F1 and the yes rate
+    (``yes_no``) for yes/no, none for the others."""
+    return ("yes_no",) if kind == YES_NO else ()
+
+
+def metric_hooks_of(question_type: str, kind: str) -> tuple[str, ...]:
+    """The metric hooks of a row of ``question_type`` whose answers are of ``kind``: its type's
+    (``QuestionType.metric_hooks``), or for a name no type claims the default of ``kind``."""
+    if question_type in QUESTION_TYPES:
+        return QUESTION_TYPES.get(question_type).metric_hooks()
+    return default_metric_hooks(kind)
 
 
 def mirp_type_names() -> frozenset[str]:

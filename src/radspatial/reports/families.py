@@ -24,6 +24,8 @@ FAMILIES = {
     "open": "Open questions (a word or a number)",
     "other": "Other question types",
 }
+# a family whose answers the tables label by the family (the others: by the chance level)
+FAMILY_ANSWERS = {"open": "open"}
 
 
 def family_of(name: str) -> str:
@@ -47,10 +49,10 @@ def split_families(types: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 def answer_kind(name: str, chance: float | None) -> str:
-    """What an answer to ``name`` is: open (a word or a number: the open family), yes/no, or
-    one of k options (k from its chance level, 1/k)."""
-    if family_of(name) == "open":
-        return "open"
+    """What an answer to ``name`` is: its family's label (``FAMILY_ANSWERS``: "open", a word or
+    a number), else yes/no or one of k options (k from its chance level, 1/k)."""
+    if label := FAMILY_ANSWERS.get(family_of(name)):
+        return label
     if chance is None or chance >= 0.5:
         return "yes/no" if chance else DASH
     return f"1 of {round(1 / chance)}"

@@ -28,6 +28,7 @@ from typing import Any
 from radspatial.core.io import place_file
 from radspatial.core.records import ResultRow, read_results
 from radspatial.core.safepath import linkable
+from radspatial.grading.rows import answer_text
 
 MAX_REPLY_CHARS = 20_000  # per reply shown: 500 one-MB replies must not make a 500 MB page
 MAX_ITEMS = 3000  # gallery cap: beyond it, a spread over setup/marker/question type is shown
@@ -38,7 +39,6 @@ FILTERS = (  # data attribute, label
     ("variant", "Variant"),
     ("transform", "View (rotation/flip)"),
 )
-_YES_NO = {1: "yes", 0: "no", None: "–"}
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:0 16px;color:#222}
 h1,h2,h3{font-weight:600}table{border-collapse:collapse;margin:8px 0 16px;font-size:12px}
@@ -192,8 +192,8 @@ def gallery_items(
         for row in _rows(Path(run_dir)):
             item = items.setdefault(row.id, {"row": row, "models": {}, "root": root})
             model = item["models"].setdefault(label, {"runs": {}})
-            read = row.parsed if row.open is not None else None
-            model["runs"][row.run] = (row.parsed, row.correct, row.error, read)
+            said = answer_text(row.kind, row.parsed)
+            model["runs"][row.run] = (row.parsed, row.correct, row.error, said)
             if row.run == 0 or "reply" not in model:
                 model.update(reply=row.reply, error=row.error)
     return [items[k] for k in sorted(items, key=lambda k: (_setup_rank(items[k]["row"]), k))]
@@ -238,27 +238,20 @@ def _image_src(image: str | None, out: Path, root: Path | None) -> str | None:
     return rel
 
 
-def _answer(v: Any) -> str:
-    return _YES_NO.get(v, "–")
-
-
 def _expected_line(r: ResultRow) -> str:
-    """The expected answer in the three frames: yes/no, or the open answer's words."""
+    """The expected answer in the three frames: yes/no, or the answer's words or number."""
     frames = [r.expected, r.expected_standard, r.expected_anatomical]
-    if r.open is not None:  # open question: the answer's text or number per frame
-        a, b, c = (html.escape("–" if v is None else str(v)) for v in frames)
-    else:
-        a, b, c = (_answer(v) for v in frames)
+    a, b, c = (html.escape(answer_text(r.kind, v)) for v in frames)
     return f"expected: image <b>{a}</b> · standard view <b>{b}</b> · anatomical <b>{c}</b>"
 
 
-def _run_mark(run: tuple[Any, Any, Any, Any], *, open_item: bool) -> str:
-    """One run's answer as the model gave it (yes/no, or an open answer's word or number; "–"
-    when none could be read) and, apart from it, ✓ right or ✗ wrong; E a failed call."""
-    parsed, ok, err, read = run
+def _run_mark(run: tuple[Any, Any, Any, str]) -> str:
+    """One run's answer as the model gave it (yes/no, or the word or number; "–" when none
+    could be read: ``grading.rows.answer_text``) and, apart from it, ✓ right or ✗ wrong; E a
+    failed call."""
+    _, ok, err, said = run
     if err:
         return '<span class="none">E</span>'
-    said = ("–" if read is None else str(read)) if open_item else _answer(parsed)
     cls, mark = ("ok", "✓") if ok else ("bad", "✗")
     return f'<span class="{cls}">{html.escape(said)}<span class="mk">{mark}</span></span>'
 
@@ -289,7 +282,7 @@ def _card(item: dict[str, Any], labels: Sequence[str], out: Path) -> tuple[str, 
             replies.append(f'<div class="reply"><b>{esc(label)}</b>: not evaluated</div>')
             continue
         runs = [m["runs"][k] for k in sorted(m["runs"])]
-        marks = [_run_mark(run, open_item=r.open is not None) for run in runs]
+        marks = [_run_mark(run) for run in runs]
         p0 = m["runs"].get(0, runs[0])
         answers.add(p0[0] if not p0[2] else "error")
         wrong = wrong or (not p0[2] and not p0[1])
