@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from radspatial.core.records import ManifestRow
 from radspatial.core.rules import QuestionRules
 from radspatial.questions import QuestionSpec, SliceFacts, get_question_type
 from radspatial.questions.decidability import (
@@ -26,6 +25,7 @@ from radspatial.questions.decidability import (
     parse_landmarks,
     partner_name,
 )
+from radspatial.questions.manifest import ManifestRow
 from radspatial.questions.records import Candidate
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

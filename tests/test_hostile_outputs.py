@@ -52,10 +52,10 @@ def _copy(base: Base, tmp: Path) -> tuple[Path, Path]:
 def _logged_rows(ds: Path, reply: str = "Yes") -> list[dict]:
     """The rows the exported task's hooks log for ``reply`` to every item (protocol ours)."""
     from radspatial.core.datafiles import read_json_lines
-    from radspatial.core.records import ManifestRow
     from radspatial.eval.items import manifest_item
     from radspatial.eval.prompts import MIRP
     from radspatial.eval.results import result_row
+    from radspatial.questions.manifest import ManifestRow
 
     rows = []
     for where, raw in read_json_lines(ds / "manifest.jsonl"):

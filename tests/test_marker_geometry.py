@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 
 from radspatial.bench.generate import GenerateConfig
-from radspatial.core.records import ManifestRow
 from radspatial.imaging.marker_measure import measure_box, measure_dot
 from radspatial.imaging.markers import DOT_COLORS
+from radspatial.questions.manifest import ManifestRow
 
 MIRP = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mirp_sample"
 TOL = 2

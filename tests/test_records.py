@@ -13,22 +13,19 @@ import pytest
 from radspatial.bench.config import GenerateConfig
 from radspatial.bench.dataset import build_dataset
 from radspatial.core.datafiles import DataFileError
-from radspatial.core.records import (
-    GRADED_RESULT_FIELDS,
-    MANIFEST_FIELDS,
-    OBJECT_FIELDS,
-    RESULT_FIELDS,
-    ManifestRow,
-    ResultRow,
-    SliceRow,
-    SourceRow,
-    read_manifest,
-    read_results,
-)
+from radspatial.core.records import GRADED_RESULT_FIELDS, RESULT_FIELDS, ResultRow, read_results
 from radspatial.core.runtime import bundled_example
 from radspatial.eval.runner import EvalConfig, run_eval
 from radspatial.imaging.volumes import Case
 from radspatial.questions import list_question_types
+from radspatial.questions.manifest import (
+    MANIFEST_FIELDS,
+    OBJECT_FIELDS,
+    ManifestRow,
+    SliceRow,
+    SourceRow,
+    read_manifest,
+)
 
 FORMAT_DOC = Path(__file__).resolve().parents[1] / "docs" / "format.md"
 

@@ -22,10 +22,10 @@ from radspatial.bench.generate import (
 )
 from radspatial.core.modality import DEFAULT_MODALITY, check_hounsfield
 from radspatial.core.progress import step
-from radspatial.core.records import ManifestRow
 from radspatial.imaging.planes import DEFAULT_PLANE, reformat, slice_position_mm
 from radspatial.imaging.volumes import Case, Volume, load_case
 from radspatial.questions.decidability import reading_of
+from radspatial.questions.manifest import ManifestRow
 
 
 def generate_case(case: Case, config: GenerateConfig, stage: Path) -> CaseOutput:

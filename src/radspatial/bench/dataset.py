@@ -36,7 +36,6 @@ from radspatial.core.io import atomic_write_json, atomic_write_jsonl
 from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import recorded_modality
 from radspatial.core.progress import Progress, steps_to
-from radspatial.core.records import ManifestRow, ObjectRow
 from radspatial.core.runtime import keyed_rng, software_versions
 from radspatial.core.safepath import check_disjoint
 from radspatial.core.staging import check_made_by, check_out_folder, swap_in
@@ -44,6 +43,7 @@ from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.imaging.volumes import Case, InputError
 from radspatial.questions import get_question_type
 from radspatial.questions.decidability import MARKERS_ONLY
+from radspatial.questions.manifest import ManifestRow, ObjectRow
 
 FORMAT = "radspatial-dataset"
 FORMAT_VERSION = 1

@@ -29,7 +29,6 @@ from radspatial.bench.plans import (
 )
 from radspatial.core.labels import display_name
 from radspatial.core.modality import recorded_modality
-from radspatial.core.records import ManifestRow, ObjectRow, SliceRow, SourceRow
 from radspatial.core.runtime import keyed_rng
 from radspatial.imaging.markers import (
     DOT_ORDER,
@@ -58,6 +57,7 @@ from radspatial.questions import (
     get_question_type,
 )
 from radspatial.questions.decidability import Decidability
+from radspatial.questions.manifest import ManifestRow, ObjectRow, SliceRow, SourceRow
 
 
 def plan_case(vol: Volume, config: GenerateConfig, plane: str = DEFAULT_PLANE) -> list[SlicePlan]:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TextIO
 
 from radspatial.core.datafiles import DataFileError, check_fields, read_json
-from radspatial.core.records import ManifestRow
 from radspatial.imaging.markers import marker_style
 from radspatial.questions import is_mirp_type
+from radspatial.questions.manifest import ManifestRow
 
 SETUP_DIRS = {"rq1": "RQ1", "rq2": "RQ2", "rq3": "RQ3", "as": "AS"}
 # MIRP's file name, typo included: its anatomy script and download use exactly this name

@@ -3,7 +3,7 @@ names the file, the line or entry, and what is wrong.
 
 - ``manifest.jsonl`` (written atomically by ``radspatial generate``): every line must be a JSON
   object (``read_json_lines``; a torn or garbage line anywhere is refused, never skipped) with
-  the fields of a ``core.records.ManifestRow`` (checked by ``check_fields``; its answers by
+  the fields of a ``questions.manifest.ManifestRow`` (checked by ``check_fields``; its answers by
   the question type, ``questions.check_answer``).
 - other JSON side files (``dataset.json``, MIRP's centres file): valid JSON of the right shape.
 
@@ -225,7 +225,7 @@ def check_reason(reason: object, where: str) -> None:
 def read_json_lines(path: Path) -> list[tuple[str, dict]]:
     """``(where, row)`` per JSON object line of a file written whole (``manifest.jsonl``): a torn
     or garbage line anywhere is refused; ``where`` is ``"<path>: line <n>"``. The row's fields
-    are checked by its record (``core.records.ManifestRow.from_json``)."""
+    are checked by its record (``questions.manifest.ManifestRow.from_json``)."""
     path = Path(path)
     text = read_text_bounded(path, max_jsonl_bytes())
     return list(json_objects(path, text, "row"))

@@ -23,7 +23,7 @@ from radspatial.core.datafiles import DataFileError, check_reason, check_unique_
 from radspatial.core.eval_item import EvalItem
 from radspatial.core.labels import normalize_name
 from radspatial.core.modality import DEFAULT_MODALITY, modality_of
-from radspatial.core.records import DEFAULT_TYPE, RELPOS, ManifestRow, read_manifest
+from radspatial.core.records import DEFAULT_TYPE, RELPOS
 from radspatial.core.safepath import PathEscapeError, inside
 from radspatial.questions import check_answer
 from radspatial.questions.frames import (
@@ -32,6 +32,7 @@ from radspatial.questions.frames import (
     relation_holds,
     worded_relation,
 )
+from radspatial.questions.manifest import ManifestRow, read_manifest
 
 MIRP_SETUPS = {folder: setup for setup, folder in SETUP_DIRS.items()}
 

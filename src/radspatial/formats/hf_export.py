@@ -31,9 +31,9 @@ from typing import Any
 from radspatial.core.datafiles import DataFileError, read_json, read_json_lines
 from radspatial.core.jobspec import ParamError
 from radspatial.core.modality import modality_of
-from radspatial.core.records import ManifestRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import md_code, md_text
+from radspatial.questions.manifest import ManifestRow
 
 SPLIT = "test"  # a benchmark: every question is for evaluation
 IMAGE_COLUMNS = ("image", "mask")

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from radspatial.core.datafiles import DataFileError, read_json_lines
-from radspatial.core.records import ManifestRow, ResultRow
+from radspatial.core.records import ResultRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.formats.imported_run import ImportedRun, write_imported_run
 from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
+from radspatial.questions.manifest import ManifestRow
 
 if TYPE_CHECKING:
     from radspatial.eval.usage import Price

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from radspatial import __version__
-from radspatial.core.records import ManifestRow, ResultRow
+from radspatial.core.records import ResultRow
 from radspatial.eval.items import EvalItem, manifest_item
 from radspatial.questions import answer_kind, metric_hooks_of
+from radspatial.questions.manifest import ManifestRow
 
 TASK_FILE = "radspatial_task.json"  # protocol, version pin, MIRP examples
 FAILED = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]")  # lmms-eval's failed calls

@@ -27,8 +27,9 @@ from typing import Any
 from radspatial.bench.mirp import MIRP_CENTRES, class_name
 from radspatial.core.datafiles import read_bytes_bounded, read_json
 from radspatial.core.io import atomic_write_bytes, dumps
-from radspatial.core.records import RELPOS, ResultRow, read_manifest, read_results
+from radspatial.core.records import RELPOS, ResultRow, read_results
 from radspatial.core.safepath import inside, recorded_root
+from radspatial.questions.manifest import read_manifest
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ import numpy as np
 
 from radspatial.core.datafiles import read_json
 from radspatial.core.errors import InputError
-from radspatial.core.records import ManifestRow, ObjectRow, read_manifest, read_results
+from radspatial.core.records import read_results
 from radspatial.imaging.planes import DEFAULT_PLANE
 from radspatial.probes.vlm_fit import READOUTS, SEEDS, FitOptions, ProbeItem, n_folds
+from radspatial.questions.manifest import ManifestRow, ObjectRow, read_manifest
 
 KIND = "radspatial-probe-vlm"
 FEATURES = "features.npz"  # the stages' features, reused by a rerun that would read the same

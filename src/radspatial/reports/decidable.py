@@ -17,9 +17,9 @@ from typing import Any
 
 from radspatial.core.io import atomic_write_bytes
 from radspatial.core.metrics_blocks import GroupMetrics
-from radspatial.core.records import ManifestRow, read_manifest
 from radspatial.core.safepath import recorded_root
 from radspatial.core.textsafe import md_table
+from radspatial.questions.manifest import ManifestRow, read_manifest
 
 FIGURE = "decidable_by_level.png"
 BIN_MM = 30.0  # slice positions binned into 3 cm of body length
