@@ -172,6 +172,18 @@ def test_vessels_on_the_wrong_sides_or_disagreeing_fix_nothing():
     assert _sides(ids, body, 0)[1:] == (None, ())
 
 
+def test_a_landmark_the_copies_disagree_on_does_not_vote():
+    """``vote_ids`` (the pixels every re-oriented copy labels alike): an aorta drawn on the
+    wrong side that one copy does not see leaves the IVC's vote alone; read from ``ids`` the
+    two disagree and nothing is fixed (issue #47 round 2)."""
+    ids, body = _lumbar(aorta_x=22, ivc_x=26)  # a spurious aorta beside the IVC
+    radius = organs_checks.body_radius(body)
+    assert organs_view.anatomy_sides(ids, body, VESSELS.get, radius)[1:] == (None, ())
+    agreed = np.where(ids == VESSELS["aorta"], 0, ids)
+    _, right, names = organs_view.anatomy_sides(ids, body, VESSELS.get, radius, True, agreed)
+    assert names == ("inferior_vena_cava",) and right is not None and right[0] < -0.9
+
+
 def test_reflect_puts_the_counterpart_across_the_midline_in_any_view():
     """A structure whose counterpart was not found stands in for it mirrored across the body's
     midline (the line along the posterior axis through the body's centre), whatever the

@@ -107,7 +107,7 @@ class OrgansLocalizer:
         pred, votes, gray = predict_small(model, image, self.checks.variants)
         body = organs_checks.body_of(gray)
         sx, sy = image.shape[1] / model.size, image.shape[0] / model.size
-        match = self._match(model, pred, gray, body)
+        match = self._match(model, pred, gray, body, votes)
         seen = (model, pred, votes, body, match)
         px = organs_checks.body_radius(body) * (sx + sy) / 2  # one body radius, image px
         out: list[Found | None] = []
@@ -182,8 +182,10 @@ class OrgansLocalizer:
         note = {"score": round(float(f.score), 4), "used": "atlas (network score under floor)"}
         return replace(out, details={**out.details, "network": note})
 
-    def _match(self, model, pred, gray, body) -> organs_atlas.Match | None:
-        """The atlas slices registered to this one (None without an atlas or a body)."""
+    def _match(self, model, pred, gray, body, votes=None) -> organs_atlas.Match | None:
+        """The atlas slices registered to this one (None without an atlas or a body);
+        ``votes``: each re-oriented copy's labels (the landmark votes read only the pixels
+        every copy labels alike, with ``AtlasRules.votes_consensus``)."""
         if self.atlas_dir is None:
             return None
         lut = np.array([c[0] for c in model.classes], np.int64)
@@ -192,8 +194,11 @@ class OrgansLocalizer:
         rules = self.atlas_rules
         if m is None or not (rules.confirm_view or rules.need_sides):
             return m
+        vote_ids = None
+        if rules.votes_consensus and votes is not None and len(votes) > 1:
+            vote_ids = np.where((votes == pred.labels).all(axis=0), ids, 0)
         *axes, via = organs_view.anatomy_sides(
-            ids, body, model.id_of_name, m.body_radius, rules.landmark_votes
+            ids, body, model.id_of_name, m.body_radius, rules.landmark_votes, vote_ids
         )
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
         shown = organs_view.sides_shown(axes[1], m.orientation)

@@ -92,6 +92,9 @@ class AtlasRules:
     # on a slice that does not show the sides, a sided structure whose counterpart is not
     # found stands in for it reflected across the midline (organs_view.reflect; #47)
     reflect_missing: bool = True
+    # the landmark votes read only the pixels every re-oriented copy labels alike (a landmark
+    # the copies disagree on does not vote; #47 round 2)
+    votes_consensus: bool = True
 
 
 @dataclass(frozen=True)

@@ -99,13 +99,15 @@ def anatomy_sides(
     id_of: Callable[[str], int | None],
     radius: float,
     votes: bool = True,
+    vote_ids: np.ndarray | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
     """``anatomy_axes`` and the landmarks that fixed the patient's right (empty: none);
-    ``votes``: the table's other landmarks may fix it (``landmark_votes``)."""
+    ``votes``: the table's other landmarks may fix it (``landmark_votes``), read from
+    ``vote_ids`` when given (the pixels every re-oriented copy labels alike), else ``ids``."""
 
-    def mask_of(names: tuple[str, ...]) -> np.ndarray:
+    def mask_of(names: tuple[str, ...], labels: np.ndarray = ids) -> np.ndarray:
         wanted = [i for i in (id_of(n) for n in names) if i is not None]
-        return np.isin(ids, wanted) & body
+        return np.isin(labels, wanted) & body
 
     centre = _centroid(body)
     posterior = _direction(centre, _centroid(mask_of(SPINE)), radius)
@@ -123,7 +125,8 @@ def anatomy_sides(
                 return posterior, across / n, RIGHT
     if posterior is None or centre is None or not votes:
         return posterior, None, ()
-    right, names = landmark_votes(centre, posterior, radius, mask_of)
+    voters = ids if vote_ids is None else vote_ids
+    right, names = landmark_votes(centre, posterior, radius, lambda n: mask_of(n, voters))
     return posterior, right, names
 
 
