@@ -205,3 +205,34 @@ def test_reflect_puts_the_counterpart_across_the_midline_in_any_view():
     assert turned.xy == pytest.approx((40.0, 58.0))
     sure = Found((40.0, 70.0), 0.9, "organs", {UNCERTAINTY: 0.4})
     assert reflect(sure, (64.0, 64.0), (0.0, 1.0), name="x_right").details[UNCERTAINTY] == 0.4
+
+
+def test_an_open_pair_is_split_into_its_two_members_by_the_networks_lean():
+    """``organs_pairs.members``: a left-right pair whose probability the network splits
+    between the two sides is one structure on either side; its two components are the pair's
+    members, the asked side taken where the network leans to it (issue #47 round 2)."""
+    from radspatial.agent.localizers.organs import organs_pairs
+    from radspatial.agent.localizers.organs.organs import merge_parts
+    from radspatial.nets.unet import Prediction
+
+    size = 32
+    probs = np.zeros((3, size, size), np.float32)
+    probs[0] = 1.0
+    left_blob, right_blob = np.zeros((size, size), bool), np.zeros((size, size), bool)
+    left_blob[10:16, 4:10], right_blob[10:16, 22:28] = True, True
+    for blob, lean in ((left_blob, 0.1), (right_blob, -0.1)):  # class 1 wins on the left blob
+        probs[:, blob] = np.array([0.0, 0.5 + lean, 0.5 - lean])[:, None]
+    labels = probs.argmax(axis=0)
+    votes = np.stack([labels, labels])
+    body = np.ones((size, size), bool)
+    merged, mv = merge_parts(Prediction(probs, labels), votes, (1, 2))
+    asked, twin = organs_pairs.members(merged, mv, probs, 1, 2, body)
+    assert (asked[0].labels == 1).sum() == 36 and (asked[0].labels[left_blob] == 1).all()
+    assert (twin[0].labels[right_blob] == 1).all() and not (twin[0].labels[left_blob] == 1).any()
+    assert np.allclose(asked[0].probs[1][left_blob], 1.0)  # the two sides' probabilities summed
+    merged2, mv2 = merge_parts(Prediction(probs, labels), votes, (2, 1))  # the other side
+    (asked2, _), (twin2, _) = organs_pairs.members(merged2, mv2, probs, 2, 1, body)
+    assert (asked2.labels[right_blob] == 2).all() and (twin2.labels[left_blob] == 2).all()
+    one = np.where(right_blob, 0, labels)
+    merged1, mv1 = merge_parts(Prediction(probs, one), np.stack([one, one]), (1, 2))
+    assert organs_pairs.members(merged1, mv1, probs, 1, 2, body) is None  # one member only

@@ -27,7 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from radspatial.agent.localizers.organs import organs_atlas, organs_checks, organs_view
+from radspatial.agent.localizers.organs import (
+    organs_atlas,
+    organs_checks,
+    organs_pairs,
+    organs_view,
+)
 from radspatial.agent.localizers.organs.organs_names import resolve
 from radspatial.agent.pipeline.mirror import MIRROR
 from radspatial.agent.pipeline.types import (
@@ -117,11 +122,49 @@ class OrgansLocalizer:
                 p, v = merge_parts(pred, votes, parts)
                 f = self._one(model, p, v, body, parts[0], via, label_id)
                 f = None if f is None else replace(f, details={**f.details, "parts": len(parts)})
+            elif (pair := self._open_pair(model, match, label_id)) is not None:
+                p, v = merge_parts(pred, votes, pair)  # either side: the two probabilities
+                f = self._pair(model, (p, v, pred.probs, body), pair, label_id, via)
+                if f is None:
+                    p, v = pred, votes
+                    f = self._structure(seen, label_id, via)
             else:
                 p, v = pred, votes
                 f = self._structure(seen, label_id, via)
             out.append(None if f is None else _to_image(f, p, sx, sy, self.min_score, px, v))
         return out
+
+    def _open_pair(self, model, match, label_id: int | None) -> tuple[int, int] | None:
+        """(class, counterpart's class) of a sided structure on a slice that hides the sides,
+        with ``AtlasRules.pair_sides_open``; else None."""
+        if not self.atlas_rules.pair_sides_open or match is None or match.sides:
+            return None
+        cls = None if label_id is None else model.class_of(label_id)
+        if cls is None or not organs_view.lateral(name := model.classes[cls][1]):
+            return None
+        other = model.id_of_name(organs_view.counterpart(name))
+        other_cls = None if other is None else model.class_of(other)
+        return None if other_cls is None else (cls, other_cls)
+
+    def _pair(self, model, merged: tuple, pair: tuple[int, int], label_id: int, via: str):
+        """The asked member of an open pair (``organs_pairs``), its counterpart as the mirror
+        reading's; None when the pair does not show as two components."""
+        p, v, probs, body = merged
+        cls, other = pair
+        split = organs_pairs.members(p, v, probs, cls, other, body)
+        if split is None:
+            return None
+        (pa, va), (pb, vb) = split
+        f = self._one(model, pa, va, body, cls, via, label_id)
+        if f is None:
+            return None
+        twin = self._one(model, pb, vb, body, cls, via, model.classes[other][0])
+        before = f.details.get("abstain_reason")
+        details = {**f.details, "pair": "either side (sides not shown), split in two"}
+        details["abstain_reason"] = before or organs_view.SIDES_NOT_SHOWN
+        if not before and self.atlas_rules.mirror_sides:
+            details[MIRROR] = twin
+        return replace(f, details=details)
 
     def _structure(self, seen: tuple, label_id: int | None, via: str, mirror: bool = True):
         """One structure (128 px frame) with the atlas's opinion; a sided one on a slice that

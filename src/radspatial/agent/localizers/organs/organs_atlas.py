@@ -95,6 +95,9 @@ class AtlasRules:
     # the landmark votes read only the pixels every re-oriented copy labels alike (a landmark
     # the copies disagree on does not vote; #47 round 2)
     votes_consensus: bool = True
+    # on a slice that hides the sides, a sided structure and its counterpart are located as
+    # one structure on either side and split into its two members (organs_pairs; #47 r2)
+    pair_sides_open: bool = True
 
 
 @dataclass(frozen=True)
