@@ -147,21 +147,11 @@ def run_import_lmms(job: ImportLmmsJob) -> LmmsImport:
     """Writes the run folder from lmms-eval's sample logs (``formats/lmms_import``)."""
     from radspatial.formats.lmms_import import import_lmms
 
-    return import_lmms(
-        Path(job.samples), Path(job.out), data=Path(job.data), model=job.model,
-        overwrite=job.overwrite, price=job.price,
-    )  # fmt: skip
+    return import_lmms(job)
 
 
 def run_import_inspect(job: ImportInspectJob) -> InspectImport:
     """Writes the run folder from inspect_ai logs (``formats/inspect_import``)."""
     from radspatial.formats.inspect_import import import_inspect
 
-    return import_inspect(
-        Path(job.log),
-        Path(job.data),
-        Path(job.out),
-        model=job.model,
-        overwrite=job.overwrite,
-        price=job.price,
-    )
+    return import_inspect(job)

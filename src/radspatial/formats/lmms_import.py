@@ -32,7 +32,7 @@ from radspatial.formats.imported_run import ImportedRun, write_imported_run
 from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
 
 if TYPE_CHECKING:
-    from radspatial.eval.usage import Price
+    from radspatial.formats.job import ImportLmmsJob
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
@@ -186,33 +186,26 @@ def read_samples(files: list[Path], truth: Truth) -> tuple[list[dict[str, Any]],
     raise first_error  # type: ignore[misc]
 
 
-def import_lmms(
-    samples: Path,
-    out: Path,
-    *,
-    data: Path,
-    model: str | None = None,
-    overwrite: bool = False,
-    price: Price | None = None,
-) -> LmmsImport:
-    """Write the run folder ``out`` from lmms-eval sample logs at ``samples``.
+def import_lmms(job: ImportLmmsJob) -> LmmsImport:
+    """Write the run folder ``job.out`` from lmms-eval sample logs at ``job.samples``.
 
-    ``data``: the dataset the task was exported from: the truth every row is scored against,
-    recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file
-    there); ``model``: the name in ``metrics.json`` (default: the folder holding the first
-    log, which lmms-eval names after the model; control characters shown as escapes);
-    ``price``: as ``eval --price``. The usage block counts the logged replies as calls; the
+    ``job.data``: the dataset the task was exported from: the truth every row is scored
+    against, recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres
+    file there); ``job.model``: the name in ``metrics.json`` (default: the folder holding the
+    first log, which lmms-eval names after the model; control characters shown as escapes);
+    ``job.price``: as ``eval --price``. The usage block counts the logged replies as calls; the
     sample logs hold no token counts or latencies, so those (and the cost) stay unknown.
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.staging import staged
 
+    samples, data = Path(job.samples), Path(job.data)
     files = sample_files(samples)
-    inputs = {"--samples": Path(samples), "--data": Path(data)}
+    inputs = {"--samples": samples, "--data": data}
     made = ("run.json", "a run folder")
-    with staged(Path(out), overwrite, inputs, made) as stage:
-        rows, protocol = read_samples(files, dataset_truth(Path(data)))
-        model = log_text(model or files[0].resolve().parent.name)
+    with staged(Path(job.out), job.overwrite, inputs, made) as stage:
+        rows, protocol = read_samples(files, dataset_truth(data))
+        model = log_text(job.model or files[0].resolve().parent.name)
         source = {
             "source": "lmms-eval",
             "data": os.path.abspath(data),
@@ -223,6 +216,6 @@ def import_lmms(
         calls = ({"error": r.get("error")} for r in rows)
         where = f"{samples}: usage"
         n_errors = write_imported_run(
-            stage, rows, source, runs=1, calls=calls, price=price, where=where
+            stage, rows, source, runs=1, calls=calls, price=job.price, where=where
         )
-    return LmmsImport(Path(out), tuple(files), len(rows), n_errors, model)
+    return LmmsImport(Path(job.out), tuple(files), len(rows), n_errors, model)
