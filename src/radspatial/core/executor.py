@@ -33,6 +33,17 @@ EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
+class Spread:
+    """Where the tasks of one :func:`run_all` run: ``workers`` processes (or Ray CPUs) of
+    ``executor`` (one of ``EXECUTORS``); ``address``: the Ray cluster to join (None:
+    ``RAY_ADDRESS``, else a local Ray). Checked where the tasks start (``check_workers``)."""
+
+    workers: int = 1
+    executor: str = "local"
+    address: str | None = None
+
+
+@dataclass(frozen=True)
 class TaskFailed:
     """A task that raised (or lost its worker) on every attempt."""
 
@@ -126,18 +137,18 @@ def run_all(
     desc: str,
     failed: Callable[[int, str], str],
     progress: bool = True,
-    workers: int = 1,
-    executor: str = "local",
-    address: str | None = None,
+    spread: Spread = Spread(),
 ) -> list[Any]:
-    """``[fn(item) for item in items]`` through :func:`run_ordered`, counted on a progress bar
-    (``desc``, one unit a case). A ``ValueError`` that ``fn`` returns (bad input, not retried)
-    is raised as is; a task that failed on every attempt raises
+    """``[fn(item) for item in items]`` through :func:`run_ordered`, spread as ``spread`` says
+    and counted on a progress bar (``desc``, one unit a case). A ``ValueError`` that ``fn``
+    returns (bad input, not retried) is raised as is; a task that failed on every attempt raises
     ``ValueError(failed(index, message))``."""
     bar = Progress(len(items), desc, "case", enabled=progress)
     out: list[Any] = []
     try:
-        done = run_ordered(fn, items, workers=workers, executor=executor, address=address)
+        done = run_ordered(
+            fn, items, workers=spread.workers, executor=spread.executor, address=spread.address
+        )
         for i, result in done:
             if isinstance(result, ValueError):
                 raise result

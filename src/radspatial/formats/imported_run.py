@@ -22,6 +22,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class ImportTarget:
+    """What every import is asked besides its logs (both import specs in ``formats/job``):
+    the run folder to write (``overwrite``: replace a non-empty one), the dataset every row is
+    scored again against, the model's name in ``metrics.json`` (None: the importer's default)
+    and the price of the usage block (as ``eval --price``)."""
+
+    out: Path
+    data: Path
+    overwrite: bool = False
+    model: str | None = None
+    price: Price | None = None
+
+
+@dataclass(frozen=True)
 class ImportedRun:
     """What an import wrote: the run folder, the logs it read, its rows and error rows, the
     model's name."""

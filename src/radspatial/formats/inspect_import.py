@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from radspatial.core.datafiles import DataFileError, max_json_bytes
 from radspatial.core.gates import model_name
 from radspatial.core.textsafe import log_text
 from radspatial.eval.inspect_items import TaskSpec, task_items
-from radspatial.formats.imported_run import ImportedRun, write_imported_run
-
-if TYPE_CHECKING:
-    from radspatial.eval.usage import Price
+from radspatial.formats.imported_run import ImportedRun, ImportTarget, write_imported_run
 
 LOG_SUFFIXES = (".eval", ".json")
 TASKS = {"radspatial/bench": "radspatial", "radspatial/mirp": "mirp"}
@@ -200,25 +197,19 @@ def _samples(path: Path, log: Any, data: Path) -> Iterator[tuple[int, dict, Any,
         yield epoch - 1, row, spec, {**_usage(sample), "error": error}
 
 
-def import_inspect(
-    log: Path,
-    data: Path,
-    out: Path,
-    *,
-    model: str | None = None,
-    overwrite: bool = False,
-    price: Price | None = None,
-) -> InspectImport:
-    """Write the run folder ``out`` from the inspect logs at ``log`` of a task on ``data``.
+def import_inspect(log: Path, target: ImportTarget) -> InspectImport:
+    """Write the run folder ``target.out`` from the inspect logs at ``log`` of a task on
+    ``target.data``.
 
-    ``model``: the name in ``metrics.json`` (default: the log's model); ``price``: as ``eval
-    --price``. ``DataFileError`` on a bad log, one not of the dataset's items, or of several models.
+    ``target.model``: the name in ``metrics.json`` (default: the log's model); ``target.price``:
+    as ``eval --price``. ``DataFileError`` on a bad log, one not of the dataset's items, or of
+    several models.
     """
     import os
 
     from radspatial.core.staging import staged
 
-    data, files = Path(os.path.abspath(data)), log_files(log)
+    data, files = Path(os.path.abspath(target.data)), log_files(log)
     rows: dict[tuple[str, int], dict] = {}
     calls: dict[tuple[str, int], dict] = {}
     models, specs = set(), set()
@@ -235,14 +226,14 @@ def import_inspect(
         raise DataFileError(f"{files[0]}: no samples")
     if len(models) > 1 or len(specs) > 1:
         raise DataFileError(f"{log}: logs of several models or tasks; import one at a time")
-    model = model or models.pop()
+    model = target.model or models.pop()
     runs = 1 + max(run for _, run in rows)
     order = {item.id: k for k, item in enumerate(task_items(specs.pop())[0])}
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[1], order[k[0]]))]
     source = {"source": "inspect", "data": str(data), "logs": [str(p) for p in files]}
-    with staged(Path(out), overwrite, inputs={"--log": Path(log), "--data": data}) as stage:
+    with staged(target.out, target.overwrite, {"--log": Path(log), "--data": data}) as stage:
         n_errors = write_imported_run(
             stage, ordered, {**source, "model": model}, runs=runs, calls=calls.values(),
-            price=price, where=f"{log}: usage",
+            price=target.price, where=f"{log}: usage",
         )  # fmt: skip
-    return InspectImport(Path(out), tuple(files), len(ordered), n_errors, model)
+    return InspectImport(target.out, tuple(files), len(ordered), n_errors, model)

@@ -19,6 +19,7 @@ from radspatial.eval.job import price
 if TYPE_CHECKING:
     from radspatial.eval.usage import Price
     from radspatial.formats.hf_export import HFExport
+    from radspatial.formats.imported_run import ImportTarget
     from radspatial.formats.inspect_import import InspectImport
     from radspatial.formats.lmms_export import LmmsExport
     from radspatial.formats.lmms_import import LmmsImport
@@ -147,21 +148,18 @@ def run_import_lmms(job: ImportLmmsJob) -> LmmsImport:
     """Writes the run folder from lmms-eval's sample logs (``formats/lmms_import``)."""
     from radspatial.formats.lmms_import import import_lmms
 
-    return import_lmms(
-        Path(job.samples), Path(job.out), data=Path(job.data), model=job.model,
-        overwrite=job.overwrite, price=job.price,
-    )  # fmt: skip
+    return import_lmms(Path(job.samples), _target(job))
 
 
 def run_import_inspect(job: ImportInspectJob) -> InspectImport:
     """Writes the run folder from inspect_ai logs (``formats/inspect_import``)."""
     from radspatial.formats.inspect_import import import_inspect
 
-    return import_inspect(
-        Path(job.log),
-        Path(job.data),
-        Path(job.out),
-        model=job.model,
-        overwrite=job.overwrite,
-        price=job.price,
-    )
+    return import_inspect(Path(job.log), _target(job))
+
+
+def _target(job: ImportLmmsJob | ImportInspectJob) -> ImportTarget:
+    """The run an import writes, as both import specs declare it."""
+    from radspatial.formats.imported_run import ImportTarget
+
+    return ImportTarget(Path(job.out), Path(job.data), job.overwrite, job.model, job.price)

@@ -21,19 +21,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from radspatial.core.datafiles import DataFileError, read_json_lines
 from radspatial.core.records import ResultRow
 from radspatial.core.safepath import inside
 from radspatial.core.textsafe import log_text
 from radspatial.eval.items import EvalItem, manifest_item
-from radspatial.formats.imported_run import ImportedRun, write_imported_run
+from radspatial.formats.imported_run import ImportedRun, ImportTarget, write_imported_run
 from radspatial.formats.lmms_tasks import ROW_METRIC, scored_here
 from radspatial.questions.manifest import ManifestRow
-
-if TYPE_CHECKING:
-    from radspatial.eval.usage import Price
 
 SAMPLES_GLOB = "*_samples_*.jsonl"
 
@@ -187,36 +184,28 @@ def read_samples(files: list[Path], truth: Truth) -> tuple[list[dict[str, Any]],
     raise first_error  # type: ignore[misc]
 
 
-def import_lmms(
-    samples: Path,
-    out: Path,
-    *,
-    data: Path,
-    model: str | None = None,
-    overwrite: bool = False,
-    price: Price | None = None,
-) -> LmmsImport:
-    """Write the run folder ``out`` from lmms-eval sample logs at ``samples``.
+def import_lmms(samples: Path, target: ImportTarget) -> LmmsImport:
+    """Write the run folder ``target.out`` from lmms-eval sample logs at ``samples``.
 
-    ``data``: the dataset the task was exported from: the truth every row is scored against,
-    recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres file
-    there); ``model``: the name in ``metrics.json`` (default: the folder holding the first
-    log, which lmms-eval names after the model; control characters shown as escapes);
-    ``price``: as ``eval --price``. The usage block counts the logged replies as calls; the
-    sample logs hold no token counts or latencies, so those (and the cost) stay unknown.
+    ``target.data``: the dataset the task was exported from: the truth every row is scored
+    against, recorded in ``run.json`` as ``eval`` does (``export mirp`` reads MIRP's centres
+    file there); ``target.model``: the name in ``metrics.json`` (default: the folder holding the
+    first log, which lmms-eval names after the model; control characters shown as escapes);
+    ``target.price``: as ``eval --price``. The usage block counts the logged replies as calls;
+    the sample logs hold no token counts or latencies, so those (and the cost) stay unknown.
     Raises ``DataFileError`` (a ValueError) on a bad log.
     """
     from radspatial.core.staging import staged
 
     files = sample_files(samples)
-    inputs = {"--samples": Path(samples), "--data": Path(data)}
+    inputs = {"--samples": Path(samples), "--data": target.data}
     made = ("run.json", "a run folder")
-    with staged(Path(out), overwrite, inputs, made) as stage:
-        rows, protocol = read_samples(files, dataset_truth(Path(data)))
-        model = log_text(model or files[0].resolve().parent.name)
+    with staged(target.out, target.overwrite, inputs, made) as stage:
+        rows, protocol = read_samples(files, dataset_truth(target.data))
+        model = log_text(target.model or files[0].resolve().parent.name)
         source = {
             "source": "lmms-eval",
-            "data": os.path.abspath(data),
+            "data": os.path.abspath(target.data),
             "samples": [os.path.abspath(p) for p in files],  # any working folder, as data
             "model": model,
             "protocol": protocol,
@@ -224,6 +213,6 @@ def import_lmms(
         calls = ({"error": r.get("error")} for r in rows)
         where = f"{samples}: usage"
         n_errors = write_imported_run(
-            stage, rows, source, runs=1, calls=calls, price=price, where=where
+            stage, rows, source, runs=1, calls=calls, price=target.price, where=where
         )
-    return LmmsImport(Path(out), tuple(files), len(rows), n_errors, model)
+    return LmmsImport(target.out, tuple(files), len(rows), n_errors, model)

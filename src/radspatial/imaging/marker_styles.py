@@ -41,13 +41,28 @@ def _coded_label(decode: Callable[[str], int], text: str) -> int | None:
         return None
 
 
-def _coding(code: Callable[[int], str], decode: Callable[[str], int], n_codes: int):
-    """The generation and localizing fields of a coded style (picklable: partials)."""
-    return {
-        "texts": partial(_coded_texts, code),
-        "blank_texts": partial(_coded_blank, code, n_codes),
-        "label_of": partial(_coded_label, decode),
-    }
+def _coded_style(
+    name: str,
+    noun: str,
+    code: Callable[[int], str],
+    decode: Callable[[str], int],
+    n_codes: int,
+    **fields: Any,
+) -> MarkerStyle:
+    """A registered style whose marker text codes the label id (ids 1..``n_codes``): ``noun``
+    stands before a marker in a question ("the number 52") and names how a localizer found it
+    (``marker-number``); the coding's fields are partials, so the style pickles."""
+    return register_marker_style(
+        MarkerStyle(
+            name=name,
+            phrase=f"the {noun} {{}}",
+            how=f"marker-{noun}",
+            texts=partial(_coded_texts, code),
+            blank_texts=partial(_coded_blank, code, n_codes),
+            label_of=partial(_coded_label, decode),
+            **fields,
+        )
+    )
 
 
 # numbers: the label id
@@ -69,20 +84,19 @@ def _number_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any
     return "gray", int(text) if blank else label_id
 
 
-NUMBERS = register_marker_style(
-    MarkerStyle(
-        name="numbers",
-        phrase="the number {}",
-        examples=("52", "1", "7"),
-        **_coding(str, _decimal, 117),
-        reference=r"(?:number|no\.|#)\s*(\d+)",
-        token=r"\d+",
-        classify=_number_classify,
-        nouns=("number", "numbers"),
-        how="marker-number",
-        glyphs=(digits[1:], digits, (1, 2, 3)),
-        mirp=_number_mirp,
-    )
+NUMBERS = _coded_style(
+    "numbers",
+    "number",
+    str,
+    _decimal,
+    117,
+    examples=("52", "1", "7"),
+    reference=r"(?:number|no\.|#)\s*(\d+)",
+    token=r"\d+",
+    classify=_number_classify,
+    nouns=("number", "numbers"),
+    glyphs=(digits[1:], digits, (1, 2, 3)),
+    mirp=_number_mirp,
 )
 
 # letters: MIRP's two-letter code of the label id
@@ -97,21 +111,20 @@ def _letter_mirp(label_id: int | None, text: str, blank: bool) -> tuple[str, Any
     return "gray" if blank else "label", text
 
 
-LETTERS = register_marker_style(
-    MarkerStyle(
-        name="letters",
-        phrase="the letters {}",
-        plural=True,
-        examples=("BZ", "AA", "CD"),
-        **_coding(letter_code, letter_to_id, 676),
-        reference=r"letters?\s+([a-z]{2})",
-        token=r"[a-z]{2}",
-        classify=_letter_classify,
-        nouns=("letter", "letters"),
-        how="marker-letters",
-        glyphs=(ascii_uppercase, ascii_uppercase, (2,)),
-        mirp=_letter_mirp,
-    )
+LETTERS = _coded_style(
+    "letters",
+    "letters",
+    letter_code,
+    letter_to_id,
+    676,
+    plural=True,
+    examples=("BZ", "AA", "CD"),
+    reference=r"letters?\s+([a-z]{2})",
+    token=r"[a-z]{2}",
+    classify=_letter_classify,
+    nouns=("letter", "letters"),
+    glyphs=(ascii_uppercase, ascii_uppercase, (2,)),
+    mirp=_letter_mirp,
 )
 
 # --- dots: a colour per object, drawn at random per slice ----------------------------------------

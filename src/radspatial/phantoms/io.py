@@ -17,7 +17,7 @@ import nibabel as nib
 import numpy as np
 
 from radspatial.bench.counterfactual import EXTENSION_NAMES
-from radspatial.core.executor import run_all, sigterm_as_interrupt
+from radspatial.core.executor import Spread, run_all, sigterm_as_interrupt
 from radspatial.core.io import atomic_write_bytes, atomic_write_json
 from radspatial.core.jobspec import ParamError
 from radspatial.phantoms.build import DEFAULT_SHAPE, VARIANTS, Phantom, make_phantom
@@ -114,9 +114,7 @@ def write_phantoms(
             desc="phantoms",
             failed=lambda i, message: f"{out}: phantom {i} failed: {message}",
             progress=progress,
-            workers=workers,
-            executor=executor,
-            address=address,
+            spread=Spread(workers, executor, address),
         )
     # extends the built-in table, so MIRP's vertebra/rib grouping still applies to these cases
     atomic_write_json(

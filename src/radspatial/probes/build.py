@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from radspatial.bench.generate import encode_png
-from radspatial.core.executor import run_all
+from radspatial.core.executor import Spread, run_all
 from radspatial.core.io import atomic_write_json, atomic_write_jsonl
 from radspatial.core.jobspec import ParamError
 from radspatial.core.runtime import keyed_rng, software_versions
@@ -303,9 +303,7 @@ def build_probes(
             desc="probe cases",
             failed=lambda i, message: f"{cases[i].ct}: probe case {cases[i].case_id}: {message}",
             progress=progress,
-            workers=workers,
-            executor=executor,
-            address=address,
+            spread=Spread(workers, executor, address),
         )
         split_of = assign_splits(ids, seed, config.splits)
         infos = {}

@@ -208,18 +208,18 @@ def make_server(
     api_key: str | None = None,
     agents: dict[str, Agent] | None = None,
     default_model: str = "agent:markers",
-    max_body_bytes: int = 20 * 2**20,
+    max_body_bytes: int = ServerLimits.max_body_bytes,
     max_pixels: int | None = None,
     max_total_pixels: int | None = None,
     max_total_body_bytes: int | None = None,
-    threads: int = 32,
-    header_timeout_s: float = 10.0,
-    read_timeout_s: float = 30.0,
-    queue_timeout_s: float = 60.0,
+    threads: int = ServerLimits.threads,
+    header_timeout_s: float = ServerLimits.header_timeout_s,
+    read_timeout_s: float = ServerLimits.read_timeout_s,
+    queue_timeout_s: float = ServerLimits.queue_timeout_s,
     max_connections: int | None = None,
 ) -> AgentServer:
     """Bind now (port 0: a free port), serve later. ``agents`` defaults to markers + mask; the
-    limits' defaults are :class:`ServerLimits`'."""
+    limits' defaults are :class:`ServerLimits`' (read from it, so they are stated once)."""
     agents = build_agents() if agents is None else dict(agents)
     if default_model not in agents:
         raise ValueError(f"default model {default_model!r} is not one of {', '.join(agents)}")
