@@ -236,3 +236,52 @@ def test_an_open_pair_is_split_into_its_two_members_by_the_networks_lean():
     one = np.where(right_blob, 0, labels)
     merged1, mv1 = merge_parts(Prediction(probs, one), np.stack([one, one]), (1, 2))
     assert organs_pairs.members(merged1, mv1, probs, 1, 2, body) is None  # one member only
+
+
+ORGANS = {"vertebrae": 1, "liver": 2, "stomach": 3}
+
+
+def _upper(liver_xy: tuple[int, int], stomach_xy: tuple[int, int]) -> np.ndarray:
+    y, x = np.mgrid[:64, :64]
+    ids = np.zeros((64, 64), np.int64)
+    ids[(x - 32) ** 2 + (y - 50) ** 2 <= 16] = ORGANS["vertebrae"]  # posterior: down
+    ids[(x - liver_xy[0]) ** 2 + (y - liver_xy[1]) ** 2 <= 30] = ORGANS["liver"]
+    ids[(x - stomach_xy[0]) ** 2 + (y - stomach_xy[1]) ** 2 <= 20] = ORGANS["stomach"]
+    return ids
+
+
+def test_liver_and_stomach_fix_the_right_only_across_the_body():
+    """``max_skew`` (``AtlasRules.right_skew``): liver vs stomach fix the patient's right when
+    their direction runs across the body; one as much front-back as across (a stomach found
+    behind the liver, as a network may on unseen texture) fixes nothing (issue #47 round 3)."""
+    y, x = np.mgrid[:64, :64]
+    body = (x - 32) ** 2 / 28**2 + (y - 32) ** 2 / 22**2 <= 1
+    radius = organs_checks.body_radius(body)
+    across = _upper((16, 30), (46, 28))  # liver on the image's left: standard view
+    _, right, names = organs_view.anatomy_sides(across, body, ORGANS.get, radius, max_skew=0.5)
+    assert right is not None and right[0] < -0.9 and "liver" in names
+    skewed = _upper((22, 20), (34, 40))  # the stomach more behind the liver than beside it
+    assert organs_view.anatomy_sides(skewed, body, ORGANS.get, radius, max_skew=0.5)[1:] == (
+        None,
+        (),
+    )
+    _, right, _ = organs_view.anatomy_sides(skewed, body, ORGANS.get, radius, max_skew=1.0)
+    assert right is not None  # the rule off: any direction fixes it, as before
+
+
+def test_a_structure_named_for_a_side_found_on_the_other_is_not_trusted():
+    """Where the sides are fixed, a structure named left that lies on the patient's right of
+    the midline is refused with the reason; on its own side, or within the margin, it passes."""
+    from types import SimpleNamespace
+
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+
+    loc = OrgansLocalizer(atlas=True)
+    match = SimpleNamespace(midline=((32.0, 32.0), (0.0, 1.0)), right=(-1.0, 0.0), body_radius=20.0)
+    on_right = Found((20.0, 30.0), 0.9, "organs", {})  # x < 32: the patient's right here
+    why = loc._wrong_side(on_right, "lung_lower_lobe_left", match)
+    assert why is not None and why.startswith("on the wrong side: named left")
+    assert loc._wrong_side(on_right, "lung_lower_lobe_right", match) is None
+    near = Found((32.5, 30.0), 0.9, "organs", {})  # 0.025 body radii over: within the margin
+    assert loc._wrong_side(near, "autochthon_right", match) is None
+    assert organs_view.side_offset((20.0, 30.0), (32.0, 32.0), (-1.0, 0.0), 20.0) == 0.6

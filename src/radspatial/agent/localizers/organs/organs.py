@@ -134,6 +134,22 @@ class OrgansLocalizer:
             out.append(None if f is None else _to_image(f, p, sx, sy, self.min_score, px, v))
         return out
 
+    def _wrong_side(self, f: Found, name: str, match) -> str | None:
+        """Why a structure named for a side is not trusted where the sides are fixed: it lies
+        on the other side of the midline (``organs_view.side_offset``); else None."""
+        rules = self.atlas_rules
+        if not rules.side_consistent or match.midline is None or match.right is None:
+            return None
+        offset = organs_view.side_offset(f.xy, match.midline[0], match.right, match.body_radius)
+        toward = 1.0 if name.endswith("_right") else -1.0  # its own side: + toward the right
+        if toward * offset >= -rules.wrong_side_margin:
+            return None
+        side = "left" if toward < 0 else "right"
+        return (
+            f"on the wrong side: named {side}, found {abs(offset):.2f} body radii on the "
+            f"patient's {'right' if offset > 0 else 'left'} of the midline"
+        )
+
     def _open_pair(self, model, match, label_id: int | None) -> tuple[int, int] | None:
         """(class, counterpart's class) of a sided structure on a slice that hides the sides,
         with ``AtlasRules.pair_sides_open``; else None."""
@@ -181,7 +197,11 @@ class OrgansLocalizer:
         )
         name = model.classes[cls][1]
         if f is not None and match.sides and match.sides_from and organs_view.lateral(name):
-            return replace(f, details={**f.details, "sides_from": ", ".join(match.sides_from)})
+            details = {**f.details, "sides_from": ", ".join(match.sides_from)}
+            wrong = self._wrong_side(f, name, match)
+            if wrong and not details.get("abstain_reason"):
+                details["abstain_reason"] = wrong
+            return replace(f, details=details)
         if f is None or match.sides or not organs_view.lateral(name):
             return f
         before = f.details.get("abstain_reason")  # a reason of its own comes first
@@ -241,7 +261,13 @@ class OrgansLocalizer:
         if rules.votes_consensus and votes is not None and len(votes) > 1:
             vote_ids = np.where((votes == pred.labels).all(axis=0), ids, 0)
         *axes, via = organs_view.anatomy_sides(
-            ids, body, model.id_of_name, m.body_radius, rules.landmark_votes, vote_ids
+            ids,
+            body,
+            model.id_of_name,
+            m.body_radius,
+            rules.landmark_votes,
+            vote_ids,
+            max_skew=rules.right_skew,
         )
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
         shown = organs_view.sides_shown(axes[1], m.orientation)
@@ -250,7 +276,8 @@ class OrgansLocalizer:
         if centre is not None and posterior is not None:
             line = (tuple(map(float, centre)), tuple(map(float, posterior)))
         shown = shown or not rules.need_sides
-        return replace(m, views=views, sides=shown, sides_from=via, midline=line)
+        right = None if axes[1] is None else (float(axes[1][0]), float(axes[1][1]))
+        return replace(m, views=views, sides=shown, sides_from=via, midline=line, right=right)
 
     def _one(
         self, model, pred, votes, body, cls: int, via: str, label_id: int | None = None

@@ -98,6 +98,13 @@ class AtlasRules:
     # on a slice that hides the sides, a sided structure and its counterpart are located as
     # one structure on either side and split into its two members (organs_pairs; #47 r2)
     pair_sides_open: bool = True
+    # where the sides are fixed, a structure named for a side that lies on the other side of
+    # the body's midline (beyond ``wrong_side_margin`` body radii) is not trusted (#47 r3)
+    side_consistent: bool = True
+    wrong_side_margin: float = 0.05
+    # liver vs spleen/stomach fix the right only when their direction lies within 60 degrees
+    # of across the body (|cos| with the posterior axis <= this; 1.0: any; #47 round 3)
+    right_skew: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ class Match:
     # the body's centre and posterior unit vector (x, y; 128 px frame) where the spine shows
     # it: the midline a structure is reflected across when its counterpart is not found
     midline: tuple[tuple[float, float], tuple[float, float]] | None = None
+    right: tuple[float, float] | None = None  # the patient's right (x, y) where it was fixed
 
     @property
     def score(self) -> float:

@@ -100,10 +100,13 @@ def anatomy_sides(
     radius: float,
     votes: bool = True,
     vote_ids: np.ndarray | None = None,
+    max_skew: float = 1.0,
 ) -> tuple[np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
     """``anatomy_axes`` and the landmarks that fixed the patient's right (empty: none);
     ``votes``: the table's other landmarks may fix it (``landmark_votes``), read from
-    ``vote_ids`` when given (the pixels every re-oriented copy labels alike), else ``ids``."""
+    ``vote_ids`` when given (the pixels every re-oriented copy labels alike), else ``ids``;
+    ``max_skew``: liver vs spleen/stomach fix nothing when their direction's cosine with the
+    posterior axis is above it (1: any direction; ``AtlasRules.right_skew``)."""
 
     def mask_of(names: tuple[str, ...], labels: np.ndarray = ids) -> np.ndarray:
         wanted = [i for i in (id_of(n) for n in names) if i is not None]
@@ -113,6 +116,8 @@ def anatomy_sides(
     posterior = _direction(centre, _centroid(mask_of(SPINE)), radius)
     right_c, left_c = _centroid(mask_of(RIGHT)), _centroid(mask_of(LEFT))
     right = _direction(left_c, right_c, radius)
+    if right is not None and posterior is not None and abs(float(right @ posterior)) > max_skew:
+        return posterior, None, ()  # liver vs stomach/spleen as much front-back as across
     if right is not None:
         found = [n for n in RIGHT + LEFT if _centroid(mask_of((n,))) is not None]
         return posterior, right, tuple(found)
@@ -175,6 +180,18 @@ def allowed_views(posterior: np.ndarray | None, right: np.ndarray | None) -> tup
         return tuple(ok)
     both = [k for k in ok if VIEW_AXES[k, 1] @ right > cos45]
     return tuple(both) if both else tuple(range(8))
+
+
+def side_offset(
+    xy: tuple[float, float],
+    centre: tuple[float, float],
+    right: tuple[float, float],
+    radius: float,
+) -> float:
+    """How far ``xy`` lies toward the patient's right of the midline through ``centre``
+    (``right``: a unit vector), in body radii: negative on the patient's left."""
+    d = np.asarray(xy, float) - np.asarray(centre, float)
+    return float(d @ np.asarray(right, float)) / max(radius, 1e-6)
 
 
 REFLECTED = "reflected"  # a Found's method: its counterpart's centre across the midline
