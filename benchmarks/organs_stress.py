@@ -157,6 +157,7 @@ def agents() -> dict:
         ("no_pairs", AtlasRules(pair_sides_open=False)),  # open pairs before #47 round 2
         ("no_side_check", AtlasRules(side_consistent=False)),  # before #47 round 3
         ("any_right", AtlasRules(right_skew=1.0)),  # before #47 round 3
+        ("atlas_mirror", AtlasRules(mirror_needs_image=False)),  # before #47 round 4
     ):
         out[tag] = Agent("auto")
         out[tag].localizer.organs.atlas_rules = rules
@@ -360,7 +361,7 @@ def main() -> None:
         "--agents",
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
-        "no_reflect,any_votes,no_pairs,no_side_check,any_right,fixed_margin",
+        "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

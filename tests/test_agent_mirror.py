@@ -166,3 +166,34 @@ def test_the_localizer_keeps_a_structures_own_reason_under_the_sides(monkeypatch
     assert right.details["abstain_reason"] == "implausible: test"  # not overwritten by sides
     assert left.details[mirror.MIRROR].details["abstain_reason"] == "implausible: test"
     assert mirror.split([left])[1][1][0].details["abstain_reason"] == "implausible: test"
+
+
+def test_a_centre_from_the_atlas_alone_takes_no_part_in_the_two_readings(monkeypatch):
+    """``AtlasRules.mirror_needs_image``: on a slice that hides the sides, a sided structure
+    whose centre came from the atlas alone gets no swapped reading (its mirror is None), so
+    an answer "either way" never rests on it (issue #47 round 4: a pelvis answered wrong from
+    an atlas-only gluteus); with the rule off it reads both ways as before."""
+    from radspatial.agent.localizers.organs.organs import OrgansLocalizer
+    from radspatial.agent.localizers.organs.organs_atlas import AtlasRules
+
+    image = _patient_a_slice()
+    for needs_image in (True, False):
+        loc = OrgansLocalizer(
+            atlas=True,
+            atlas_rules=AtlasRules(mirror_needs_image=needs_image, pair_sides_open=False),
+        )
+        real_match, real_with = loc._match, loc._with_atlas
+        monkeypatch.setattr(loc, "_match", lambda *a, m=real_match: replace(m(*a), sides=False))
+
+        def atlas_only(*a, w=real_with):
+            out = w(*a)
+            return None if out is None else replace(out, method="atlas")
+
+        monkeypatch.setattr(loc, "_with_atlas", atlas_only)
+        (left,) = loc.locate(image, [Ref(name="autochthon_left")], Context())
+        assert left is not None and left.method == "atlas"
+        if needs_image:
+            assert left.details[mirror.MIRROR] is None
+            assert mirror.split([left])[1][1] == [None]  # the swapped reading has nothing
+        else:
+            assert left.details[mirror.MIRROR] is not None

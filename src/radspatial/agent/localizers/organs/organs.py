@@ -206,13 +206,19 @@ class OrgansLocalizer:
             return f
         before = f.details.get("abstain_reason")  # a reason of its own comes first
         details = {**f.details, "abstain_reason": before or organs_view.SIDES_NOT_SHOWN}
-        if self.atlas_rules.mirror_sides and mirror and not before:
+        rules = self.atlas_rules
+        from_atlas = rules.mirror_needs_image and f.method == "atlas"
+        if rules.mirror_sides and mirror and not before and not from_atlas:
             other = model.id_of_name(organs_view.counterpart(name))
             twin = None if other is None else self._structure(seen, other, via, False)
-            reflect = self.atlas_rules.reflect_missing and match.midline is not None
+            if twin is not None and rules.mirror_needs_image and twin.method == "atlas":
+                twin = None  # the counterpart's centre from the atlas alone: not a reading
+            reflect = rules.reflect_missing and match.midline is not None
             if twin is None and reflect:  # not found: f across the midline
                 twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
             details[MIRROR] = twin
+        elif from_atlas and rules.mirror_sides and mirror and not before:
+            details[MIRROR] = None  # no swapped reading: this reading alone cannot answer
         return replace(f, details=details)
 
     def _with_atlas(

@@ -105,6 +105,9 @@ class AtlasRules:
     # liver vs spleen/stomach fix the right only when their direction lies within 60 degrees
     # of across the body (|cos| with the posterior axis <= this; 1.0: any; #47 round 3)
     right_skew: float = 0.5
+    # an answer that holds with every side swapped rests on what the network found: a centre
+    # from the atlas alone takes no part in the two readings (#47 round 4)
+    mirror_needs_image: bool = True
 
 
 @dataclass(frozen=True)
