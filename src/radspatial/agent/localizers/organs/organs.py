@@ -124,7 +124,7 @@ class OrgansLocalizer:
                 f = None if f is None else replace(f, details={**f.details, "parts": len(parts)})
             elif (pair := self._open_pair(model, match, label_id)) is not None:
                 p, v = merge_parts(pred, votes, pair)  # either side: the two probabilities
-                f = self._pair(model, (p, v, pred.probs, body), pair, label_id, via)
+                f = self._pair(model, (p, v, pred.probs, body, match), pair, label_id, via)
                 if f is None:
                     p, v = pred, votes
                     f = self._structure(seen, label_id, via)
@@ -150,6 +150,21 @@ class OrgansLocalizer:
             f"patient's {'right' if offset > 0 else 'left'} of the midline"
         )
 
+    def _pair_atlas(self, f: Found, match, ids: tuple[int, int], cls: int, via: str) -> Found:
+        """A pair member with the atlas's opinion (``_with_atlas``), by its own label or,
+        the sides being unknown, its counterpart's: the first the atlas does not veto."""
+        first = None
+        for label_id in ids:
+            opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
+            extra = {"label_id": int(ids[0]), "class": int(cls), "via": via}
+            out = self._with_atlas(
+                f, opinion, match.body_radius, extra, match.view_confirmed, match.score
+            )
+            if out is not None and not out.details.get("abstain_reason"):
+                return out
+            first = first or out
+        return first or f
+
     def _open_pair(self, model, match, label_id: int | None) -> tuple[int, int] | None:
         """(class, counterpart's class) of a sided structure on a slice that hides the sides,
         with ``AtlasRules.pair_sides_open``; else None."""
@@ -165,17 +180,24 @@ class OrgansLocalizer:
     def _pair(self, model, merged: tuple, pair: tuple[int, int], label_id: int, via: str):
         """The asked member of an open pair (``organs_pairs``), its counterpart as the mirror
         reading's; None when the pair does not show as two components."""
-        p, v, probs, body = merged
+        p, v, probs, body, match = merged
         cls, other = pair
         split = organs_pairs.members(p, v, probs, cls, other, body)
         if split is None:
             return None
         (pa, va), (pb, vb) = split
-        f = self._one(model, pa, va, body, cls, via, label_id)
+        ids = (label_id, model.classes[other][0])
+        f = self._one(model, pa, va, body, cls, via, ids[0])
         if f is None:
             return None
-        twin = self._one(model, pb, vb, body, cls, via, model.classes[other][0])
-        before = f.details.get("abstain_reason")
+        f = self._pair_atlas(f, match, ids, cls, via)
+        twin = self._one(model, pb, vb, body, cls, via, ids[1])
+        twin = None if twin is None else self._pair_atlas(twin, match, ids[::-1], cls, via)
+        if twin is not None and self.atlas_rules.mirror_needs_image and twin.method == "atlas":
+            twin = None  # a member placed by the atlas alone: not a reading
+        before = f.details.get("abstain_reason") or (
+            "atlas placed it (network under the floor)" if f.method == "atlas" else None
+        )
         details = {**f.details, "pair": "either side (sides not shown), split in two"}
         details["abstain_reason"] = before or organs_view.SIDES_NOT_SHOWN
         if not before and self.atlas_rules.mirror_sides:
