@@ -277,3 +277,18 @@ def test_a_spoilt_features_file_is_one_line(name, spoil, words, probed, tmp_path
     assert len([x for x in err if "error:" in x]) == 1 and "Traceback" not in "".join(err)
     assert f"{cache}: " in err[-1] and words in err[-1], err[-1]
     assert sorted(p.name for p in cache.parent.iterdir()) == before
+
+
+def test_every_config_field_is_a_flag_of_probe_vlm():
+    """``probe vlm`` fills ``VlmProbeConfig`` from the flags of the same names: a field added
+    to the config without its flag fails here, not at a user's run."""
+    from dataclasses import fields
+
+    from radspatial.cli import build_parser
+    from radspatial.probes.vlm import VlmProbeConfig
+
+    args = build_parser().parse_args(["probe", "vlm", "--run", "r"])
+    missing = [
+        f.name for f in fields(VlmProbeConfig) if f.name != "fit" and not hasattr(args, f.name)
+    ]
+    assert missing == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import radspatial.cli.common as common
@@ -44,15 +45,9 @@ def cmd_probe_vlm(args: argparse.Namespace) -> int:
     from radspatial.probes.vlm_figure import stage_label
     from radspatial.probes.vlm_fit import FitOptions
 
-    config = VlmProbeConfig(
-        model=args.model,
-        data=args.data,
-        layers=args.layers,
-        split_by=args.split_by,
-        device=args.device,
-        dtype=args.dtype,
-        fit=FitOptions(epochs=args.epochs, device=args.device),  # auto: the model's device
-    )
+    flags = {f.name for f in fields(VlmProbeConfig)} - {"fit"}  # flags named as its fields
+    fit = FitOptions(epochs=args.epochs, device=args.device)  # auto: the model's device
+    config = VlmProbeConfig(**{k: getattr(args, k) for k in flags}, fit=fit)
     out = args.out or args.run / "probe_vlm"
     s = probe_vlm(args.run, out, config, overwrite=args.overwrite, log=_log)
     print(f"probe vlm: {out} ({s['model']}, {s['n_items']} items, {s['n_groups']} groups)")
