@@ -284,6 +284,17 @@ TOTALSEG_V1_HEART = {
 COMPOSITES: dict[str, tuple[str, ...]] = {"heart": tuple(TOTALSEG_V1_HEART.values())}
 
 
+@cache
+def composite_ids() -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Each :data:`COMPOSITES` whole's name -> (its id in the grouped TotalSegmentator table,
+    its parts' ids there, v1's heart ids included); read once."""
+    table = with_v1_heart(load_table("totalsegmentator", group=True))
+    ids = {n: i for i, n in table.names.items()}
+    return {
+        w: (ids[w], tuple(ids[p] for p in parts if p in ids)) for w, parts in COMPOSITES.items()
+    }
+
+
 def with_v1_heart(table: LabelTable) -> LabelTable:
     """``table`` (a totalsegmentator table) plus :data:`TOTALSEG_V1_HEART` where neither the id
     nor the name is taken."""

@@ -16,7 +16,6 @@ torch and monai are imported inside functions; inference runs :mod:`radspatial.n
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
@@ -30,7 +29,7 @@ import numpy as np
 
 from radspatial.core.errors import first_line
 from radspatial.core.io import read_jsonl
-from radspatial.core.labels import BUILTIN_TABLES, load_table, normalize_name
+from radspatial.core.labels import BUILTIN_TABLES, composite_ids, load_table, normalize_name
 from radspatial.core.modality import DEFAULT_MODALITY, modality_of
 from radspatial.core.safepath import inside
 from radspatial.imaging.markers import marker_label
@@ -145,6 +144,8 @@ class UNetModel:
         }
         self.composites = composites_of(self.classes)  # whole's label id -> parts' classes
         self.levels: dict | None = real.get("levels")  # what the real training images covered
+        # every name an answer may carry: the classes and the wholes known by their parts
+        self._names = dict(self.classes) | {w[0]: n for n, w in composite_ids().items()}
 
     def class_of(self, label_id: int) -> int | None:
         for index, (lid, _) in enumerate(self.classes):
@@ -163,8 +164,7 @@ class UNetModel:
         (``data.real.levels``) answers only what its real training images showed."""
         if not self.levels or "structures_real" not in self.levels:
             return None
-        names = dict(self.classes) | {i: n for n, i in _whole_ids().items()}
-        name = names.get(label_id)
+        name = self._names.get(label_id)
         if name is None or name in self.levels["structures_real"]:
             return None
         span = self.levels.get("span") or ["?", "?"]
@@ -176,8 +176,8 @@ class UNetModel:
     def composite_id(self, name: str) -> int | None:
         """The label id of a structure this model knows only as its parts (``heart`` for a
         network trained on TotalSegmentator v1's five heart structures), else None."""
-        label_id = _whole_ids().get(normalize_name(name))
-        return label_id if label_id in self.composites else None
+        whole = composite_ids().get(normalize_name(name))
+        return whole[0] if whole and whole[0] in self.composites else None
 
     def predict(self, image: np.ndarray) -> Prediction:
         import torch
@@ -193,23 +193,14 @@ class UNetModel:
         return Prediction(probs, probs.argmax(axis=0))
 
 
-@functools.lru_cache(maxsize=1)
-def _whole_ids() -> dict[str, int]:
-    """Each composite's name -> its id in the grouped TotalSegmentator table."""
-    from radspatial.core.labels import COMPOSITES, load_table
-
-    names = load_table("totalsegmentator", group=True).names
-    return {n: i for i, n in names.items() if n in COMPOSITES}
-
-
 def composites_of(classes: list[tuple[int, str]]) -> dict[int, tuple[int, ...]]:
     """label id of a whole the classes lack -> the class indices of its parts (at least two
     of them present): :data:`radspatial.core.labels.COMPOSITES`."""
-    from radspatial.core.labels import COMPOSITES
+    from radspatial.core.labels import COMPOSITES, composite_ids
 
     names = {n: i for i, (_, n) in enumerate(classes) if i > 0}
     out: dict[int, tuple[int, ...]] = {}
-    for whole, label_id in _whole_ids().items():
+    for whole, (label_id, _) in composite_ids().items():
         parts = tuple(names[p] for p in COMPOSITES[whole] if p in names)
         if whole not in names and len(parts) >= 2:
             out[label_id] = parts

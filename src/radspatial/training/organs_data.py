@@ -43,6 +43,7 @@ import numpy as np
 from PIL import Image
 
 from radspatial.core.io import sha256_file
+from radspatial.core.labels import composite_ids
 from radspatial.imaging.body import BODY_HU, body_mask, region_stats
 from radspatial.imaging.slices import Geometry, to_display
 
@@ -197,7 +198,7 @@ def levels_record(sources: list[dict], labs: np.ndarray, names: dict[int, str]) 
         for label_id in np.unique(lab).tolist():
             if label_id not in (0, IGNORE) and label_id in names:
                 counts[names[label_id]] = counts.get(names[label_id], 0) + 1
-    for whole, parts in _composite_ids().items():  # the heart, where only its parts are
+    for whole, parts in composite_ids().values():  # the heart, where only its parts are
         n = sum(bool(np.isin(lab, parts).any()) for lab in labs)
         if n and names.get(whole) and names[whole] not in counts:
             counts[names[whole]] = n
@@ -280,6 +281,7 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
     centroid / body radius over the training slices, widened by ``margin`` (x (1 - margin)
     and x (1 + margin)); rotation, flip and zoom invariant."""
     stats: dict[int, list[tuple[float, float]]] = {}
+    wholes = composite_ids().values()
     for h, lb in zip(hu, lab, strict=True):
         body = body_mask(h.astype(np.float32) > BODY_HU)
         if body.sum() < 50:
@@ -289,7 +291,7 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
             if label_id in (0, IGNORE):
                 continue
             stats.setdefault(int(label_id), []).append(region_stats(lb == label_id, body))
-        for whole, parts in _composite_ids().items():  # the heart as its five v1 parts
+        for whole, parts in wholes:  # the heart as its five v1 parts
             if whole not in present and any(p in present for p in parts):
                 stats.setdefault(whole, []).append(region_stats(np.isin(lb, parts), body))
     out = {}
@@ -301,14 +303,6 @@ def plausibility(hu: np.ndarray, lab: np.ndarray, margin: float = 0.5) -> dict[i
             "n_slices": len(vals),
         }
     return out
-
-
-def _composite_ids() -> dict[int, tuple[int, ...]]:
-    """Grouped id of each ``core.labels.COMPOSITES`` whole -> its parts' ids."""
-    from radspatial.core.labels import COMPOSITES, load_table, with_v1_heart
-
-    ids = {n: i for i, n in with_v1_heart(load_table("totalsegmentator", group=True)).names.items()}
-    return {ids[w]: tuple(ids[p] for p in parts if p in ids) for w, parts in COMPOSITES.items()}
 
 
 def plausibility_of(real: tuple, drawn: tuple) -> dict[int, dict]:
