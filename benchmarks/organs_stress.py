@@ -159,9 +159,10 @@ def agents() -> dict:
         ("any_right", AtlasRules(right_skew=1.0)),  # before #47 round 3
         ("atlas_mirror", AtlasRules(mirror_needs_image=False)),  # before #47 round 4
     ):
-        out[tag] = Agent("auto")
+        out[tag] = Agent("auto", second=False)  # the first model alone, with these rules
         out[tag].localizer.organs.atlas_rules = rules
-    out["fixed_margin"] = Agent("auto", margin_reference=None)
+    out["fixed_margin"] = Agent("auto", second=False, margin_reference=None)
+    out["default"] = Agent("auto")  # as the package answers now (its second model if shipped)
     return out
 
 
@@ -199,6 +200,16 @@ def folder_agents(dirs: list[Path], tags: list[str], mirror: bool = False) -> di
             out[t] = with_rules(out[t], mirror_sides=False)
             out[f"{t}+mirror"] = with_rules(Agent("auto", model_dir=d), mirror_sides=True)
     return out
+
+
+def second_agents(dirs: list[Path], tags: list[str]) -> dict:
+    """Plain ``agent`` (the shipped first model and rules) asking each folder of ``dirs`` as
+    its second model where the first's localization is not trusted (issue #47 round 6)."""
+    from radspatial.agent.pipeline.agent import Agent
+
+    if len(tags) != len(dirs):
+        raise SystemExit(f"--second-tag: {len(tags)} given for {len(dirs)} --second-dir")
+    return {t: Agent("auto", second=d) for d, t in zip(dirs, tags, strict=True)}
 
 
 def with_rules(agent, **change):
@@ -361,7 +372,8 @@ def main() -> None:
         "--agents",
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
-        "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin",
+        "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
+        "default",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(
@@ -372,6 +384,14 @@ def main() -> None:
         help="also plain agent with this model folder (weights + atlas); repeatable",
     )
     p.add_argument("--tag", action="append", default=[], help="one name per --model-dir")
+    p.add_argument(
+        "--second-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="also plain agent asking this model folder where the first abstains; repeatable",
+    )
+    p.add_argument("--second-tag", action="append", default=[], help="one per --second-dir")
     p.add_argument("--mirror", action="store_true", help="mirror_sides off and on")
     p.add_argument("--figure", type=Path, help="with --from-json: the coverage figure (png)")
     p.add_argument("--from-json", type=Path, help="tabulate / plot rows written by --json")
@@ -396,6 +416,7 @@ def main() -> None:
     if a.mirror and "need_sides" in named:
         named["need_sides+mirror"] = with_rules(agents()["need_sides"], mirror_sides=True)
     named.update(folder_agents(a.model_dir, a.tag, a.mirror))
+    named.update(second_agents(a.second_dir, a.second_tag))
     if a.time:
         print(cpu_ratio(named, sets, a.time))
         return

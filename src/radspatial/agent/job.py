@@ -42,6 +42,10 @@ class AnswerJob:
     localizer: str = option("auto", help=LOCALIZER_HELP)
     model: Path | None = option(None, type=Path, annotation="str | Path | None",
         help="model folder: unet's, or organs' instead of the shipped one (default: shipped)")
+    second_model: str | None = option(None,
+        help="auto: a second organs model folder, asked where the first's localization is "
+        "not trusted; 'none': no second (default: the shipped one, with the shipped first "
+        "model only)")
     mask: Path | None = option(None, type=Path, annotation="str | Path | None",
         help="label image in the shown frame, for the mask localizer (default: none)")
     labels: str | None = option(None,
@@ -72,7 +76,12 @@ def run_answer(job: AnswerJob) -> AgentAnswer:
     image_path = Path(job.image)
     if not image_path.is_file():
         raise ValueError(f"{image_path}: no such image")
-    options = {"model_dir": Path(job.model)} if job.model else {}
+    options: dict[str, Any] = {"model_dir": Path(job.model)} if job.model else {}
+    if job.second_model is not None:
+        if job.localizer != "auto":
+            raise ParamError(("second_model", "localizer"), "{second_model} needs {localizer} auto")
+        none = job.second_model.lower() == "none"
+        options["second"] = False if none else Path(job.second_model)
     agent = Agent(job.localizer, margin=job.margin, **options)
     context = Context()
     if job.mask is not None:

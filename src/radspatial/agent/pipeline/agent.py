@@ -46,6 +46,10 @@ from radspatial.questions import QUESTION_TYPES, get_question_type
 from radspatial.questions.ask import parse_question
 
 MAX_PIXELS = 4096 * 4096
+# the first localization's abstentions a second model may answer: what was found (or not)
+# was not trusted; never the question's own rules (a relation too close to call is asked once)
+SECOND_OPINION_ON = (trust.NOT_FOUND, trust.LOW_CONFIDENCE, trust.NOT_TRUSTED)
+STEP_KEYS = ("localizer", "found", "margin_px", "checks", "sides")
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,9 @@ class Agent:
             decision = Decision(None, f"parse failure: {exc}", "none")
         else:
             timings["parse_ms"] = _ms(t0)
-            decision = self._run(parsed, arr, _with_labels(context), trace, timings)
+            context = _with_labels(context)
+            decision = self._run(parsed, arr, context, trace, timings, self.localizer)
+            decision = self._second_opinion(parsed, arr, context, (trace, timings), decision)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
         trace["timings_ms"] = timings
@@ -161,14 +167,17 @@ class Agent:
         context: Context,
         trace: dict[str, Any],
         timings: dict[str, float],
+        localizer: Localizer,
     ) -> Decision:
-        """The steps after parsing; fills ``trace`` (parsed, found, checks) and ``timings``."""
+        """The steps after parsing with ``localizer``; fills ``trace`` (parsed, found, checks)
+        and ``timings``."""
         qtype = get_question_type(parsed.kind)
         trace["parsed"] = parsed.to_json(qtype.roles)
+        trace["localizer"] = localizer.name
         t1 = time.perf_counter()
         refs = qtype.to_locate(parsed, context)
-        refused = trust.refusal(self.localizer, refs, context) if refs else None
-        found = [] if refused or not refs else self.localizer.locate(image, refs, context)
+        refused = trust.refusal(localizer, refs, context) if refs else None
+        found = [] if refused or not refs else localizer.locate(image, refs, context)
         found, readings = mirror.split(found)
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found) if found else []
@@ -192,6 +201,39 @@ class Agent:
         decision = trust.with_fallback_notes(decision, found)
         timings["verify_ms"] = _ms(t2)
         return decision
+
+
+    def _second_opinion(
+        self,
+        parsed: ParsedQuestion,
+        image: np.ndarray,
+        context: Context,
+        record: tuple[dict[str, Any], dict[str, float]],
+        decision: Decision,
+    ) -> Decision:
+        """The localizer's second model (its ``second_opinion``: the plain agent's is the
+        organs model of the levels the first never saw in real texture) where the first
+        abstained for want of a localization it trusts (:data:`SECOND_OPINION_ON`). Its answer
+        is used when it gives one, its steps then the trace's and the first's kept under
+        ``first``; when it abstains too, the first's decision stands and its steps are kept
+        under ``second``."""
+        second = getattr(self.localizer, "second_opinion", None)
+        if second is None or decision.answer is not None or decision.rule not in SECOND_OPINION_ON:
+            return decision
+        trace, timings = record
+        steps: dict[str, Any] = {}
+        spent: dict[str, float] = {}
+        again = self._run(parsed, image, context, steps, spent, second)
+        timings["second_ms"] = round(spent["localize_ms"] + spent["verify_ms"], 3)
+        steps.pop("parsed", None)
+        if again.answer is None:
+            trace["second"] = {**steps, "decision": again.to_json()}
+            return decision
+        first = {k: trace.pop(k) for k in STEP_KEYS if k in trace}
+        trace["first"] = {**first, "decision": decision.to_json()}
+        trace.update(steps)
+        note = f"second model {second.name}; the first abstained: {decision.reason}"
+        return replace(again, reason=f"{again.reason} ({note})")
 
 
 def _with_labels(context: Context | None) -> Context:

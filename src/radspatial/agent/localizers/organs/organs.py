@@ -52,6 +52,13 @@ def shipped_model_dir() -> Path:
     return Path(str(resources.files("radspatial.data") / "organs"))
 
 
+def shipped_second_dir() -> Path | None:
+    """The shipped second model folder (``radspatial/data/organs_wide``: the levels the first
+    never saw in real texture), None where the package has none."""
+    folder = Path(str(resources.files("radspatial.data") / "organs_wide"))
+    return folder if (folder / "config.json").is_file() else None
+
+
 class OrgansLocalizer:
     """``create_localizer("organs")`` (shipped weights) or ``organs`` with ``model_dir=``."""
 
@@ -483,23 +490,44 @@ def predict_small(
 
 
 class AutoLocalizer:
-    """Markers for refs that carry one (falling back to the name), organs for the rest."""
+    """Markers for refs that carry one (falling back to the name), organs for the rest; where
+    the organs model's localization is not trusted, the agent asks ``second_opinion`` (the
+    same reading with a second organs model folder, ``Agent._second_opinion``)."""
 
     name = "auto"
     thread_safe = True
 
     def __init__(
-        self, model_dir: str | Path | None = None, device: str = "cpu", atlas: bool | None = None
+        self,
+        model_dir: str | Path | None = None,
+        device: str = "cpu",
+        atlas: bool | None = None,
+        second: bool | str | Path | None = None,
     ) -> None:
         """``atlas``: None (default) -> the model folder's atlas when it has one (the shipped
-        weights do: ``organs+atlas``), True / False to force it."""
+        weights do: ``organs+atlas``), True / False to force it. ``second``: a second model
+        folder asked where the first's localization is not trusted; None (default) -> the
+        shipped one (:func:`shipped_second_dir`) with the shipped first model, none with a
+        ``model_dir`` of the user's; False -> none."""
         self.markers = create_localizer("markers")
         folder = Path(model_dir) if model_dir else shipped_model_dir()
         use = organs_atlas.has_atlas(folder) if atlas is None else atlas
         self.organs = OrgansLocalizer(model_dir, device, atlas=use)
+        self.second_opinion: AutoLocalizer | None = None
+        if second is None:
+            second = shipped_second_dir() if model_dir is None else None
+        if second:
+            if second is True:
+                second = shipped_second_dir()
+                if second is None:
+                    raise ValueError("this package ships no second organs model")
+            self.second_opinion = AutoLocalizer(second, device, atlas, second=False)
+            self.second_opinion.name = f"auto (second model: {Path(second).name})"
 
     def warm_up(self) -> None:
         self.organs.warm_up()
+        if self.second_opinion is not None:
+            self.second_opinion.warm_up()
 
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
         """Refs named only (no marker to read) go to ``organs``: its refusal (plane)."""
