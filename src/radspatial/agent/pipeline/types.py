@@ -43,7 +43,9 @@ class Localizer(Protocol):
     name: str
     # declared traits (class attributes; absent means False): ``thread_safe`` (one instance
     # may serve parallel requests; else the agent server gives it a lock) and ``reads_truth``
-    # (it is given the item's truth: an oracle or a reader of the CT)
+    # (it is given the item's truth: an oracle or a reader of the CT); and an optional
+    # ``second_opinion`` (another Localizer, or None) the agent asks where this one's
+    # localization is not trusted (``Agent._second_opinion``; ``auto``'s second model folder)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
