@@ -163,6 +163,8 @@ def agents() -> dict:
         out[tag].localizer.organs.atlas_rules = rules
     out["fixed_margin"] = Agent("auto", second=False, margin_reference=None)
     out["default"] = Agent("auto")  # as the package answers now (its second model if shipped)
+    # the default with a rule off in both models (the arm of a rule the cascade runs)
+    out["pairs_one_side"] = with_rules(Agent("auto"), pair_across=False)  # before #47 r6
     return out
 
 
@@ -213,9 +215,12 @@ def second_agents(dirs: list[Path], tags: list[str]) -> dict:
 
 
 def with_rules(agent, **change):
-    """``agent`` with its atlas rules changed (``AtlasRules`` fields)."""
-    loc = agent.localizer.organs
-    loc.atlas_rules = replace(loc.atlas_rules, **change)
+    """``agent`` with its atlas rules changed (``AtlasRules`` fields), in its second model
+    too when it has one."""
+    auto = agent.localizer
+    while auto is not None:
+        auto.organs.atlas_rules = replace(auto.organs.atlas_rules, **change)
+        auto = getattr(auto, "second_opinion", None)
     return agent
 
 
@@ -373,7 +378,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default",
+        "default,pairs_one_side",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

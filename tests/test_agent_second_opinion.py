@@ -36,7 +36,8 @@ class Blind:
         found = self.mask.locate(image, refs, context)
         if self.reason is None:
             return found
-        return [f and replace(f, details={**f.details, "abstain_reason": self.reason}) for f in found]
+        why = {"abstain_reason": self.reason}
+        return [f and replace(f, details={**f.details, **why}) for f in found]
 
 
 class Counting(MaskLocalizer):
@@ -72,7 +73,7 @@ def test_the_second_model_answers_where_the_first_does_not_trust_its_localizatio
     assert trace["localizer"] == "second" and trace["first"]["localizer"] == "first"
     assert trace["first"]["decision"]["rule"] == trust.NOT_TRUSTED
     assert "not seen in real texture" in trace["first"]["decision"]["reason"]
-    assert "second model second" in trace["decision"]["reason"]
+    assert "answered by second; the first model abstained" in trace["decision"]["reason"]
     assert "abstain_reason" not in trace["found"][0]["details"] and "second" not in trace
     assert trace["first"]["found"][0]["details"]["abstain_reason"]
     assert trace["timings_ms"]["second_ms"] >= 0
@@ -150,3 +151,87 @@ def test_the_command_line_names_the_second_model_or_none(tmp_path, capsys):
             assert written["second"]["localizer"] == "auto (second model: organs)"
     assert main([*argv, "--localizer", "markers", "--second-model", shipped]) == 2
     assert "--second-model needs --localizer auto" in capsys.readouterr().err
+
+
+def test_the_shipped_second_model_records_how_it_was_made():
+    """Issue #47: weights, atlas, data (every file's sha256), levels, seed, command, time."""
+    import json
+
+    from radspatial.core.io import sha256_file
+    from radspatial.nets.unet import read_config
+
+    folder = organs.shipped_second_dir()
+    assert folder is not None and folder.name == "organs_wide"
+    config = read_config(folder)
+    assert config["weights"]["sha256"] == sha256_file(folder / "model.safetensors")
+    atlas = json.loads((folder / "atlas.json").read_text())
+    assert atlas["npz_sha256"] == sha256_file(folder / "atlas.npz")
+    training = config["training"]
+    assert config["seed"] == 0 and "organs_train" in training["command"]
+    assert training["device"] == "cpu" and training["train_cpu_seconds"] > 0
+    first = read_config(organs.shipped_model_dir())
+    assert training["init"]["weights_sha256"] == first["weights"]["sha256"]  # its warm start
+    real = config["data"]["real"]
+    assert real["levels"]["span"] == ["T7", "S1"]  # the chest slab's T7 to patient A's S1
+    assert real["levels"]["structures_real"]["heart_ventricle_left"] > 0
+    drawn = {d["name"]: d for d in real["synthesised"]}
+    assert set(drawn) == {"pelvic001", "patient_a"}
+    assert all(len(d["seg_sha256"]) == 64 for d in drawn.values())
+
+
+@pytest.fixture(scope="module")
+def chest_image():
+    """Slice 10 of the real chest slab at 256 px (soft-tissue window), its labels."""
+    organs_data = pytest.importorskip("radspatial.training.organs_data")
+    chest = organs_data.chest_slab(organs_data.shared_data())
+    lab = organs_data.render_lab(chest.seg, 10, chest.spacing, 256)
+    hu = organs_data.render_hu(chest.ct, 10, chest.spacing, 256)
+    grey = np.clip((hu + 160) / 400 * 255, 0, 255).astype(np.uint8)
+    return np.repeat(grey[:, :, None], 3, axis=2), lab
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_plain_agent_answers_the_chest_through_its_second_model_either_way_round(chest_image, flip):
+    """On the real chest (the second model's training patient: this checks the pipeline and
+    orientation, not generalisation) the first model alone finds nothing; plain agent answers
+    through the second, and mirrored the answer flips with the image (the heart fixes sides)."""
+    image, lab = chest_image
+    if flip:
+        image, lab = image[:, ::-1].copy(), lab[:, ::-1]
+    question = "Is the left heart ventricle to the right of the inferior vena cava?"
+    ventricle, cava = (np.argwhere(lab == i)[:, 1].mean() for i in (120, 63))
+    first = Agent("auto", second=False).answer(image, question)
+    assert first.answer is None
+    result = Agent("auto").answer(image, question)
+    assert result.answer == int(ventricle > cava) == (0 if flip else 1)
+    assert result.trace["localizer"] == "auto (second model: organs_wide)"
+    assert result.trace["first"]["decision"]["answer"] is None
+
+
+@pytest.mark.parametrize(
+    ("posterior", "f", "twin", "pair"),
+    [
+        ((0.0, 1.0), (40, 60), (90, 70), True),  # back down the image: sides are columns
+        ((0.0, 1.0), (40, 60), (30, 90), False),  # both left of the midline column 64
+        ((1.0, 0.0), (60, 40), (70, 90), True),  # a rotated view: sides are rows
+        ((1.0, 0.0), (40, 60), (90, 62), False),  # across columns, but both above row 64
+        ((0.0, -1.0), (90, 70), (40, 60), True),  # flipped back: only the signs count
+    ],
+)
+def test_a_left_right_pair_lies_across_the_midline(posterior, f, twin, pair):
+    """Issue #47 round 6 (``AtlasRules.pair_across``): a structure and its counterpart, the two
+    readings of a slice that hides the sides, are a pair only on opposite sides of the body's
+    midline (the line through the body's centre along the posterior axis)."""
+    from types import SimpleNamespace
+
+    from radspatial.agent.pipeline.types import Found
+
+    loc = organs.OrgansLocalizer()
+    match = SimpleNamespace(midline=((64.0, 64.0), posterior))
+    a, b = Found(f, 0.9, "organs", {}), Found(twin, 0.9, "organs", {})
+    reason = loc._one_side(a, b, match)
+    assert (reason is None) is pair
+    if not pair:
+        assert "one side of the midline" in reason
+    loc.atlas_rules = replace(loc.atlas_rules, pair_across=False)
+    assert loc._one_side(a, b, match) is None

@@ -202,7 +202,6 @@ class Agent:
         timings["verify_ms"] = _ms(t2)
         return decision
 
-
     def _second_opinion(
         self,
         parsed: ParsedQuestion,
@@ -232,7 +231,7 @@ class Agent:
         first = {k: trace.pop(k) for k in STEP_KEYS if k in trace}
         trace["first"] = {**first, "decision": decision.to_json()}
         trace.update(steps)
-        note = f"second model {second.name}; the first abstained: {decision.reason}"
+        note = f"answered by {second.name}; the first model abstained: {decision.reason}"
         return replace(again, reason=f"{again.reason} ({note})")
 
 

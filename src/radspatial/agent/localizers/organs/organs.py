@@ -157,6 +157,19 @@ class OrgansLocalizer:
             f"patient's {'right' if offset > 0 else 'left'} of the midline"
         )
 
+    def _one_side(self, f: Found, twin: Found | None, match) -> str | None:
+        """Why ``f`` and its counterpart ``twin`` (the swapped reading's) are no left-right
+        pair (``AtlasRules.pair_across``): both on one side of the body's midline; else None.
+        The sides being unknown, only the two offsets' signs are compared."""
+        if not self.atlas_rules.pair_across or twin is None or match.midline is None:
+            return None
+        centre, posterior = match.midline
+        across = (-posterior[1], posterior[0])  # either side: only the signs are compared
+        a, b = (organs_view.side_offset(x.xy, centre, across, 1.0) for x in (f, twin))
+        if a * b < 0:
+            return None
+        return "no left-right pair: it and its counterpart lie on one side of the midline"
+
     def _pair_atlas(self, f: Found, match, ids: tuple[int, int], cls: int, via: str) -> Found:
         """A pair member with the atlas's opinion (``_with_atlas``), by its own label or,
         the sides being unknown, its counterpart's: the first the atlas does not veto."""
@@ -205,6 +218,7 @@ class OrgansLocalizer:
         before = f.details.get("abstain_reason") or (
             "atlas placed it (network under the floor)" if f.method == "atlas" else None
         )
+        before = before or self._one_side(f, twin, match)
         details = {**f.details, "pair": "either side (sides not shown), split in two"}
         details["abstain_reason"] = before or organs_view.SIDES_NOT_SHOWN
         if not before and self.atlas_rules.mirror_sides:
@@ -245,6 +259,8 @@ class OrgansLocalizer:
             reflect = rules.reflect_missing and match.midline is not None
             if twin is None and reflect:  # not found: f across the midline
                 twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
+            if one_side := self._one_side(f, twin, match):
+                details["abstain_reason"], twin = one_side, None
             details[MIRROR] = twin
         elif from_atlas and rules.mirror_sides and mirror and not before:
             details[MIRROR] = None  # no swapped reading: this reading alone cannot answer

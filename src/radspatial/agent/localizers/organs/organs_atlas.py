@@ -108,6 +108,10 @@ class AtlasRules:
     # an answer that holds with every side swapped rests on what the network found: a centre
     # from the atlas alone takes no part in the two readings (#47 round 4)
     mirror_needs_image: bool = True
+    # the two readings' members (a structure and its counterpart, an open pair's two parts)
+    # lie on opposite sides of the body's midline, as a left-right pair does; two on one side
+    # are no pair and no swapped reading (#47 round 6)
+    pair_across: bool = True
 
 
 @dataclass(frozen=True)
