@@ -165,6 +165,7 @@ def agents() -> dict:
     out["default"] = Agent("auto")  # as the package answers now (its second model if shipped)
     # the default with a rule off in both models (the arm of a rule the cascade runs)
     out["pairs_one_side"] = with_rules(Agent("auto"), pair_across=False)  # before #47 r6
+    out["no_agree"] = Agent("auto", agree_tolerance=None)  # second's answers before #47 r8
     return out
 
 
@@ -378,7 +379,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side",
+        "default,pairs_one_side,no_agree",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

@@ -27,6 +27,7 @@ from radspatial.agent.pipeline import mirror, trust
 from radspatial.agent.pipeline.types import (
     Context,
     Decision,
+    Found,
     Localizer,
     ParsedQuestion,
     ParseError,
@@ -50,6 +51,10 @@ MAX_PIXELS = 4096 * 4096
 # was not trusted; never the question's own rules (a relation too close to call is asked once)
 SECOND_OPINION_ON = (trust.NOT_FOUND, trust.LOW_CONFIDENCE, trust.NOT_TRUSTED)
 STEP_KEYS = ("localizer", "found", "margin_px", "checks", "sides")
+# a second model's answer stands only where the first's own pixels (trusted or not) of each
+# structure without a side lie within this share of the image's larger side (+ both
+# uncertainties) of the second's: two models that place the liver apart cannot both be right
+AGREE_TOLERANCE = 0.1
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class Agent:
         size_tolerance: float = SIZE_TOLERANCE,
         min_component_px: float = MIN_COMPONENT_PX,
         margin_reference: float | None = REFERENCE_PX,
+        agree_tolerance: float | None = AGREE_TOLERANCE,
         **options: Any,
     ) -> None:
         self.localizer = (
@@ -114,6 +120,7 @@ class Agent:
         self.margin_reference = (
             None if margin_reference is None else checked_reference(margin_reference)
         )
+        self.agree_tolerance = agree_tolerance
 
     @property
     def margin(self) -> float:
@@ -153,8 +160,9 @@ class Agent:
         else:
             timings["parse_ms"] = _ms(t0)
             context = _with_labels(context)
-            decision = self._run(parsed, arr, context, trace, timings, self.localizer)
-            decision = self._second_opinion(parsed, arr, context, (trace, timings), decision)
+            first: list = []
+            decision = self._run(parsed, arr, context, trace, timings, self.localizer, first)
+            decision = self._second_opinion(parsed, arr, context, (trace, timings, first), decision)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
         trace["timings_ms"] = timings
@@ -168,9 +176,10 @@ class Agent:
         trace: dict[str, Any],
         timings: dict[str, float],
         localizer: Localizer,
+        keep: list | None = None,
     ) -> Decision:
         """The steps after parsing with ``localizer``; fills ``trace`` (parsed, found, checks)
-        and ``timings``."""
+        and ``timings`` (and ``keep`` with the refs and what was found)."""
         qtype = get_question_type(parsed.kind)
         trace["parsed"] = parsed.to_json(qtype.roles)
         trace["localizer"] = localizer.name
@@ -179,6 +188,8 @@ class Agent:
         refused = trust.refusal(localizer, refs, context) if refs else None
         found = [] if refused or not refs else localizer.locate(image, refs, context)
         found, readings = mirror.split(found)
+        if keep is not None:  # for the second opinion's agreement check
+            keep[:] = [refs, found]
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found) if found else []
         t2 = time.perf_counter()
@@ -207,7 +218,7 @@ class Agent:
         parsed: ParsedQuestion,
         image: np.ndarray,
         context: Context,
-        record: tuple[dict[str, Any], dict[str, float]],
+        record: tuple[dict[str, Any], dict[str, float], list],
         decision: Decision,
     ) -> Decision:
         """The localizer's second model (its ``second_opinion``: the plain agent's is the
@@ -219,12 +230,17 @@ class Agent:
         second = getattr(self.localizer, "second_opinion", None)
         if second is None or decision.answer is not None or decision.rule not in SECOND_OPINION_ON:
             return decision
-        trace, timings = record
+        trace, timings, first = record
         steps: dict[str, Any] = {}
         spent: dict[str, float] = {}
-        again = self._run(parsed, image, context, steps, spent, second)
+        kept: list = []
+        again = self._run(parsed, image, context, steps, spent, second, kept)
         timings["second_ms"] = round(spent["localize_ms"] + spent["verify_ms"], 3)
         steps.pop("parsed", None)
+        if again.answer is not None and self.agree_tolerance is not None:
+            apart = disagreement(first, kept, image.shape, self.agree_tolerance)
+            if apart:
+                again = Decision(None, apart, trust.NOT_TRUSTED)
         if again.answer is None:
             trace["second"] = {**steps, "decision": again.to_json()}
             return decision
@@ -233,6 +249,41 @@ class Agent:
         trace.update(steps)
         note = f"answered by {second.name}; the first model abstained: {decision.reason}"
         return replace(again, reason=f"{again.reason} ({note})")
+
+
+def disagreement(
+    first: list, second: list, shape: tuple[int, ...], tolerance: float
+) -> str | None:
+    """Why the second model's localizations are not trusted: a structure without a side that
+    the first model's network also found (its own pixels, any score) lies further from the
+    second's than ``tolerance`` x the image's larger side + both uncertainties; else None.
+    ``first`` / ``second``: [refs, found] of each model's run."""
+    if len(first) < 2 or len(second) < 2:
+        return None
+    refs, found_a = first
+    _, found_b = second
+    base = tolerance * max(shape[:2])
+    for ref, a, b in zip(refs, found_a, found_b, strict=False):
+        name = (ref.name or "").lower()
+        if a is None or b is None or a.details.get("area_px") is None or _sided(name):
+            continue  # the first's centre without pixels of its own (atlas, reflected): no say
+        limit = base + _uncertainty(a) + _uncertainty(b)
+        apart = float(np.hypot(a.xy[0] - b.xy[0], a.xy[1] - b.xy[1]))
+        if apart > limit:
+            return (
+                f"the two models disagree on where the {name or 'structure'} is: "
+                f"{apart:.0f} px apart (> {limit:.0f})"
+            )
+    return None
+
+
+def _sided(name: str) -> bool:
+    return any(w in name.replace("_", " ").split() for w in ("left", "right"))
+
+
+def _uncertainty(found: Found) -> float:
+    u = found.details.get("uncertainty_px")
+    return float(u) if u is not None else 0.0
 
 
 def _with_labels(context: Context | None) -> Context:
