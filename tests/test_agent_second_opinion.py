@@ -141,14 +141,15 @@ def test_the_command_line_names_the_second_model_or_none(tmp_path, capsys):
     Image.new("RGB", (64, 64)).save(image)  # nothing to look at: both models find nothing
     argv = ["agent", "--image", str(image), "--question", QUESTION]
     shipped = str(organs.shipped_model_dir())
-    for second, asked in ((shipped, True), ("none", False)):
-        trace = tmp_path / f"{asked}.json"
+    for second, asked in ((shipped, True), ("shipped", True), ("none", False)):
+        trace = tmp_path / f"{second.replace('/', '_')}.json"
         assert main([*argv, "--second-model", second, "--trace", str(trace)]) == 0
         assert "abstain" in capsys.readouterr().out
         written = json.loads(trace.read_text())
         assert ("second" in written) is asked
         if asked:
-            assert written["second"]["localizer"] == "auto (second model: organs)"
+            folder = "organs" if second == shipped else "organs_wide"
+            assert written["second"]["localizer"] == f"auto (second model: {folder})"
     assert main([*argv, "--localizer", "markers", "--second-model", shipped]) == 2
     assert "--second-model needs --localizer auto" in capsys.readouterr().err
 
@@ -235,3 +236,47 @@ def test_a_left_right_pair_lies_across_the_midline(posterior, f, twin, pair):
         assert "one side of the midline" in reason
     loc.atlas_rules = replace(loc.atlas_rules, pair_across=False)
     assert loc._one_side(a, b, match) is None
+
+
+def test_the_two_models_must_agree_where_both_see_a_structure_without_a_side():
+    """Issue #47 round 8 (``Agent.agree_tolerance``): the second's answer stands only where
+    the first's own pixels of the liver lie near the second's; a sided structure (its side
+    may be the other one's) and a centre without pixels (the atlas's) have no say."""
+    from radspatial.agent.pipeline.agent import disagreement
+    from radspatial.agent.pipeline.types import Found, Ref
+
+    def at(x, method="organs", area=100.0, u=None):
+        return Found((x, 50.0), 0.9, method, {"area_px": area, "uncertainty_px": u})
+
+    refs = [Ref(name="liver"), Ref(name="iliopsoas_left")]
+    near = [[refs, [at(100), at(300)]], [refs, [at(140), at(20)]]]
+    assert disagreement(*near, (512, 512), 0.1) is None  # 40 <= 51 px; the sided one skipped
+    far = [[refs, [at(100), None]], [refs, [at(160), None]]]
+    reason = disagreement(*far, (512, 512), 0.1)
+    assert reason == "the two models disagree on where the liver is: 60 px apart (> 51)"
+    assert disagreement(*far, (256, 1024), 0.1) is None  # the larger side: 102 px
+    loose = [[refs, [at(100, u=5.0), None]], [refs, [at(160, u=10.0), None]]]
+    assert disagreement(*loose, (512, 512), 0.1) is None  # 51 + 5 + 10 >= 60
+    atlas = [[refs, [at(100, method="atlas", area=None), None]], [refs, [at(400), None]]]
+    assert disagreement(*atlas, (512, 512), 0.1) is None
+
+
+def test_a_second_answer_the_first_model_contradicts_is_an_abstention():
+    """The first found the liver (untrusted) where the mask is; a second model that puts it
+    elsewhere does not answer (the first's abstention stands), and the trace says why."""
+    image, context = scene(20, 150)
+
+    class Elsewhere(Counting):
+        def locate(self, image, refs, context):
+            found = super().locate(image, refs, context)
+            return [f and replace(f, xy=(f.xy[0] + 120, f.xy[1])) if i == 0 else f
+                    for i, f in enumerate(found)]  # fmt: skip
+
+    result = Agent(Blind(Elsewhere())).answer(image, QUESTION, context=context)
+    assert result.answer is None and result.text.endswith("not seen in real texture")  # first's
+    second = result.trace["second"]["decision"]
+    assert second["reason"].startswith("the two models disagree on where the liver is: 120 px")
+    relaxed = Agent(Blind(Elsewhere()), agree_tolerance=None).answer(
+        image, QUESTION, context=context
+    )
+    assert relaxed.answer is not None

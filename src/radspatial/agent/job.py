@@ -44,8 +44,8 @@ class AnswerJob:
         help="model folder: unet's, or organs' instead of the shipped one (default: shipped)")
     second_model: str | None = option(None,
         help="auto: a second organs model folder, asked where the first's localization is "
-        "not trusted; 'none': no second (default: the shipped one, with the shipped first "
-        "model only)")
+        "not trusted; 'shipped': the package's (radspatial/data/organs_wide); 'none': no "
+        "second (default: the package's default, with the shipped first model only)")
     mask: Path | None = option(None, type=Path, annotation="str | Path | None",
         help="label image in the shown frame, for the mask localizer (default: none)")
     labels: str | None = option(None,
@@ -80,8 +80,8 @@ def run_answer(job: AnswerJob) -> AgentAnswer:
     if job.second_model is not None:
         if job.localizer != "auto":
             raise ParamError(("second_model", "localizer"), "{second_model} needs {localizer} auto")
-        none = job.second_model.lower() == "none"
-        options["second"] = False if none else Path(job.second_model)
+        named = {"none": False, "shipped": True}
+        options["second"] = named.get(job.second_model.lower(), Path(job.second_model))
     agent = Agent(job.localizer, margin=job.margin, **options)
     context = Context()
     if job.mask is not None:
