@@ -162,10 +162,11 @@ def agents() -> dict:
         out[tag] = Agent("auto", second=False)  # the first model alone, with these rules
         out[tag].localizer.organs.atlas_rules = rules
     out["fixed_margin"] = Agent("auto", second=False, margin_reference=None)
-    out["default"] = Agent("auto")  # as the package answers now (its second model if shipped)
-    # the default with a rule off in both models (the arm of a rule the cascade runs)
-    out["pairs_one_side"] = with_rules(Agent("auto"), pair_across=False)  # before #47 r6
-    out["no_agree"] = Agent("auto", agree_tolerance=None)  # second's answers before #47 r8
+    # the shipped first model with the shipped second (opt-in since #47 round 8; the default
+    # of rounds 6-8), and that cascade with a rule off (the arm of a rule it runs)
+    out["default"] = Agent("auto", second=True)
+    out["pairs_one_side"] = with_rules(Agent("auto", second=True), pair_across=False)  # r6
+    out["no_agree"] = Agent("auto", second=True, agree_tolerance=None)  # before #47 r8
     return out
 
 

@@ -119,11 +119,11 @@ def test_auto_takes_a_second_model_folder_and_never_one_by_default_with_the_user
     assert auto.second_opinion.second_opinion is None  # one level only
     assert auto.second_opinion.name == f"auto (second model: {shipped.name})"
     assert organs.AutoLocalizer(second=False).second_opinion is None
-    # a user's own first model: no shipped second unless asked
+    # opt-in (issue #47 round 8): no second unless asked, with the shipped first model or not
     assert organs.AutoLocalizer(model_dir=shipped).second_opinion is None
-    expected = organs.shipped_second_dir()
-    default = organs.AutoLocalizer().second_opinion
-    assert (default is None) == (expected is None)
+    assert organs.AutoLocalizer().second_opinion is None
+    wide = organs.AutoLocalizer(second=True).second_opinion
+    assert wide is not None and wide.organs.model_dir == organs.shipped_second_dir()
     with pytest.raises(FileNotFoundError, match="config.json"):  # named, before torch
         organs.AutoLocalizer(second=tmp_path)
 
@@ -192,10 +192,11 @@ def chest_image():
 
 
 @pytest.mark.parametrize("flip", [False, True])
-def test_plain_agent_answers_the_chest_through_its_second_model_either_way_round(chest_image, flip):
+def test_the_second_model_answers_the_chest_either_way_round(chest_image, flip):
     """On the real chest (the second model's training patient: this checks the pipeline and
-    orientation, not generalisation) the first model alone finds nothing; plain agent answers
-    through the second, and mirrored the answer flips with the image (the heart fixes sides)."""
+    orientation, not generalisation) the first model alone finds nothing; with the shipped
+    second model plain agent answers through it, and mirrored the answer flips with the image
+    (the heart fixes the sides)."""
     image, lab = chest_image
     if flip:
         image, lab = image[:, ::-1].copy(), lab[:, ::-1]
@@ -203,7 +204,7 @@ def test_plain_agent_answers_the_chest_through_its_second_model_either_way_round
     ventricle, cava = (np.argwhere(lab == i)[:, 1].mean() for i in (120, 63))
     first = Agent("auto", second=False).answer(image, question)
     assert first.answer is None
-    result = Agent("auto").answer(image, question)
+    result = Agent("auto", second=True).answer(image, question)
     assert result.answer == int(ventricle > cava) == (0 if flip else 1)
     assert result.trace["localizer"] == "auto (second model: organs_wide)"
     assert result.trace["first"]["decision"]["answer"] is None

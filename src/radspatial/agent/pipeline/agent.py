@@ -251,9 +251,7 @@ class Agent:
         return replace(again, reason=f"{again.reason} ({note})")
 
 
-def disagreement(
-    first: list, second: list, shape: tuple[int, ...], tolerance: float
-) -> str | None:
+def disagreement(first: list, second: list, shape: tuple[int, ...], tolerance: float) -> str | None:
     """Why the second model's localizations are not trusted: a structure without a side that
     the first model's network also found (its own pixels, any score) lies further from the
     second's than ``tolerance`` x the image's larger side + both uncertainties; else None.

@@ -54,7 +54,8 @@ def shipped_model_dir() -> Path:
 
 def shipped_second_dir() -> Path | None:
     """The shipped second model folder (``radspatial/data/organs_wide``: the levels the first
-    never saw in real texture), None where the package has none."""
+    never saw in real texture, opt-in: ``AutoLocalizer(second=True)``), None where the
+    package has none."""
     folder = Path(str(resources.files("radspatial.data") / "organs_wide"))
     return folder if (folder / "config.json").is_file() else None
 
@@ -522,16 +523,15 @@ class AutoLocalizer:
     ) -> None:
         """``atlas``: None (default) -> the model folder's atlas when it has one (the shipped
         weights do: ``organs+atlas``), True / False to force it. ``second``: a second model
-        folder asked where the first's localization is not trusted; None (default) -> the
-        shipped one (:func:`shipped_second_dir`) with the shipped first model, none with a
-        ``model_dir`` of the user's; False -> none."""
+        folder asked where the first's localization is not trusted; True -> the shipped one
+        (:func:`shipped_second_dir`); None / False (default) -> none. Opt-in: on fresh
+        label-map anatomies it adds answers and, on two of three seeds, a wrong one the first
+        alone does not give (issue #47 rounds 6-8, docs/agent.md)."""
         self.markers = create_localizer("markers")
         folder = Path(model_dir) if model_dir else shipped_model_dir()
         use = organs_atlas.has_atlas(folder) if atlas is None else atlas
         self.organs = OrgansLocalizer(model_dir, device, atlas=use)
         self.second_opinion: AutoLocalizer | None = None
-        if second is None:
-            second = shipped_second_dir() if model_dir is None else None
         if second:
             if second is True:
                 second = shipped_second_dir()
