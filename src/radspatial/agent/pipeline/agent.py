@@ -221,12 +221,12 @@ class Agent:
         record: tuple[dict[str, Any], dict[str, float], list],
         decision: Decision,
     ) -> Decision:
-        """The localizer's second model (its ``second_opinion``: the plain agent's is the
-        organs model of the levels the first never saw in real texture) where the first
-        abstained for want of a localization it trusts (:data:`SECOND_OPINION_ON`). Its answer
-        is used when it gives one, its steps then the trace's and the first's kept under
-        ``first``; when it abstains too, the first's decision stands and its steps are kept
-        under ``second``."""
+        """The localizer's second model (its ``second_opinion``: ``auto``'s with ``second=``,
+        e.g. the shipped organs model of the levels the first never saw in real texture) where
+        the first abstained for want of a localization it trusts (:data:`SECOND_OPINION_ON`).
+        Its answer is used when it gives one and the two models agree (:func:`disagreement`),
+        its steps then the trace's and the first's kept under ``first``; else the first's
+        decision stands and the second's steps are kept under ``second``."""
         second = getattr(self.localizer, "second_opinion", None)
         if second is None or decision.answer is not None or decision.rule not in SECOND_OPINION_ON:
             return decision
@@ -244,8 +244,8 @@ class Agent:
         if again.answer is None:
             trace["second"] = {**steps, "decision": again.to_json()}
             return decision
-        first = {k: trace.pop(k) for k in STEP_KEYS if k in trace}
-        trace["first"] = {**first, "decision": decision.to_json()}
+        first_steps = {k: trace.pop(k) for k in STEP_KEYS if k in trace}
+        trace["first"] = {**first_steps, "decision": decision.to_json()}
         trace.update(steps)
         note = f"answered by {second.name}; the first model abstained: {decision.reason}"
         return replace(again, reason=f"{again.reason} ({note})")
