@@ -167,6 +167,10 @@ def agents() -> dict:
     out["default"] = Agent("auto", second=True)
     out["pairs_one_side"] = with_rules(Agent("auto", second=True), pair_across=False)  # r6
     out["no_agree"] = Agent("auto", second=True, agree_tolerance=None)  # before #47 r8
+    # 4 test-time copies (their half turns too) instead of 2, in every model (#47 round 9)
+    out["first4"] = with_copies(Agent("auto", second=False), 4)
+    out["cascade"] = Agent("auto", second=True)
+    out["cascade4"] = with_copies(Agent("auto", second=True), 4)
     return out
 
 
@@ -214,6 +218,18 @@ def second_agents(dirs: list[Path], tags: list[str]) -> dict:
     if len(tags) != len(dirs):
         raise SystemExit(f"--second-tag: {len(tags)} given for {len(dirs)} --second-dir")
     return {t: Agent("auto", second=d) for d, t in zip(dirs, tags, strict=True)}
+
+
+def with_copies(agent, variants: int):
+    """``agent`` with its organs checks on ``variants`` test-time copies (``organs_checks.
+    with_copies``), in its second model too when it has one."""
+    from radspatial.agent.localizers.organs import organs_checks
+
+    auto = agent.localizer
+    while auto is not None:
+        auto.organs.checks = organs_checks.with_copies(variants)
+        auto = getattr(auto, "second_opinion", None)
+    return agent
 
 
 def with_rules(agent, **change):
@@ -380,7 +396,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side,no_agree",
+        "default,pairs_one_side,no_agree,first4,cascade,cascade4",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(
