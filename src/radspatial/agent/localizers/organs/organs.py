@@ -81,8 +81,8 @@ class OrgansLocalizer:
         self.min_score = float(min_score)
         unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
         self.atlas_dir = _atlas_dir(atlas, self.model_dir)
-        # with the atlas as the second opinion, 2 copies (identity + mirror) suffice: chosen on
-        # the validation sets (benchmarks/RESULTS.md, round 4); the network alone keeps 4
+        # with the atlas as the second opinion, 4 copies as the network alone (2 from issue
+        # #22 round 4 to issue #47 round 9: benchmarks/RESULTS.md)
         default = organs_checks.WITH_ATLAS if self.atlas_dir else organs_checks.Checks()
         self.checks = checks or default
         self.atlas_rules = atlas_rules or organs_atlas.AtlasRules()

@@ -52,9 +52,11 @@ def with_copies(variants: int) -> Checks:
     return Checks(variants=variants, min_votes=max(1, round(0.75 * variants)))
 
 
-# the checks of ``organs+atlas``: the atlas is the independent second opinion, so the network
-# runs on the identity and the left-right mirror only (both must find the structure)
-WITH_ATLAS = with_copies(2)
+# the checks of ``organs+atlas``: the identity, the left-right mirror and their half turns, 3
+# of 4 must find the structure (issue #47 round 9; 2 copies since issue #22 round 4: the
+# half-turned copies catch the network reading an image upside down, which the atlas, matched
+# in the same wrong orientation, did not)
+WITH_ATLAS = with_copies(4)
 
 # test-time copies in the order used: the first ``variants`` run (2: identity and left-right
 # flip, the copy that tells sides apart; 4: and their half turns; 8: every quarter turn)
