@@ -169,7 +169,8 @@ def agents() -> dict:
     out["no_agree"] = Agent("auto", second=True, agree_tolerance=None)  # before #47 r8
     # 4 test-time copies (their half turns too) instead of 2, in every model (#47 round 9)
     out["first4"] = with_copies(Agent("auto", second=False), 4)
-    out["cascade"] = Agent("auto", second=True)
+    out["copies2"] = with_copies(Agent("auto", second=False), 2)  # the default before r9
+    out["cascade"] = with_copies(Agent("auto", second=True), 2)  # as in round 9's run
     out["cascade4"] = with_copies(Agent("auto", second=True), 4)
     return out
 
@@ -396,7 +397,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side,no_agree,first4,cascade,cascade4",
+        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(
