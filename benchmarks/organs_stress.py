@@ -226,21 +226,25 @@ def with_copies(agent, variants: int):
     with_copies``), in its second model too when it has one."""
     from radspatial.agent.localizers.organs import organs_checks
 
-    auto = agent.localizer
-    while auto is not None:
-        auto.organs.checks = organs_checks.with_copies(variants)
-        auto = getattr(auto, "second_opinion", None)
+    for organs in _organs_of(agent):
+        organs.checks = organs_checks.with_copies(variants)
     return agent
 
 
 def with_rules(agent, **change):
     """``agent`` with its atlas rules changed (``AtlasRules`` fields), in its second model
     too when it has one."""
+    for organs in _organs_of(agent):
+        organs.atlas_rules = replace(organs.atlas_rules, **change)
+    return agent
+
+
+def _organs_of(agent):
+    """The organs localizer of ``agent``'s ``auto`` and of its second model, if any."""
     auto = agent.localizer
     while auto is not None:
-        auto.organs.atlas_rules = replace(auto.organs.atlas_rules, **change)
+        yield auto.organs
         auto = getattr(auto, "second_opinion", None)
-    return agent
 
 
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:

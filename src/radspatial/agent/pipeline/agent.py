@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,11 @@ from radspatial.agent.pipeline.types import (
     Localizer,
     ParsedQuestion,
     ParseError,
+    Ref,
     Scene,
     create_localizer,
 )
-from radspatial.core.labels import load_table
+from radspatial.core.labels import load_table, side_of
 from radspatial.core.rules import (
     MARGIN_PX,
     MIN_COMPONENT_PX,
@@ -55,6 +57,7 @@ STEP_KEYS = ("localizer", "found", "margin_px", "checks", "sides")
 # structure without a side lie within this share of the image's larger side (+ both
 # uncertainties) of the second's: two models that place the liver apart cannot both be right
 AGREE_TOLERANCE = 0.1
+Located = tuple[Sequence[Ref], list]  # what one localizer was asked and what it found
 
 
 @dataclass(frozen=True)
@@ -160,8 +163,7 @@ class Agent:
         else:
             timings["parse_ms"] = _ms(t0)
             context = _with_labels(context)
-            first: list = []
-            decision = self._run(parsed, arr, context, trace, timings, self.localizer, first)
+            decision, first = self._run(parsed, arr, context, trace, timings, self.localizer)
             decision = self._second_opinion(parsed, arr, context, (trace, timings, first), decision)
         timings["total_ms"] = _ms(t0)
         trace["decision"] = decision.to_json()
@@ -176,10 +178,9 @@ class Agent:
         trace: dict[str, Any],
         timings: dict[str, float],
         localizer: Localizer,
-        keep: list | None = None,
-    ) -> Decision:
-        """The steps after parsing with ``localizer``; fills ``trace`` (parsed, found, checks)
-        and ``timings`` (and ``keep`` with the refs and what was found)."""
+    ) -> tuple[Decision, Located]:
+        """The steps after parsing with ``localizer``: its decision and what it located; fills
+        ``trace`` (parsed, found, checks) and ``timings``."""
         qtype = get_question_type(parsed.kind)
         trace["parsed"] = parsed.to_json(qtype.roles)
         trace["localizer"] = localizer.name
@@ -188,8 +189,6 @@ class Agent:
         refused = trust.refusal(localizer, refs, context) if refs else None
         found = [] if refused or not refs else localizer.locate(image, refs, context)
         found, readings = mirror.split(found)
-        if keep is not None:  # for the second opinion's agreement check
-            keep[:] = [refs, found]
         timings["localize_ms"] = _ms(t1)
         trace["found"] = qtype.found_json(refs, found) if found else []
         t2 = time.perf_counter()
@@ -211,14 +210,14 @@ class Agent:
             decision, trace["sides"] = mirror.decide(decision, readings, lambda r: judge(r)[0])
         decision = trust.with_fallback_notes(decision, found)
         timings["verify_ms"] = _ms(t2)
-        return decision
+        return decision, (refs, found)
 
     def _second_opinion(
         self,
         parsed: ParsedQuestion,
         image: np.ndarray,
         context: Context,
-        record: tuple[dict[str, Any], dict[str, float], list],
+        record: tuple[dict[str, Any], dict[str, float], Located],
         decision: Decision,
     ) -> Decision:
         """The localizer's second model (its ``second_opinion``: ``auto``'s with ``second=``,
@@ -233,8 +232,7 @@ class Agent:
         trace, timings, first = record
         steps: dict[str, Any] = {}
         spent: dict[str, float] = {}
-        kept: list = []
-        again = self._run(parsed, image, context, steps, spent, second, kept)
+        again, kept = self._run(parsed, image, context, steps, spent, second)
         timings["second_ms"] = round(spent["localize_ms"] + spent["verify_ms"], 3)
         steps.pop("parsed", None)
         if again.answer is not None and self.agree_tolerance is not None:
@@ -251,19 +249,19 @@ class Agent:
         return replace(again, reason=f"{again.reason} ({note})")
 
 
-def disagreement(first: list, second: list, shape: tuple[int, ...], tolerance: float) -> str | None:
+def disagreement(
+    first: Located, second: Located, shape: tuple[int, ...], tolerance: float
+) -> str | None:
     """Why the second model's localizations are not trusted: a structure without a side that
     the first model's network also found (its own pixels, any score) lies further from the
     second's than ``tolerance`` x the image's larger side + both uncertainties; else None.
-    ``first`` / ``second``: [refs, found] of each model's run."""
-    if len(first) < 2 or len(second) < 2:
-        return None
+    ``first`` / ``second``: (refs, found) of each model's run."""
     refs, found_a = first
     _, found_b = second
     base = tolerance * max(shape[:2])
     for ref, a, b in zip(refs, found_a, found_b, strict=False):
         name = (ref.name or "").lower()
-        if a is None or b is None or a.details.get("area_px") is None or _sided(name):
+        if a is None or b is None or a.details.get("area_px") is None or side_of(name):
             continue  # the first's centre without pixels of its own (atlas, reflected): no say
         limit = base + _uncertainty(a) + _uncertainty(b)
         apart = float(np.hypot(a.xy[0] - b.xy[0], a.xy[1] - b.xy[1]))
@@ -273,10 +271,6 @@ def disagreement(first: list, second: list, shape: tuple[int, ...], tolerance: f
                 f"{apart:.0f} px apart (> {limit:.0f})"
             )
     return None
-
-
-def _sided(name: str) -> bool:
-    return any(w in name.replace("_", " ").split() for w in ("left", "right"))
 
 
 def _uncertainty(found: Found) -> float:

@@ -158,6 +158,13 @@ class OrgansLocalizer:
             f"patient's {'right' if offset > 0 else 'left'} of the midline"
         )
 
+    def _reading(self, twin: Found | None) -> Found | None:
+        """The counterpart as the swapped reading's, or None: a centre from the atlas alone is
+        no reading (``AtlasRules.mirror_needs_image``)."""
+        if twin is not None and self.atlas_rules.mirror_needs_image and twin.method == "atlas":
+            return None
+        return twin
+
     def _one_side(self, f: Found, twin: Found | None, match) -> str | None:
         """Why ``f`` and its counterpart ``twin`` (the swapped reading's) are no left-right
         pair (``AtlasRules.pair_across``): both on one side of the body's midline; else None.
@@ -214,8 +221,7 @@ class OrgansLocalizer:
         f = self._pair_atlas(f, match, ids, cls, via)
         twin = self._one(model, pb, vb, body, cls, via, ids[1])
         twin = None if twin is None else self._pair_atlas(twin, match, ids[::-1], cls, via)
-        if twin is not None and self.atlas_rules.mirror_needs_image and twin.method == "atlas":
-            twin = None  # a member placed by the atlas alone: not a reading
+        twin = self._reading(twin)
         before = f.details.get("abstain_reason") or (
             "atlas placed it (network under the floor)" if f.method == "atlas" else None
         )
@@ -255,8 +261,7 @@ class OrgansLocalizer:
         if rules.mirror_sides and mirror and not before and not from_atlas:
             other = model.id_of_name(organs_view.counterpart(name))
             twin = None if other is None else self._structure(seen, other, via, False)
-            if twin is not None and rules.mirror_needs_image and twin.method == "atlas":
-                twin = None  # the counterpart's centre from the atlas alone: not a reading
+            twin = self._reading(twin)
             reflect = rules.reflect_missing and match.midline is not None
             if twin is None and reflect:  # not found: f across the midline
                 twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
