@@ -158,6 +158,7 @@ def agents() -> dict:
         ("no_side_check", AtlasRules(side_consistent=False)),  # before #47 round 3
         ("any_right", AtlasRules(right_skew=1.0)),  # before #47 round 3
         ("atlas_mirror", AtlasRules(mirror_needs_image=False)),  # before #47 round 4
+        ("own_side_atlas", AtlasRules(atlas_either_side=False)),  # before session 18
     ):
         out[tag] = Agent("auto", second=False)  # the first model alone, with these rules
         out[tag].localizer.organs.atlas_rules = rules
@@ -172,6 +173,8 @@ def agents() -> dict:
     out["copies2"] = with_copies(Agent("auto", second=False), 2)  # the default before r9
     out["cascade"] = with_copies(Agent("auto", second=True), 2)  # as in round 9's run
     out["cascade4"] = with_copies(Agent("auto", second=True), 4)
+    # the first on 4 copies, the second on 2 (less CPU where the second runs; session 18)
+    out["cascade42"] = with_copies(Agent("auto", second=True), 4, second=2)
     return out
 
 
@@ -221,13 +224,14 @@ def second_agents(dirs: list[Path], tags: list[str]) -> dict:
     return {t: Agent("auto", second=d) for d, t in zip(dirs, tags, strict=True)}
 
 
-def with_copies(agent, variants: int):
+def with_copies(agent, variants: int, second: int | None = None):
     """``agent`` with its organs checks on ``variants`` test-time copies (``organs_checks.
-    with_copies``), in its second model too when it has one."""
+    with_copies``), in its second model too when it has one (on ``second`` copies if given)."""
     from radspatial.agent.localizers.organs import organs_checks
 
-    for organs in _organs_of(agent):
-        organs.checks = organs_checks.with_copies(variants)
+    for k, organs in enumerate(_organs_of(agent)):
+        n = variants if k == 0 or second is None else second
+        organs.checks = organs_checks.with_copies(n)
     return agent
 
 
@@ -401,7 +405,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4",
+        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4,cascade42,own_side_atlas",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
     p.add_argument(

@@ -67,5 +67,18 @@ def decide(
     same = first.answer is not None and first.answer == second.answer
     record = {"readings": [first.to_json(), second.to_json()], "used": same}
     if not same:
-        return decision, record
+        return replace(decision, reason=f"{decision.reason} ({why_not(first, second)})"), record
     return replace(first, reason=f"{first.reason} ({SAME_EITHER_WAY})"), record
+
+
+def why_not(first: Decision, second: Decision) -> str:
+    """Why the two readings give no answer, in words for the reason: the reading that
+    abstained and its reason, or the two answers that differ."""
+    for tag, d in (("as labelled", first), ("with every side swapped", second)):
+        if d.answer is None:
+            return f"{tag}: {d.reason}"
+    words = {1: "yes", 0: "no"}
+    return (
+        f"the answer depends on the sides: {words.get(first.answer, first.answer)} as "
+        f"labelled, {words.get(second.answer, second.answer)} with every side swapped"
+    )

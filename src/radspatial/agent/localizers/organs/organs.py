@@ -178,20 +178,27 @@ class OrgansLocalizer:
             return None
         return "no left-right pair: it and its counterpart lie on one side of the midline"
 
-    def _pair_atlas(self, f: Found, match, ids: tuple[int, int], cls: int, via: str) -> Found:
-        """A pair member with the atlas's opinion (``_with_atlas``), by its own label or,
-        the sides being unknown, its counterpart's: the first the atlas does not veto."""
-        first = None
+    def _pair_atlas(self, f: Found, match, ids: tuple[int, ...], cls: int, via: str) -> Found:
+        """A sided structure with the atlas's opinion (``_with_atlas``) by its own label
+        (``ids[0]``) or, the sides being unknown, its counterpart's (``ids[1:]``). With
+        ``AtlasRules.atlas_either_side`` the opinion it agrees with best (no veto, no doubt,
+        nearest centre): where the image does not show the patient's right, neither can the
+        atlas's orientation, so "where a left or a right one lies" is all it can check; else
+        the first the atlas does not veto (before session 18)."""
+        outs = []
         for label_id in ids:
             opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
             extra = {"label_id": int(ids[0]), "class": int(cls), "via": via}
-            out = self._with_atlas(
-                f, opinion, match.body_radius, extra, match.view_confirmed, match.score
-            )
-            if out is not None and not out.details.get("abstain_reason"):
-                return out
-            first = first or out
-        return first or f
+            outs.append(
+                self._with_atlas(f, opinion, match.body_radius, extra, match.view_confirmed,
+                                 match.score)
+            )  # fmt: skip
+        kept = [o for o in outs if o is not None]
+        if not kept:
+            return f
+        if self.atlas_rules.atlas_either_side:
+            return min(kept, key=lambda o: _atlas_fit(o, f))
+        return next((o for o in kept if not o.details.get("abstain_reason")), kept[0])
 
     def _open_pair(self, model, match, label_id: int | None) -> tuple[int, int] | None:
         """(class, counterpart's class) of a sided structure on a slice that hides the sides,
@@ -240,12 +247,17 @@ class OrgansLocalizer:
         f = None if cls is None else self._one(model, pred, votes, body, cls, via)
         if match is None or cls is None:
             return f
-        extra = {"label_id": int(label_id), "class": int(cls), "via": via}
-        opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-        f = self._with_atlas(
-            f, opinion, match.body_radius, extra, match.view_confirmed, match.score
-        )
         name = model.classes[cls][1]
+        other = model.id_of_name(organs_view.counterpart(name))
+        either = self.atlas_rules.atlas_either_side and not match.sides and other is not None
+        if f is not None and either and organs_view.lateral(name):
+            f = self._pair_atlas(f, match, (int(label_id), int(other)), cls, via)
+        else:
+            extra = {"label_id": int(label_id), "class": int(cls), "via": via}
+            opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
+            f = self._with_atlas(
+                f, opinion, match.body_radius, extra, match.view_confirmed, match.score
+            )
         if f is not None and match.sides and match.sides_from and organs_view.lateral(name):
             details = {**f.details, "sides_from": ", ".join(match.sides_from)}
             wrong = self._wrong_side(f, name, match)
@@ -259,7 +271,6 @@ class OrgansLocalizer:
         rules = self.atlas_rules
         from_atlas = rules.mirror_needs_image and f.method == "atlas"
         if rules.mirror_sides and mirror and not before and not from_atlas:
-            other = model.id_of_name(organs_view.counterpart(name))
             twin = None if other is None else self._structure(seen, other, via, False)
             twin = self._reading(twin)
             reflect = rules.reflect_missing and match.midline is not None
@@ -591,3 +602,16 @@ def _organs_atlas(**options: object) -> OrgansLocalizer:
 @register_localizer("auto")
 def _auto(**options: object) -> AutoLocalizer:
     return AutoLocalizer(**options)  # type: ignore[arg-type]
+
+
+def _atlas_fit(out: Found, net: Found) -> tuple:
+    """How well a structure fits one atlas opinion (smaller: better): vetoed last, then
+    doubted, a centre moved to the atlas's, then the centres' distance in body radii."""
+    atlas = out.details.get("atlas") or {}
+    distance = atlas.get("distance_body_radii")
+    return (
+        bool(out.details.get("abstain_reason")),
+        bool(out.details.get("uncertain_reason")),
+        out.method != net.method,
+        float("inf") if distance is None else float(distance),
+    )

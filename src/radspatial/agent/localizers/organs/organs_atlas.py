@@ -112,6 +112,10 @@ class AtlasRules:
     # lie on opposite sides of the body's midline, as a left-right pair does; two on one side
     # are no pair and no swapped reading (#47 round 6)
     pair_across: bool = True
+    # on a slice that hides the sides, a sided structure is checked against the atlas's
+    # place for it or for its counterpart, whichever it fits (the atlas's orientation cannot
+    # show the sides either; session 18)
+    atlas_either_side: bool = True
 
 
 @dataclass(frozen=True)
