@@ -103,6 +103,13 @@ def build(
         thorax = SHARED / "gstt_thorax"
         rt = thorax / "rtstruct" / "rt-struct-test-data-81-100.dcm"
         cases["chest"] = Case("chest", thorax / "ct_dicom", rt, "totalsegmentator")
+    if "a" in only:  # patient A's real pelvis to T11: a TRAINING patient of both models, the
+        # one real pelvis here; it shows what the rules allow on real texture, not a held-out
+        # figure (session 18)
+        cases["a"] = Case(
+            "a", ts / "example_ct.nii.gz", ts / "example_seg_fast_force_split.nii.gz",
+            "totalsegmentator",
+        )  # fmt: skip
     cases = {k: v for k, v in cases.items() if k in only}
     sets = []
     for cname, case in cases.items():
@@ -159,6 +166,9 @@ def agents() -> dict:
         ("any_right", AtlasRules(right_skew=1.0)),  # before #47 round 3
         ("atlas_mirror", AtlasRules(mirror_needs_image=False)),  # before #47 round 4
         ("own_side_atlas", AtlasRules(atlas_either_side=False)),  # before session 18
+        ("spine_midline", AtlasRules(midline_from_outline=False)),  # before session 18
+        # both of session 18's rules off: the defaults before it
+        ("before18", AtlasRules(atlas_either_side=False, midline_from_outline=False)),
     ):
         out[tag] = Agent("auto", second=False)  # the first model alone, with these rules
         out[tag].localizer.organs.atlas_rules = rules
@@ -251,10 +261,26 @@ def _organs_of(agent):
         auto = getattr(auto, "second_opinion", None)
 
 
+PELVIC_BONES = ("femur_left", "femur_right", "hip_left", "hip_right")
+
+
+def pelvic_slices(path: Path) -> set[str]:
+    """The set's slice images whose labels hold a femur or a hip bone (the pelvis level; the
+    generator's per-slice structure list, MIRP's centres file)."""
+    name = "center_of_anatomical_stuctures_in_standard_radiological_orientation.json"
+    entries = json.loads((path / name).read_text())
+    return {
+        e["filename"]
+        for e in entries
+        if any(x["class_name"] in PELVIC_BONES for x in e.get("label_info", []))
+    }
+
+
 def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
     """Every sampled item through every agent of ``named`` (interleaved, same process); a
     value that is a dict maps set names to agents (sets it lacks are skipped)."""
     rows = []
+    pelvic = {str(s["path"]): pelvic_slices(s["path"]) for s in sets}
     for s, it in sample(sets, per_set, seed):
         image = np.asarray(Image.open(s["path"] / it["image"]).convert("RGB"))
         pair = "/".join(sorted(it[k]["name"] for k in ("object1", "object2")))
@@ -278,6 +304,7 @@ def run(named: dict, sets: list[dict], per_set: int, seed: int) -> list[dict]:
                     "truth": it["answer"],
                     "decidable": it.get("decidable"),  # the image decides it (issue #46)
                     "decidable_reason": (it.get("decidable_reason") or "").split(":")[0],
+                    "pelvic": Path(it["image"]).name in pelvic[str(s["path"])],
                     "answer": res.answer,
                     "reason": None if res.answer is not None else reason_class(res.text),
                     "reply": res.text,
@@ -338,11 +365,52 @@ def report(rows: list[dict], keys=("all", "set", "window", "size", "view", "pair
     wrong = [r for r in rows if r["answer"] is not None and r["answer"] != r["truth"]]
     lines.append(f"wrong answers: {len(wrong)}")
     lines += [f"  {w['set']} {w['window']} {w['size']} {w['view']} {w['id']}" for w in wrong]
-    cpu = sorted(r["cpu_s"] for r in rows if r["size"] == 512)
+    rows512 = [r for r in rows if r["size"] == 512]
+    cpu = sorted(r["cpu_s"] for r in rows512)
     if cpu:
         med = 1000 * cpu[len(cpu) // 2]
         lines.append(f"CPU per 512 px item, median {med:.1f} ms (n={len(cpu)})")
-    return "\n".join(lines)
+        per_set = {
+            name: 1000 * float(np.median([r["cpu_s"] for r in rows512 if r["set"] == name]))
+            for name in dict.fromkeys(r["set"] for r in rows512)
+        }
+        lines.append("  per set: " + ", ".join(f"{k} {v:.1f}" for k, v in per_set.items()))
+    return "\n".join(lines + targets(rows))
+
+
+HELD_OUT = ("B", "amos", "s0327", "s0328", "pelvic004")  # no model trained on these
+SIDE_FREE = ("mirror-invariant", "no sided structure")  # the answer does not need the sides
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """Issue #47's two coverage targets: the plain-slice chest/abdomen sets held out (B, amos,
+    s0327, s0328, every item, as rounds 1-9 counted them), and pelvis-level items whose answer
+    does not depend on the sides, held out (pelvic004, the label-map patients' pelvic slices)
+    and seen (patient A's real pelvis, Pelvic-Ref-001) apart."""
+    from radspatial.core.stats import wilson_interval
+
+    def line(label: str, chosen: list[dict]) -> str:
+        n, k = len(chosen), sum(r["answer"] is not None for r in chosen)
+        wrong = sum(r["answer"] is not None and r["answer"] != r["truth"] for r in chosen)
+        if not n:
+            return f"{label}: no items"
+        lo, hi = wilson_interval(k, n)
+        share = f"{100 * k / n:.0f} % [{100 * lo:.0f}-{100 * hi:.0f}]"
+        return f"{label}: {k} / {n} ({share}), wrong {wrong}"
+
+    held = [r for r in rows if r["set"] in HELD_OUT]
+    pelvic = [r for r in held if r.get("pelvic") or r["set"] == "pelvic004"]
+    seen = [r for r in rows if r["set"] in ("a", "pelvic001") and r.get("pelvic")]
+    free = [r for r in pelvic if r["decidable_reason"] in SIDE_FREE]
+    return [
+        line("target: chest/abdomen sets, held out", [r for r in held if r["set"] != "pelvic004"]),
+        line("target: pelvis, side-free, held out", free),
+        line(
+            "  pelvis, side-free, seen (A real, Pelvic-Ref-001)",
+            [r for r in seen if r["decidable_reason"] in SIDE_FREE],
+        ),
+        line("  pelvis, side-dependent, held out", [r for r in pelvic if r not in free]),
+    ]
 
 
 def figure(rows: list[dict], out: Path, agents: list[str] | None = None) -> None:
@@ -405,9 +473,9 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4,cascade42,own_side_atlas",
+        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4,cascade42,own_side_atlas,spine_midline,before18",
     )
-    p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest")
+    p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest,a")
     p.add_argument(
         "--model-dir",
         type=Path,

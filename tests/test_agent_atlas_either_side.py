@@ -137,3 +137,53 @@ def test_the_reason_says_why_the_two_readings_give_no_answer():
 def test_the_rule_is_on_by_default():
     assert organs_atlas.AtlasRules().atlas_either_side
     assert np.isfinite(organs_atlas.AtlasRules().max_apart)
+
+
+def ellipse(width: int, depth: int, size: int = 128) -> np.ndarray:
+    yy, xx = np.mgrid[:size, :size]
+    return ((xx - 70) / width) ** 2 + ((yy - 60) / depth) ** 2 <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "axis"),
+    [
+        (ellipse(50, 30), (0.0, 1.0)),  # wider than deep: front-back runs down the image
+        (ellipse(30, 50), (1.0, 0.0)),  # a quarter-turned view: front-back across it
+        (ellipse(40, 38), None),  # too round to tell
+        (np.zeros((128, 128), bool), None),  # no body
+    ],
+)
+def test_the_outline_s_short_axis_is_the_midline_where_no_spine_shows(body, axis):
+    """Below the sacrum no spine fixes the midline; a transverse slice is wider than deep, so
+    the body outline's short axis is the front-back line (either sign)."""
+    from radspatial.agent.localizers.organs import organs_view
+
+    got = organs_view.body_depth_axis(body)
+    if axis is None:
+        assert got is None
+    else:
+        assert abs(float(np.dot(got, axis))) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_an_open_pair_s_missing_part_is_reflected_across_the_midline(monkeypatch):
+    """``_pair``: the network split "femur, either side" but found no second part; with
+    ``midline_from_outline`` the asked femur's mirror reading is it reflected across the
+    midline (as a missing counterpart is), so the two readings can still agree."""
+    from radspatial.agent.localizers.organs import organs_pairs, organs_view
+
+    monkeypatch.setattr(organs_atlas, "fuse", atlas_at({}))
+    monkeypatch.setattr(organs_pairs, "members", lambda *a: (("pa", "va"), ("pb", "vb")))
+    femur = Found((40.0, 70.0), 0.9, "organs", {})
+    model = Model()
+    model.classes = [(0, "background"), (75, "femur_left"), (76, "femur_right")]
+    match = replace_ns(MATCH, midline=((64.0, 64.0), (0.0, 1.0)))
+    for outline in (True, False):
+        loc = localizer()
+        loc.atlas_rules = replace(loc.atlas_rules, midline_from_outline=outline)
+        monkeypatch.setattr(loc, "_one", lambda m, p, *a: femur if p == "pa" else None)
+        f = loc._pair(model, (None, None, None, None, match), (1, 2), 75, "name")
+        twin = f.details[mirror.MIRROR]
+        if outline:
+            assert twin.method == organs_view.REFLECTED and twin.xy == pytest.approx((88.0, 70.0))
+        else:
+            assert twin is None

@@ -229,6 +229,10 @@ class OrgansLocalizer:
         twin = self._one(model, pb, vb, body, cls, via, ids[1])
         twin = None if twin is None else self._pair_atlas(twin, match, ids[::-1], cls, via)
         twin = self._reading(twin)
+        reflect = self.atlas_rules.reflect_missing and match.midline is not None
+        if twin is None and reflect and self.atlas_rules.midline_from_outline:
+            name = model.classes[cls][1]  # the other part not found: f across the midline
+            twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
         before = f.details.get("abstain_reason") or (
             "atlas placed it (network under the floor)" if f.method == "atlas" else None
         )
@@ -340,6 +344,8 @@ class OrgansLocalizer:
         views = organs_view.allowed_views(*axes) if rules.confirm_view else m.views
         shown = organs_view.sides_shown(axes[1], m.orientation)
         centre, posterior = organs_view.body_centre(body), axes[0]
+        if posterior is None and centre is not None and rules.midline_from_outline:
+            posterior = organs_view.body_depth_axis(body)  # no spine: the outline's depth
         line = None
         if centre is not None and posterior is not None:
             line = (tuple(map(float, centre)), tuple(map(float, posterior)))

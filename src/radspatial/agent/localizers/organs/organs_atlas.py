@@ -116,6 +116,10 @@ class AtlasRules:
     # place for it or for its counterpart, whichever it fits (the atlas's orientation cannot
     # show the sides either; session 18)
     atlas_either_side: bool = True
+    # where no spine shows the midline (below the sacrum), the body outline's short axis
+    # does (organs_view.body_depth_axis), and an open pair's missing part is reflected
+    # across it as a missing counterpart is (session 18)
+    midline_from_outline: bool = True
 
 
 @dataclass(frozen=True)

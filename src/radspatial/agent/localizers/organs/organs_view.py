@@ -203,6 +203,24 @@ def body_centre(body: np.ndarray) -> np.ndarray | None:
     return _centroid(body)
 
 
+MIN_ELONGATION = 1.2  # body width / depth (principal axes) for its short axis to be front-back
+
+
+def body_depth_axis(body: np.ndarray) -> np.ndarray | None:
+    """The body's short principal axis (x, y unit vector, either sign): the front-back line
+    of a transverse slice, which is wider than deep at every level from the chest to the
+    thighs; None where the outline is too round (``MIN_ELONGATION``) to tell. The midline a
+    counterpart is reflected across where no spine shows it (below the sacrum)."""
+    ys, xs = np.nonzero(body)
+    if ys.size < MIN_PX:
+        return None
+    cov = np.cov(np.stack([xs, ys]).astype(float))
+    values, vectors = np.linalg.eigh(cov)  # ascending
+    if values[0] <= 0 or np.sqrt(values[1] / values[0]) < MIN_ELONGATION:
+        return None
+    return vectors[:, 0] / float(np.hypot(*vectors[:, 0]))
+
+
 def reflect(
     found: Found,
     centre: tuple[float, float],
