@@ -122,8 +122,12 @@ def test_auto_takes_a_second_model_folder_and_never_one_by_default_with_the_user
     # opt-in (issue #47 round 8): no second unless asked, with the shipped first model or not
     assert organs.AutoLocalizer(model_dir=shipped).second_opinion is None
     assert organs.AutoLocalizer().second_opinion is None
-    wide = organs.AutoLocalizer(second=True).second_opinion
+    auto = organs.AutoLocalizer(second=True)
+    wide = auto.second_opinion
     assert wide is not None and wide.organs.model_dir == organs.shipped_second_dir()
+    # issue #47 round 10: the first on 4 re-oriented copies (3 must agree), the second on 2
+    assert (auto.organs.checks.variants, auto.organs.checks.min_votes) == (4, 3)
+    assert (wide.organs.checks.variants, wide.organs.checks.min_votes) == (2, 2)
     with pytest.raises(FileNotFoundError, match="config.json"):  # named, before torch
         organs.AutoLocalizer(second=tmp_path)
 

@@ -561,6 +561,8 @@ class AutoLocalizer:
                     raise ValueError("this package ships no second organs model")
             self.second_opinion = AutoLocalizer(second, device, atlas, second=False)
             self.second_opinion.name = f"auto (second model: {Path(second).name})"
+            if self.second_opinion.organs.atlas_dir is not None:  # 2 copies (#47 round 10)
+                self.second_opinion.organs.checks = organs_checks.WITH_ATLAS_SECOND
 
     def warm_up(self) -> None:
         self.organs.warm_up()
