@@ -184,7 +184,7 @@ def agents() -> dict:
     out["cascade"] = with_copies(Agent("auto", second=True), 2)  # as in round 9's run
     out["cascade4"] = with_copies(Agent("auto", second=True), 4)
     # the first on 4 copies, the second on 2 (less CPU where the second runs; session 18)
-    out["cascade42"] = with_copies(Agent("auto", second=True), 4, second=2)
+    out["cascade42"] = with_copies(Agent("auto", second=True), 4, second=2)  # the opt-in since r10
     return out
 
 
