@@ -60,3 +60,32 @@ def test_reason_classes_strip_numbers_and_names():
     a = mod.reason_class("abstain: subject (liver) unstable: found in 1/2 re-oriented copies (< 2)")
     b = mod.reason_class("abstain: subject (spleen) unstable: found in 0/2 re-oriented copies")
     assert a == b == "subject unstable: found in #/# re-oriented copies"
+
+
+def test_the_issue_s_targets_count_held_out_sets_and_pelvic_items_apart():
+    """Issue #47's targets: the chest/abdomen sets held out, and pelvis-level items whose
+    answer does not need the sides, held out (pelvic004, the other sets' pelvic slices) and
+    seen (patient A, Pelvic-Ref-001) apart; a wrong answer is counted where it falls."""
+    mod = _module()
+
+    def row(name, pelvic, reason, answer, truth=1):
+        return {"set": name, "pelvic": pelvic, "decidable_reason": reason, "answer": answer,
+                "truth": truth}  # fmt: skip
+
+    free, dep = "mirror-invariant", "side-dependent, no landmark in slice"
+    rows = [
+        row("B", False, "no sided structure", 1),
+        row("s0327", False, free, None),
+        row("s0327", True, free, 0),  # pelvic, side-free, wrong
+        row("s0328", True, dep, None),
+        row("pelvic004", False, free, 1),  # the whole set is the pelvis
+        row("a", True, free, 1),  # seen
+        row("chest", False, free, 1),  # seen: in neither target
+    ]
+    lines = mod.targets(rows)
+    assert lines[0].startswith("target: chest/abdomen sets, held out: 2 / 4 (50 %")
+    assert lines[0].endswith("wrong 1")
+    assert lines[1].startswith("target: pelvis, side-free, held out: 2 / 2 (100 %")
+    assert lines[1].endswith("wrong 1")
+    assert "seen (A real, Pelvic-Ref-001): 1 / 1" in lines[2]
+    assert "side-dependent, held out: 0 / 1" in lines[3]

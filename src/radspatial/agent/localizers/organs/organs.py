@@ -165,6 +165,13 @@ class OrgansLocalizer:
             return None
         return twin
 
+    def _stand_in(self, f: Found, twin: Found | None, name: str, match) -> Found | None:
+        """The counterpart of ``f`` (named ``name``) for the swapped reading: ``twin``, or where
+        it was not found ``f`` reflected across the midline (``AtlasRules.reflect_missing``)."""
+        if twin is not None or not self.atlas_rules.reflect_missing or match.midline is None:
+            return twin
+        return organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
+
     def _one_side(self, f: Found, twin: Found | None, match) -> str | None:
         """Why ``f`` and its counterpart ``twin`` (the swapped reading's) are no left-right
         pair (``AtlasRules.pair_across``): both on one side of the body's midline; else None.
@@ -229,10 +236,8 @@ class OrgansLocalizer:
         twin = self._one(model, pb, vb, body, cls, via, ids[1])
         twin = None if twin is None else self._pair_atlas(twin, match, ids[::-1], cls, via)
         twin = self._reading(twin)
-        reflect = self.atlas_rules.reflect_missing and match.midline is not None
-        if twin is None and reflect and self.atlas_rules.midline_from_outline:
-            name = model.classes[cls][1]  # the other part not found: f across the midline
-            twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
+        if self.atlas_rules.midline_from_outline:  # the other part not found: f reflected
+            twin = self._stand_in(f, twin, model.classes[cls][1], match)
         before = f.details.get("abstain_reason") or (
             "atlas placed it (network under the floor)" if f.method == "atlas" else None
         )
@@ -276,10 +281,7 @@ class OrgansLocalizer:
         from_atlas = rules.mirror_needs_image and f.method == "atlas"
         if rules.mirror_sides and mirror and not before and not from_atlas:
             twin = None if other is None else self._structure(seen, other, via, False)
-            twin = self._reading(twin)
-            reflect = rules.reflect_missing and match.midline is not None
-            if twin is None and reflect:  # not found: f across the midline
-                twin = organs_view.reflect(f, *match.midline, name=organs_view.counterpart(name))
+            twin = self._stand_in(f, self._reading(twin), name, match)
             if one_side := self._one_side(f, twin, match):
                 details["abstain_reason"], twin = one_side, None
             details[MIRROR] = twin
