@@ -187,3 +187,25 @@ def test_an_open_pair_s_missing_part_is_reflected_across_the_midline(monkeypatch
             assert twin.method == organs_view.REFLECTED and twin.xy == pytest.approx((88.0, 70.0))
         else:
             assert twin is None
+
+
+def test_a_pair_shown_on_one_side_only_is_that_member_its_counterpart_reflected(monkeypatch):
+    """``_pair`` with ``AtlasRules.pair_single``: the merged "femur, either side" shows one
+    component; it stands for the asked femur (which side, the image does not say) and its
+    counterpart is it reflected across the midline, so both readings can be decided."""
+    from radspatial.agent.localizers.organs import organs_pairs, organs_view
+
+    monkeypatch.setattr(organs_atlas, "fuse", atlas_at({}))
+    monkeypatch.setattr(organs_pairs, "members", lambda *a: (("pa", "va"), None))
+    femur = Found((40.0, 70.0), 0.9, "organs", {})
+    model = Model()
+    model.classes = [(0, "background"), (75, "femur_left"), (76, "femur_right")]
+    match = replace_ns(MATCH, midline=((64.0, 64.0), (0.0, 1.0)))
+    loc = localizer()
+    loc.atlas_rules = replace(loc.atlas_rules, midline_from_outline=False)  # not needed here
+    monkeypatch.setattr(loc, "_one", lambda m, p, *a: femur if p == "pa" else None)
+    f = loc._pair(model, (None, None, None, None, match), (1, 2), 75, "name")
+    assert f.details["pair"] == "either side (sides not shown), one found, either side"
+    twin = f.details[mirror.MIRROR]
+    assert twin.method == organs_view.REFLECTED and twin.xy == pytest.approx((88.0, 70.0))
+    assert f.details["abstain_reason"].startswith("sides not shown")

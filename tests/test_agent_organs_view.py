@@ -236,6 +236,11 @@ def test_an_open_pair_is_split_into_its_two_members_by_the_networks_lean():
     one = np.where(right_blob, 0, labels)
     merged1, mv1 = merge_parts(Prediction(probs, one), np.stack([one, one]), (1, 2))
     assert organs_pairs.members(merged1, mv1, probs, 1, 2, body) is None  # one member only
+    # session 18 (``AtlasRules.pair_single``): the one member found is the asked one, either
+    # side, with the merged class as it is; no counterpart
+    (alone, alone_votes), none = organs_pairs.members(merged1, mv1, probs, 1, 2, body, True)
+    assert none is None and alone is merged1 and alone_votes is mv1
+    assert organs_pairs.members(merged, mv, probs, 1, 2, body, True)[1] is not None  # two: split
 
 
 ORGANS = {"vertebrae": 1, "liver": 2, "stomach": 3}

@@ -224,25 +224,27 @@ class OrgansLocalizer:
         reading's; None when the pair does not show as two components."""
         p, v, probs, body, match = merged
         cls, other = pair
-        split = organs_pairs.members(p, v, probs, cls, other, body)
+        rules = self.atlas_rules
+        split = organs_pairs.members(p, v, probs, cls, other, body, rules.pair_single)
         if split is None:
             return None
-        (pa, va), (pb, vb) = split
+        (pa, va), rest = split
         ids = (label_id, model.classes[other][0])
         f = self._one(model, pa, va, body, cls, via, ids[0])
         if f is None:
             return None
         f = self._pair_atlas(f, match, ids, cls, via)
-        twin = self._one(model, pb, vb, body, cls, via, ids[1])
+        twin = None if rest is None else self._one(model, *rest, body, cls, via, ids[1])
         twin = None if twin is None else self._pair_atlas(twin, match, ids[::-1], cls, via)
         twin = self._reading(twin)
-        if self.atlas_rules.midline_from_outline:  # the other part not found: f reflected
+        if rules.midline_from_outline or rest is None:  # the other not found: f reflected
             twin = self._stand_in(f, twin, model.classes[cls][1], match)
         before = f.details.get("abstain_reason") or (
             "atlas placed it (network under the floor)" if f.method == "atlas" else None
         )
         before = before or self._one_side(f, twin, match)
-        details = {**f.details, "pair": "either side (sides not shown), split in two"}
+        how = "split in two" if rest is not None else "one found, either side"
+        details = {**f.details, "pair": f"either side (sides not shown), {how}"}
         details["abstain_reason"] = before or organs_view.SIDES_NOT_SHOWN
         if not before and self.atlas_rules.mirror_sides:
             details[MIRROR] = twin

@@ -120,6 +120,10 @@ class AtlasRules:
     # does (organs_view.body_depth_axis), and an open pair's missing part is reflected
     # across it as a missing counterpart is (session 18)
     midline_from_outline: bool = True
+    # on a slice that hides the sides, an open pair the network shows on one side only is
+    # that one member, either side (its checks on the pair's merged class, whose copies do
+    # not flip between the sides), its counterpart reflected across the midline (session 18)
+    pair_single: bool = True
 
 
 @dataclass(frozen=True)

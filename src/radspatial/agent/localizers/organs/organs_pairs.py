@@ -19,6 +19,8 @@ import numpy as np
 
 from radspatial.nets import unet
 
+View = tuple[unet.Prediction, np.ndarray]
+
 
 def members(
     merged: unet.Prediction,
@@ -27,18 +29,24 @@ def members(
     cls: int,
     other: int,
     body: np.ndarray,
-) -> tuple[tuple[unet.Prediction, np.ndarray], tuple[unet.Prediction, np.ndarray]] | None:
+    single: bool = False,
+) -> tuple[View, View | None] | None:
     """(the asked member's view, its counterpart's view): ``merged`` / ``merged_votes`` with
     only that member's component left in class ``cls`` (``probs``: the network's own class
     probabilities, (C, H, W), to tell which member it leans to for ``cls``). None when the
-    merged class has fewer than two components of ``unet.MIN_AREA_PX`` inside the body."""
+    merged class has fewer than two components of ``unet.MIN_AREA_PX`` inside the body; with
+    ``single``, where it has one, that one is the asked member (``merged`` as it is) and its
+    counterpart None: the pair shows on one side only, which side the image does not say."""
     from scipy import ndimage
 
     region = (merged.labels == cls) & body
     comp, n = ndimage.label(region, structure=np.ones((3, 3), bool))
+    sizes = np.bincount(comp.ravel())[1:]
+    big = int(np.count_nonzero(sizes >= unet.MIN_AREA_PX))
+    if single and big == 1:
+        return (merged, merged_votes), None
     if n < 2:
         return None
-    sizes = np.bincount(comp.ravel())[1:]
     a, b = (int(i) + 1 for i in np.argsort(sizes)[::-1][:2])
     if sizes[b - 1] < unet.MIN_AREA_PX:
         return None
