@@ -68,7 +68,7 @@ def main() -> None:
     a = p.parse_args()
     import torch
 
-    from radspatial.agent.localizers.organs import organs, organs_checks
+    from radspatial.agent.localizers.organs import organs, organs_checks, organs_predict
     from radspatial.agent.pipeline.types import Context, Ref
     from radspatial.nets import unet_fast
 
@@ -87,7 +87,7 @@ def main() -> None:
             unet_fast.applies = applies
 
     same = same_answers(loc.locate(image, refs, ctx), plain_locate())
-    x = torch.from_numpy(organs.grey_u8(image)[:128, :128] / 127.5 - 1).float()[None, None]
+    x = torch.from_numpy(organs_predict.grey_u8(image)[:128, :128] / 127.5 - 1).float()[None, None]
     batch = torch.cat([organs_checks.dihedral(x, k) for k in organs_checks.VARIANT_ORDER[:4]])
     with torch.inference_mode():
         forward = interleaved(

@@ -1,7 +1,7 @@
 """The channels-last forward of the ``organs`` U-Net (:mod:`radspatial.nets.unet_fast`): the
 plain MONAI forward's probabilities on a real slice, other UNet shapes, the fallbacks, and the
 class-last mapping back and integer grey of
-:func:`radspatial.agent.localizers.organs.organs.variant_probs`."""
+:func:`radspatial.agent.localizers.organs.organs_predict.variant_probs`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("monai") is None:  # not imported here: collecting stays quick
     pytest.skip("monai is not installed", allow_module_level=True)
 
-from radspatial.agent.localizers.organs import organs, organs_checks  # noqa: E402
+from radspatial.agent.localizers.organs import organs, organs_checks, organs_predict  # noqa: E402
 from radspatial.core.runtime import bundled_example  # noqa: E402
 from radspatial.imaging.slices import Geometry, render_gray, to_display  # noqa: E402
 from radspatial.imaging.volumes import Case, load_case  # noqa: E402
@@ -46,7 +46,7 @@ def test_fast_forward_gives_the_plain_networks_probabilities_on_a_real_slice(
     from PIL import Image
 
     model = organs.OrgansLocalizer().model
-    small = Image.fromarray(organs.grey_u8(real_slice)).resize((128, 128), Image.BILINEAR)
+    small = Image.fromarray(organs_predict.grey_u8(real_slice)).resize((128, 128), Image.BILINEAR)
     x = torch.from_numpy(np.asarray(small, np.float32) / 255.0)[None, None] * 2 - 1
     batch = torch.cat([organs_checks.dihedral(x, k) for k in organs_checks.VARIANT_ORDER[:4]])
     with torch.inference_mode():
@@ -58,9 +58,9 @@ def test_fast_forward_gives_the_plain_networks_probabilities_on_a_real_slice(
     assert float((p_fast - p_plain).abs().max()) < 2e-5
     assert torch.equal(p_fast.argmax(dim=1), p_plain.argmax(dim=1))
 
-    probs, _ = organs.variant_probs(model, real_slice, 4)
+    probs, _ = organs_predict.variant_probs(model, real_slice, 4)
     _plain(monkeypatch)
-    expect, _ = organs.variant_probs(model, real_slice, 4)
+    expect, _ = organs_predict.variant_probs(model, real_slice, 4)
     assert float((probs - expect).abs().max()) < 2e-5
     assert np.array_equal(probs.numpy().argmax(-1), expect.numpy().argmax(-1))
     assert np.array_equal(probs.mean(0).numpy().argmax(-1), expect.mean(0).numpy().argmax(-1))
@@ -135,7 +135,7 @@ def test_undo_dihedral_last_matches_the_tensor_version_on_an_asymmetric_input():
     for k in range(8):
         y = organs_checks.dihedral(torch.from_numpy(a).permute(2, 0, 1), k)  # (C, H', W')
         expect = organs_checks.undo_dihedral(y, k).permute(1, 2, 0).numpy()
-        got = organs.undo_dihedral_last(y.permute(1, 2, 0).numpy(), k)
+        got = organs_predict.undo_dihedral_last(y.permute(1, 2, 0).numpy(), k)
         assert np.array_equal(got, expect) and np.array_equal(got, a), k
 
 
@@ -150,9 +150,11 @@ def test_integer_grey_equals_the_rounded_float_mean():
     flat[: sums.size, 2] = np.clip(sums - 510, 0, 255)
     rgb[:12, :, :3] = flat.reshape(12, 64, 3)
     expect = np.clip(rgb[:, :, :3].mean(axis=2) + 0.5, 0, 255).astype(np.uint8)
-    assert np.array_equal(organs.grey_u8(rgb), expect)
+    assert np.array_equal(organs_predict.grey_u8(rgb), expect)
     grey = rng.uniform(-5, 260, (8, 8))  # float and grey inputs keep the float path
-    assert np.array_equal(organs.grey_u8(grey), np.clip(grey + 0.5, 0, 255).astype(np.uint8))
+    assert np.array_equal(
+        organs_predict.grey_u8(grey), np.clip(grey + 0.5, 0, 255).astype(np.uint8)
+    )
 
 
 def test_unet_build_model_is_what_the_fast_path_expects():

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("monai") is None:  # not imported here: collecting stays quick
     pytest.skip("monai is not installed", allow_module_level=True)
 
-from radspatial.agent.localizers.organs import organs, organs_checks  # noqa: E402
+from radspatial.agent.localizers.organs import organs, organs_checks, organs_predict  # noqa: E402
 from radspatial.core.runtime import bundled_example  # noqa: E402
 from radspatial.imaging.slices import Geometry, render_gray, to_display  # noqa: E402
 from radspatial.imaging.volumes import Case, load_case  # noqa: E402
@@ -59,7 +59,7 @@ def test_shipped_weights_give_monais_logits_on_real_ct_slices(real_slices):
     reference = _monai_shipped()
     copies = []
     for image in real_slices:
-        small = Image.fromarray(organs.grey_u8(image)).resize((128, 128), Image.BILINEAR)
+        small = Image.fromarray(organs_predict.grey_u8(image)).resize((128, 128), Image.BILINEAR)
         x = torch.from_numpy(np.asarray(small, np.float32) / 255.0)[None, None] * 2 - 1
         copies += [organs_checks.dihedral(x, k) for k in organs_checks.VARIANT_ORDER[:4]]
     batch = torch.cat(copies)
