@@ -266,30 +266,6 @@ def test_the_two_models_must_agree_where_both_see_a_structure_without_a_side():
     assert disagreement(*atlas, (512, 512), 0.1) is None
 
 
-def test_with_sided_structures_either_of_the_first_s_pair_will_do():
-    """Session 18 (``Agent.agree_sided``): a structure with a side counts too; where the
-    first's slice hid the sides, its structure or its counterpart (the swapped reading, its
-    own pixels: not a reflection) may be the one the second found."""
-    from radspatial.agent.pipeline.agent import disagreement
-    from radspatial.agent.pipeline.types import Found, Ref
-
-    def at(x, **extra):
-        return Found((x, 50.0), 0.9, "organs", {"area_px": 100.0, **extra})
-
-    refs = [Ref(name="iliopsoas_left")]
-    first = (refs, [at(300)], [at(40)])  # as labelled at 300; its counterpart at 40
-    assert disagreement(first, (refs, [at(20)], None), (512, 512), 0.1) is None  # unsided only
-    assert disagreement(first, (refs, [at(20)], None), (512, 512), 0.1, sided=True) is None
-    far = disagreement(first, (refs, [at(170)], None), (512, 512), 0.1, sided=True)
-    assert far == "the two models disagree on where the iliopsoas_left is: 130 px apart (> 51)"
-    reflected = (refs, [at(300)], [at(40, reflected_from="iliopsoas_right")])
-    got = disagreement(reflected, (refs, [at(20)], None), (512, 512), 0.1, sided=True)
-    assert got == "the two models disagree on where the iliopsoas_left is: 280 px apart (> 51)"
-    shown = (refs, [at(300)], None)  # sides shown to the first: its own structure only
-    assert disagreement(shown, (refs, [at(290)], None), (512, 512), 0.1, sided=True) is None
-    assert disagreement(shown, (refs, [at(40)], None), (512, 512), 0.1, sided=True)
-
-
 def test_a_second_answer_the_first_model_contradicts_is_an_abstention():
     """The first found the liver (untrusted) where the mask is; a second model that puts it
     elsewhere does not answer (the first's abstention stands), and the trace says why."""

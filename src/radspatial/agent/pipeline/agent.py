@@ -57,9 +57,7 @@ STEP_KEYS = ("localizer", "found", "margin_px", "checks", "sides")
 # structure without a side lie within this share of the image's larger side (+ both
 # uncertainties) of the second's: two models that place the liver apart cannot both be right
 AGREE_TOLERANCE = 0.1
-# what one localizer was asked, what it found and, where the slice hid the sides, each sided
-# structure's counterpart (the swapped reading: ``mirror.split``; None where there is none)
-Located = tuple[Sequence[Ref], list, list | None]
+Located = tuple[Sequence[Ref], list]  # what one localizer was asked and what it found
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,6 @@ class Agent:
         min_component_px: float = MIN_COMPONENT_PX,
         margin_reference: float | None = REFERENCE_PX,
         agree_tolerance: float | None = AGREE_TOLERANCE,
-        agree_sided: bool = True,
         **options: Any,
     ) -> None:
         self.localizer = (
@@ -127,9 +124,6 @@ class Agent:
             None if margin_reference is None else checked_reference(margin_reference)
         )
         self.agree_tolerance = agree_tolerance
-        # the agreement holds for structures with a side too, against the first's structure
-        # or its counterpart (session 18; before: sided structures had no say)
-        self.agree_sided = agree_sided
 
     @property
     def margin(self) -> float:
@@ -216,7 +210,7 @@ class Agent:
             decision, trace["sides"] = mirror.decide(decision, readings, lambda r: judge(r)[0])
         decision = trust.with_fallback_notes(decision, found)
         timings["verify_ms"] = _ms(t2)
-        return decision, (refs, found, None if readings is None else readings[1])
+        return decision, (refs, found)
 
     def _second_opinion(
         self,
@@ -242,9 +236,7 @@ class Agent:
         timings["second_ms"] = round(spent["localize_ms"] + spent["verify_ms"], 3)
         steps.pop("parsed", None)
         if again.answer is not None and self.agree_tolerance is not None:
-            apart = disagreement(
-                first, kept, image.shape, self.agree_tolerance, sided=self.agree_sided
-            )
+            apart = disagreement(first, kept, image.shape, self.agree_tolerance)
             if apart:
                 again = Decision(None, apart, trust.NOT_TRUSTED)
         if again.answer is None:
@@ -258,49 +250,27 @@ class Agent:
 
 
 def disagreement(
-    first: Located,
-    second: Located,
-    shape: tuple[int, ...],
-    tolerance: float,
-    *,
-    sided: bool = False,
+    first: Located, second: Located, shape: tuple[int, ...], tolerance: float
 ) -> str | None:
-    """Why the second model's localizations are not trusted: a structure that the first
-    model's network also found (its own pixels, any score) lies further from the second's than
-    ``tolerance`` x the image's larger side + both uncertainties; else None. A structure with a
-    side counts only with ``sided``, and then either of the first's pair will do: the
-    structure as the first labelled it or, where the slice hid the sides, its counterpart (the
-    first's swapped reading). ``first`` / ``second``: (refs, found, swapped) of each run."""
-    refs, found_a = first[0], first[1]
-    swapped = first[2] if len(first) > 2 and first[2] is not None else [None] * len(refs)
-    found_b = second[1]
+    """Why the second model's localizations are not trusted: a structure without a side that
+    the first model's network also found (its own pixels, any score) lies further from the
+    second's than ``tolerance`` x the image's larger side + both uncertainties; else None.
+    ``first`` / ``second``: (refs, found) of each model's run."""
+    refs, found_a = first
+    _, found_b = second
     base = tolerance * max(shape[:2])
-    for ref, a, twin, b in zip(refs, found_a, swapped, found_b, strict=False):
+    for ref, a, b in zip(refs, found_a, found_b, strict=False):
         name = (ref.name or "").lower()
-        if a is None or b is None or not _has_pixels(a):
+        if a is None or b is None or a.details.get("area_px") is None or side_of(name):
             continue  # the first's centre without pixels of its own (atlas, reflected): no say
-        if side_of(name) and not sided:
-            continue
-        ours = [a] + ([twin] if side_of(name) and _has_pixels(twin) else [])
-        gaps = [(_distance(x, b), base + _uncertainty(x) + _uncertainty(b)) for x in ours]
-        if all(apart > limit for apart, limit in gaps):
-            apart, limit = min(gaps)
+        limit = base + _uncertainty(a) + _uncertainty(b)
+        apart = float(np.hypot(a.xy[0] - b.xy[0], a.xy[1] - b.xy[1]))
+        if apart > limit:
             return (
                 f"the two models disagree on where the {name or 'structure'} is: "
                 f"{apart:.0f} px apart (> {limit:.0f})"
             )
     return None
-
-
-def _has_pixels(found: Found | None) -> bool:
-    """A centre from the network's own pixels (not the atlas's, not a reflection)."""
-    if found is None or found.details.get("area_px") is None:
-        return False
-    return "reflected_from" not in found.details
-
-
-def _distance(a: Found, b: Found) -> float:
-    return float(np.hypot(a.xy[0] - b.xy[0], a.xy[1] - b.xy[1]))
 
 
 def _uncertainty(found: Found) -> float:
