@@ -186,6 +186,7 @@ def agents() -> dict:
     out["cascade4"] = with_copies(Agent("auto", second=True), 4)
     # the first on 4 copies, the second on 2 (less CPU where the second runs; session 18)
     out["cascade42"] = with_copies(Agent("auto", second=True), 4, second=2)  # the opt-in since r10
+    out["cascade41"] = with_copies(Agent("auto", second=True), 4, second=1)  # session 18, dev
     out["cascade42_no_single"] = with_rules(
         with_copies(Agent("auto", second=True), 4, second=2), pair_single=False
     )
@@ -477,7 +478,7 @@ def main() -> None:
         default="current,need_sides",
         help="of current,confirm_view,need_sides,round4,match_floor,shipped,no_votes,"
         "no_reflect,any_votes,no_pairs,no_side_check,any_right,atlas_mirror,fixed_margin,"
-        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4,cascade42,own_side_atlas,spine_midline,before18,no_single,cascade42_no_single",
+        "default,pairs_one_side,no_agree,first4,copies2,cascade,cascade4,cascade42,own_side_atlas,spine_midline,before18,no_single,cascade42_no_single,cascade41",
     )
     p.add_argument("--sets", default=",".join(SETS), help=f"of {','.join(SETS + PELVIS)},chest,a")
     p.add_argument(
