@@ -126,6 +126,11 @@ class Wording:
         return self.ref(k)
 
 
+def yes_no(answer: int | str) -> str:
+    """A yes/no type's answer in words: 1/0 as "yes"/"no", anything else as it is."""
+    return {1: "yes", 0: "no"}.get(answer, str(answer)) if isinstance(answer, int) else answer
+
+
 def marker_ref(kind: str, text: str) -> str:
     """'the number 12', 'the letters BZ', 'the red dot': the marker style's phrase."""
     return marker_style(kind).ref(text)
@@ -249,7 +254,7 @@ class QuestionType(Guesses, ABC):
 
     def shown(self, answer: int | str) -> str:
         """1/0 as "yes"/"no" (the open types override: a count of 1 is not "yes")."""
-        return {1: "yes", 0: "no"}.get(answer, str(answer)) if isinstance(answer, int) else answer
+        return yes_no(answer)
 
     def check_answer(self, value: Any, where: str, key: str = "answer") -> int | str:
         """A data file's answer as this type holds it (0/1 for yes/no; one of ``classes``),

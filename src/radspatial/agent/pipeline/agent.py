@@ -28,7 +28,6 @@ from radspatial.agent.pipeline import mirror, trust
 from radspatial.agent.pipeline.types import (
     Context,
     Decision,
-    Found,
     Localizer,
     ParsedQuestion,
     ParseError,
@@ -207,7 +206,9 @@ class Agent:
         else:
             decision, trace["checks"] = judge(found)
         if readings is not None and decision.answer is None:
-            decision, trace["sides"] = mirror.decide(decision, readings, lambda r: judge(r)[0])
+            decision, trace["sides"] = mirror.decide(
+                decision, readings, lambda r: judge(r)[0], qtype.shown
+            )
         decision = trust.with_fallback_notes(decision, found)
         timings["verify_ms"] = _ms(t2)
         return decision, (refs, found)
@@ -263,7 +264,7 @@ def disagreement(
         name = (ref.name or "").lower()
         if a is None or b is None or a.details.get("area_px") is None or side_of(name):
             continue  # the first's centre without pixels of its own (atlas, reflected): no say
-        limit = base + _uncertainty(a) + _uncertainty(b)
+        limit = base + a.uncertainty_px + b.uncertainty_px
         apart = float(np.hypot(a.xy[0] - b.xy[0], a.xy[1] - b.xy[1]))
         if apart > limit:
             return (
@@ -271,11 +272,6 @@ def disagreement(
                 f"{apart:.0f} px apart (> {limit:.0f})"
             )
     return None
-
-
-def _uncertainty(found: Found) -> float:
-    u = found.details.get("uncertainty_px")
-    return float(u) if u is not None else 0.0
 
 
 def _with_labels(context: Context | None) -> Context:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from radspatial.questions import yes_no
 from radspatial.questions.records import Decision, Found
 
 SIDES_PREFIX = "sides not shown"  # a localizer's abstention: the slice hides the sides
@@ -60,25 +61,28 @@ def decide(
     decision: Decision,
     readings: tuple[list[Found | None], list[Found | None]],
     judge: Callable[[list[Found | None]], Decision],
+    shown: Callable[[int | str], str] = yes_no,
 ) -> tuple[Decision, dict]:
-    """The answer both readings agree on, else ``decision`` (the sides abstention); and the
-    trace's record of both. ``judge``: the shared checks + the type's verify on one reading."""
+    """The answer both readings agree on, else ``decision`` (the sides abstention, saying why:
+    :func:`why_not`); and the trace's record of both. ``judge``: the shared checks + the
+    type's verify on one reading; ``shown``: the type's answer in words."""
     first, second = (judge(r) for r in readings)
     same = first.answer is not None and first.answer == second.answer
     record = {"readings": [first.to_json(), second.to_json()], "used": same}
     if not same:
-        return replace(decision, reason=f"{decision.reason} ({why_not(first, second)})"), record
+        why = why_not(first, second, shown)
+        return replace(decision, reason=f"{decision.reason} ({why})"), record
     return replace(first, reason=f"{first.reason} ({SAME_EITHER_WAY})"), record
 
 
-def why_not(first: Decision, second: Decision) -> str:
+def why_not(first: Decision, second: Decision, shown: Callable[[int | str], str] = yes_no) -> str:
     """Why the two readings give no answer, in words for the reason: the reading that
-    abstained and its reason, or the two answers that differ."""
+    abstained and its reason, or the two answers (``shown``: in the type's words) that
+    differ."""
     for tag, d in (("as labelled", first), ("with every side swapped", second)):
         if d.answer is None:
             return f"{tag}: {d.reason}"
-    words = {1: "yes", 0: "no"}
     return (
-        f"the answer depends on the sides: {words.get(first.answer, first.answer)} as "
-        f"labelled, {words.get(second.answer, second.answer)} with every side swapped"
+        f"the answer depends on the sides: {shown(first.answer)} as labelled, "
+        f"{shown(second.answer)} with every side swapped"
     )

@@ -260,9 +260,10 @@ class OrgansLocalizer:
         if match is None or cls is None:
             return f
         name = model.classes[cls][1]
-        other = model.id_of_name(organs_view.counterpart(name))
+        lateral = organs_view.lateral(name)
+        other = model.id_of_name(organs_view.counterpart(name)) if lateral else None
         either = self.atlas_rules.atlas_either_side and not match.sides and other is not None
-        if f is not None and either and organs_view.lateral(name):
+        if f is not None and either:
             f = self._pair_atlas(f, match, (int(label_id), int(other)), cls, via)
         else:
             extra = {"label_id": int(label_id), "class": int(cls), "via": via}
@@ -270,13 +271,13 @@ class OrgansLocalizer:
             f = self._with_atlas(
                 f, opinion, match.body_radius, extra, match.view_confirmed, match.score
             )
-        if f is not None and match.sides and match.sides_from and organs_view.lateral(name):
+        if f is not None and match.sides and match.sides_from and lateral:
             details = {**f.details, "sides_from": ", ".join(match.sides_from)}
             wrong = self._wrong_side(f, name, match)
             if wrong and not details.get("abstain_reason"):
                 details["abstain_reason"] = wrong
             return replace(f, details=details)
-        if f is None or match.sides or not organs_view.lateral(name):
+        if f is None or match.sides or not lateral:
             return f
         before = f.details.get("abstain_reason")  # a reason of its own comes first
         details = {**f.details, "abstain_reason": before or organs_view.SIDES_NOT_SHOWN}
