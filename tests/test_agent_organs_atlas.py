@@ -144,3 +144,40 @@ def test_the_atlas_build_command_line(tmp_path, capsys):
     meta = json.loads((tmp_path / "atlas" / "atlas.json").read_text())
     assert meta["command"].startswith("python -m radspatial.training.organs_atlas")
     assert meta["volumes"][0]["labelled_ids"] == [0, 5, 6, 26]
+
+
+def _register_by_autograd(query, moving, cfg):
+    """The registration as it was written before it skipped autograd (the reference)."""
+    import torch
+    import torch.nn.functional as F
+
+    k, size = len(moving), (len(moving), 1, organs_atlas.SIZE, organs_atlas.SIZE)
+    fixed = torch.from_numpy(query / 255.0)[None, None].expand(size)
+    mov = torch.from_numpy(np.ascontiguousarray(moving) / 255.0)[:, None].float()
+    theta = torch.eye(2, 3).repeat(k, 1, 1).requires_grad_(True)
+    opt = torch.optim.Adam([theta], lr=cfg.lr)
+    for _ in range(cfg.steps):
+        grid = F.affine_grid(theta, list(size), align_corners=False)
+        loss = ((F.grid_sample(mov, grid, align_corners=False) - fixed) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return F.affine_grid(theta.detach(), list(size), align_corners=False)
+
+
+def test_the_registration_s_gradient_is_autograd_s_to_the_bit():
+    """An L-shaped query and 3 moving copies shifted and scaled off it: the fit moves (the
+    grids are not the identity's) and every grid equals autograd's bit for bit."""
+    import torch
+
+    n = organs_atlas.SIZE
+    query = np.zeros((n, n), np.float32)
+    query[10:50, 12:22] = 200.0  # an L: no flip or half turn maps it onto itself
+    query[40:50, 12:45] = 120.0
+    moving = np.stack([np.roll(query, (2 * i + 1, -i), (0, 1)) for i in range(3)])
+    moving[2] = np.pad(query[::2, ::2], ((8, 24), (10, 22)))  # half the size, elsewhere
+    cfg = organs_atlas.AtlasConfig(steps=10)
+    ours = organs_atlas.register(query, moving, cfg)
+    assert torch.equal(ours, _register_by_autograd(query, moving, cfg))
+    identity = organs_atlas.register(query, moving, organs_atlas.AtlasConfig(steps=0))
+    assert float((ours - identity).abs().amax(dim=(1, 2, 3)).min()) > 1e-3  # every one moved

@@ -80,7 +80,9 @@ class OrgansLocalizer:
         self.model_dir = Path(model_dir) if model_dir else shipped_model_dir()
         self.device = device
         self.min_score = float(min_score)
-        unet.read_config(self.model_dir)  # fail early, without torch, on a wrong folder
+        # fail early, without torch, on a wrong folder; read once (its refusals are asked per
+        # question, and the network, loaded once per folder, is this config's)
+        self.config = unet.read_config(self.model_dir)
         self.atlas_dir = _atlas_dir(atlas, self.model_dir)
         # with the atlas as the second opinion, 4 copies as the network alone (2 from issue
         # #22 round 4 to issue #47 round 9: benchmarks/RESULTS.md)
@@ -108,8 +110,7 @@ class OrgansLocalizer:
         was not trained on, or an MR item for a model trained on CT."""
         if not refs:
             return None
-        config = unet.read_config(self.model_dir)
-        return _untrained_plane(context) or unet.modality_refusal(config, context)
+        return _untrained_plane(context) or unet.modality_refusal(self.config, context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context

@@ -29,14 +29,14 @@ class UNetLocalizer:
     def __init__(self, model_dir: str | Path, device: str = "cpu") -> None:
         self.model_dir = Path(model_dir)
         self.device = device
-        read_config(self.model_dir)  # fail early, without torch, on a wrong folder
+        self.config = read_config(self.model_dir)  # fail early, without torch; read once
 
     @property
     def model(self) -> UNetModel:
         return load_model(self.model_dir, self.device)
 
     def refuses(self, refs: Sequence[Ref], context: Context) -> str | None:
-        return modality_refusal(read_config(self.model_dir), context)
+        return modality_refusal(self.config, context)
 
     def locate(
         self, image: np.ndarray, refs: Sequence[Ref], context: Context
