@@ -111,7 +111,7 @@ def test_both_abstaining_keeps_the_first_decision_and_the_second_s_steps():
     assert "first" not in result.trace
 
 
-def test_auto_takes_a_second_model_folder_and_never_one_by_default_with_the_user_s(tmp_path):
+def test_auto_asks_the_shipped_second_by_default_and_none_with_the_user_s_model(tmp_path):
     shipped = organs.shipped_model_dir()
     auto = organs.AutoLocalizer(second=shipped)
     assert auto.second_opinion is not None
@@ -119,9 +119,11 @@ def test_auto_takes_a_second_model_folder_and_never_one_by_default_with_the_user
     assert auto.second_opinion.second_opinion is None  # one level only
     assert auto.second_opinion.name == f"auto (second model: {shipped.name})"
     assert organs.AutoLocalizer(second=False).second_opinion is None
-    # opt-in (issue #47 round 8): no second unless asked, with the shipped first model or not
+    # the default since issue #47 round 14: the shipped second with the shipped first only
+    # (a user's model folder, even a copy of the shipped one, gets none unless asked)
     assert organs.AutoLocalizer(model_dir=shipped).second_opinion is None
-    assert organs.AutoLocalizer().second_opinion is None
+    default = organs.AutoLocalizer().second_opinion
+    assert default is not None and default.organs.model_dir == organs.shipped_second_dir()
     auto = organs.AutoLocalizer(second=True)
     wide = auto.second_opinion
     assert wide is not None and wide.organs.model_dir == organs.shipped_second_dir()
@@ -134,7 +136,8 @@ def test_auto_takes_a_second_model_folder_and_never_one_by_default_with_the_user
 
 def test_the_command_line_names_the_second_model_or_none(tmp_path, capsys):
     """``radspatial agent --second-model``: a folder is asked where the first abstains (the
-    trace keeps its steps); ``none`` asks none; with another localizer it is refused."""
+    trace keeps its steps); ``none`` asks none; left out, the shipped second is asked; with
+    another localizer it is refused."""
     import json
 
     from PIL import Image
@@ -145,9 +148,10 @@ def test_the_command_line_names_the_second_model_or_none(tmp_path, capsys):
     Image.new("RGB", (64, 64)).save(image)  # nothing to look at: both models find nothing
     argv = ["agent", "--image", str(image), "--question", QUESTION]
     shipped = str(organs.shipped_model_dir())
-    for second, asked in ((shipped, True), ("shipped", True), ("none", False)):
-        trace = tmp_path / f"{second.replace('/', '_')}.json"
-        assert main([*argv, "--second-model", second, "--trace", str(trace)]) == 0
+    for second, asked in ((shipped, True), ("shipped", True), ("none", False), (None, True)):
+        trace = tmp_path / f"{str(second).replace('/', '_')}.json"
+        chosen = [] if second is None else ["--second-model", second]
+        assert main([*argv, *chosen, "--trace", str(trace)]) == 0
         assert "abstain" in capsys.readouterr().out
         written = json.loads(trace.read_text())
         assert ("second" in written) is asked

@@ -44,8 +44,9 @@ class AnswerJob:
         help="model folder: unet's, or organs' instead of the shipped one (default: shipped)")
     second_model: str | None = option(None,
         help="auto: a second organs model folder, asked where the first's localization is "
-        "not trusted; 'shipped': the package's (radspatial/data/organs_wide, chest and "
-        "pelvis: more answers, not wrong-free); 'none' (default): no second")
+        "not trusted; 'shipped': the package's (radspatial/data/organs_wide: chest and "
+        "pelvis), the default with the shipped first model; 'none': the first alone "
+        "(default with --model)")
     mask: Path | None = option(None, type=Path, annotation="str | Path | None",
         help="label image in the shown frame, for the mask localizer (default: none)")
     labels: str | None = option(None,

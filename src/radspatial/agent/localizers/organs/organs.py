@@ -55,8 +55,8 @@ def shipped_model_dir() -> Path:
 
 def shipped_second_dir() -> Path | None:
     """The shipped second model folder (``radspatial/data/organs_wide``: the levels the first
-    never saw in real texture, opt-in: ``AutoLocalizer(second=True)``), None where the
-    package has none."""
+    never saw in real texture; ``AutoLocalizer`` asks it by default with the shipped first
+    model), None where the package has none."""
     folder = Path(str(resources.files("radspatial.data") / "organs_wide"))
     return folder if (folder / "config.json").is_file() else None
 
@@ -485,14 +485,16 @@ class AutoLocalizer:
         """``atlas``: None (default) -> the model folder's atlas when it has one (the shipped
         weights do: ``organs+atlas``), True / False to force it. ``second``: a second model
         folder asked where the first's localization is not trusted; True -> the shipped one
-        (:func:`shipped_second_dir`); None / False (default) -> none. Opt-in: on fresh
-        label-map anatomies it adds answers and, on two of three seeds, a wrong one the first
-        alone does not give (issue #47 rounds 6-8, docs/agent.md)."""
+        (:func:`shipped_second_dir`); False -> none; None (default) -> the shipped one with
+        the shipped first model, none with another ``model_dir`` (the two shipped models were
+        measured together: issue #47 round 14, docs/agent.md)."""
         self.markers = create_localizer("markers")
         folder = Path(model_dir) if model_dir else shipped_model_dir()
         use = organs_atlas.has_atlas(folder) if atlas is None else atlas
         self.organs = OrgansLocalizer(model_dir, device, atlas=use)
         self.second_opinion: AutoLocalizer | None = None
+        if second is None:
+            second = model_dir is None and shipped_second_dir() is not None
         if second:
             if second is True:
                 second = shipped_second_dir()
