@@ -202,9 +202,9 @@ def chest_image():
 @pytest.mark.parametrize("flip", [False, True])
 def test_the_second_model_answers_the_chest_either_way_round(chest_image, flip):
     """On the real chest (the second model's training patient: this checks the pipeline and
-    orientation, not generalisation) the first model alone finds nothing; with the shipped
-    second model plain agent answers through it, and mirrored the answer flips with the image
-    (the heart fixes the sides)."""
+    orientation, not generalisation) the first model alone finds nothing; plain agent, which
+    asks the shipped second model by default, answers through it, and mirrored the answer
+    flips with the image (the heart fixes the sides)."""
     image, lab = chest_image
     if flip:
         image, lab = image[:, ::-1].copy(), lab[:, ::-1]
@@ -212,7 +212,7 @@ def test_the_second_model_answers_the_chest_either_way_round(chest_image, flip):
     ventricle, cava = (np.argwhere(lab == i)[:, 1].mean() for i in (120, 63))
     first = Agent("auto", second=False).answer(image, question)
     assert first.answer is None
-    result = Agent("auto", second=True).answer(image, question)
+    result = Agent("auto").answer(image, question)  # the default: second=None
     assert result.answer == int(ventricle > cava) == (0 if flip else 1)
     assert result.trace["localizer"] == "auto (second model: organs_wide)"
     assert result.trace["first"]["decision"]["answer"] is None

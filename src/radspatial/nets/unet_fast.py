@@ -189,8 +189,9 @@ def _instance_norm(x: torch.Tensor, norm: Any, act: Any = None) -> torch.Tensor:
     shift = -mean * scale if norm.bias is None else norm.bias.double() - mean * scale
     y = torch.addcmul(shift.float()[:, None], rows, scale.float()[:, None])
     if act is not None:
-        weight = act.weight
-        y = F.leaky_relu_(y, float(weight)) if weight.numel() == 1 else F.prelu(y, weight)
+        weight = act.weight  # one slope: the same function in place (outside autograd)
+        in_place = weight.numel() == 1 and not y.requires_grad
+        y = F.leaky_relu_(y, float(weight)) if in_place else F.prelu(y, weight)
     return y.view(n, h, w, c).permute(0, 3, 1, 2)
 
 
