@@ -187,13 +187,16 @@ class OrgansLocalizer:
             return None
         return "no left-right pair: it and its counterpart lie on one side of the midline"
 
-    def _pair_atlas(self, f: Found, match, ids: tuple[int, ...], cls: int, via: str) -> Found:
-        """A sided structure with the atlas's opinion (``_with_atlas``) by its own label
-        (``ids[0]``) or, the sides being unknown, its counterpart's (``ids[1:]``). With
-        ``AtlasRules.atlas_either_side`` the opinion it agrees with best (no veto, no doubt,
-        nearest centre): where the image does not show the patient's right, neither can the
-        atlas's orientation, so "where a left or a right one lies" is all it can check; else
-        the first the atlas does not veto (before session 18)."""
+    def _pair_atlas(
+        self, f: Found | None, match, ids: tuple[int, ...], cls: int, via: str
+    ) -> Found | None:
+        """A structure with the atlas's opinion (``_with_atlas``) by its own label (``ids[0]``;
+        alone: that opinion, which may place a structure the network missed) or, the sides
+        being unknown, its counterpart's (``ids[1:]``). With ``AtlasRules.atlas_either_side``
+        the opinion it agrees with best (no veto, no doubt, nearest centre): where the image
+        does not show the patient's right, neither can the atlas's orientation, so "where a
+        left or a right one lies" is all it can check; else the first the atlas does not veto
+        (before session 18)."""
         outs = []
         for label_id in ids:
             opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
@@ -203,8 +206,8 @@ class OrgansLocalizer:
                                  match.score)
             )  # fmt: skip
         kept = [o for o in outs if o is not None]
-        if not kept:
-            return f
+        if len(kept) < 2:
+            return kept[0] if kept else f
         if self.atlas_rules.atlas_either_side:
             return min(kept, key=lambda o: _atlas_fit(o, f))
         return next((o for o in kept if not o.details.get("abstain_reason")), kept[0])
@@ -264,14 +267,8 @@ class OrgansLocalizer:
         lateral = organs_view.lateral(name)
         other = model.id_of_name(organs_view.counterpart(name)) if lateral else None
         either = self.atlas_rules.atlas_either_side and not match.sides and other is not None
-        if f is not None and either:
-            f = self._pair_atlas(f, match, (int(label_id), int(other)), cls, via)
-        else:
-            extra = {"label_id": int(label_id), "class": int(cls), "via": via}
-            opinion = organs_atlas.fuse(match, str(self.atlas_dir), int(label_id))
-            f = self._with_atlas(
-                f, opinion, match.body_radius, extra, match.view_confirmed, match.score
-            )
+        ids = (int(label_id), int(other)) if f is not None and either else (int(label_id),)
+        f = self._pair_atlas(f, match, ids, cls, via)
         if f is not None and match.sides and match.sides_from and lateral:
             details = {**f.details, "sides_from": ", ".join(match.sides_from)}
             wrong = self._wrong_side(f, name, match)
@@ -494,7 +491,7 @@ class AutoLocalizer:
         self.organs = OrgansLocalizer(model_dir, device, atlas=use)
         self.second_opinion: AutoLocalizer | None = None
         if second is None:
-            second = model_dir is None and shipped_second_dir() is not None
+            second = shipped_second_dir() if model_dir is None else False
         if second:
             if second is True:
                 second = shipped_second_dir()
